@@ -1,0 +1,159 @@
+"""The op registry: every operation is defined once here and looked up by every consumer.
+
+An OpDef holds what eager execution, tracing, the verifier, constant folding, autodiff and the
+reference interpreter need: the operand and attribute schema, type inference, a numpy reference
+implementation and a vector-Jacobian product written with other registered ops. Codegen keeps its
+own table of lowerings keyed by the same names; nothing here knows about it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .attrs import AttrSpec, check_attrs
+from .errors import BrazeError, ShapeError, UnknownOpError
+from .types import TensorType
+
+CATEGORIES = ("leaf", "elementwise", "reduction", "movement", "index", "matmul", "conv", "pool",
+              "normalization", "random", "loss", "other")
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """The single definition of an op.
+
+    operands: names; a trailing "*name" is variadic (one or more), a "name?" is an optional trailing operand.
+    infer: (*operand types, **attrs) -> TensorType or tuple of them (one per result); raises ShapeError/DTypeError.
+    impl: (*numpy arrays, **attrs) -> ndarray or tuple of ndarrays; the op's semantics.
+    vjp: (emitter, g, out, *operands, **attrs) -> one gradient (or None) per operand. For multi-result ops
+         g and out are tuples and an unused result's gradient is None. None marks a non-differentiable op.
+    """
+
+    name: str
+    operands: tuple[str, ...]
+    attrs: tuple[AttrSpec, ...]
+    infer: Callable[..., Any] | None
+    impl: Callable[..., Any]
+    vjp: Callable[..., tuple[Any, ...]] | None = None
+    category: str = "other"
+    num_results: int = 1
+    pure: bool = True
+    doc: str = ""
+    attr_names: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"{self.name}: unknown category {self.category!r}")
+        object.__setattr__(self, "attr_names", frozenset(s.name for s in self.attrs))
+
+    @property
+    def declares_type(self) -> bool:
+        """Leaf ops such as param and flag declare their result type instead of inferring it."""
+        return self.infer is None
+
+    @property
+    def differentiable(self) -> bool:
+        return self.vjp is not None
+
+    @property
+    def variadic(self) -> bool:
+        return bool(self.operands) and self.operands[-1].startswith("*")
+
+    def arity_range(self) -> tuple[int, int | None]:
+        """(min, max) operand counts; max is None for variadic ops."""
+        if self.variadic:
+            return len(self.operands) - 1 + 1, None
+        optional = sum(1 for n in self.operands if n.endswith("?"))
+        return len(self.operands) - optional, len(self.operands)
+
+    def check_arity(self, count: int) -> None:
+        low, high = self.arity_range()
+        if count < low or (high is not None and count > high):
+            want = f"at least {low}" if high is None else (f"{low}" if low == high else f"{low} to {high}")
+            raise ShapeError(f"{self.name}: expects {want} operand(s) ({', '.join(self.operands)}), got {count}")
+
+    def check_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Validate and complete an attribute dict (unknown names, missing required ones, wrong kinds)."""
+        return check_attrs(self.name, self.attrs, attrs)
+
+    def infer_types(self, types: Sequence[TensorType], attrs: dict[str, Any]) -> tuple[TensorType, ...]:
+        """Result types for operands of `types` and checked `attrs`, always as a tuple."""
+        if self.infer is None:
+            raise BrazeError(f"{self.name}: leaf ops declare their type; nothing to infer")
+        self.check_arity(len(types))
+        result = self.infer(*types, **attrs)
+        return result if isinstance(result, tuple) else (result,)
+
+    def run(self, arrays: Sequence[np.ndarray], attrs: dict[str, Any]) -> tuple[np.ndarray, ...]:
+        """Evaluate the numpy reference; always returns a tuple of arrays."""
+        with np.errstate(all="ignore"):  # inf/nan follow IEEE semantics silently, as in torch
+            result = self.impl(*arrays, **attrs)
+        return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def defop(name: str, operands: Sequence[str], *, infer: Callable[..., Any] | None, impl: Callable[..., Any],
+          vjp: Callable[..., tuple[Any, ...]] | None = None, attrs: Sequence[AttrSpec] = (),
+          category: str = "other", num_results: int = 1, pure: bool = True, doc: str = "") -> OpDef:
+    """Define and register an op; a name can be registered once."""
+    if name in _REGISTRY:
+        raise BrazeError(f"op {name!r} is already registered")
+    op = OpDef(name, tuple(operands), tuple(attrs), infer, impl, vjp, category, num_results, pure, doc)
+    _REGISTRY[name] = op
+    return op
+
+
+def get_op(name: str) -> OpDef:
+    """The definition of a registered op; raises UnknownOpError naming close matches."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        import difflib
+        close = difflib.get_close_matches(name, _REGISTRY, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UnknownOpError(f"unknown op {name!r}{hint}") from None
+
+
+def op_names() -> list[str]:
+    """The names of every registered op, sorted."""
+    return sorted(_REGISTRY)
+
+
+def is_op(name: str) -> bool:
+    return name in _REGISTRY
+
+
+class Emitter:
+    """Applies ops by name to values of one kind (eager tensors, graph values).
+
+    VJP rules are written against an Emitter, so the same rule computes gradients eagerly and records
+    them into a graph. `e.mul(g, out)` binds the registered op `mul`; Python numbers among the operands
+    become scalar constants of the first tensor operand's dtype.
+    """
+
+    def bind(self, name: str, operands: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def constant(self, array: np.ndarray) -> Any:
+        return self.bind("constant", (), {"value": np.asarray(array)})
+
+    def scalar(self, value: float, like: Any) -> Any:
+        """A rank-0 constant with the dtype of `like`."""
+        return self.constant(np.asarray(value, dtype=like.dtype.numpy))
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_") or not is_op(name):
+            raise AttributeError(name)
+
+        def call(*operands: Any, **attrs: Any) -> Any:
+            like = next((o for o in operands if hasattr(o, "dtype") and hasattr(o, "shape")), None)
+            lifted = [self.scalar(o, like) if isinstance(o, (int, float)) and like is not None else o
+                      for o in operands]
+            return self.bind(name, lifted, attrs)
+
+        call.__name__ = name
+        return call
