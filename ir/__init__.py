@@ -5,3 +5,8 @@ from .errors import (AttributeSchemaError, BrazeError, DTypeError, ParseError, R
 from .evaluate import evaluate, vjp_numpy
 from .registry import Emitter, OpDef, defop, get_op, op_names
 from .types import DTYPES, DType, TensorType, as_dtype, bool_, float32, float64, int8, int32, int64, type_of, uint8
+from .builder import GraphBuilder
+from .graph import FlagLeaf, Graph, Loc, Node, ParamLeaf, Value
+from .interpret import interpret
+from .parser import parse
+from .verify import verify

@@ -1,0 +1,52 @@
+"""Graph views for analysis and drawing: a networkx DiGraph and Graphviz dot text."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import networkx as nx
+
+from .graph import Graph
+
+
+def to_networkx(graph: Graph) -> nx.DiGraph:
+    """Vertices: ("input", name) for graph inputs and node indices for nodes; edges carry the value name."""
+    g = nx.DiGraph(name=graph.name)
+    where: dict[str, Any] = {}
+    for v in graph.inputs:
+        g.add_node(("input", v.name), op="input", type=str(v.type))
+        where[v.name] = ("input", v.name)
+    for i, node in enumerate(graph.nodes):
+        g.add_node(i, op=node.op, outputs=[v.name for v in node.outputs], attrs=node.attr)
+        for v in node.inputs:
+            g.add_edge(where[v.name], i, value=v.name, type=str(v.type))
+        for v in node.outputs:
+            where[v.name] = i
+    return g
+
+
+def to_dot(graph: Graph) -> str:
+    """Graphviz dot text: one box per node labelled with its op and result types."""
+    lines = [f"digraph {json.dumps(graph.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+    where: dict[str, str] = {}
+    for k, v in enumerate(graph.inputs):
+        vid = f"in{k}"
+        lines.append(f"  {vid} [label={json.dumps(f'%{v.name}: {v.type}')}, shape=ellipse];")
+        where[v.name] = vid
+    for i, node in enumerate(graph.nodes):
+        nid = f"n{i}"
+        label = node.op
+        if node.op in ("param", "flag"):
+            label += f" {node.attr['path']}"
+        label += "\\n" + ", ".join(str(v.type) for v in node.outputs)
+        style = ", style=filled, fillcolor=lightyellow" if node.op in ("param", "flag", "constant") else ""
+        lines.append(f"  {nid} [label={json.dumps(label).replace(chr(92) * 2, chr(92))}{style}];")
+        for v in node.inputs:
+            lines.append(f"  {where[v.name]} -> {nid};")
+        for v in node.outputs:
+            where[v.name] = nid
+    for k, v in enumerate(graph.outputs):
+        lines.append(f"  out{k} [label={json.dumps(f'return {k}: {v.type}')}, shape=ellipse];")
+        lines.append(f"  {where[v.name]} -> out{k};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,190 @@
+"""The IR graph: SSA values, nodes in topological order, leaves for inputs, parameters and flags.
+
+Graphs are immutable; passes build new ones (GraphBuilder in ir/builder.py, or `Graph.replace`). A graph
+carries its weights (param path -> array) beside its structure; the weights are not part of equality or text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Iterator, Mapping, NamedTuple
+
+import numpy as np
+
+from .types import DType, TensorType
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """An SSA value: a name unique in its graph and a static type."""
+
+    name: str
+    type: TensorType
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    def __str__(self) -> str:
+        return f"%{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    """Where a node came from: the module path that created it and the user's source file and line."""
+
+    module: str = ""
+    file: str = ""
+    line: int = 0
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.file else ""
+        return " @ ".join(p for p in (self.module, where) if p)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op application. Attributes are a name-sorted tuple of checked values; `loc` is provenance and
+    does not take part in equality."""
+
+    op: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
+    loc: Loc | None = field(default=None, compare=False)
+
+    @cached_property
+    def attr(self) -> dict[str, Any]:
+        """The attributes as a dict (read-only by convention)."""
+        return dict(self.attrs)
+
+    @property
+    def out(self) -> Value:
+        """The single result of a one-result node."""
+        if len(self.outputs) != 1:
+            raise ValueError(f"{self.op} has {len(self.outputs)} results; use .outputs")
+        return self.outputs[0]
+
+    def replace(self, **changes: Any) -> Node:
+        return replace(self, **changes)
+
+
+def sorted_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(attrs.items()))
+
+
+def frozen_literal(value: Any) -> Any:
+    """Lists become tuples and dicts sorted pair-tuples, recursively, so graph attributes compare and hash."""
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen_literal(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: frozen_literal(v) for k, v in sorted(value.items())}
+    return value
+
+
+class ParamLeaf(NamedTuple):
+    """A parameter or buffer leaf of a graph, as `Graph.params()` lists it."""
+
+    path: str
+    id: int
+    type: TensorType
+    trainable: bool
+    buffer: bool
+    out: Value
+
+
+class FlagLeaf(NamedTuple):
+    """A training-flag leaf of a graph, as `Graph.flags()` lists it."""
+
+    path: str
+    id: int
+    value: bool
+    out: Value
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A function: typed inputs, nodes in topological order (leaves included), outputs, graph attributes."""
+
+    name: str
+    inputs: tuple[Value, ...]
+    nodes: tuple[Node, ...]
+    outputs: tuple[Value, ...]
+    meta: tuple[tuple[str, Any], ...] = ()
+    weights: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        meta = self.meta.items() if isinstance(self.meta, Mapping) else self.meta
+        object.__setattr__(self, "meta", tuple(sorted((k, frozen_literal(v)) for k, v in meta)))
+
+    def replace(self, **changes: Any) -> Graph:
+        """A new graph with some fields replaced (`meta` may be given as a dict)."""
+        return replace(self, **changes)
+
+    @cached_property
+    def attributes(self) -> dict[str, Any]:
+        return dict(self.meta)
+
+    # --- lookups ----------------------------------------------------------------------------------------
+    @cached_property
+    def producers(self) -> dict[str, Node]:
+        """Value name -> the node that defines it (graph inputs are absent)."""
+        return {v.name: n for n in self.nodes for v in n.outputs}
+
+    @cached_property
+    def users(self) -> dict[str, list[Node]]:
+        """Value name -> nodes that read it, in graph order."""
+        out: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for v in dict.fromkeys(n.inputs):
+                out.setdefault(v.name, []).append(n)
+        return out
+
+    def producer(self, value: Value) -> Node | None:
+        return self.producers.get(value.name)
+
+    def params(self) -> list[ParamLeaf]:
+        """The param (and buffer) leaves in graph order."""
+        return [ParamLeaf(n.attr["path"], n.attr["id"], n.out.type, n.attr["trainable"], n.attr["buffer"], n.out)
+                for n in self.nodes if n.op == "param"]
+
+    def flags(self) -> list[FlagLeaf]:
+        """The flag leaves in graph order."""
+        return [FlagLeaf(n.attr["path"], n.attr["id"], n.attr["value"], n.out) for n in self.nodes if n.op == "flag"]
+
+    def ops(self) -> Iterator[Node]:
+        """The computing nodes (everything but param, flag and constant leaves)."""
+        return (n for n in self.nodes if n.op not in ("param", "flag", "constant"))
+
+    # --- views --------------------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        from .printer import print_graph
+        return print_graph(self)
+
+    def dump(self, provenance: bool = False) -> str:
+        """The text form; with provenance, each node also shows the module path and source line it came from."""
+        from .printer import print_graph
+        return print_graph(self, provenance=provenance)
+
+    def summary(self) -> str:
+        from .printer import summarize
+        return summarize(self)
+
+    def to_networkx(self) -> Any:
+        """A networkx DiGraph with one vertex per node (keyed by index) and edges from producers to users."""
+        from .analysis import to_networkx
+        return to_networkx(self)
+
+    def to_dot(self) -> str:
+        """A Graphviz drawing in dot text (no graphviz binary needed to produce it)."""
+        from .analysis import to_dot
+        return to_dot(self)
+
+    def renumbered(self) -> Graph:
+        """The same graph with temporaries (digit-only names) renamed 0, 1, 2... in definition order."""
+        from .builder import renumber
+        return renumber(self)

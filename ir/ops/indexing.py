@@ -1,0 +1,254 @@
+"""Indexing ops: strided slices, constant padding, gather, index_select (embedding lookup) and one_hot,
+with the scatter-style ops their gradients need (slice_scatter, scatter_add, index_add).
+
+Slice bounds are normalized (0 <= start <= stop <= dim, step >= 1): the frontend resolves Python slices,
+negative indices and clamping. Index operands are i32 or i64 and must lie in [0, dim); a value outside
+raises BrazeError when the op is evaluated, since shapes alone cannot tell.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ..attrs import AttrSpec
+from ..errors import BrazeError, ShapeError
+from ..registry import defop
+from ..types import TensorType, float32
+from ._common import normalize_axis, require_dtype_kind
+
+_SLICE_ATTRS = (AttrSpec("starts", "ints"), AttrSpec("stops", "ints"), AttrSpec("steps", "ints"))
+
+
+# --- slice / slice_scatter --------------------------------------------------------------------------------
+
+
+def _slice_shape(op: str, shape: tuple[int, ...], starts: tuple[int, ...], stops: tuple[int, ...],
+                 steps: tuple[int, ...]) -> tuple[int, ...]:
+    """The sliced shape; one (start, stop, step) per axis, each already normalized."""
+    if not len(starts) == len(stops) == len(steps) == len(shape):
+        raise ShapeError(f"{op}: starts {list(starts)}, stops {list(stops)}, steps {list(steps)} need one entry "
+                         f"per axis of shape {list(shape)}")
+    for axis, (lo, hi, st, d) in enumerate(zip(starts, stops, steps, shape)):
+        if not 0 <= lo <= hi <= d or st < 1:
+            raise ShapeError(f"{op}: axis {axis} of shape {list(shape)}: need 0 <= start <= stop <= {d} and "
+                             f"step >= 1, got start {lo}, stop {hi}, step {st}")
+    return tuple(-(-(hi - lo) // st) for lo, hi, st in zip(starts, stops, steps))
+
+
+def _index(starts: tuple[int, ...], stops: tuple[int, ...], steps: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(builtins.slice(lo, hi, st) for lo, hi, st in zip(starts, stops, steps))
+
+
+def _slice_infer(x: TensorType, *, starts, stops, steps) -> TensorType:
+    return x.with_shape(_slice_shape("slice", x.shape, starts, stops, steps))
+
+
+def _slice_vjp(e, g, out, x, *, starts, stops, steps):
+    if all(st == 1 for st in steps):
+        pads = tuple(p for lo, hi, d in zip(starts, stops, x.shape) for p in (lo, d - hi))
+        return (e.pad(g, pads=pads, value=0.0),)
+    return (e.slice_scatter(g, shape=tuple(x.shape), starts=starts, stops=stops, steps=steps),)
+
+
+slice = defop("slice", ("x",), infer=_slice_infer,
+              impl=lambda x, *, starts, stops, steps: np.array(x[_index(starts, stops, steps)]),
+              vjp=_slice_vjp, attrs=_SLICE_ATTRS, category="movement",
+              doc="x[start:stop:step] on every axis, with normalized bounds.")
+
+
+def _slice_scatter_infer(g: TensorType, *, shape, starts, stops, steps) -> TensorType:
+    want = _slice_shape("slice_scatter", shape, starts, stops, steps)
+    if g.shape != want:
+        raise ShapeError(f"slice_scatter: source {g} does not fit the slice of shape {list(shape)}, "
+                         f"which has shape {list(want)}")
+    return g.with_shape(shape)
+
+
+def _slice_scatter_impl(g: np.ndarray, *, shape, starts, stops, steps) -> np.ndarray:
+    out = np.zeros(shape, g.dtype)
+    out[_index(starts, stops, steps)] = g
+    return out
+
+
+slice_scatter = defop(
+    "slice_scatter", ("g",), infer=_slice_scatter_infer, impl=_slice_scatter_impl,
+    vjp=lambda e, gg, out, g, *, shape, starts, stops, steps: (
+        e.slice(gg, starts=starts, stops=stops, steps=steps),),
+    attrs=(AttrSpec("shape", "shape"),) + _SLICE_ATTRS, category="movement",
+    doc="Zeros of `shape` with g written into the strided slice: the transpose of slice.")
+
+
+# --- pad --------------------------------------------------------------------------------------------------
+
+
+def _pad_infer(x: TensorType, *, pads: tuple[int, ...], value: float) -> TensorType:
+    if len(pads) != 2 * x.rank or any(p < 0 for p in pads):
+        raise ShapeError(f"pad: pads {list(pads)} must be {2 * x.rank} non-negative values "
+                         f"(before, after per axis) for {x}")
+    return x.with_shape(tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape)))
+
+
+def _pad_impl(x: np.ndarray, *, pads: tuple[int, ...], value: float) -> np.ndarray:
+    widths = [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)]
+    return np.pad(x, widths, mode="constant", constant_values=np.asarray(value).astype(x.dtype))
+
+
+def _pad_vjp(e, g, out, x, *, pads, value):
+    starts = tuple(pads[0::2])
+    stops = tuple(lo + d for lo, d in zip(starts, x.shape))
+    return (e.slice(g, starts=starts, stops=stops, steps=(1,) * len(x.shape)),)
+
+
+pad = defop("pad", ("x",), infer=_pad_infer, impl=_pad_impl, vjp=_pad_vjp,
+            attrs=(AttrSpec("pads", "ints"), AttrSpec("value", "float", 0.0)), category="movement",
+            doc="Constant padding: pads holds (before, after) for each axis in order.")
+
+
+# --- index checks -----------------------------------------------------------------------------------------
+
+
+def _require_index(op: str, t: TensorType) -> None:
+    require_dtype_kind(op, t, ("int",), "indices")
+
+
+def _check_range(op: str, indices: np.ndarray, size: int, where: str) -> None:
+    """Raise BrazeError if an index value falls outside [0, size)."""
+    if indices.size and (indices.min() < 0 or indices.max() >= size):
+        bad = indices[(indices < 0) | (indices >= size)].reshape(-1)[0]
+        raise BrazeError(f"{op}: index {int(bad)} is out of range [0, {size}) for {where}")
+
+
+# --- gather / scatter_add ---------------------------------------------------------------------------------
+
+
+def _gather_check(op: str, shape: tuple[int, ...], indices: TensorType, axis: int) -> int:
+    """torch.gather's shape rule: equal ranks, and indices no larger than `shape` outside `axis`."""
+    _require_index(op, indices)
+    if not shape:
+        raise ShapeError(f"{op}: cannot index along an axis of a scalar (indices {indices})")
+    if indices.rank != len(shape):
+        raise ShapeError(f"{op}: indices {indices} must have the rank of shape {list(shape)}")
+    ax = normalize_axis(op, axis, len(shape))
+    if any(i != ax and n > d for i, (n, d) in enumerate(zip(indices.shape, shape))):
+        raise ShapeError(f"{op}: indices {indices} exceed shape {list(shape)} outside axis {axis}")
+    return ax
+
+
+def _gather_infer(x: TensorType, indices: TensorType, *, axis: int) -> TensorType:
+    _gather_check("gather", x.shape, indices, axis)
+    return x.with_shape(indices.shape)
+
+
+def _along_axis(indices: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
+    """Full coordinates for each entry of `indices`: its own position, with `indices` along `axis`."""
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = indices.astype(np.int64)
+    return tuple(grid)
+
+
+def _gather_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
+    ax = axis % x.ndim
+    _check_range("gather", indices, x.shape[ax], f"axis {axis}")
+    return x[_along_axis(indices, ax)]
+
+
+gather = defop("gather", ("x", "indices"), infer=_gather_infer, impl=_gather_impl,
+               vjp=lambda e, g, out, x, indices, *, axis: (
+                   e.scatter_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
+               attrs=(AttrSpec("axis", "int"),), category="index",
+               doc="out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis` (torch.gather).")
+
+
+def _scatter_add_infer(g: TensorType, indices: TensorType, *, axis: int, shape: tuple[int, ...]) -> TensorType:
+    _gather_check("scatter_add", shape, indices, axis)
+    if g.shape != indices.shape:
+        raise ShapeError(f"scatter_add: source {g} and indices {indices} must have the same shape")
+    return g.with_shape(shape)
+
+
+def _scatter_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
+    ax = axis % len(shape)
+    _check_range("scatter_add", indices, shape[ax], f"axis {axis}")
+    out = np.zeros(shape, g.dtype)
+    np.add.at(out, _along_axis(indices, ax), g)
+    return out
+
+
+scatter_add = defop("scatter_add", ("g", "indices"), infer=_scatter_add_infer, impl=_scatter_add_impl,
+                    vjp=lambda e, gg, out, g, indices, *, axis, shape: (e.gather(gg, indices, axis=axis), None),
+                    attrs=(AttrSpec("axis", "int"), AttrSpec("shape", "shape")), category="index",
+                    doc="Zeros of `shape` with g added at the gather positions: the transpose of gather.")
+
+
+# --- index_select / index_add -----------------------------------------------------------------------------
+
+
+def _index_select_infer(x: TensorType, indices: TensorType, *, axis: int) -> TensorType:
+    _require_index("index_select", indices)
+    if x.rank == 0:
+        raise ShapeError(f"index_select: cannot index a scalar {x}")
+    ax = normalize_axis("index_select", axis, x.rank)
+    return x.with_shape(x.shape[:ax] + indices.shape + x.shape[ax + 1:])
+
+
+def _index_select_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
+    ax = axis % x.ndim
+    _check_range("index_select", indices, x.shape[ax], f"axis {axis}")
+    return np.take(x, indices, axis=ax)
+
+
+index_select = defop("index_select", ("x", "indices"), infer=_index_select_infer, impl=_index_select_impl,
+                     vjp=lambda e, g, out, x, indices, *, axis: (
+                         e.index_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
+                     attrs=(AttrSpec("axis", "int"),), category="index",
+                     doc="Pick whole slices of x along `axis` by an index tensor of any shape (numpy.take); "
+                         "the embedding lookup.")
+
+
+def _index_add_infer(g: TensorType, indices: TensorType, *, axis: int, shape: tuple[int, ...]) -> TensorType:
+    _require_index("index_add", indices)
+    if not shape:
+        raise ShapeError("index_add: the target shape must have at least one axis")
+    ax = normalize_axis("index_add", axis, len(shape))
+    want = shape[:ax] + indices.shape + shape[ax + 1:]
+    if g.shape != want:
+        raise ShapeError(f"index_add: source {g} does not match indices {indices} selecting along axis {axis} "
+                         f"of shape {list(shape)} (expected shape {list(want)})")
+    return g.with_shape(shape)
+
+
+def _index_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
+    ax = axis % len(shape)
+    _check_range("index_add", indices, shape[ax], f"axis {axis}")
+    out = np.zeros(shape, g.dtype)
+    rows = g.reshape(shape[:ax] + (indices.size,) + shape[ax + 1:])
+    np.add.at(np.moveaxis(out, ax, 0), indices.reshape(-1), np.moveaxis(rows, ax, 0))
+    return out
+
+
+index_add = defop("index_add", ("g", "indices"), infer=_index_add_infer, impl=_index_add_impl,
+                  vjp=lambda e, gg, out, g, indices, *, axis, shape: (e.index_select(gg, indices, axis=axis), None),
+                  attrs=(AttrSpec("axis", "int"), AttrSpec("shape", "shape")), category="index",
+                  doc="Zeros of `shape` with the slices of g summed into the positions `indices` select: "
+                      "the transpose of index_select.")
+
+
+# --- one_hot ----------------------------------------------------------------------------------------------
+
+
+def _one_hot_infer(indices: TensorType, *, num_classes: int, dtype) -> TensorType:
+    _require_index("one_hot", indices)
+    if num_classes < 1:
+        raise ShapeError(f"one_hot: num_classes must be positive, got {num_classes} for indices {indices}")
+    return TensorType(indices.shape + (num_classes,), dtype)
+
+
+def _one_hot_impl(indices: np.ndarray, *, num_classes: int, dtype) -> np.ndarray:
+    _check_range("one_hot", indices, num_classes, f"num_classes {num_classes}")
+    return (indices[..., None] == np.arange(num_classes)).astype(dtype.numpy)
+
+
+one_hot = defop("one_hot", ("indices",), infer=_one_hot_infer, impl=_one_hot_impl,
+                attrs=(AttrSpec("num_classes", "int"), AttrSpec("dtype", "dtype", float32)), category="index",
+                doc="A trailing axis of num_classes entries, 1 at each index and 0 elsewhere.")

@@ -1,0 +1,94 @@
+"""Samples for slice, slice_scatter, pad, gather, scatter_add, index_select, index_add and one_hot."""
+import itertools
+
+import numpy as np
+
+from . import Sample, normal
+
+
+def _torch():
+    """torch, imported only when a differential test runs a sample's torch expression."""
+    import torch
+    return torch
+
+_IDX = np.array([[2, 0, 2], [1, 1, 0]], np.int64)  # repeats, so the scatter-style gradients accumulate
+_TOKENS = np.array([[3, 0, 3], [1, 4, 0]], np.int32)
+
+
+def _naive_gather(x, idx, axis):
+    out = np.zeros(idx.shape, x.dtype)
+    for pos in itertools.product(*map(range, idx.shape)):
+        src = list(pos)
+        src[axis] = idx[pos]
+        out[pos] = x[tuple(src)]
+    return out
+
+
+def _naive_scatter_add(g, idx, axis, shape):
+    out = np.zeros(shape, g.dtype)
+    for pos in itertools.product(*map(range, idx.shape)):
+        dst = list(pos)
+        dst[axis] = idx[pos]
+        out[tuple(dst)] += g[pos]
+    return out
+
+
+def _naive_embedding(table, tokens):
+    return np.array([[table[t] for t in row] for row in tokens])
+
+
+def _naive_index_add_rows(g, idx, rows):
+    out = np.zeros((rows,) + g.shape[idx.ndim:])
+    for pos in itertools.product(*map(range, idx.shape)):
+        out[idx[pos]] += g[pos]
+    return out
+
+
+def _naive_pad(x, before, after, value):
+    out = np.full(tuple(d + b + a for d, b, a in zip(x.shape, before, after)), value)
+    out[tuple(slice(b, b + d) for b, d in zip(before, x.shape))] = x
+    return out
+
+
+SAMPLES = [
+    Sample("slice", (normal((4, 5)),), {"starts": (1, 0), "stops": (3, 5), "steps": (1, 1)},
+           expected=lambda x: np.array([[x[i, j] for j in range(5)] for i in (1, 2)]),
+           torch=lambda x: x[1:3, 0:5], label="contiguous"),
+    Sample("slice", (normal((5, 6)),), {"starts": (0, 1), "stops": (5, 6), "steps": (2, 3)},
+           expected=lambda x: np.array([[x[i, j] for j in (1, 4)] for i in (0, 2, 4)]),
+           torch=lambda x: x[0:5:2, 1:6:3], label="strided"),
+    Sample("slice", (normal((3, 4)),), {"starts": (1, 2), "stops": (1, 4), "steps": (1, 1)},
+           expected=lambda x: np.zeros((0, 2)), label="empty"),
+    Sample("slice_scatter", (normal((3, 2)),), {"shape": (5, 6), "starts": (0, 1), "stops": (5, 6), "steps": (2, 3)},
+           expected=lambda g: np.array([[g[i // 2, (j - 1) // 3] if i % 2 == 0 and j % 3 == 1 else 0.0
+                                         for j in range(6)] for i in range(5)])),
+    Sample("pad", (normal((2, 3)),), {"pads": (1, 0, 2, 1)},
+           expected=lambda x: _naive_pad(x, (1, 2), (0, 1), 0.0),
+           torch=lambda x: _torch().nn.functional.pad(x, (2, 1, 1, 0))),
+    Sample("pad", (normal((3,)),), {"pads": (0, 2), "value": -1.5},
+           expected=lambda x: _naive_pad(x, (0,), (2,), -1.5), label="value"),
+    Sample("pad", (np.array([[1, 2]], np.int32),), {"pads": (1, 1, 0, 0), "value": 7.0},
+           expected=lambda x: np.array([[7, 7], [1, 2], [7, 7]], np.int32), label="int"),
+    Sample("gather", (normal((3, 4)), _IDX), {"axis": 0}, expected=lambda x, i: _naive_gather(x, i, 0),
+           torch=lambda x, i: x.gather(0, i), label="axis-0"),
+    Sample("gather", (normal((3, 4)), _IDX.astype(np.int32)), {"axis": 1},
+           expected=lambda x, i: _naive_gather(x, i, 1), label="axis-1-i32"),
+    Sample("gather", (normal((2, 3, 4)), np.array([[[3], [0], [3]]], np.int64)), {"axis": -1},
+           expected=lambda x, i: _naive_gather(x, i, 2), torch=lambda x, i: x.gather(-1, i), label="smaller-index"),
+    Sample("scatter_add", (normal((2, 3)), _IDX), {"axis": 0, "shape": (3, 4)},
+           expected=lambda g, i: _naive_scatter_add(g, i, 0, (3, 4))),
+    Sample("index_select", (normal((5, 3)), _TOKENS), {"axis": 0}, expected=_naive_embedding,
+           torch=lambda w, t: _torch().nn.functional.embedding(t.long(), w), label="embedding"),
+    Sample("index_select", (normal((2, 4)), np.array([3, 1, 3], np.int64)), {"axis": 1},
+           expected=lambda x, i: np.stack([x[:, 3], x[:, 1], x[:, 3]], axis=1),
+           torch=lambda x, i: x.index_select(1, i), label="axis-1"),
+    Sample("index_add", (normal((2, 3, 3)), _TOKENS), {"axis": 0, "shape": (5, 3)},
+           expected=lambda g, i: _naive_index_add_rows(g, i, 5)),
+    Sample("index_add", (normal((2, 3)), np.array([0, 0, 1], np.int64)), {"axis": 1, "shape": (2, 2)},
+           expected=lambda g, i: np.stack([g[:, 0] + g[:, 1], g[:, 2]], axis=1), label="axis-1"),
+    Sample("one_hot", (np.array([[0, 2], [1, 2]], np.int64),), {"num_classes": 3},
+           expected=lambda i: np.array([[[1, 0, 0], [0, 0, 1]], [[0, 1, 0], [0, 0, 1]]], np.float32),
+           torch=lambda i: _torch().nn.functional.one_hot(i, 3).float()),
+    Sample("one_hot", (np.array([1, 0], np.int32),), {"num_classes": 2, "dtype": "int64"},
+           expected=lambda i: np.array([[0, 1], [1, 0]]), label="int64"),
+]
