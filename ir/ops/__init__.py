@@ -1,2 +1,2 @@
 """Importing this package registers every built-in op."""
-from . import leaves, elementwise, reduce, movement, indexing, linalg  # noqa: F401
+from . import leaves, elementwise, reduce, movement, indexing, linalg, conv, pool, norm, loss, random  # noqa: F401

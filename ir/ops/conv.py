@@ -1,0 +1,185 @@
+"""2-d convolution (NCHW, grouped, strided, padded, dilated) and its two backward ops.
+
+The reference is im2col: a strided window view of the padded input, reshaped per group into a matrix and
+multiplied with the weight matrix (one batched GEMM over groups). conv2d_grad_input is the adjoint in the
+input (col2im: the same GEMM transposed, its columns added back into the padded input plane by plane) and
+conv2d_grad_weight the adjoint in the weight. The three are one bilinear form B(x, w), so each one's VJP is
+one of the others: that keeps second derivatives available without a new op.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..attrs import AttrSpec
+from ..errors import ShapeError
+from ..registry import defop
+from ..types import TensorType
+from ._common import require_float, same_dtype
+from ._window import Pair, conv_out, crop, dims, needed, pad_spatial, pair, scatter_windows, span, windows
+
+_GEOMETRY = (AttrSpec("stride", "ints", (1, 1)), AttrSpec("padding", "ints", (0, 0)),
+             AttrSpec("dilation", "ints", (1, 1)), AttrSpec("groups", "int", 1))
+
+
+def _geometry(op: str, stride, padding, dilation, groups) -> tuple[Pair, Pair, Pair, int]:
+    if groups < 1:
+        raise ShapeError(f"{op}: groups must be positive, got {groups}")
+    return pair(op, "stride", stride, 1), pair(op, "padding", padding, 0), pair(op, "dilation", dilation, 1), groups
+
+
+def conv2d_output_shape(op: str, x: Sequence[int], w: Sequence[int], stride, padding, dilation,
+                        groups: int) -> tuple[int, int, int, int]:
+    """The (N, C_out, OH, OW) of conv2d for input shape x and weight shape w; ShapeError naming both if invalid."""
+    stride, padding, dilation, groups = _geometry(op, stride, padding, dilation, groups)
+    if len(x) != 4:
+        raise ShapeError(f"{op}: expected a 4-d input (N,C,H,W), got {dims(x)}")
+    if len(w) != 4:
+        raise ShapeError(f"{op}: expected a 4-d weight (C_out,C_in/groups,kH,kW), got {dims(w)}")
+    if w[0] % groups:
+        raise ShapeError(f"{op}: weight {dims(w)} has {w[0]} output channels, not divisible by groups={groups}")
+    if x[1] != w[1] * groups:
+        grouped = f" and groups={groups}" if groups > 1 else ""
+        raise ShapeError(f"{op}: expected input with {w[1] * groups} channels (weight {dims(w)}{grouped}), "
+                         f"got {dims(x)}")
+    out = tuple(conv_out(x[2 + a], w[2 + a], stride[a], padding[a], dilation[a]) for a in range(2))
+    if min(out) < 1:
+        padded = tuple(x[2 + a] + 2 * padding[a] for a in range(2))
+        kernel = tuple(span(w[2 + a], dilation[a]) for a in range(2))
+        raise ShapeError(f"{op}: padded input size {padded[0]}x{padded[1]} (input {dims(x)}) is smaller than the "
+                         f"dilated kernel size {kernel[0]}x{kernel[1]} (weight {dims(w)})")
+    return x[0], w[0], out[0], out[1]
+
+
+def _im2col(x: np.ndarray, kernel: Pair, out: Pair, stride: Pair, padding: Pair, dilation: Pair,
+            groups: int) -> np.ndarray:
+    """Input windows as one matrix per group: (G, N*OH*OW, C_in/G*kH*kW)."""
+    n, c = x.shape[:2]
+    xp = pad_spatial(x, padding, needed(out, kernel, stride, dilation), 0.0)
+    cols = windows(xp, out, kernel, stride, dilation)  # (N, C, OH, OW, kH, kW)
+    cols = cols.reshape(n, groups, c // groups, *out, *kernel).transpose(1, 0, 3, 4, 2, 5, 6)
+    return cols.reshape(groups, n * out[0] * out[1], (c // groups) * kernel[0] * kernel[1])
+
+
+def _out_to_mat(y: np.ndarray, groups: int) -> np.ndarray:
+    """(N, C_out, OH, OW) -> (G, N*OH*OW, C_out/G), the layout the GEMMs produce and consume."""
+    n, co, oh, ow = y.shape
+    return y.reshape(n, groups, co // groups, oh, ow).transpose(1, 0, 3, 4, 2).reshape(groups, n * oh * ow,
+                                                                                       co // groups)
+
+
+def _mat_to_out(m: np.ndarray, n: int, out: Pair) -> np.ndarray:
+    groups, _, cog = m.shape
+    return m.reshape(groups, n, *out, cog).transpose(1, 0, 4, 2, 3).reshape(n, groups * cog, *out)
+
+
+def _weight_mat(w: np.ndarray, groups: int) -> np.ndarray:
+    """(C_out, C_in/G, kH, kW) -> (G, C_out/G, C_in/G*kH*kW)."""
+    return w.reshape(groups, w.shape[0] // groups, -1)
+
+
+# --- conv2d -----------------------------------------------------------------------------------------------
+
+
+def _conv2d_infer(x: TensorType, w: TensorType, b: TensorType | None = None, *, stride, padding, dilation,
+                  groups) -> TensorType:
+    dtype = same_dtype("conv2d", *(t for t in (x, w, b) if t is not None))
+    require_float("conv2d", x)
+    shape = conv2d_output_shape("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
+    if b is not None and b.shape != (w.shape[0],):
+        raise ShapeError(f"conv2d: expected bias of shape ({w.shape[0]},) for weight {dims(w.shape)}, "
+                         f"got {dims(b.shape)}")
+    return TensorType(shape, dtype)
+
+
+def _conv2d_impl(x, w, b=None, *, stride, padding, dilation, groups):
+    n, _, oh, ow = conv2d_output_shape("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
+    cols = _im2col(x, w.shape[2:], (oh, ow), stride, padding, dilation, groups)
+    y = _mat_to_out(cols @ _weight_mat(w, groups).transpose(0, 2, 1), n, (oh, ow))
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1)
+    return y
+
+
+def _conv2d_vjp(e, g, out, x, w, b=None, *, stride, padding, dilation, groups):
+    geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    dx = e.conv2d_grad_input(g, w, input_shape=tuple(x.shape), **geometry)
+    dw = e.conv2d_grad_weight(x, g, weight_shape=tuple(w.shape), **geometry)
+    if b is None:
+        return dx, dw
+    return dx, dw, e.sum(g, axes=(0, 2, 3), keepdim=False)
+
+
+conv2d = defop(
+    "conv2d", ("x", "w", "b?"), infer=_conv2d_infer, impl=_conv2d_impl, vjp=_conv2d_vjp, attrs=_GEOMETRY,
+    category="conv",
+    doc="Cross-correlation of an NCHW input with a (C_out, C_in/groups, kH, kW) weight plus an optional bias, "
+        "as torch.nn.functional.conv2d.")
+
+# --- backward ops -----------------------------------------------------------------------------------------
+
+
+def _grad_input_infer(g: TensorType, w: TensorType, *, input_shape, stride, padding, dilation,
+                      groups) -> TensorType:
+    dtype = same_dtype("conv2d_grad_input", g, w)
+    require_float("conv2d_grad_input", g)
+    expect = conv2d_output_shape("conv2d_grad_input", input_shape, w.shape, stride, padding, dilation, groups)
+    if g.shape != expect:
+        raise ShapeError(f"conv2d_grad_input: expected an output gradient of shape {dims(expect)} for input "
+                         f"{dims(input_shape)} and weight {dims(w.shape)}, got {dims(g.shape)}")
+    return TensorType(input_shape, dtype)
+
+
+def _grad_input_impl(g, w, *, input_shape, stride, padding, dilation, groups):
+    stride, padding, dilation, groups = _geometry("conv2d_grad_input", stride, padding, dilation, groups)
+    n, c, h, wd = input_shape
+    out, kernel = g.shape[2:], w.shape[2:]
+    cols = _out_to_mat(g, groups) @ _weight_mat(w, groups)  # (G, N*OH*OW, C/G*kH*kW)
+    cols = cols.reshape(groups, n, *out, c // groups, *kernel).transpose(1, 0, 4, 2, 3, 5, 6)
+    cols = cols.reshape(n, c, *out, *kernel)
+    extent = needed(out, kernel, stride, dilation)
+    padded = np.zeros((n, c, max(extent[0], h + 2 * padding[0]), max(extent[1], wd + 2 * padding[1])), g.dtype)
+    return crop(scatter_windows(cols, padded, stride, dilation), padding, (h, wd)).copy()
+
+
+def _grad_input_vjp(e, ct, out, g, w, *, input_shape, stride, padding, dilation, groups):
+    geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return (e.conv2d(ct, w, **geometry),
+            e.conv2d_grad_weight(ct, g, weight_shape=tuple(w.shape), **geometry))
+
+
+conv2d_grad_input = defop(
+    "conv2d_grad_input", ("g", "w"), infer=_grad_input_infer, impl=_grad_input_impl, vjp=_grad_input_vjp,
+    attrs=(AttrSpec("input_shape", "shape"),) + _GEOMETRY, category="conv",
+    doc="The gradient of conv2d with respect to its input, for output gradient g and weight w.")
+
+
+def _grad_weight_infer(x: TensorType, g: TensorType, *, weight_shape, stride, padding, dilation,
+                       groups) -> TensorType:
+    dtype = same_dtype("conv2d_grad_weight", x, g)
+    require_float("conv2d_grad_weight", x)
+    expect = conv2d_output_shape("conv2d_grad_weight", x.shape, weight_shape, stride, padding, dilation, groups)
+    if g.shape != expect:
+        raise ShapeError(f"conv2d_grad_weight: expected an output gradient of shape {dims(expect)} for input "
+                         f"{dims(x.shape)} and weight {dims(weight_shape)}, got {dims(g.shape)}")
+    return TensorType(weight_shape, dtype)
+
+
+def _grad_weight_impl(x, g, *, weight_shape, stride, padding, dilation, groups):
+    stride, padding, dilation, groups = _geometry("conv2d_grad_weight", stride, padding, dilation, groups)
+    cols = _im2col(x, weight_shape[2:], g.shape[2:], stride, padding, dilation, groups)
+    dw = _out_to_mat(g, groups).transpose(0, 2, 1) @ cols  # (G, C_out/G, C_in/G*kH*kW)
+    return dw.reshape(weight_shape)
+
+
+def _grad_weight_vjp(e, ct, out, x, g, *, weight_shape, stride, padding, dilation, groups):
+    geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return (e.conv2d_grad_input(g, ct, input_shape=tuple(x.shape), **geometry),
+            e.conv2d(x, ct, **geometry))
+
+
+conv2d_grad_weight = defop(
+    "conv2d_grad_weight", ("x", "g"), infer=_grad_weight_infer, impl=_grad_weight_impl, vjp=_grad_weight_vjp,
+    attrs=(AttrSpec("weight_shape", "shape"),) + _GEOMETRY, category="conv",
+    doc="The gradient of conv2d with respect to its weight, for input x and output gradient g.")
