@@ -1,7 +1,6 @@
 """Graph views for analysis and drawing: a networkx DiGraph and Graphviz dot text."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import networkx as nx
@@ -25,28 +24,31 @@ def to_networkx(graph: Graph) -> nx.DiGraph:
     return g
 
 
+def _quoted(*lines: str) -> str:
+    """A dot string literal; several lines are joined with dot's line break."""
+    return '"' + "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"') for line in lines) + '"'
+
+
 def to_dot(graph: Graph) -> str:
     """Graphviz dot text: one box per node labelled with its op and result types."""
-    lines = [f"digraph {json.dumps(graph.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+    lines = [f"digraph {_quoted(graph.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
     where: dict[str, str] = {}
     for k, v in enumerate(graph.inputs):
         vid = f"in{k}"
-        lines.append(f"  {vid} [label={json.dumps(f'%{v.name}: {v.type}')}, shape=ellipse];")
+        lines.append(f"  {vid} [label={_quoted(f'%{v.name}: {v.type}')}, shape=ellipse];")
         where[v.name] = vid
     for i, node in enumerate(graph.nodes):
         nid = f"n{i}"
-        label = node.op
-        if node.op in ("param", "flag"):
-            label += f" {node.attr['path']}"
-        label += "\\n" + ", ".join(str(v.type) for v in node.outputs)
+        label = node.op + (f" {node.attr['path']}" if node.op in ("param", "flag") else "")
         style = ", style=filled, fillcolor=lightyellow" if node.op in ("param", "flag", "constant") else ""
-        lines.append(f"  {nid} [label={json.dumps(label).replace(chr(92) * 2, chr(92))}{style}];")
+        types = ", ".join(str(v.type) for v in node.outputs)
+        lines.append(f"  {nid} [label={_quoted(label, types)}{style}];")
         for v in node.inputs:
             lines.append(f"  {where[v.name]} -> {nid};")
         for v in node.outputs:
             where[v.name] = nid
     for k, v in enumerate(graph.outputs):
-        lines.append(f"  out{k} [label={json.dumps(f'return {k}: {v.type}')}, shape=ellipse];")
+        lines.append(f"  out{k} [label={_quoted(f'return {k}: {v.type}')}, shape=ellipse];")
         lines.append(f"  {where[v.name]} -> out{k};")
     lines.append("}")
     return "\n".join(lines) + "\n"

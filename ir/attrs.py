@@ -75,10 +75,16 @@ def _int(v: Any) -> int:
     return int(v)
 
 
+# Every NaN attribute is this one object, so attribute tuples holding NaN compare equal (tuples compare by identity
+# first); a parsed graph then equals the graph it was printed from.
+_NAN = float("nan")
+
+
 def _float(v: Any) -> float:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise TypeError(f"{type(v).__name__} is not a number")
-    return float(v)
+    value = float(v)
+    return _NAN if value != value else value
 
 
 def _bool(v: Any) -> bool:

@@ -35,6 +35,15 @@ class GraphBuilder(Emitter):
         self._names.add(name)
         return name
 
+    def leaf_name(self, path: str) -> str:
+        """The value name of a param or flag leaf: its path, unless that is empty or digit-only (digit-only names
+        are temporaries, see `renumber`) or already taken, in which case a distinct name derived from it."""
+        base = path if path and not path.isdigit() else f"_{path}"
+        name, k = base, 1
+        while name in self._names:
+            name, k = f"{base}_{k}", k + 1
+        return self._claim(name)
+
     def fresh_name(self) -> str:
         while str(self._counter) in self._names:
             self._counter += 1
@@ -51,9 +60,12 @@ class GraphBuilder(Emitter):
     def param(self, path: str, type: TensorType, *, id: int, trainable: bool = True, buffer: bool = False) -> Value:
         """The param leaf for `path`, created on first use; a second read of the same path returns the same value."""
         if path in self._params:
-            return self._params[path]
+            existing = self._params[path]
+            if existing.type != type:
+                raise BrazeError(f"param '{path}' is read as {type} but its leaf is {existing.type}")
+            return existing
         attrs = get_op("param").check_attrs({"path": path, "id": id, "trainable": trainable, "buffer": buffer})
-        value = Value(self._claim(path), type)
+        value = Value(self.leaf_name(path), type)
         self.nodes.append(Node("param", (), (value,), sorted_attrs(attrs), self.loc))
         self._params[path] = value
         return value
@@ -63,7 +75,7 @@ class GraphBuilder(Emitter):
         if path in self._flags:
             return self._flags[path]
         attrs = get_op("flag").check_attrs({"path": path, "id": id, "value": value})
-        out = Value(self._claim(path), TensorType((), bool_))
+        out = Value(self.leaf_name(path), TensorType((), bool_))
         self.nodes.append(Node("flag", (), (out,), sorted_attrs(attrs), self.loc))
         self._flags[path] = out
         return out

@@ -9,7 +9,6 @@ from .errors import BrazeError, DTypeError, ShapeError
 from .evaluate import conform
 from .graph import Graph, Value
 from .registry import get_op
-from .types import as_dtype
 
 
 def bind_inputs(graph: Graph, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -56,6 +55,6 @@ def _param_value(value: Value, path: str, weights: Mapping[str, Any]) -> np.ndar
     array = np.asarray(weights[path])
     if array.shape != value.shape:
         raise ShapeError(f"param '{path}': expected shape {list(value.shape)}, got {list(array.shape)}")
-    if as_dtype(array.dtype) != value.dtype:
+    if array.dtype != value.dtype.numpy:
         raise DTypeError(f"param '{path}': expected dtype {value.dtype}, got {array.dtype}")
     return array

@@ -9,19 +9,19 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .attrs import ArrayAttr
-from .errors import BrazeError, ParseError
+from .errors import BrazeError, ParseError, VerifyError
 from .graph import Graph, Loc, Node, Value, sorted_attrs
 from .registry import get_op
-from .types import TensorType, as_dtype
+from .types import DTYPES, DType, TensorType
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r]+|\#[^\n]*)
   | (?P<nl>\n)
   | (?P<arrow>->)
   | (?P<number>-?(?:inf|nan)\b|-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
-  | (?P<value>%(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_][A-Za-z0-9_.$\-]*))
-  | (?P<symbol>@(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_][A-Za-z0-9_.$\-]*))
-  | (?P<string>"(?:[^"\\]|\\.)*")
+  | (?P<value>%(?:"(?:[^"\\\n]|\\[^\n])*"|[A-Za-z0-9_][A-Za-z0-9_.$\-]*))
+  | (?P<symbol>@(?:"(?:[^"\\\n]|\\[^\n])*"|[A-Za-z0-9_][A-Za-z0-9_.$\-]*))
+  | (?P<string>"(?:[^"\\\n]|\\[^\n])*")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<punct>[()\[\]{}<>,:=])
 """, re.VERBOSE)
@@ -41,8 +41,9 @@ def tokenize(text: str) -> list[Token]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise ParseError(f"unexpected character {text[pos]!r}", line, pos - line_start + 1,
-                             _line_text(text, line_start))
+            quoted = text[pos] == '"' or text[pos:pos + 2] in ('%"', '@"')
+            problem = "unterminated string" if quoted else f"unexpected character {text[pos]!r}"
+            raise ParseError(problem, line, pos - line_start + 1, _line_text(text, line_start))
         kind = m.lastgroup or ""
         if kind == "nl":
             line, line_start = line + 1, m.end()
@@ -58,8 +59,11 @@ def _line_text(text: str, start: int) -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
-def _unquote(name: str) -> str:
-    return json.loads(name) if name.startswith('"') else name
+# Nested attribute values deeper than this are rejected (instead of exhausting Python's stack).
+_MAX_NESTING = 64
+# Dimensions and attribute integers must fit a signed 64-bit integer.
+_INT64_MAX = 2 ** 63 - 1
+_IR_DTYPES = {d.name: d for d in DTYPES}
 
 
 class _Parser:
@@ -69,16 +73,22 @@ class _Parser:
         self.tokens = tokenize(text)
         self.pos = 0
         self.values: dict[str, Value] = {}
+        self.node_toks: list[Token] = []  # the first token of each node, to place verifier errors
+        self.return_tok = self.tok
+        self.depth = 0
 
     # --- token helpers ---------------------------------------------------------------------------------------
     @property
     def tok(self) -> Token:
         return self.tokens[self.pos]
 
-    def fail(self, message: str, tok: Token | None = None) -> NoReturn:
+    def error(self, message: str, tok: Token | None = None) -> ParseError:
         tok = tok or self.tok
         source = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else ""
-        raise ParseError(message, tok.line, tok.column, source)
+        return ParseError(message, tok.line, tok.column, source)
+
+    def fail(self, message: str, tok: Token | None = None) -> NoReturn:
+        raise self.error(message, tok)
 
     def next(self) -> Token:
         tok = self.tok
@@ -99,6 +109,18 @@ class _Parser:
             self.fail(f"expected {what}, found '{self.tok.text or 'end of text'}'")
         return self.next()
 
+    def string(self, tok: Token, quoted: str) -> str:
+        """The text of a JSON-quoted string; a bad escape is a ParseError at `tok`."""
+        try:
+            return json.loads(quoted)
+        except ValueError as exc:
+            self.fail(f"bad string {quoted}: {exc}", tok)
+
+    def unquote(self, tok: Token) -> str:
+        """The name of a %value or @symbol token, quoted or bare."""
+        name = tok.text[1:]
+        return self.string(tok, name) if name.startswith('"') else name
+
     def comma_list(self, close: str, item: Any) -> list[Any]:
         items: list[Any] = []
         if self.at(close):
@@ -112,7 +134,7 @@ class _Parser:
     # --- grammar ---------------------------------------------------------------------------------------------
     def graph(self) -> Graph:
         self.expect("graph")
-        name = _unquote(self.expect_kind("symbol", "a graph name like @main").text[1:])
+        name = self.unquote(self.expect_kind("symbol", "a graph name like @main"))
         self.expect("(")
         inputs = self.comma_list(")", self.input)
         self.expect(")")
@@ -127,10 +149,11 @@ class _Parser:
         self.expect("{")
         nodes: list[Node] = []
         while not self.at("return"):
-            if self.tok.kind == "eof":
+            if self.tok.kind == "eof" or self.at("}"):
                 self.fail("missing 'return' before the end of the graph")
+            self.node_toks.append(self.tok)
             nodes.append(self.node())
-        return_tok = self.expect("return")
+        return_tok = self.return_tok = self.expect("return")
         outputs = self.comma_list("}", self.use) if self.tok.kind == "value" else []
         self.expect("}")
         if self.tok.kind != "eof":
@@ -142,7 +165,7 @@ class _Parser:
         return Graph(name, tuple(inputs), tuple(nodes), tuple(outputs), sorted_attrs(meta))
 
     def define(self, tok: Token, type: TensorType) -> Value:
-        name = _unquote(tok.text[1:])
+        name = self.unquote(tok)
         if name in self.values:
             self.fail(f"value %{name} is defined twice", tok)
         value = Value(name, type)
@@ -156,22 +179,21 @@ class _Parser:
 
     def use(self) -> Value:
         tok = self.expect_kind("value", "a value like %0")
-        name = _unquote(tok.text[1:])
+        name = self.unquote(tok)
         if name not in self.values:
             self.fail(f"use of undefined value %{name}", tok)
         return self.values[name]
 
     def type(self) -> TensorType:
         tok = self.expect_kind("ident", "a type like f32[2,3]")
-        try:
-            dtype = as_dtype(tok.text)
-        except BrazeError:
-            self.fail(f"unknown element type '{tok.text}'", tok)
+        dtype = _IR_DTYPES.get(tok.text)
+        if dtype is None:
+            self.fail(f"unknown element type '{tok.text}' (expected one of {', '.join(_IR_DTYPES)})", tok)
         self.expect("[")
         dims = self.comma_list("]", lambda: self.integer("a dimension"))
         self.expect("]")
-        if any(d < 0 for d in dims):
-            self.fail("dimensions must be non-negative", tok)
+        if any(not 0 <= d <= _INT64_MAX for d in dims):
+            self.fail("dimensions must be non-negative 64-bit integers", tok)
         return TensorType(tuple(dims), dtype)
 
     def integer(self, what: str) -> int:
@@ -202,12 +224,16 @@ class _Parser:
             self.next()
             types.append(self.type())
         loc = self.loc() if self.at("loc") else None
+        if len(types) != len(result_toks):
+            self.fail(f"{len(result_toks)} result name(s) but {len(types)} type(s)", type_tok)
         try:
             checked = op.check_attrs(attrs)
             if op.declares_type:
                 op.check_arity(len(operands))
             else:
                 inferred = list(op.infer_types([v.type for v in operands], checked))
+                if len(inferred) != len(types):
+                    self.fail(f"{op.name} has {len(inferred)} result(s), {len(types)} given", first)
                 if inferred != types:
                     self.fail(f"{op.name} result type(s) declared {', '.join(map(str, types))} but inferred "
                               f"{', '.join(map(str, inferred))}", type_tok)
@@ -215,16 +241,15 @@ class _Parser:
             raise
         except BrazeError as exc:
             self.fail(str(exc), attr_tok if "attribute" in str(exc) else first)
-        if len(types) != len(result_toks):
-            self.fail(f"{len(result_toks)} result name(s) but {len(types)} type(s)", type_tok)
         outs = tuple(self.define(t, ty) for t, ty in zip(result_toks, types))
         return Node(op.name, tuple(operands), outs, sorted_attrs(checked), loc)
 
     def loc(self) -> Loc:
         self.expect("loc")
         self.expect("(")
-        module = json.loads(self.expect_kind("string", "a module path string").text)
-        file = json.loads(self.expect_kind("string", "a file name string").text)
+        module_tok = self.expect_kind("string", "a module path string")
+        file_tok = self.expect_kind("string", "a file name string")
+        module, file = self.string(module_tok, module_tok.text), self.string(file_tok, file_tok.text)
         self.expect(":")
         line = self.integer("a line number")
         self.expect(")")
@@ -233,28 +258,46 @@ class _Parser:
     def attr_dict(self) -> dict[str, Any]:
         self.expect("{")
 
-        def entry() -> tuple[str, Any]:
-            key = self.expect_kind("ident", "an attribute name")
+        def entry() -> tuple[Token, str, Any]:
+            tok = self.tok
+            if tok.kind == "string":  # keys that are not identifiers are quoted
+                self.next()
+                key = self.string(tok, tok.text)
+            else:
+                key = self.expect_kind("ident", "an attribute name").text
             self.expect("=")
-            return key.text, self.literal()
+            return tok, key, self.literal()
 
         entries = self.comma_list("}", entry)
         self.expect("}")
         out: dict[str, Any] = {}
-        for key, value in entries:
+        for tok, key, value in entries:
             if key in out:
-                self.fail(f"attribute '{key}' given twice")
+                self.fail(f"attribute '{key}' given twice", tok)
             out[key] = value
         return out
 
     def literal(self) -> Any:
         tok = self.tok
+        if self.depth >= _MAX_NESTING:
+            self.fail(f"attribute value nested deeper than {_MAX_NESTING} levels")
+        self.depth += 1
+        try:
+            return self.literal_body(tok)
+        finally:
+            self.depth -= 1
+
+    def literal_body(self, tok: Token) -> Any:
         if tok.kind == "number":
             self.next()
-            return int(tok.text) if re.fullmatch(r"-?\d+", tok.text) else float(tok.text)
+            if not re.fullmatch(r"-?\d+", tok.text):
+                return float(tok.text)
+            if not -_INT64_MAX - 1 <= int(tok.text) <= _INT64_MAX:
+                self.fail(f"integer {tok.text} does not fit in 64 bits", tok)
+            return int(tok.text)
         if tok.kind == "string":
             self.next()
-            return json.loads(tok.text)
+            return self.string(tok, tok.text)
         if self.at("["):
             self.next()
             items = self.comma_list("]", self.literal)
@@ -276,20 +319,40 @@ class _Parser:
         type = self.type()
         self.expect(">")
         self.expect("[")
-        items = self.comma_list("]", self.literal)
+        items = self.comma_list("]", lambda: self.array_item(type.dtype))
         self.expect("]")
         if len(items) != type.size:
             self.fail(f"array of type {type} needs {type.size} values, found {len(items)}", type_tok)
         try:
             data = np.array(items, dtype=type.dtype.numpy).reshape(type.shape)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             self.fail(f"bad array values for {type}: {exc}", type_tok)
         return ArrayAttr(data)
 
+    def array_item(self, dtype: DType) -> Any:
+        """One element of an array literal: true/false for bool, an integer for int types, a number for floats."""
+        tok = self.tok
+        value = self.literal()
+        if dtype.kind == "bool":
+            ok, want = isinstance(value, bool), "true or false"
+        elif dtype.is_integer:
+            ok, want = isinstance(value, int) and not isinstance(value, bool), "integers"
+        else:
+            ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "numbers"
+        if not ok:
+            self.fail(f"elements of a {dtype.name} array must be {want}, found '{tok.text}'", tok)
+        return value
+
 
 def parse(text: str) -> Graph:
-    """Parse IR text into a verified Graph (without weights)."""
-    graph = _Parser(text).graph()
+    """Parse IR text into a verified Graph (without weights); a rule the verifier enforces is a ParseError too."""
+    parser = _Parser(text)
+    graph = parser.graph()
     from .verify import verify
-    verify(graph)
+    try:
+        verify(graph)
+    except VerifyError as exc:
+        index = getattr(exc, "node_index", None)
+        tok = parser.return_tok if index is None else parser.node_toks[index]
+        raise parser.error(getattr(exc, "reason", str(exc)), tok) from None
     return graph

@@ -34,7 +34,7 @@ def format_name(name: str) -> str:
 def format_float(value: float, dtype: np.dtype | None = None) -> str:
     """Shortest text that reads back to the same value (of `dtype`, default float64)."""
     if math.isnan(value):
-        return "nan"
+        return "-nan" if math.copysign(1.0, value) < 0 else "nan"  # 0/0 gives -nan on common CPUs
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     if dtype is not None and dtype != np.float64:
@@ -77,12 +77,20 @@ def format_literal(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(format_literal(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={format_literal(v)}" for k, v in sorted(value.items())) + "}"
+        return "{" + ", ".join(f"{format_key(k)}={format_literal(v)}" for k, v in sorted(value.items())) + "}"
     raise TypeError(f"cannot print attribute value {value!r} of type {type(value).__name__}")
 
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def format_key(key: str) -> str:
+    """An attribute name; graph attributes may use any string and are quoted unless they are identifiers."""
+    return key if _IDENT.match(key) and key not in ("inf", "nan") else json.dumps(key)
+
+
 def format_attrs(attrs: tuple[tuple[str, Any], ...]) -> str:
-    return "{" + ", ".join(f"{k}={format_literal(v)}" for k, v in attrs) + "}"
+    return "{" + ", ".join(f"{format_key(k)}={format_literal(v)}" for k, v in attrs) + "}"
 
 
 def format_loc(loc: Loc) -> str:

@@ -50,12 +50,15 @@ bool_ = DType("bool", "bool", "bool", 8)
 
 DTYPES: tuple[DType, ...] = (float32, float64, int32, int64, int8, uint8, bool_)
 _BY_NAME = {d.name: d for d in DTYPES} | {d.numpy_name: d for d in DTYPES}
+_BY_NUMPY = {np.dtype(d.numpy_name): d for d in DTYPES}
 
 
 def as_dtype(spec: object) -> DType:
     """Accept a DType, an IR or numpy name ("f32", "float32"), a numpy dtype or a Python type."""
     if isinstance(spec, DType):
         return spec
+    if isinstance(spec, np.dtype) and spec in _BY_NUMPY:  # the eager hot path: numpy's dtype.name is slow
+        return _BY_NUMPY[spec]
     if isinstance(spec, str) and spec in _BY_NAME:
         return _BY_NAME[spec]
     if spec is float:
@@ -87,8 +90,8 @@ class TensorType:
     dtype: DType
 
     def __post_init__(self) -> None:
-        shape = tuple(int(d) for d in self.shape)
-        if any(d < 0 for d in shape):
+        shape = tuple(map(int, self.shape))
+        if shape and min(shape) < 0:
             raise ValueError(f"negative dimension in shape {shape}")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", as_dtype(self.dtype))

@@ -1,20 +1,55 @@
 """The verifier: SSA, topological order, op schemas, types that agree with inference, well-formed leaves."""
 from __future__ import annotations
 
+from typing import Any, NoReturn
+
+import numpy as np
+
 from .errors import BrazeError, VerifyError
-from .graph import Graph, Node
+from .graph import Graph, Node, sorted_attrs
 from .printer import format_node
 from .registry import get_op
 from .types import TensorType, bool_
 
 
-def _fail(graph: Graph, index: int | None, message: str) -> None:
-    """Raise VerifyError naming the node and showing the lines around it."""
+def _fail(graph: Graph, index: int | None, message: str) -> NoReturn:
+    """Raise VerifyError naming the node and showing the lines around it.
+
+    The error also carries `node_index` and `reason` so the parser can point at the offending line.
+    """
     if index is None:
-        raise VerifyError(f"graph @{graph.name}: {message}")
-    lo, hi = max(index - 2, 0), min(index + 3, len(graph.nodes))
-    context = "\n".join(("> " if i == index else "  ") + format_node(graph.nodes[i]) for i in range(lo, hi))
-    raise VerifyError(f"graph @{graph.name}, node {index} ({graph.nodes[index].op}): {message}\n{context}")
+        error = VerifyError(f"graph @{graph.name}: {message}")
+    else:
+        lo, hi = max(index - 2, 0), min(index + 3, len(graph.nodes))
+        context = "\n".join(("> " if i == index else "  ") + _show(graph.nodes[i]) for i in range(lo, hi))
+        error = VerifyError(f"graph @{graph.name}, node {index} ({graph.nodes[index].op}): {message}\n{context}")
+    error.node_index, error.reason = index, message
+    raise error
+
+
+def _show(node: Node) -> str:
+    """The node's text line, or its raw attributes when they hold values the printer cannot show."""
+    try:
+        return format_node(node)
+    except TypeError:
+        return f"{node.op} {node.attrs!r}"
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same type, element by element (1 and 1.0, or a list and a tuple, are not the same)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    return a is b or a == b
+
+
+def _is_normalized(attrs: Any, checked: dict[str, Any]) -> bool:
+    """Attributes exactly as GraphBuilder stores them: name-sorted pairs of checked values."""
+    expected = sorted_attrs(checked)
+    return (isinstance(attrs, tuple) and len(attrs) == len(expected)
+            and all(isinstance(p, tuple) and len(p) == 2 and p[0] == k and _same_value(p[1], v)
+                    for p, (k, v) in zip(attrs, expected)))
 
 
 def _check_leaf(graph: Graph, i: int, node: Node, seen_paths: dict[str, set[str]]) -> None:
@@ -33,7 +68,7 @@ def verify_node(graph: Graph, i: int, node: Node) -> None:
     try:
         op = get_op(node.op)
         checked = op.check_attrs(node.attr)
-        if checked != node.attr:
+        if not _is_normalized(node.attrs, checked):
             _fail(graph, i, "attributes are not in normalized form (build nodes through GraphBuilder)")
         if op.declares_type:
             return
@@ -80,10 +115,12 @@ def _verify_weights(graph: Graph) -> None:
     """When a graph carries weights, each param leaf has one of its declared type."""
     if not graph.weights:
         return
-    for leaf in graph.params():
-        array = graph.weights.get(leaf.path)
-        if array is None:
-            _fail(graph, None, f"param '{leaf.path}' has no value in the graph's weights")
-        if tuple(array.shape) != leaf.type.shape or array.dtype != leaf.type.dtype.numpy:
-            _fail(graph, None, f"weight '{leaf.path}' is {array.dtype}{list(array.shape)}, the param leaf "
-                               f"declares {leaf.type}")
+    for i, node in enumerate(graph.nodes):
+        if node.op != "param":
+            continue
+        path, type = node.attr["path"], node.out.type
+        if path not in graph.weights:
+            _fail(graph, i, f"param '{path}' has no value in the graph's weights")
+        array = np.asarray(graph.weights[path])
+        if array.shape != type.shape or array.dtype != type.dtype.numpy:
+            _fail(graph, i, f"weight '{path}' is {array.dtype}{list(array.shape)}, the param leaf declares {type}")

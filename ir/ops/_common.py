@@ -15,8 +15,9 @@ def shapes_text(*types: TensorType) -> str:
 
 def broadcast_shapes(op: str, *types: TensorType) -> tuple[int, ...]:
     """The numpy broadcast of the operands' shapes, or a ShapeError naming op and shapes."""
-    if all(t.shape == types[0].shape for t in types):  # the common case, without numpy's overhead
-        return types[0].shape
+    shapes = {t.shape for t in types} - {()}
+    if len(shapes) <= 1:  # equal shapes or scalars: the common cases, without numpy's overhead
+        return shapes.pop() if shapes else ()
     try:
         return tuple(np.broadcast_shapes(*(t.shape for t in types)))
     except ValueError:

@@ -11,7 +11,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..registry import defop
 from ..types import TensorType, bool_
-from ._common import broadcast_shapes, require_bool, require_float, same_dtype, unbroadcast
+from ._common import broadcast_shapes, require_bool, require_dtype_kind, require_float, same_dtype, unbroadcast
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -19,37 +19,42 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _GELU_CUBIC = 0.044715
 
 
-def _binary_infer(name: str, *, floats_only: bool = False, result=None):
+def _binary_infer(name: str, *, floats_only: bool = False, result=None, numbers_only: bool = False):
     def infer(x: TensorType, y: TensorType, **_: object) -> TensorType:
         dtype = same_dtype(name, x, y)
         if floats_only:
             require_float(name, x, y)
+        if numbers_only:  # numpy has no bool loop for these
+            require_dtype_kind(name, x, ("float", "int", "uint"), "the operands")
         return TensorType(broadcast_shapes(name, x, y), result or dtype)
     return infer
 
 
-def _unary_infer(name: str, *, floats_only: bool = False):
+def _unary_infer(name: str, *, floats_only: bool = False, numbers_only: bool = False):
     def infer(x: TensorType, **_: object) -> TensorType:
         if floats_only:
             require_float(name, x)
+        if numbers_only:  # numpy has no bool loop for these
+            require_dtype_kind(name, x, ("float", "int", "uint"), "the operand")
         return x
     return infer
 
 
 def _binary(name, impl, vjp, **kw):
-    return defop(name, ("x", "y"), infer=_binary_infer(name, floats_only=kw.pop("floats_only", False)),
+    return defop(name, ("x", "y"), infer=_binary_infer(name, floats_only=kw.pop("floats_only", False),
+                                                        numbers_only=kw.pop("numbers_only", False)),
                  impl=impl, vjp=vjp, category="elementwise", **kw)
 
 
-def _unary(name, impl, vjp, floats_only=True, **kw):
-    return defop(name, ("x",), infer=_unary_infer(name, floats_only=floats_only), impl=impl, vjp=vjp,
-                 category="elementwise", **kw)
+def _unary(name, impl, vjp, floats_only=True, numbers_only=False, **kw):
+    return defop(name, ("x",), infer=_unary_infer(name, floats_only=floats_only, numbers_only=numbers_only),
+                 impl=impl, vjp=vjp, category="elementwise", **kw)
 
 
 # --- arithmetic -------------------------------------------------------------------------------------------
 add = _binary("add", np.add, lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, g, y.shape)))
-sub = _binary("sub", np.subtract,
-              lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, e.neg(g), y.shape)))
+sub = _binary("sub", np.subtract, numbers_only=True,
+              vjp=lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, e.neg(g), y.shape)))
 mul = _binary("mul", np.multiply,
               lambda e, g, out, x, y: (unbroadcast(e, e.mul(g, y), x.shape), unbroadcast(e, e.mul(g, x), y.shape)))
 div = _binary("div", np.divide, floats_only=True,
@@ -79,8 +84,8 @@ def _split_ties(e, g, x, y, pick_x):
 maximum = _binary("maximum", np.maximum, lambda e, g, out, x, y: _split_ties(e, g, x, y, e.gt(x, y)))
 minimum = _binary("minimum", np.minimum, lambda e, g, out, x, y: _split_ties(e, g, x, y, e.lt(x, y)))
 
-neg = _unary("neg", np.negative, lambda e, g, out, x: (e.neg(g),), floats_only=False)
-sign = _unary("sign", np.sign, lambda e, g, out, x: (e.mul(g, 0.0),), floats_only=False)
+neg = _unary("neg", np.negative, lambda e, g, out, x: (e.neg(g),), floats_only=False, numbers_only=True)
+sign = _unary("sign", np.sign, lambda e, g, out, x: (e.mul(g, 0.0),), floats_only=False, numbers_only=True)
 abs = _unary("abs", np.abs, lambda e, g, out, x: (e.mul(g, e.sign(x)),), floats_only=False)
 
 # --- transcendental ---------------------------------------------------------------------------------------
@@ -111,7 +116,7 @@ def _erf_impl(x):
     """Correctly rounded through float64 (math.erf); numpy has no erf."""
     if x.size == 0:
         return x.copy()
-    return _erf_scalar(x.astype(np.float64)).astype(x.dtype)
+    return np.asarray(_erf_scalar(x.astype(np.float64))).astype(x.dtype)  # a rank-0 input gives a Python float
 
 
 erf = _unary("erf", _erf_impl, lambda e, g, out, x: (e.mul(g, e.mul(e.exp(e.neg(e.mul(x, x))), _TWO_OVER_SQRT_PI)),))

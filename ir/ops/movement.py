@@ -34,6 +34,10 @@ reshape = defop("reshape", ("x",), infer=_reshape_infer, impl=lambda x, *, shape
                 doc="The same elements in row-major order under a new shape of equal size.")
 
 
+copy = defop("copy", ("x",), infer=lambda x: x, impl=lambda x: np.array(x, copy=True), vjp=lambda e, g, out, x: (g,),
+             category="movement", doc="A copy of the operand: what moving a tensor to another device records.")
+
+
 # --- transpose --------------------------------------------------------------------------------------------
 
 

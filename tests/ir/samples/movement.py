@@ -12,6 +12,7 @@ def _torch():
 SAMPLES = [
     Sample("reshape", (normal((2, 3, 4)),), {"shape": (4, 6)}, torch=lambda x: x.reshape(4, 6)),
     Sample("reshape", (normal(()),), {"shape": (1, 1)}, label="scalar-up"),
+    Sample("copy", (normal((2, 3)),), expected=lambda x: x + 0.0, torch=lambda x: x.clone()),
     Sample("transpose", (normal((2, 3, 4)),), {"perm": (2, 0, 1)},
            expected=lambda x: np.array([[[x[i, j, k] for j in range(3)] for i in range(2)] for k in range(4)]),
            torch=lambda x: x.permute(2, 0, 1)),
