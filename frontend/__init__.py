@@ -1,0 +1,16 @@
+"""braze.frontend: the eager Tensor with reverse-mode autodiff, torch-style tensor functions and braze.nn."""
+from .tensor import Tensor
+from .autodiff import Gradients, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .dispatch import apply, intercept
+from .creation import *  # noqa: F403
+from .creation import __all__ as _creation_all
+from .functions import *  # noqa: F403
+from .functions import __all__ as _functions_all
+from . import nn
+from . import optim
+from .records import ModuleRecord, RecordEntry
+from .torch_pickle import load_torch_state_dict
+
+__all__ = ["Tensor", "Gradients", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "apply",
+           "intercept", "nn", "optim", "ModuleRecord", "RecordEntry", "load_torch_state_dict", *_creation_all,
+           *_functions_all]

@@ -1,0 +1,219 @@
+"""Tensor creation (tensor, zeros, ones, full, arange, randn, rand, ..., the *_like family) and the seedable
+global random generator that randn, rand and dropout draw from.
+
+Created tensors are leaves holding fresh data; nothing here computes an op's result.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from braze.ir.errors import DTypeError
+from braze.ir.types import DType, as_dtype, float32, int64
+
+from .device import CPU
+from .tensor import Tensor, as_array
+
+_DEFAULT_SEED = 67280421310721  # torch's initial seed, so an unseeded run is still repeatable
+
+
+class Generator:
+    """A seedable stream of random numbers (numpy's PCG64), as torch.Generator."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.manual_seed(_DEFAULT_SEED if seed is None else seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Restart the stream from `seed`; returns self."""
+        self._seed = int(seed)
+        self._rng = np.random.Generator(np.random.PCG64(self._seed & (2 ** 128 - 1)))
+        return self
+
+    def initial_seed(self) -> int:
+        """The seed the global generator was last seeded with."""
+        return self._seed
+
+    def seed(self) -> int:
+        """Reseed from fresh entropy and return the new seed."""
+        new = int(np.random.SeedSequence().entropy) & (2 ** 63 - 1)
+        self.manual_seed(new)
+        return new
+
+    def get_state(self) -> dict[str, Any]:
+        """The generator state, for set_state."""
+        return {"seed": self._seed, "bit_generator": self._rng.bit_generator.state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a state from get_state."""
+        self._seed = state["seed"]
+        self._rng.bit_generator.state = state["bit_generator"]
+
+    @property
+    def numpy(self) -> np.random.Generator:
+        """The numpy generator behind this one."""
+        return self._rng
+
+    def draw_seed(self) -> int:
+        """A fresh 63-bit seed for ops that take one (dropout)."""
+        return int(self._rng.integers(0, 2 ** 63 - 1))
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the global generator so randn, rand, randint, randperm and dropout repeat."""
+    return default_generator.manual_seed(seed)
+
+
+def initial_seed() -> int:
+    """The seed the global generator was last seeded with."""
+    return default_generator.initial_seed()
+
+
+def seed() -> int:
+    """Reseed the global generator from fresh entropy and return the seed."""
+    return default_generator.seed()
+
+
+def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
+    """Sizes given as separate ints or as one sequence."""
+    if len(size) == 1 and not isinstance(size[0], (int, np.integer)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
+    out = Tensor._wrap(array, True, CPU)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _float_dtype(dtype: Any, what: str) -> DType:
+    d = float32 if dtype is None else as_dtype(dtype)
+    if not d.is_float:
+        raise DTypeError(f"{what}: expects a floating-point dtype, got {d}")
+    return d
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor copying `data`: Python floats -> float32, ints -> int64, bools -> bool; arrays keep dtype."""
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing the array's memory."""
+    return Tensor._wrap(as_array(np.asarray(array)), True, CPU)
+
+
+def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros (float32 unless dtype says otherwise)."""
+    return _leaf(np.zeros(_shape(size), (as_dtype(dtype) if dtype is not None else float32).numpy), requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones (float32 unless dtype says otherwise)."""
+    return _leaf(np.ones(_shape(size), (as_dtype(dtype) if dtype is not None else float32).numpy), requires_grad)
+
+
+empty = zeros
+
+
+def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of `size` filled with `fill_value`; the dtype follows the value (bool, int64, float32)."""
+    d = as_dtype(dtype) if dtype is not None else as_dtype(as_array(fill_value).dtype)
+    return _leaf(np.full(_shape((size,)), fill_value, dtype=d.numpy), requires_grad)
+
+
+def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """Values from start (0 when only one bound is given) up to, not including, end; int64 unless a bound is float."""
+    if end is None:
+        start, end = 0, start
+    integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    d = as_dtype(dtype) if dtype is not None else (int64 if integral else float32)
+    return _leaf(np.arange(start, end, step, dtype=np.float64 if not integral else None).astype(d.numpy), requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """`steps` evenly spaced values from start to end inclusive."""
+    return _leaf(np.linspace(start, end, steps).astype(_float_dtype(dtype, "linspace").numpy), requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """An n x m identity matrix."""
+    return _leaf(np.eye(n, m, dtype=(as_dtype(dtype) if dtype is not None else float32).numpy), requires_grad)
+
+
+def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples from `generator` (the global one by default)."""
+    d = _float_dtype(dtype, "randn")
+    rng = (generator or default_generator).numpy
+    return _leaf(rng.standard_normal(_shape(size), dtype=d.numpy), requires_grad)
+
+
+def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) from `generator` (the global one by default)."""
+    d = _float_dtype(dtype, "rand")
+    rng = (generator or default_generator).numpy
+    return _leaf(rng.random(_shape(size), dtype=d.numpy), requires_grad)
+
+
+def randint(low: int, high: int | Sequence[int] | None = None, size: Sequence[int] | None = None, *,
+            generator: Generator | None = None, dtype: Any = None) -> Tensor:
+    """Integers uniform in [low, high); called as randint(high, size) or randint(low, high, size)."""
+    if size is None:
+        if high is None:
+            raise TypeError("randint: missing size")
+        low, high, size = 0, low, high
+    rng = (generator or default_generator).numpy
+    d = as_dtype(dtype) if dtype is not None else int64
+    return Tensor._wrap(rng.integers(low, high, _shape((size,))).astype(d.numpy), True, CPU)
+
+
+def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None) -> Tensor:
+    """A random permutation of 0..n-1 (int64)."""
+    rng = (generator or default_generator).numpy
+    return Tensor._wrap(rng.permutation(n).astype((as_dtype(dtype) if dtype is not None else int64).numpy), True, CPU)
+
+
+def _like(input: Tensor, dtype: Any) -> tuple[tuple[int, ...], DType]:
+    return tuple(input.shape), (as_dtype(dtype) if dtype is not None else input.dtype)
+
+
+def zeros_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Zeros with the shape (and dtype, unless given) of `input`."""
+    shape, d = _like(input, dtype)
+    return zeros(shape, dtype=d, requires_grad=requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Ones with the shape (and dtype, unless given) of `input`."""
+    shape, d = _like(input, dtype)
+    return ones(shape, dtype=d, requires_grad=requires_grad)
+
+
+empty_like = zeros_like
+
+
+def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """`fill_value` with the shape (and dtype, unless given) of `input`."""
+    shape, d = _like(input, dtype)
+    return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples with the shape (and dtype, unless given) of `input`."""
+    shape, d = _like(input, dtype)
+    return randn(shape, dtype=d, requires_grad=requires_grad)
+
+
+def rand_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform [0, 1) samples with the shape (and dtype, unless given) of `input`."""
+    shape, d = _like(input, dtype)
+    return rand(shape, dtype=d, requires_grad=requires_grad)
+
+
+__all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed", "tensor", "from_numpy", "zeros",
+           "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand", "randint", "randperm", "zeros_like",
+           "ones_like", "empty_like", "full_like", "randn_like", "rand_like"]

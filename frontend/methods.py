@@ -1,0 +1,110 @@
+"""Tensor's math, reduction and shape methods: the functions of `functions` bound as methods.
+
+A function whose first parameter is `input` and whose other parameters match torch's method is bound as
+is (`t.sum(dim=1)` is `braze.sum(t, dim=1)`); methods whose signature differs from the function's
+(varargs shapes, `.T`) are written out below.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from braze.ir.types import bool_
+
+from . import functions as F
+from .tensor import Tensor
+
+_SAME_AS_FUNCTION = (
+    "add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs", "sign", "square", "exp", "log", "sqrt", "rsqrt",
+    "tanh", "sigmoid", "erf", "relu", "clamp", "clip", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_not", "logical_and", "logical_or", "masked_fill", "sum", "mean", "max", "min", "amax", "amin",
+    "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "transpose", "t",
+    "flatten", "squeeze", "unsqueeze", "narrow", "split", "chunk", "unbind", "gather", "index_select",
+    "broadcast_to", "negative", "multiply", "subtract", "divide", "swapaxes")
+
+for _name in _SAME_AS_FUNCTION:
+    setattr(Tensor, _name, getattr(F, _name))
+
+
+def _sizes(args: tuple[Any, ...]) -> tuple[int, ...]:
+    """Sizes given as separate ints or as one sequence."""
+    if len(args) == 1 and not isinstance(args[0], int):
+        return tuple(args[0])
+    return tuple(args)
+
+
+def reshape(self: Tensor, *shape: Any) -> Tensor:
+    """The same elements under a new shape; one dimension may be -1."""
+    return F.reshape(self, _sizes(shape))
+
+
+def view_as(self: Tensor, other: Tensor) -> Tensor:
+    """self reshaped to other's shape."""
+    return F.reshape(self, other.shape)
+
+
+def permute(self: Tensor, *dims: Any) -> Tensor:
+    """The dims reordered (given as ints or one sequence)."""
+    return F.permute(self, _sizes(dims))
+
+
+def expand(self: Tensor, *sizes: Any) -> Tensor:
+    """Repeat size-1 dimensions (and add leading ones) to reach `sizes`; -1 keeps a dimension."""
+    return F.broadcast_to(self, _sizes(sizes))
+
+
+def expand_as(self: Tensor, other: Tensor) -> Tensor:
+    """self broadcast to other's shape."""
+    return F.broadcast_to(self, other.shape)
+
+
+def where(self: Tensor, condition: Tensor, other: Any) -> Tensor:
+    """Elements of self where `condition` holds, else of `other` (torch's Tensor.where)."""
+    return F.where(condition, self, other)
+
+
+def type_as(self: Tensor, other: Tensor) -> Tensor:
+    """self converted to other's dtype."""
+    return F.to_dtype(self, other.dtype)
+
+
+def _T(self: Tensor) -> Tensor:
+    """The dims reversed (a matrix transpose for 2-D tensors)."""
+    return F.permute(self, tuple(reversed(range(self.ndim))))
+
+
+def _mT(self: Tensor) -> Tensor:
+    """The last two dims swapped: a batch of matrices transposed."""
+    if self.ndim < 2:
+        raise ValueError(f"mT: expects a tensor of rank >= 2, got shape {self.shape}")
+    return F.transpose(self, -2, -1)
+
+
+def _require_bool(name: str, *operands: Any) -> None:
+    for o in operands:
+        if isinstance(o, Tensor) and o.dtype != bool_:
+            raise TypeError(f"{name}: bitwise operators work on bool tensors only here, got {o.dtype}")
+
+
+def __and__(self: Tensor, other: Any) -> Tensor:
+    _require_bool("&", self, other)
+    return F.logical_and(self, other)
+
+
+def __or__(self: Tensor, other: Any) -> Tensor:
+    _require_bool("|", self, other)
+    return F.logical_or(self, other)
+
+
+def __invert__(self: Tensor) -> Tensor:
+    _require_bool("~", self)
+    return F.logical_not(self)
+
+
+for _fn in (reshape, view_as, permute, expand, expand_as, where, type_as, __and__, __or__, __invert__):
+    setattr(Tensor, _fn.__name__, _fn)
+Tensor.view = reshape
+Tensor.reshape_as = view_as
+Tensor.__rand__ = __and__
+Tensor.__ror__ = __or__
+Tensor.T = property(_T)
+Tensor.mT = property(_mT)

@@ -1,0 +1,167 @@
+"""Shape and movement functions (reshape, permute, cat, split, gather, ...) and dim normalization.
+
+torch's argument conventions (negative dims, -1 sizes, split sizes) are resolved here into the normalized
+attributes the registered movement and indexing ops take.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from braze.ir.errors import ShapeError
+
+from .dispatch import apply
+from .promotion import as_tensor, coerce
+from .tensor import Tensor
+
+
+def normalize_dim(dim: int, ndim: int, extra: int = 0) -> int:
+    """A non-negative dim for a tensor of rank `ndim` (+ `extra` for dims of a result, as unsqueeze)."""
+    rank = ndim + extra
+    if not -max(rank, 1) <= dim < max(rank, 1):
+        raise IndexError(f"dimension {dim} is out of range for a tensor of rank {ndim}")
+    return dim % rank if rank else 0
+
+
+def normalize_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
+    """Non-negative dims from an int, a sequence or None (None stays None: every dim)."""
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    return tuple(normalize_dim(int(d), ndim) for d in dims)
+
+
+def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
+    """`input` with a new shape of equal size; one dimension may be -1 (inferred)."""
+    return apply("reshape", input, shape=infer_shape(shape, input.numel(), input.shape))
+
+
+def infer_shape(shape: Sequence[int], size: int, source: tuple[int, ...]) -> tuple[int, ...]:
+    """Resolve one -1 in `shape` from the element count."""
+    dims = tuple(int(d) for d in shape)
+    if dims.count(-1) > 1:
+        raise ShapeError(f"reshape: only one dimension can be -1, got {list(dims)}")
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or size % known:
+            raise ShapeError(f"reshape: cannot reshape shape {list(source)} ({size} elements) to {list(dims)}")
+        dims = tuple(size // known if d == -1 else d for d in dims)
+    return dims
+
+
+def permute(input: Tensor, dims: Sequence[int]) -> Tensor:
+    """The dims of `input` reordered: result dim i is input dim dims[i]."""
+    return apply("transpose", input, perm=tuple(normalize_dim(d, input.ndim) for d in dims))
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """`input` with dims dim0 and dim1 swapped."""
+    perm = list(range(input.ndim))
+    a, b = normalize_dim(dim0, input.ndim), normalize_dim(dim1, input.ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return apply("transpose", input, perm=tuple(perm))
+
+
+swapaxes = transpose
+
+
+def t(input: Tensor) -> Tensor:
+    """Transpose a matrix (rank <= 2), as torch.t."""
+    if input.ndim > 2:
+        raise ShapeError(f"t: expects a tensor of rank <= 2, got shape {input.shape}")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Dims start_dim..end_dim merged into one."""
+    if input.ndim == 0:
+        return reshape(input, (1,))
+    a, b = normalize_dim(start_dim, input.ndim), normalize_dim(end_dim, input.ndim)
+    if a > b:
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {input.shape}")
+    shape = input.shape
+    return apply("reshape", input, shape=shape[:a] + (math.prod(shape[a:b + 1]),) + shape[b + 1:])
+
+
+def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """Remove size-1 dims (all of them, or those of `dim`; others in `dim` are left alone, as torch)."""
+    dims = range(input.ndim) if dim is None else normalize_dims(dim, input.ndim)
+    return apply("squeeze", input, axes=tuple(d for d in dims if input.shape[d] == 1))
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """`input` with a size-1 dim inserted at `dim`."""
+    return apply("unsqueeze", input, axes=(normalize_dim(dim, input.ndim, extra=1),))
+
+
+def broadcast_to(input: Tensor, size: Sequence[int]) -> Tensor:
+    """`input` repeated along size-1 and new leading dims; -1 keeps a dimension, as torch.expand."""
+    size = tuple(int(s) for s in size)
+    lead = len(size) - input.ndim
+    shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(size))
+    return apply("broadcast_to", input, shape=shape)
+
+
+def cat(tensors: Sequence[Any], dim: int = 0) -> Tensor:
+    """Join tensors along an existing dim; dtypes promote as torch.cat."""
+    return apply("concat", *coerce(list(tensors)), axis=dim)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
+    """Join equal-shaped tensors along a new dim."""
+    return apply("stack", *coerce(list(tensors)), axis=dim)
+
+
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """The slice [start, start + length) of `input` along `dim`."""
+    d = normalize_dim(dim, input.ndim)
+    start = start + input.shape[d] if start < 0 else start
+    starts = tuple(start if i == d else 0 for i in range(input.ndim))
+    stops = tuple(start + length if i == d else n for i, n in enumerate(input.shape))
+    return apply("slice", input, starts=starts, stops=stops, steps=(1,) * input.ndim)
+
+
+def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces of `split_size` along `dim` (the last may be smaller), or of the listed sizes."""
+    d = normalize_dim(dim, tensor.ndim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        step = int(split_size_or_sections)
+        sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n:
+            raise ShapeError(f"split: sizes {sizes} do not add up to dimension {dim} of shape {tensor.shape}")
+    starts = np.cumsum([0] + sizes[:-1])
+    return tuple(narrow(tensor, d, int(s), size) for s, size in zip(starts, sizes))
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """`chunks` nearly equal pieces along `dim` (the last may be smaller), as torch.chunk."""
+    n = input.shape[normalize_dim(dim, input.ndim)]
+    return split(input, max(-(-n // chunks), 1), dim)
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along `dim`, each without that dim."""
+    d = normalize_dim(dim, input.ndim)
+    return tuple(apply("squeeze", piece, axes=(d,)) for piece in split(input, 1, d))
+
+
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """Values of `input` at `index` along `dim` (torch.gather: index has the result's shape)."""
+    return apply("gather", input, index, axis=dim)
+
+
+def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
+    """The entries of `input` at `index` along `dim` (numpy.take on that dim)."""
+    return apply("index_select", input, as_tensor(index), axis=dim)
+
+
+__all__ = ["reshape", "permute", "transpose", "swapaxes", "t", "flatten", "squeeze", "unsqueeze", "broadcast_to", "cat",
+           "concat", "concatenate", "stack", "narrow", "split", "chunk", "unbind", "gather", "index_select"]

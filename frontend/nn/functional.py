@@ -1,0 +1,354 @@
+"""braze.nn.functional: torch.nn.functional's layer functions with its names, argument names and defaults.
+
+Each function is a registered op (conv2d, layer_norm, cross_entropy, ...) or a short composition of them
+(linear, scaled_dot_product_attention), bound through apply so autodiff and tracing see every step.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from braze.ir.errors import ShapeError
+from braze.ir.types import bool_, int64
+
+from .. import functions as _f
+from ..autodiff import no_grad
+from ..creation import default_generator
+from ..dispatch import apply
+from ..promotion import as_operand, binary_operands, coerce
+from ..tensor import Tensor
+
+__all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
+           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "embedding", "one_hot", "pad",
+           "cross_entropy", "mse_loss", "scaled_dot_product_attention"]
+
+
+def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
+    if isinstance(value, (int, np.integer)):
+        return int(value), int(value)
+    pair = tuple(int(v) for v in value)
+    if len(pair) == 1:
+        return pair[0], pair[0]
+    if len(pair) != 2:
+        raise ValueError(f"{name} expects an int or a pair of ints, got {value!r}")
+    return pair  # type: ignore[return-value]
+
+
+def _constant(value: float, like: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return Tensor._wrap(np.full(shape, value, dtype=like._data.dtype))
+
+
+def _batched(input: Tensor, rank: int, fn: Any) -> Tensor:
+    """Apply `fn` to a batch of one when `input` lacks the batch dim (torch accepts (C,H,W) for 2-d ops)."""
+    if input.ndim == rank - 1:
+        return _f.squeeze(fn(_f.unsqueeze(input, 0)), 0)
+    return fn(input)
+
+
+# --- linear and convolution -------------------------------------------------------------------------------
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    out = _f.matmul(input, _f.t(weight))
+    return out if bias is None else _f.add(out, bias)
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+           padding: int | Sequence[int] | str = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
+    """2-d cross-correlation of (N,C,H,W) or (C,H,W) input; padding may be an int, a pair, 'valid' or 'same'."""
+    stride2, dilation2 = _pair(stride, "stride"), _pair(dilation, "dilation")
+    x = input
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads = (0, 0)
+        elif padding == "same":
+            if stride2 != (1, 1):
+                raise ValueError("conv2d: padding='same' is not supported for strided convolutions (as torch)")
+            total = [dilation2[a] * (weight.shape[2 + a] - 1) for a in range(2)]
+            pads = (total[0] // 2, total[1] // 2)
+            extra = (total[0] - 2 * pads[0], total[1] - 2 * pads[1])
+            if any(extra):  # an even kernel extent: torch puts the odd row/column of padding after
+                x = pad(x, (0, extra[1], 0, extra[0]))
+        else:
+            raise ValueError(f"conv2d: padding must be 'valid', 'same' or ints, got {padding!r}")
+    else:
+        pads = _pair(padding, "padding")
+    operands = (weight,) if bias is None else (weight, bias)
+    return _batched(x, 4, lambda v: apply("conv2d", v, *operands, stride=stride2, padding=pads,
+                                          dilation=dilation2, groups=groups))
+
+
+# --- pooling ----------------------------------------------------------------------------------------------
+
+
+def max_pool2d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor:
+    """Max over sliding windows of the last two dims; stride defaults to kernel_size."""
+    if return_indices:
+        raise ValueError("max_pool2d: return_indices=True is not supported (use braze.argmax on unfolded windows)")
+    kernel = _pair(kernel_size, "kernel_size")
+    return apply("max_pool2d", input, kernel_size=kernel, stride=kernel if stride is None else _pair(stride, "stride"),
+                 padding=_pair(padding, "padding"), dilation=_pair(dilation, "dilation"), ceil_mode=ceil_mode)
+
+
+def avg_pool2d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """Mean over sliding windows of the last two dims; stride defaults to kernel_size."""
+    if divisor_override is not None:
+        raise ValueError("avg_pool2d: divisor_override is not supported")
+    kernel = _pair(kernel_size, "kernel_size")
+    return apply("avg_pool2d", input, kernel_size=kernel, stride=kernel if stride is None else _pair(stride, "stride"),
+                 padding=_pair(padding, "padding"), ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
+    """Average pooling to `output_size` (a None entry keeps that input dim)."""
+    size = (output_size, output_size) if isinstance(output_size, (int, np.integer)) else tuple(output_size)
+    size = tuple(input.shape[-2 + a] if s is None else int(s) for a, s in enumerate(size))
+    return apply("adaptive_avg_pool2d", input, output_size=size)
+
+
+# --- activations ------------------------------------------------------------------------------------------
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(input, 0) elementwise."""
+    return apply("relu", input)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit: exact (erf) or the tanh approximation."""
+    return apply("gelu", input, approximate=approximate)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """input * sigmoid(input) elementwise."""
+    return apply("silu", input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-input)) elementwise."""
+    return _f.sigmoid(input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent elementwise."""
+    return _f.tanh(input)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    """exp(input) normalized to sum 1 along `dim`."""
+    return _f.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    """log(softmax(input)) along `dim`."""
+    return _f.log_softmax(input, dim, dtype=dtype)
+
+
+# --- normalization and regularization ---------------------------------------------------------------------
+
+
+def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the trailing `normalized_shape` dims, then scale by weight and shift by bias."""
+    shape = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    if bias is not None and weight is None:
+        weight = _constant(1.0, input, shape)  # the op takes a bias only after a weight
+    operands = [o for o in (weight, bias) if o is not None]
+    return apply("layer_norm", input, *operands, normalized_shape=shape, eps=eps)
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
+               bias: Tensor | None = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch norm over channel dim 1; in training, batch statistics are used and the running ones updated in
+    place (momentum, unbiased variance) outside autodiff, as torch."""
+    channels = (input.shape[1],) if input.ndim >= 2 else (0,)
+    weight = _constant(1.0, input, channels) if weight is None else weight
+    bias = _constant(0.0, input, channels) if bias is None else bias
+    if not training:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+        return apply("batch_norm", input, running_mean, running_var, weight, bias, eps=eps)
+    y, mean, var = apply("batch_norm_train", input, weight, bias, eps=eps)
+    if running_mean is not None or running_var is not None:
+        if momentum is None:
+            raise ValueError("batch_norm: momentum=None (a cumulative average) needs the module's batch count; "
+                             "pass a float")
+        count = input.numel() // input.shape[1]
+        with no_grad():
+            if running_mean is not None:
+                running_mean.copy_(_f.add(_f.mul(running_mean, 1.0 - momentum), _f.mul(mean.detach(), momentum)))
+            if running_var is not None:
+                unbiased = _f.mul(var.detach(), count / (count - 1))
+                running_var.copy_(_f.add(_f.mul(running_var, 1.0 - momentum), _f.mul(unbiased, momentum)))
+    return y
+
+
+def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p) when training.
+
+    The mask's seed is drawn from the global generator (braze.manual_seed makes it repeatable) and the
+    training flag is an operand, so a traced graph keeps it as a flag.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if isinstance(training, (bool, np.bool_)):
+        flag = Tensor._wrap(np.asarray(bool(training)))
+        seed = default_generator.draw_seed() if training else 0
+    else:
+        flag = training
+        seed = default_generator.draw_seed()
+    return apply("dropout", input, flag, Tensor._wrap(np.asarray(seed, dtype=np.int64)), p=p)
+
+
+# --- embeddings and encodings -----------------------------------------------------------------------------
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of `weight` at the indices in `input` (shape input.shape + (embedding_dim,)).
+
+    The row at padding_idx receives no gradient, as torch.
+    """
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise ValueError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+    index = _f.as_tensor(input)
+    out = apply("index_select", weight, index, axis=0)
+    if padding_idx is None:
+        return out
+    row = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
+    at_padding = _f.unsqueeze(_f.eq(index, row), -1)
+    return _f.where(at_padding, out.detach(), out)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding along a new last dim; num_classes=-1 takes the largest index + 1."""
+    index = _f.as_tensor(tensor)
+    if num_classes == -1:
+        num_classes = int(index._data.max()) + 1 if index.numel() else 0
+    return apply("one_hot", index, num_classes=num_classes, dtype=int64)
+
+
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
+    """Constant padding; `pad` lists (before, after) pairs starting from the last dim, as torch.
+    Negative amounts crop."""
+    if mode != "constant":
+        raise ValueError(f"pad: mode {mode!r} is not supported; only 'constant'")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: expected an even number of values for at most {input.ndim} dims, got {list(pad)}")
+    natural = [0] * (2 * input.ndim)
+    for k in range(len(pad) // 2):
+        axis = input.ndim - 1 - k
+        natural[2 * axis], natural[2 * axis + 1] = int(pad[2 * k]), int(pad[2 * k + 1])
+    out = input
+    if any(p > 0 for p in natural):
+        out = apply("pad", input, pads=tuple(max(p, 0) for p in natural), value=0.0 if value is None else value)
+    if any(p < 0 for p in natural):
+        starts = tuple(-min(natural[2 * a], 0) for a in range(input.ndim))
+        stops = tuple(d + min(natural[2 * a + 1], 0) for a, d in enumerate(out.shape))
+        if any(lo > hi for lo, hi in zip(starts, stops)):
+            raise ShapeError(f"pad: {list(pad)} crops more than the size of input shape {input.shape}")
+        out = apply("slice", out, starts=starts, stops=stops, steps=(1,) * input.ndim)
+    return out if out is not input else apply("reshape", input, shape=input.shape)
+
+
+
+# --- losses -----------------------------------------------------------------------------------------------
+
+
+def _reduction(size_average: bool | None, reduce: bool | None, reduction: str) -> str:
+    """torch's mapping of the deprecated size_average/reduce flags onto `reduction`."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
+                  ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross entropy over the class dim (1, or 0 for unbatched input) with class-index or
+    class-probability targets; per-class `weight` is composed from registered ops."""
+    reduction = _reduction(size_average, reduce, reduction)
+    target = _f.as_tensor(target)
+    if weight is None:
+        return apply("cross_entropy", input, target, reduction=reduction, ignore_index=ignore_index,
+                     label_smoothing=label_smoothing)
+    return _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
+
+
+def _class_last(t: Tensor, axis: int) -> Tensor:
+    return _f.permute(t, [a for a in range(t.ndim) if a != axis] + [axis]) if t.ndim > 1 else t
+
+
+def _weighted_cross_entropy(input: Tensor, target: Tensor, weight: Tensor, ignore_index: int, reduction: str,
+                            label_smoothing: float) -> Tensor:
+    """torch's weighted cross entropy: each class's log-probability scaled by its weight."""
+    axis = 1 if input.ndim >= 2 else 0
+    classes = input.shape[axis]
+    logp = _class_last(_f.log_softmax(input, axis), axis)  # (..., C)
+    if target.dtype.is_float:
+        mix = _f.add(_f.mul(_class_last(target, axis), 1.0 - label_smoothing), label_smoothing / classes)
+        loss = _f.neg(_f.sum(_f.mul(_f.mul(logp, weight), mix), -1))
+        return loss if reduction == "none" else (_f.sum(loss) if reduction == "sum" else _f.mean(loss))
+    valid = _f.ne(target, ignore_index)
+    safe = _f.where(valid, target, 0)
+    picked = _f.squeeze(_f.gather(logp, -1, _f.unsqueeze(safe, -1)), -1)
+    w_target = _f.where(valid, apply("index_select", weight, safe, axis=0), 0.0)
+    loss = _f.neg(_f.mul(picked, w_target))
+    if label_smoothing:
+        smooth = _f.neg(_f.sum(_f.mul(logp, weight), -1))
+        loss = _f.add(_f.mul(loss, 1.0 - label_smoothing),
+                      _f.where(valid, _f.mul(smooth, label_smoothing / classes), 0.0))
+    if reduction == "none":
+        return loss
+    return _f.sum(loss) if reduction == "sum" else _f.div(_f.sum(loss), _f.sum(w_target))
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+             reduction: str = "mean") -> Tensor:
+    """Mean (or summed, or per-element) squared difference; the operands broadcast."""
+    x, y = binary_operands(input, target)
+    return apply("mse_loss", x, y, reduction=_reduction(size_average, reduce, reduction))
+
+
+# --- attention --------------------------------------------------------------------------------------------
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(q @ k^T * scale + mask) @ v over (..., L, E) queries and (..., S, E) keys, as torch.
+
+    A bool mask keeps the positions where it is True; a float mask is added to the scores. With enable_gqa,
+    key and value heads (dim -3) are repeated to match the query heads.
+    """
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both")
+    q, k, v = coerce([query, key, value])
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        repeat = q.shape[-3] // k.shape[-3]
+        heads = Tensor._wrap(np.repeat(np.arange(k.shape[-3], dtype=np.int64), repeat))
+        k, v = (apply("index_select", t, heads, axis=t.ndim - 3) for t in (k, v))
+    factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = _f.mul(_f.matmul(q, _f.transpose(k, -2, -1)), factor)
+    if is_causal:
+        keep = Tensor._wrap(np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool)))
+        scores = _f.masked_fill(scores, _f.logical_not(keep), -math.inf)
+    if attn_mask is not None:
+        mask = as_operand(attn_mask)
+        if mask.dtype == bool_:
+            scores = _f.masked_fill(scores, _f.logical_not(mask), -math.inf)
+        else:
+            scores = _f.add(scores, mask)
+    attn = _f.softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, training=True)
+    return _f.matmul(attn, v)

@@ -1,0 +1,82 @@
+"""Embedding, as torch.nn.Embedding: a lookup table of rows, N(0, 1) initialized, with an optional padding row."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import functional as F
+from ..module import Module
+from ..param import Param
+from ._init import Sampler, float_dtype, lazy, leaf
+
+
+def _normal_rows(padding_idx: int | None) -> Sampler:
+    """N(0, 1) rows with the padding row zeroed."""
+    def sample(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        rows = rng.normal(0.0, 1.0, shape)
+        if padding_idx is not None:
+            rows[padding_idx] = 0.0
+        return rows
+    return sample
+
+
+class Embedding(Module):
+    """Rows of `weight` (num_embeddings, embedding_dim) at integer indices.
+
+    weight ~ N(0, 1) with the padding_idx row zeroed; that row receives no gradient (as torch). max_norm,
+    scale_grad_by_freq and sparse are forwarded to F.embedding, which rejects the ones it does not support.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: Any = None, _freeze: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        if padding_idx is not None:
+            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
+                raise ValueError("Padding_idx must be within num_embeddings")
+            padding_idx = padding_idx % self.num_embeddings
+        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        shape = (self.num_embeddings, self.embedding_dim)
+        if _weight is None:
+            self.weight = lazy(shape, _normal_rows(padding_idx), float_dtype(dtype, "Embedding"), device)
+        else:
+            value = np.asarray(_weight)
+            if value.shape != shape:
+                raise ValueError(f"Embedding: _weight has shape {value.shape}, expected {shape}")
+            self.weight = Param(leaf(np.array(value, copy=True), device, False), requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None,
+                        max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        sparse: bool = False) -> Embedding:
+        """An Embedding whose weight is a copy of the 2-d `embeddings`, frozen unless freeze=False."""
+        value = np.asarray(embeddings)
+        if value.ndim != 2:
+            raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+        return cls(value.shape[0], value.shape[1], padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=value, _freeze=freeze)
+
+    def forward(self, input: Any) -> Any:
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse:
+            s += ", sparse=True"
+        return s
+
+
+__all__ = ["Embedding"]

@@ -1,0 +1,115 @@
+"""BatchNorm1d, BatchNorm2d and LayerNorm, as torch.nn's: parameter and buffer names, defaults and updates."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from braze.ir.types import int64
+
+from ...autodiff import no_grad
+from .. import functional as F
+from ..flag import Flag
+from ..module import Module
+from ._init import constant, fill, float_dtype, lazy
+
+
+class _BatchNorm(Module):
+    """Batch normalization over channel dim 1 with torch's buffers and update rule.
+
+    Parameters weight (ones) and bias (zeros, unless bias=False) when affine; buffers running_mean (zeros),
+    running_var (ones) and num_batches_tracked (int64 scalar) when track_running_stats. The Flag `training`
+    selects batch statistics (and a running-statistics update with `momentum`, or a cumulative average when
+    momentum is None) or the running statistics.
+    """
+
+    _ranks: tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__()
+        d = float_dtype(dtype, type(self).__name__)
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        shape = (self.num_features,)
+        self.register_parameter("weight", lazy(shape, constant(1.0), d, device) if affine else None)
+        self.register_parameter("bias", lazy(shape, constant(0.0), d, device) if affine and bias else None)
+        track = self.track_running_stats
+        self.register_buffer("running_mean", fill(shape, 0.0, d, device) if track else None)
+        self.register_buffer("running_var", fill(shape, 1.0, d, device) if track else None)
+        self.register_buffer("num_batches_tracked", fill((), 0, int64, device) if track else None)
+        self.training = Flag(True)
+
+    def reset_running_stats(self) -> None:
+        """Running mean back to zeros, variance to ones and the batch count to zero, in place."""
+        if self.track_running_stats:
+            self.running_mean.assign(np.zeros(self.num_features))
+            self.running_var.assign(np.ones(self.num_features))
+            self.num_batches_tracked.assign(0)
+
+    def _check_input_dim(self, input: Any) -> None:
+        if input.ndim not in self._ranks:
+            wanted = " or ".join(f"{r}D" for r in self._ranks)
+            raise ValueError(f"expected {wanted} input (got {input.ndim}D input)")
+
+    def forward(self, input: Any) -> Any:
+        self._check_input_dim(input)
+        if not self.track_running_stats:
+            return F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        if not self.flag("training"):
+            return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0,
+                                self.eps)
+        with no_grad():
+            self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+        # momentum None: a cumulative moving average over every batch seen
+        factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        # F.batch_norm updates the statistics it is given in place: give it copies and store them with assign,
+        # which never writes into an array that a snapshot (valid(), clone) of this module may share
+        mean, var = self.running_mean.val().clone(), self.running_var.val().clone()
+        out = F.batch_norm(input, mean, var, self.weight, self.bias, True, factor, self.eps)
+        self.running_mean.assign(mean)
+        self.running_var.assign(var)
+        return out
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over (N, C) or (N, C, L) input, as torch.nn.BatchNorm1d."""
+
+    _ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over (N, C, H, W) input, as torch.nn.BatchNorm2d."""
+
+    _ranks = (4,)
+
+
+class LayerNorm(Module):
+    """Normalize over the trailing `normalized_shape` dims, then scale (ones) and shift (zeros), as torch."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        d = float_dtype(dtype, "LayerNorm")
+        shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else normalized_shape
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps, self.elementwise_affine = float(eps), bool(elementwise_affine)
+        affine = self.elementwise_affine
+        shape = self.normalized_shape
+        self.register_parameter("weight", lazy(shape, constant(1.0), d, device) if affine else None)
+        self.register_parameter("bias", lazy(shape, constant(0.0), d, device) if affine and bias else None)
+
+    def forward(self, input: Any) -> Any:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
+
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]

@@ -1,0 +1,66 @@
+"""MaxPool2d, AvgPool2d and AdaptiveAvgPool2d, as torch.nn's (arguments, defaults and repr)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import functional as F
+from ..module import Module
+
+Size = int | Sequence[int]
+
+
+class MaxPool2d(Module):
+    """Max over kernel_size windows of the last two dims; stride defaults to kernel_size."""
+
+    def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0, dilation: Size = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        super().__init__()
+        if return_indices:
+            raise ValueError("MaxPool2d: return_indices=True is not supported")
+        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
+        self.stride = stride if stride is not None else kernel_size
+        self.return_indices, self.ceil_mode = False, bool(ceil_mode)
+
+    def forward(self, input: Any) -> Any:
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """Mean over kernel_size windows of the last two dims; stride defaults to kernel_size."""
+
+    def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> None:
+        super().__init__()
+        if divisor_override is not None:
+            raise ValueError("AvgPool2d: divisor_override is not supported")
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = stride if stride is not None else kernel_size
+        self.ceil_mode, self.count_include_pad, self.divisor_override = bool(ceil_mode), bool(count_include_pad), None
+
+    def forward(self, input: Any) -> Any:
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling of the last two dims to `output_size` (an int, or a pair whose None keeps a dim)."""
+
+    def __init__(self, output_size: int | Sequence[int | None]) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input: Any) -> Any:
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]

@@ -1,0 +1,117 @@
+"""Module state: state_dict / load_state_dict (torch's names) and records (document 001's names).
+
+A state dict maps dotted names to numpy arrays for the parameters and persistent buffers; loading validates
+every entry first and changes nothing when any check fails. Records live in braze.frontend.records; the
+methods here are the module-side entry points.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from braze.ir.errors import RecordError
+
+from .. import records as _records
+from .param import Param
+from .visitor import join_path
+
+if TYPE_CHECKING:
+    from .group import ParamGroup
+    from .module import Module
+
+
+class IncompatibleKeys(NamedTuple):
+    """What load_state_dict(strict=False) did not load: module keys absent from the dict, and extra dict keys."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class StateMixin:
+    """The state-dict and record methods of Module."""
+
+    # --- state dict ----------------------------------------------------------------------------------------
+    def _state_slots(self, prefix: str = "") -> Iterator[tuple[str, Param]]:
+        """(key, Param) for parameters and persistent buffers under every path that reaches them."""
+        d = self.__dict__
+        for name, p in d["_parameters"].items():
+            if p is not None:
+                yield join_path(prefix, name), p
+        for name, p in d["_buffers"].items():
+            if p is not None and p.persistent:
+                yield join_path(prefix, name), p
+        for name, child in d["_modules"].items():
+            if child is not None:
+                yield from child._state_slots(join_path(prefix, name))
+
+    def state_dict(self, prefix: str = "") -> dict[str, np.ndarray]:
+        """Parameters and persistent buffers by dotted name, as numpy arrays (sharing the module's memory)."""
+        return {key: p.base()._data for key, p in self._state_slots(prefix)}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Copy values in by name, in place, keeping each entry's dtype, device and gradient requirement.
+
+        Everything is checked before anything changes; every missing or unexpected key (when strict), shape
+        mismatch and unconvertible value is reported in one RecordError, and the module is left unchanged.
+        """
+        slots = dict(self._state_slots())
+        missing = [k for k in slots if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in slots]
+        problems: list[str] = []
+        if strict and missing:
+            problems.append(f"missing keys: {', '.join(missing)}")
+        if strict and unexpected:
+            problems.append(f"unexpected keys: {', '.join(unexpected)}")
+        arrays: dict[str, np.ndarray] = {}
+        for key, p in slots.items():
+            if key not in state_dict:
+                continue
+            try:
+                array = np.asarray(state_dict[key])
+            except Exception as e:  # any object's __array__ may fail; report it with its key
+                problems.append(f"{key}: cannot convert {type(state_dict[key]).__name__} to an array ({e})")
+                continue
+            if array.dtype.kind not in "biuf":
+                problems.append(f"{key}: unsupported dtype {array.dtype} (parameter dtype {p.lazy_dtype})")
+            elif array.shape != p.lazy_shape:
+                problems.append(f"{key}: shape mismatch: the state dict has {list(array.shape)}, "
+                                f"the module has {list(p.lazy_shape)}")
+            else:
+                arrays[key] = array
+        if problems:
+            raise RecordError(f"load_state_dict into {type(self).__name__}: " + "; ".join(problems))
+        for key, array in arrays.items():
+            slots[key].assign(array)
+        return IncompatibleKeys(missing, unexpected)
+
+    # --- records (document 001; implemented in braze.frontend.records) --------------------------------------
+    def into_record(self) -> _records.ModuleRecord:
+        """The parameters and persistent buffers (through their save mappers) with their ids; flags are not recorded."""
+        return _records.into_record(self)
+
+    def into_record_group(self, group: ParamGroup) -> _records.ModuleRecord:
+        """The record of the values `group` matches; the others are skipped before their data is read."""
+        return _records.into_record_group(self, group)
+
+    def try_load_record(self, record: _records.ModuleRecord) -> Module:
+        """Apply a record (its dtype policy, validate and allow_partial); RecordError leaves the module unchanged."""
+        return _records.try_load_record(self, record)
+
+    def load_record(self, record: _records.ModuleRecord) -> Module:
+        """Apply a record and return the module; raises RecordError as try_load_record does."""
+        return _records.load_record(self, record)
+
+    def save_file(self, path: str | os.PathLike[str]) -> None:
+        """Save the parameters to a record file (safetensors, written atomically)."""
+        _records.save_file(self, path)
+
+    def load_file(self, path: str | os.PathLike[str]) -> Module:
+        """Load the parameters from a record file with the default options; raises RecordError on failure."""
+        return _records.load_file(self, path)
+
+    def try_load_file(self, path: str | os.PathLike[str]) -> Module:
+        """Load the parameters from a record file with the default options; RecordError on any problem."""
+        return _records.try_load_file(self, path)

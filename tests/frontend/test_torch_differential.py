@@ -1,0 +1,197 @@
+"""Differential tests against PyTorch: the same expression, written once against the shared API, gives the
+same forward values and the same gradients in braze and torch on equal float64 inputs."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import braze
+import braze.nn.functional as bF
+
+torch = pytest.importorskip("torch")
+tF = torch.nn.functional
+pytestmark = pytest.mark.filterwarnings("ignore:Using padding=.same. with even kernel")
+
+R = np.random.default_rng(0)
+
+
+def n(*shape: int) -> np.ndarray:
+    return R.standard_normal(shape)
+
+
+def pos(*shape: int) -> np.ndarray:
+    return R.uniform(0.5, 2.0, shape)
+
+
+def ints(high: int, *shape: int) -> np.ndarray:
+    return R.integers(0, high, shape)
+
+
+# (id, expression over (module, functional, *leaves), operand arrays); float arrays become leaves requiring grad
+Case = tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]
+FUNCTIONAL: list[Case] = [
+    ("linear", lambda m, F, x, w, b: F.linear(x, w, b), (n(2, 3, 4), n(5, 4), n(5))),
+    ("linear_nobias", lambda m, F, x, w: F.linear(x, w), (n(3, 4), n(2, 4))),
+    ("conv2d", lambda m, F, x, w, b: F.conv2d(x, w, b, stride=2, padding=1), (n(2, 3, 6, 6), n(4, 3, 3, 3), n(4))),
+    ("conv2d_same_even", lambda m, F, x, w: F.conv2d(x, w, padding="same", dilation=(1, 2)),
+     (n(1, 2, 5, 6), n(3, 2, 2, 2))),
+    ("conv2d_groups", lambda m, F, x, w: F.conv2d(x, w, groups=2, padding=(1, 0), dilation=2),
+     (n(1, 4, 6, 6), n(6, 2, 2, 3))),
+    ("conv2d_valid", lambda m, F, x, w: F.conv2d(x, w, padding="valid"), (n(1, 2, 4, 4), n(2, 2, 3, 3))),
+    ("max_pool2d", lambda m, F, x: F.max_pool2d(x, 2), (n(2, 3, 6, 6),)),
+    ("max_pool2d_ceil", lambda m, F, x: F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), (n(1, 2, 6, 7),)),
+    ("max_pool2d_dilated", lambda m, F, x: F.max_pool2d(x, (2, 2), stride=1, dilation=2), (n(1, 2, 5, 5),)),
+    ("avg_pool2d", lambda m, F, x: F.avg_pool2d(x, 2), (n(2, 3, 6, 6),)),
+    ("avg_pool2d_pad", lambda m, F, x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+     (n(1, 2, 6, 7),)),
+    ("adaptive_avg_pool2d", lambda m, F, x: F.adaptive_avg_pool2d(x, (2, 3)), (n(2, 2, 5, 7),)),
+    ("relu", lambda m, F, x: F.relu(x), (n(3, 4),)),
+    ("gelu", lambda m, F, x: F.gelu(x), (n(3, 4),)),
+    ("gelu_tanh", lambda m, F, x: F.gelu(x, approximate="tanh"), (n(3, 4),)),
+    ("silu", lambda m, F, x: F.silu(x), (n(3, 4),)),
+    ("sigmoid", lambda m, F, x: F.sigmoid(x), (n(3, 4),)),
+    ("tanh", lambda m, F, x: F.tanh(x), (n(3, 4),)),
+    ("softmax", lambda m, F, x: F.softmax(x, dim=1), (n(3, 4),)),
+    ("log_softmax", lambda m, F, x: F.log_softmax(x, -1), (n(2, 3, 4),)),
+    ("layer_norm", lambda m, F, x, w, b: F.layer_norm(x, (3, 4), w, b, eps=1e-3), (n(2, 3, 4), n(3, 4), n(3, 4))),
+    ("layer_norm_plain", lambda m, F, x: F.layer_norm(x, [4]), (n(2, 4),)),
+    ("batch_norm_eval", lambda m, F, x, rm, rv, w, b: F.batch_norm(x, rm.detach(), rv.detach(), w, b),
+     (n(4, 3, 2, 2), n(3), pos(3), n(3), n(3))),
+    ("batch_norm_train", lambda m, F, x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+     (n(4, 3, 5), n(3), n(3))),
+    ("dropout_eval", lambda m, F, x: F.dropout(x, 0.5, training=False), (n(3, 4),)),
+    ("dropout_zero", lambda m, F, x: F.dropout(x, 0.0), (n(3, 4),)),
+    ("embedding", lambda m, F, w, i: F.embedding(i, w), (n(5, 3), ints(5, 2, 4))),
+    ("embedding_padding", lambda m, F, w: F.embedding(m.tensor([[0, 2], [2, 1]]), w, padding_idx=2), (n(4, 3),)),
+    ("one_hot", lambda m, F, i: F.one_hot(i, 5), (ints(5, 2, 3),)),
+    ("one_hot_inferred", lambda m, F: F.one_hot(m.tensor([1, 3])), ()),
+    ("pad", lambda m, F, x: F.pad(x, (1, 2, 0, 1)), (n(2, 3, 4),)),
+    ("pad_value_crop", lambda m, F, x: F.pad(x, (-1, 1, 2, -1), value=0.5), (n(3, 4),)),
+    ("cross_entropy", lambda m, F, x, t: F.cross_entropy(x, t), (n(5, 4), ints(4, 5))),
+    ("cross_entropy_ignore_smooth", lambda m, F, x: F.cross_entropy(
+        x, m.tensor([1, -100, 3, 0]), ignore_index=-100, label_smoothing=0.2), (n(4, 4),)),
+    ("cross_entropy_none_spatial", lambda m, F, x, t: F.cross_entropy(x, t, reduction="none"),
+     (n(2, 3, 2, 2), ints(3, 2, 2, 2))),
+    ("cross_entropy_sum_unbatched", lambda m, F, x: F.cross_entropy(x, m.tensor(2), reduction="sum"), (n(3),)),
+    ("cross_entropy_probs", lambda m, F, x, p: F.cross_entropy(x, F.softmax(p, 1), label_smoothing=0.1),
+     (n(3, 4), n(3, 4))),
+    ("cross_entropy_weight", lambda m, F, x, w: F.cross_entropy(x, m.tensor([0, 2, 1, 2]), weight=w.detach()),
+     (n(4, 3), pos(3))),
+    ("cross_entropy_weight_smooth", lambda m, F, x, w: F.cross_entropy(
+        x, m.tensor([0, 2, -100, 1]), weight=w.detach(), label_smoothing=0.3), (n(4, 3), pos(3))),
+    ("cross_entropy_weight_probs", lambda m, F, x, p, w: F.cross_entropy(
+        x, F.softmax(p, 1), weight=w.detach(), label_smoothing=0.2), (n(3, 4), n(3, 4), pos(4))),
+    ("mse_loss", lambda m, F, x, y: F.mse_loss(x, y), (n(3, 4), n(3, 4))),
+    ("mse_loss_sum", lambda m, F, x, y: F.mse_loss(x, y, reduction="sum"), (n(3, 4), n(3, 4))),
+    ("mse_loss_none", lambda m, F, x, y: F.mse_loss(x, y, reduction="none"), (n(3, 4), n(3, 4))),
+    ("scaled_dot_product_attention", lambda m, F, q, k, v: F.scaled_dot_product_attention(q, k, v),
+     (n(2, 3, 4), n(2, 5, 4), n(2, 5, 4))),
+    ("scaled_dot_product_attention_causal", lambda m, F, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, is_causal=True, scale=0.3),
+     (n(2, 2, 4, 3), n(2, 2, 4, 3), n(2, 2, 4, 5))),
+    ("scaled_dot_product_attention_bool_mask", lambda m, F, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m.tensor([[True, False, True], [True, True, False]])), (n(2, 3), n(3, 3), n(3, 4))),
+    ("scaled_dot_product_attention_float_mask", lambda m, F, q, k, v, a: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=a),
+     (n(1, 2, 3), n(1, 4, 3), n(1, 4, 2), n(2, 4))),
+    ("scaled_dot_product_attention_gqa", lambda m, F, q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+     (n(1, 4, 3, 2), n(1, 2, 3, 2), n(1, 2, 3, 2))),
+]
+
+METHODS: list[Case] = [
+    ("arith", lambda m, F, x, y: (x + y) * x - y / (x * x + 1) + 2.0 - 3 * x + 1 / (y * y + 1), (n(3, 4), n(4))),
+    ("pow", lambda m, F, x, y: x.abs() ** y + x ** 2 + 2.0 ** y + x.pow(3), (n(3, 4), n(3, 4))),
+    ("unary", lambda m, F, x: (-x).exp() + x.abs().log() + x.abs().sqrt() + x.tanh() + x.sigmoid() + x.relu()
+     + x.abs().rsqrt(), (n(3, 4),)),
+    ("clamp", lambda m, F, x: x.clamp(-0.5, 0.7) + x.clamp(min=0.1) + m.clamp(x, max=0.2), (n(4, 5),)),
+    ("max_min_elementwise", lambda m, F, x, y: m.maximum(x, y) * m.minimum(x, y), (n(3, 4), n(3, 4))),
+    ("compare_where", lambda m, F, x, y: m.where(x > y, x, y * 2) + x.masked_fill(x < 0, 0.5), (n(3, 4), n(3, 4))),
+    ("sum", lambda m, F, x: x.sum() + x.sum(dim=1).sum() + x.sum((0, 2), keepdim=True).sum(), (n(2, 3, 4),)),
+    ("mean", lambda m, F, x: x.mean(-1, keepdim=True) * x.mean(), (n(2, 3, 4),)),
+    ("max_dim", lambda m, F, x: x.max(1), (n(3, 5),)),
+    ("min_dim", lambda m, F, x: m.min(x, dim=0, keepdim=True), (n(3, 5),)),
+    ("max_all", lambda m, F, x: x.max() + x.min(), (n(3, 5),)),
+    ("amax", lambda m, F, x: x.amax(dim=(0, 2)) + m.amin(x, 1).sum(-1).sum(), (n(2, 3, 4),)),
+    ("argmax", lambda m, F, x: (x.argmax(), x.argmax(dim=1), x.argmin(0, keepdim=True)), (n(3, 5),)),
+    ("var_std", lambda m, F, x: x.var(1) + x.std(dim=1, keepdim=False) + x.var(1, unbiased=False), (n(3, 5),)),
+    ("logsumexp", lambda m, F, x: m.logsumexp(x, dim=1), (n(3, 5),)),
+    ("softmax_method", lambda m, F, x: x.softmax(0) + x.log_softmax(dim=1), (n(3, 5),)),
+    ("matmul", lambda m, F, a, b, v: (a @ b) @ v + m.matmul(a, b).sum(), (n(2, 3, 4), n(4, 5), n(5))),
+    ("reshape_view", lambda m, F, x: x.reshape(4, -1) + x.view(-1, 6).reshape(4, 6) + x.reshape((4, 6)),
+     (n(2, 3, 4),)),
+    ("permute_transpose", lambda m, F, x: x.permute(2, 0, 1).transpose(0, 1) + x.transpose(0, 2).mT.transpose(0, 1),
+     (n(2, 3, 4),)),
+    ("T", lambda m, F, x: x.T @ x, (n(3, 4),)),
+    ("flatten", lambda m, F, x: x.flatten() + x.flatten(1).flatten() + m.flatten(x, 0, 1).reshape(-1), (n(2, 3, 4),)),
+    ("squeeze_unsqueeze", lambda m, F, x: x.unsqueeze(1).squeeze() + x.unsqueeze(-1).squeeze(-1) + x.squeeze(0),
+     (n(3, 4),)),
+    ("expand", lambda m, F, x: x.expand(2, 3, -1) * x.unsqueeze(0).expand_as(m.zeros(2, 3, 4, dtype=m.float64)),
+     (n(3, 1),)),
+    ("index_basic", lambda m, F, x: x[1, 1:, ::2] + x[0, None, :2, -1:] * x[..., 1:3, 2].unsqueeze(-1), (n(2, 3, 4),)),
+    ("index_array", lambda m, F, x: x[:, [2, 0, 2]] + x[1, :, m.tensor([1, 1, 0])].T.sum(), (n(2, 4, 3),)),
+    ("cat_stack", lambda m, F, x, y: m.cat([x, y], dim=1).sum(0)[1:4] + m.stack([x, y], -1).sum((0, 2)),
+     (n(2, 3), n(2, 3))),
+    ("split_chunk", lambda m, F, x: x.split(2, dim=1)[1] * x.chunk(3, 1)[0] + m.split(x, [1, 2, 3], 1)[2].sum(),
+     (n(3, 6),)),
+    ("gather_index_select", lambda m, F, x: x.gather(1, m.tensor([[0, 2], [1, 1]]))
+     + x.index_select(1, m.tensor([2, 0])),
+     (n(2, 3),)),
+    ("promotion", lambda m, F, x: x * m.tensor([1, 2, 3]) + m.tensor([1, 2, 3]) / 2 + m.tensor([2, 3, 4]) * 0.5,
+     (n(3),)),
+]
+
+
+def _run(lib: str, fn: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> tuple[list, list]:
+    """Forward values and gradients (w.r.t. every float operand) of a fixed projection of fn's float outputs."""
+    m, F = (braze, bF) if lib == "braze" else (torch, tF)
+    leaves = [m.tensor(a, requires_grad=True) if a.dtype.kind == "f" else m.tensor(a) for a in arrays]
+    out = fn(m, F, *leaves)
+    outs = tuple(out) if isinstance(out, tuple) else (out,)
+    total = None
+    for k, o in enumerate(outs):
+        if o.requires_grad:
+            term = (o * m.tensor(np.random.default_rng(k).standard_normal(tuple(o.shape)))).sum()
+            total = term if total is None else total + term
+    if total is not None:
+        total.backward()
+    values = [np.asarray(o.detach().numpy()) for o in outs]
+    grads = [None if leaf.grad is None else np.asarray(leaf.grad.numpy()) for leaf in leaves]
+    return values, grads
+
+
+@pytest.mark.parametrize("name,fn,arrays", FUNCTIONAL + METHODS, ids=[c[0] for c in FUNCTIONAL + METHODS])
+def test_matches_torch(name: str, fn: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> None:
+    got_values, got_grads = _run("braze", fn, arrays)
+    want_values, want_grads = _run("torch", fn, arrays)
+    assert len(got_values) == len(want_values)
+    for got, want in zip(got_values, want_values):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    for k, (got, want) in enumerate(zip(got_grads, want_grads)):
+        assert (got is None) == (want is None), f"operand {k}: gradient presence differs"
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=f"gradient of operand {k}")
+
+
+def test_every_functional_name_is_covered() -> None:
+    ids = [c[0] for c in FUNCTIONAL]
+    missing = [name for name in bF.__all__ if not any(i == name or i.startswith(name + "_") for i in ids)]
+    assert not missing, f"no differential case for {missing}"
+
+
+def test_batch_norm_running_stats_match_torch() -> None:
+    x = n(4, 3, 2, 2)
+    b_mean, b_var = braze.tensor(np.zeros(3)), braze.tensor(np.ones(3))
+    t_mean, t_var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    bF.batch_norm(braze.tensor(x), b_mean, b_var, training=True, momentum=0.3)
+    tF.batch_norm(torch.tensor(x), t_mean, t_var, training=True, momentum=0.3)
+    np.testing.assert_allclose(b_mean.numpy(), t_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b_var.numpy(), t_var.numpy(), rtol=1e-12)
+
+
+def test_dropout_statistics_match_torch() -> None:
+    braze.manual_seed(0)
+    kept = (bF.dropout(braze.ones(20000, dtype=braze.float64), 0.3).numpy() != 0).mean()
+    assert abs(kept - 0.7) < 0.02
