@@ -17,6 +17,7 @@ from ..tensor import Tensor
 from .flag import Flag
 from .lazy import alias
 from .param import Param
+from .recordable import Recordable
 from .state import StateMixin
 from .transitions import TransitionsMixin
 from .visitor import join_path
@@ -32,7 +33,7 @@ def _buffer(value: Any, persistent: bool) -> Param:
     return p
 
 
-class Module(StateMixin, TransitionsMixin):
+class Module(StateMixin, Recordable, TransitionsMixin):
     """Base class of layers and models: subclass it, assign parameters and children, define forward."""
 
     def __init__(self) -> None:

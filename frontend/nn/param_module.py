@@ -5,20 +5,26 @@ calls the hook of its dtype kind with the empty path, and the transitions act on
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..device import Device
+from .recordable import Recordable
 
 if TYPE_CHECKING:
     from .param import Param
 
 
-class ParamAsModule:
+class ParamAsModule(Recordable):
     """Mixin giving Param the module methods that make sense for a single value."""
 
     __slots__ = ()
+
+    def named_param_slots(self: Param) -> Iterator[tuple[str, Param]]:
+        """A lone parameter is the one value of its module, at the empty path."""
+        yield "", self
 
     def _kind(self: Param) -> str:
         kind = self.lazy_dtype.kind

@@ -1,12 +1,10 @@
-"""Module state: state_dict / load_state_dict (torch's names) and records (document 001's names).
+"""Module state: state_dict / load_state_dict, torch's names (records, document 001's, are in recordable.py).
 
 A state dict maps dotted names to numpy arrays for the parameters and persistent buffers; loading validates
-every entry first and changes nothing when any check fails. Records live in braze.frontend.records; the
-methods here are the module-side entry points.
+every entry first and changes nothing when any check fails.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -14,12 +12,10 @@ import numpy as np
 
 from braze.ir.errors import RecordError
 
-from .. import records as _records
 from .param import Param
 from .visitor import join_path
 
 if TYPE_CHECKING:
-    from .group import ParamGroup
     from .module import Module
 
 
@@ -31,7 +27,7 @@ class IncompatibleKeys(NamedTuple):
 
 
 class StateMixin:
-    """The state-dict and record methods of Module."""
+    """The state-dict methods of Module (torch's names)."""
 
     # --- state dict ----------------------------------------------------------------------------------------
     def _state_slots(self, prefix: str = "") -> Iterator[tuple[str, Param]]:
@@ -86,32 +82,3 @@ class StateMixin:
         for key, array in arrays.items():
             slots[key].assign(array)
         return IncompatibleKeys(missing, unexpected)
-
-    # --- records (document 001; implemented in braze.frontend.records) --------------------------------------
-    def into_record(self) -> _records.ModuleRecord:
-        """The parameters and persistent buffers (through their save mappers) with their ids; flags are not recorded."""
-        return _records.into_record(self)
-
-    def into_record_group(self, group: ParamGroup) -> _records.ModuleRecord:
-        """The record of the values `group` matches; the others are skipped before their data is read."""
-        return _records.into_record_group(self, group)
-
-    def try_load_record(self, record: _records.ModuleRecord) -> Module:
-        """Apply a record (its dtype policy, validate and allow_partial); RecordError leaves the module unchanged."""
-        return _records.try_load_record(self, record)
-
-    def load_record(self, record: _records.ModuleRecord) -> Module:
-        """Apply a record and return the module; raises RecordError as try_load_record does."""
-        return _records.load_record(self, record)
-
-    def save_file(self, path: str | os.PathLike[str]) -> None:
-        """Save the parameters to a record file (safetensors, written atomically)."""
-        _records.save_file(self, path)
-
-    def load_file(self, path: str | os.PathLike[str]) -> Module:
-        """Load the parameters from a record file with the default options; raises RecordError on failure."""
-        return _records.load_file(self, path)
-
-    def try_load_file(self, path: str | os.PathLike[str]) -> Module:
-        """Load the parameters from a record file with the default options; RecordError on any problem."""
-        return _records.try_load_file(self, path)

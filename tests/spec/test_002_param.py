@@ -442,3 +442,26 @@ def test_param_num_params_as_a_module():
     the parameters of the module." """
     p = lazy(Init((3, 4)))
     assert p.num_params() == 12 and not p.is_initialized
+
+
+def test_param_module_into_record_collects_its_value():
+    """ "Collect this module's parameters into a ModuleRecord." (Param implements Module) """
+    p = Param(braze.randn(3, 4))
+    record = p.into_record()
+    assert list(record) == [""] and record[""].id == p.id
+    np.testing.assert_array_equal(record[""].array, np.asarray(p))
+
+
+def test_param_module_load_record_and_files_round_trip(tmp_path):
+    """ "Apply a ModuleRecord to this module, consuming and returning it." / "Save this module's parameters to a
+    burnpack file on disk." / "Load this module's parameters from a burnpack file on disk, returning the loaded
+    module." (Param implements Module; the file is safetensors) """
+    p = Param(braze.randn(2, 5))
+    q = Param(braze.zeros(2, 5))
+    assert q.load_record(p.into_record()) is q and q.id == p.id
+    np.testing.assert_array_equal(np.asarray(q), np.asarray(p))
+    p.save_file(tmp_path / "p.safetensors")
+    r = Param(braze.zeros(2, 5)).try_load_file(tmp_path / "p.safetensors")
+    np.testing.assert_array_equal(np.asarray(r), np.asarray(p))
+    with pytest.raises(braze.RecordError):
+        Param(braze.zeros(3, 3)).load_file(tmp_path / "p.safetensors")
