@@ -24,6 +24,7 @@ from braze.frontend import __all__ as _frontend_all  # noqa: E402
 from braze.frontend import nn  # noqa: E402, F401
 from braze.ir import DType  # noqa: E402, F401
 from braze.frontend.device import Device  # noqa: E402, F401
+from braze.ir.passes import optimize  # noqa: E402, F401
 
 
 class _NnAlias(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
@@ -52,4 +53,5 @@ _sys.modules["braze.nn.functional"] = nn.functional
 _sys.modules["braze.optim"] = optim  # noqa: F405 (bound by the star import above)
 
 __all__ = ["BrazeError", "DTypeError", "ParseError", "RecordError", "ShapeError", "TraceError", "VerifyError",
-           "DType", "Device", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]
+           "DType", "Device", "optimize", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8",
+           *_frontend_all]

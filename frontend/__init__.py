@@ -10,7 +10,8 @@ from . import nn
 from . import optim
 from .records import ModuleRecord, RecordEntry
 from .torch_pickle import load_torch_state_dict
+from .trace import trace
 
 __all__ = ["Tensor", "Gradients", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "apply",
-           "intercept", "nn", "optim", "ModuleRecord", "RecordEntry", "load_torch_state_dict", *_creation_all,
+           "intercept", "nn", "optim", "ModuleRecord", "RecordEntry", "load_torch_state_dict", "trace", *_creation_all,
            *_functions_all]

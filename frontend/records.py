@@ -18,6 +18,7 @@ import numpy as np
 
 from braze.ir.errors import RecordError
 
+from . import record_layout as layout
 from .nn.param import Param, ParamId
 from .safetensors_io import decode, encode, read_bytes, write_atomic
 from .tensor import Tensor
@@ -45,7 +46,8 @@ class ModuleRecord(Mapping[str, RecordEntry]):
 
     dtype_policy: "cast" converts each array to the dtype of the module's parameter; "strict" requires equal
     dtypes. validate: check shapes against the module's (lazy) shapes. allow_partial: the record may omit
-    some of the module's tensors (a record of a group); paths the module lacks are always an error.
+    some of the module's tensors (a record of a group), and entries for adapters or quantization that the
+    module's parameters do not have are skipped; other paths the module lacks are always an error.
     """
 
     def __init__(self, entries: Mapping[str, RecordEntry], *, dtype_policy: DTypePolicy = "cast",
@@ -148,20 +150,22 @@ def _recorded_slots(module: Module) -> Iterator[tuple[str, Param]]:
             yield path, param
 
 
-def _snapshot(param: Param) -> RecordEntry:
-    saved = param.transform_for_save()
-    return RecordEntry(param.id, np.array(saved.val(), copy=True))
+def _collect(module: Module, group: ParamGroup | None = None) -> ModuleRecord:
+    """The record of the module's parameters (those `group` matches): their tensors and structure notes."""
+    slots = list(_recorded_slots(module))
+    entries = {key: RecordEntry(pid, array) for path, p in slots if group is None or group.matches(path, p)
+               for key, pid, array in layout.recorded_tensors(path, p)}
+    return ModuleRecord(entries, allow_partial=group is not None, metadata=layout.structure_metadata(slots, entries))
 
 
 def into_record(module: Module) -> ModuleRecord:
     """Collect the module's parameters and persistent buffers, through their save mappers, into a record."""
-    return ModuleRecord({path: _snapshot(p) for path, p in _recorded_slots(module)})
+    return _collect(module)
 
 
 def into_record_group(module: Module, group: ParamGroup) -> ModuleRecord:
     """Collect only the tensors the group matches; the others are skipped before their data is read."""
-    return ModuleRecord({path: _snapshot(p) for path, p in _recorded_slots(module) if group.matches(path, p)},
-                        allow_partial=True)
+    return _collect(module, group)
 
 
 # --- applying --------------------------------------------------------------------------------------------
@@ -192,25 +196,43 @@ def _prepared(path: str, param: Param, entry: RecordEntry, record: ModuleRecord,
 
 
 def try_load_record(module: Module, record: ModuleRecord) -> Module:
-    """Apply a record: each tensor through its Param's load mapper, the record's ids kept; all-or-nothing."""
+    """Apply a record: each tensor through its Param's load mapper, the record's ids kept; all-or-nothing.
+
+    A quantized parameter loads its codes and scales; adapter factors load as the parameters they are. Entries
+    for adapters or quantization the module's parameter does not have are errors, skipped with allow_partial.
+    """
     slots = dict(_recorded_slots(module))
-    missing = [p for p in slots if p not in record]
-    unexpected = [p for p in record if p not in slots]
+    expected = layout.expected_keys(slots)
+    unexpected = [p for p in record if p not in expected]
+    mismatched, explained, differs = layout.structural_mismatches(unexpected, slots)
+    # a parameter whose structure differs is reported once, by its note, not also as missing
+    path_of = {id(param): path for path, param in slots.items()}
+    missing = [p for p, (param, _) in expected.items() if p not in record and path_of[id(param)] not in differs]
+    unknown = [p for p in unexpected if p not in explained]
     problems: list[str] = []
+    if mismatched and not record.allow_partial:
+        problems += mismatched + ["(use allow_partial=True to load only what the module's structure holds)"]
     if missing and not record.allow_partial:
         problems.append(f"missing from the record: {', '.join(missing)} (use allow_partial=True to load a part)")
-    if unexpected:
-        problems.append(f"not in the module: {', '.join(unexpected)}")
+    if unknown:
+        problems.append(f"not in the module: {', '.join(unknown)}")
     prepared = {}
-    for path, entry in record.items():
-        if path in slots:
-            array = _prepared(path, slots[path], entry, record, problems)
+    for key, entry in record.items():
+        if key in expected:
+            param, suffix = expected[key]
+            array = (_prepared(key, param, entry, record, problems) if not suffix else
+                     layout.prepared_packed(key, param, suffix, entry.array, record.validate, problems))
             if array is not None:
-                prepared[path] = array
+                prepared[key] = array
+    problems += layout.structure_problems(record.metadata, slots, prepared)
     if problems:
         raise RecordError(f"cannot load {record.source} into {type(module).__name__}:\n  " + "\n  ".join(problems))
-    for path, array in prepared.items():
-        slots[path].transform_for_load(array, record[path].id)
+    for key, array in prepared.items():
+        param, suffix = expected[key]
+        if suffix:
+            layout.load_packed(param, suffix, array, record[key].id)
+        else:
+            param.transform_for_load(array, record[key].id)
     return module
 
 

@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 from .errors import AttributeSchemaError
+from .graph import Graph
 from .types import DType, TensorType, as_dtype, type_of
 
 REQUIRED = object()
 
 # kind -> (python check, description)
-ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "dtype", "array", "shape")
+ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "dtype", "array", "shape", "graph")
 
 
 class ArrayAttr:
@@ -130,8 +131,16 @@ def _array(v: Any) -> ArrayAttr:
     return ArrayAttr(array)
 
 
+def _graph(v: Any) -> Graph:
+    """A nested graph (a fusion region's body): compared and hashed by structure, so it carries no weights."""
+    if not isinstance(v, Graph):
+        raise TypeError(f"{type(v).__name__} is not a Graph")
+    hash(v)  # raises TypeError when the nested graph's attributes hold unhashable values (dicts)
+    return v.replace(weights={}) if v.weights else v
+
+
 _NORMALIZE = {"int": _int, "float": _float, "bool": _bool, "str": _str, "ints": _ints, "floats": _floats,
-              "dtype": _dtype, "array": _array, "shape": _shape}
+              "dtype": _dtype, "array": _array, "shape": _shape, "graph": _graph}
 
 
 def check_attrs(op: str, specs: tuple[AttrSpec, ...], given: dict[str, Any]) -> dict[str, Any]:

@@ -44,3 +44,7 @@ class TraceError(BrazeError, RuntimeError):
 
 class RecordError(BrazeError, ValueError):
     """A record or weight file that cannot be saved or applied to a module."""
+
+
+class CodegenError(BrazeError, RuntimeError):
+    """LLVM code that cannot be built, verified, loaded or looked up; never a crash in native code."""

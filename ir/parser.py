@@ -133,6 +133,14 @@ class _Parser:
 
     # --- grammar ---------------------------------------------------------------------------------------------
     def graph(self) -> Graph:
+        """The whole text: one graph and nothing after it."""
+        graph = self.graph_text()
+        if self.tok.kind != "eof":
+            self.fail(f"unexpected '{self.tok.text}' after the end of the graph")
+        return graph
+
+    def graph_text(self) -> Graph:
+        """`graph @name(inputs) -> (types) [attributes {...}] { nodes return ... }`."""
         self.expect("graph")
         name = self.unquote(self.expect_kind("symbol", "a graph name like @main"))
         self.expect("(")
@@ -156,8 +164,6 @@ class _Parser:
         return_tok = self.return_tok = self.expect("return")
         outputs = self.comma_list("}", self.use) if self.tok.kind == "value" else []
         self.expect("}")
-        if self.tok.kind != "eof":
-            self.fail(f"unexpected '{self.tok.text}' after the end of the graph")
         got = [v.type for v in outputs]
         if got != result_types:
             self.fail(f"return types ({', '.join(map(str, got))}) do not match the signature "
@@ -308,9 +314,20 @@ class _Parser:
         if tok.kind == "ident":
             if tok.text == "array":
                 return self.array()
+            if tok.text == "graph" and self.tokens[self.pos + 1].kind == "symbol":
+                return self.nested_graph()
             self.next()
             return {"true": True, "false": False, "none": None}.get(tok.text, tok.text)
         self.fail(f"expected an attribute value, found '{tok.text or 'end of text'}'")
+
+    def nested_graph(self) -> Graph:
+        """A graph literal (a fusion region's body): its values live in their own namespace."""
+        outer = self.values, self.node_toks, self.return_tok
+        self.values, self.node_toks = {}, []
+        try:
+            return self.graph_text()
+        finally:
+            self.values, self.node_toks, self.return_tok = outer
 
     def array(self) -> ArrayAttr:
         self.expect("array")

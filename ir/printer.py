@@ -7,6 +7,9 @@
       return %1
     }
 
+A nested graph (an attribute of kind "graph", such as a fusion region's body) prints as its own graph text
+inside the attribute dict, its lines indented one level deeper than the node that holds it.
+
 The parser (ir/parser.py) reads exactly this text back into an equal graph.
 """
 from __future__ import annotations
@@ -58,8 +61,8 @@ def format_array(attr: ArrayAttr) -> str:
     return f"array<{attr.type}>[{items}]"
 
 
-def format_literal(value: Any) -> str:
-    """An attribute or graph-attribute value as text."""
+def format_literal(value: Any, provenance: bool = False) -> str:
+    """An attribute or graph-attribute value as text; a nested graph spans several lines."""
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -74,10 +77,13 @@ def format_literal(value: Any) -> str:
         return value.name
     if isinstance(value, ArrayAttr):
         return format_array(value)
+    if isinstance(value, Graph):
+        return print_graph(value, provenance).rstrip("\n")
     if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(format_literal(v) for v in value) + "]"
+        return "[" + ", ".join(format_literal(v, provenance) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{format_key(k)}={format_literal(v)}" for k, v in sorted(value.items())) + "}"
+        items = sorted(value.items())
+        return "{" + ", ".join(f"{format_key(k)}={format_literal(v, provenance)}" for k, v in items) + "}"
     raise TypeError(f"cannot print attribute value {value!r} of type {type(value).__name__}")
 
 
@@ -89,8 +95,8 @@ def format_key(key: str) -> str:
     return key if _IDENT.match(key) and key not in ("inf", "nan") else json.dumps(key)
 
 
-def format_attrs(attrs: tuple[tuple[str, Any], ...]) -> str:
-    return "{" + ", ".join(f"{format_key(k)}={format_literal(v)}" for k, v in attrs) + "}"
+def format_attrs(attrs: tuple[tuple[str, Any], ...], provenance: bool = False) -> str:
+    return "{" + ", ".join(f"{format_key(k)}={format_literal(v, provenance)}" for k, v in attrs) + "}"
 
 
 def format_loc(loc: Loc) -> str:
@@ -98,6 +104,7 @@ def format_loc(loc: Loc) -> str:
 
 
 def format_node(node: Node, provenance: bool = False) -> str:
+    """One node as text: a single line unless an attribute holds a nested graph."""
     text = ""
     if node.outputs:
         text = ", ".join(format_name(v.name) for v in node.outputs) + " = "
@@ -105,7 +112,7 @@ def format_node(node: Node, provenance: bool = False) -> str:
     if node.inputs:
         text += " " + ", ".join(format_name(v.name) for v in node.inputs)
     if node.attrs:
-        text += " " + format_attrs(node.attrs)
+        text += " " + format_attrs(node.attrs, provenance)
     text += " : " + ", ".join(str(v.type) for v in node.outputs)
     if provenance and node.loc is not None:
         text += "  " + format_loc(node.loc)
@@ -123,7 +130,7 @@ def print_graph(graph: Graph, provenance: bool = False) -> str:
     if graph.meta:
         head += " attributes " + format_attrs(graph.meta)
     lines = [head + " {"]
-    lines += ["  " + format_node(n, provenance) for n in graph.nodes]
+    lines += ["  " + line for n in graph.nodes for line in format_node(n, provenance).split("\n")]
     lines.append("  return" + ("" if not graph.outputs else " " + ", ".join(format_name(v.name) for v in graph.outputs)))
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -1,10 +1,15 @@
-"""The verifier: SSA, topological order, op schemas, types that agree with inference, well-formed leaves."""
+"""The verifier: SSA, topological order, op schemas, types that agree with inference, well-formed leaves.
+
+Nested graphs (attributes of kind "graph", such as a fusion region's body) are verified by the same rules; the op
+that holds one checks its operands against the body's inputs in its type inference.
+"""
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
 import numpy as np
 
+from .attrs import AttrSpec
 from .errors import BrazeError, VerifyError
 from .graph import Graph, Node, sorted_attrs
 from .printer import format_node
@@ -70,6 +75,7 @@ def verify_node(graph: Graph, i: int, node: Node) -> None:
         checked = op.check_attrs(node.attr)
         if not _is_normalized(node.attrs, checked):
             _fail(graph, i, "attributes are not in normalized form (build nodes through GraphBuilder)")
+        _verify_nested(graph, i, op.attrs, checked)
         if op.declares_type:
             return
         inferred = op.infer_types([v.type for v in node.inputs], checked)
@@ -81,6 +87,16 @@ def verify_node(graph: Graph, i: int, node: Node) -> None:
     if inferred != declared:
         _fail(graph, i, f"declared type(s) {', '.join(map(str, declared))} but {node.op} infers "
                         f"{', '.join(map(str, inferred))}")
+
+
+def _verify_nested(graph: Graph, i: int, specs: tuple[AttrSpec, ...], checked: dict[str, Any]) -> None:
+    """Each nested graph attribute must itself be a valid graph."""
+    for spec in specs:
+        if spec.kind == "graph" and checked[spec.name] is not None:
+            try:
+                verify(checked[spec.name])
+            except VerifyError as exc:
+                _fail(graph, i, f"attribute '{spec.name}' holds an invalid graph: {exc}")
 
 
 def verify(graph: Graph) -> Graph:

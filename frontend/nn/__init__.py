@@ -11,3 +11,6 @@ Parameter = Param  # torch's name, so `nn.Parameter(torch.randn(...))` code read
 from .layers import (GELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout,
                      Embedding, Flatten, Identity, LayerNorm, Linear, MaxPool2d, ModuleDict, ModuleList, MSELoss,
                      MultiheadAttention, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh, TransformerEncoderLayer)
+from .lora import Lora, LoraAdapter, QLora
+from .quant import QuantizedTensor, Quantizer
+from .reparam import Reparameterization, Reparameterizer

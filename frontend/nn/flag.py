@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
+from . import watch as _watch
 from .param import ParamId
 
 
@@ -23,7 +24,9 @@ class Flag:
 
     @property
     def value(self) -> bool:
-        """The effective value: what the owning layer uses now."""
+        """The effective value: what the owning layer uses now (a tracer records the read as a guard)."""
+        if _watch.active is not None:
+            _watch.active.read_flag(self)
         return self._effective
 
     @property
@@ -58,7 +61,7 @@ class Flag:
         return self.clone()
 
     def __bool__(self) -> bool:
-        return self._effective
+        return self.value
 
     def __braze_tensor__(self) -> Tensor:
         """The effective value as a bool[] tensor, so a flag can be an op operand (dropout, batch norm)."""

@@ -19,6 +19,7 @@ from ..creation import default_generator
 from ..dispatch import apply
 from ..promotion import as_operand, binary_operands, coerce
 from ..tensor import Tensor
+from .param import Param
 
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
            "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "embedding", "one_hot", "pad",
@@ -51,14 +52,28 @@ def _batched(input: Tensor, rank: int, fn: Any) -> Tensor:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    """input @ weight.T + bias, with weight of shape (out_features, in_features).
+
+    A weight Param whose LoRA adapter has dropout takes PEFT's path: input @ base.T + bias + scale *
+    (dropout(input) @ a.T) @ b.T, the dropout following the adapter's own flag.
+    """
+    adapter = weight.adapter if isinstance(weight, Param) else None
+    if adapter is not None and adapter.dropout > 0.0:
+        return adapter.linear(input, weight.base(), bias)
     out = _f.matmul(input, _f.t(weight))
     return out if bias is None else _f.add(out, bias)
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
            padding: int | Sequence[int] | str = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
-    """2-d cross-correlation of (N,C,H,W) or (C,H,W) input; padding may be an int, a pair, 'valid' or 'same'."""
+    """2-d cross-correlation of (N,C,H,W) or (C,H,W) input; padding may be an int, a pair, 'valid' or 'same'.
+
+    A weight Param whose LoRA adapter has dropout takes PEFT's path: conv(input, base) + scale *
+    conv(conv(dropout(input), a), b), the dropout following the adapter's own flag.
+    """
+    adapter = weight.adapter if isinstance(weight, Param) else None
+    if adapter is not None and adapter.dropout > 0.0:
+        return adapter.conv2d(input, weight.base(), bias, stride, padding, dilation, groups)
     stride2, dilation2 = _pair(stride, "stride"), _pair(dilation, "dilation")
     x = input
     if isinstance(padding, str):
@@ -164,37 +179,63 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Ten
     return apply("layer_norm", input, *operands, normalized_shape=shape, eps=eps)
 
 
-def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
-               bias: Tensor | None = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Batch norm over channel dim 1; in training, batch statistics are used and the running ones updated in
-    place (momentum, unbiased variance) outside autodiff, as torch."""
+def batch_norm(input: Tensor, running_mean: Any, running_var: Any, weight: Tensor | None = None,
+               bias: Tensor | None = None, training: Any = False, momentum: Any = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch norm over channel dim 1, as torch; in training, batch statistics are used and the running ones
+    updated (momentum, unbiased variance) outside autodiff.
+
+    `training` is a bool or a Flag (or a bool[] tensor). With running statistics the op batch_norm_flag takes
+    it as an operand and each statistic becomes where(training, (1 - momentum) * running + momentum * batch,
+    running), so a traced graph keeps the flag and serves both modes. Statistics given as Params (a layer's
+    buffers) are stored with Param.assign (a buffer-update output under tracing), plain tensors in place.
+    `momentum` is a float or a tensor (the layer's cumulative average passes 1 / batch count).
+    """
     channels = (input.shape[1],) if input.ndim >= 2 else (0,)
     weight = _constant(1.0, input, channels) if weight is None else weight
     bias = _constant(0.0, input, channels) if bias is None else bias
-    if not training:
-        if running_mean is None or running_var is None:
+    literal = isinstance(training, (bool, np.bool_))
+    if running_mean is None or running_var is None:
+        if not training:
             raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-        return apply("batch_norm", input, running_mean, running_var, weight, bias, eps=eps)
-    y, mean, var = apply("batch_norm_train", input, weight, bias, eps=eps)
-    if running_mean is not None or running_var is not None:
-        if momentum is None:
-            raise ValueError("batch_norm: momentum=None (a cumulative average) needs the module's batch count; "
-                             "pass a float")
-        count = input.numel() // input.shape[1]
-        with no_grad():
-            if running_mean is not None:
-                running_mean.copy_(_f.add(_f.mul(running_mean, 1.0 - momentum), _f.mul(mean.detach(), momentum)))
-            if running_var is not None:
-                unbiased = _f.mul(var.detach(), count / (count - 1))
-                running_var.copy_(_f.add(_f.mul(running_var, 1.0 - momentum), _f.mul(unbiased, momentum)))
+        y, mean, var = apply("batch_norm_train", input, weight, bias, eps=eps)
+    else:
+        flag = Tensor._wrap(np.asarray(bool(training))) if literal else training
+        y, mean, var = apply("batch_norm_flag", input, running_mean, running_var, weight, bias, flag, eps=eps)
+        if literal and not training:
+            return y
+    if running_mean is None and running_var is None:
+        return y
+    if momentum is None:
+        raise ValueError("batch_norm: momentum=None (a cumulative average) needs the module's batch count; "
+                         "pass a float")
+    count = input.numel() // input.shape[1]
+    with no_grad():
+        keep = _f.sub(1.0, momentum) if isinstance(momentum, Tensor) else 1.0 - momentum
+        # a batch of one value per channel cannot train (the op raises); in eval the blend is not selected
+        unbiased = _f.mul(var.detach(), count / max(count - 1, 1))
+        for running, batch in ((running_mean, mean.detach()), (running_var, unbiased)):
+            if running is None:
+                continue
+            blend = _f.add(_f.mul(running, keep), _f.mul(batch, momentum))
+            _store_statistic(running, blend if literal else apply("where", training, *binary_operands(blend, running)))
     return y
+
+
+def _store_statistic(running: Any, value: Tensor) -> None:
+    """Write an updated running statistic: a Param (a layer's buffer) through assign, a tensor in place."""
+    if isinstance(running, Param):
+        running.assign(value)
+    else:
+        running.copy_(value)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p) when training.
 
     The mask's seed is drawn from the global generator (braze.manual_seed makes it repeatable) and the
-    training flag is an operand, so a traced graph keeps it as a flag.
+    training flag is an operand, so a traced graph keeps it as a flag. Under braze.trace the seed is drawn the
+    same way and captured as an i64 constant of the graph: interpreting the graph repeats the mask of the eager
+    call that followed the same manual_seed, and every run of the graph uses that one mask.
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")

@@ -14,10 +14,13 @@ import numpy as np
 from braze.ir.errors import BrazeError
 
 from ..tensor import Tensor
+from . import watch as _watch
 from .flag import Flag
 from .lazy import alias
 from .param import Param
 from .recordable import Recordable
+from .reparam import own_entries
+from .reparam_module import ReparamMixin
 from .state import StateMixin
 from .transitions import TransitionsMixin
 from .visitor import join_path
@@ -33,7 +36,7 @@ def _buffer(value: Any, persistent: bool) -> Param:
     return p
 
 
-class Module(StateMixin, Recordable, TransitionsMixin):
+class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin):
     """Base class of layers and models: subclass it, assign parameters and children, define forward."""
 
     def __init__(self) -> None:
@@ -223,7 +226,7 @@ class Module(StateMixin, Recordable, TransitionsMixin):
         seen: set[int] = set()
         modules = self.named_modules(prefix=prefix) if recurse else iter([(prefix, self)])
         for path, module in modules:
-            for name, value in module.__dict__[registry].items():
+            for name, value in own_entries(module, registry):
                 if value is None or (remove_duplicate and id(value) in seen):
                     continue
                 seen.add(id(value))
@@ -257,11 +260,12 @@ class Module(StateMixin, Recordable, TransitionsMixin):
             yield f
 
     def named_param_slots(self, prefix: str = "") -> Iterator[tuple[str, Param]]:
-        """(dotted path, Param) for parameters and buffers alike (each once): what records and tracers walk."""
+        """(dotted path, Param) for parameters and buffers alike (each once), with the nested parameters of
+        reparameterizations ("fc.weight.lora_a"): what records and tracers walk."""
         seen: set[int] = set()
         for path, module in self.named_modules(prefix=prefix):
             for registry in ("_parameters", "_buffers"):
-                for name, p in module.__dict__[registry].items():
+                for name, p in own_entries(module, registry):
                     if p is not None and id(p) not in seen:
                         seen.add(id(p))
                         yield join_path(path, name), p
@@ -271,7 +275,14 @@ class Module(StateMixin, Recordable, TransitionsMixin):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        watcher = _watch.active
+        if watcher is None:
+            return self.forward(*args, **kwargs)
+        watcher.enter_module(self)  # a tracer tags the nodes forward creates with this module's path
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            watcher.exit_module(self)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call fn on every descendant (children first) and on self; returns self (torch's Module.apply)."""
@@ -307,6 +318,10 @@ def _describe(p: Param | None) -> str:
     if p is None:
         return "None"
     notes = [] if p.is_initialized else ["lazy"]
+    if p._packed is not None:
+        notes.append(f"quantized {p._packed.scheme}")
+    if p.adapter is not None:
+        notes.append(repr(p.adapter))
     if p.is_buffer:
         notes.append("buffer" if p.persistent else "buffer, not persistent")
     elif p.lazy_dtype.is_float and not p.requires_grad:

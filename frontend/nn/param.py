@@ -9,6 +9,7 @@ same array, but each clone then owns its own Tensor object, so later transforms 
 """
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any, Callable, Iterable
 
@@ -20,6 +21,7 @@ from braze.ir.types import DType, as_dtype, float32
 from ..device import CPU, Device, as_device
 from ..tensor import Tensor, as_array
 from . import _tensorlike
+from . import watch as _watch
 from .lazy import Init, LazyInit, alias, as_tensor
 from .param_module import ParamAsModule
 
@@ -87,7 +89,7 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
     """A module parameter (or buffer): a value Tensor with an id, usable wherever a Tensor is."""
 
     __slots__ = ("id", "_value", "_lazy", "_require_grad", "_autodiff", "mapper", "is_buffer", "persistent",
-                 "__weakref__")
+                 "_reparam", "_packed", "__weakref__")
 
     def __init__(self, value: Any, *, requires_grad: bool | None = None, id: int | None = None) -> None:
         t = as_tensor(value)
@@ -104,6 +106,8 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         self._lazy: LazyInit | None = None
         self._require_grad, self._autodiff = requires_grad, True
         self.mapper, self.is_buffer, self.persistent = ParamMapper(), False, True
+        self._reparam: Any = None  # a Reparameterization (reparam.py) that val() composes with the base
+        self._packed: Any = None  # a QuantizedTensor (quant.py) stored instead of a dense value
 
     # --- constructors ------------------------------------------------------------------------------------
     @classmethod
@@ -145,20 +149,29 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
 
     # --- value ---------------------------------------------------------------------------------------------
     def val(self) -> Tensor:
-        """The effective value (initializing lazily); the same Tensor object on every call."""
+        """The effective value (initializing lazily): the stored value, the same Tensor object on every call, or
+        with a reparameterization (a LoRA adapter) its composition with the base, computed through registered ops."""
+        if self._reparam is not None:
+            return self._reparam.compose(self.base())
+        return self.base()
+
+    def base(self) -> Tensor:
+        """The raw stored value, without any reparameterization; a quantized store gives its dequantization."""
         if self._value is None:
+            if self._packed is not None:
+                return self._packed.dequantize()
             self._resolve()
         assert self._value is not None
         return self._value
 
-    def base(self) -> Tensor:
-        """The raw stored value, without any reparameterization."""
-        return self.val()
-
     @property
-    def adapter(self) -> None:
-        """The reparameterization attached to this parameter (none exist yet)."""
-        return None
+    def adapter(self) -> Any:
+        """The reparameterization attached to this parameter (a LoraAdapter), or None."""
+        return self._reparam
+
+    def stored_tensors(self) -> tuple[tuple[str, Tensor], ...]:
+        """(path suffix, Tensor) of what is stored: ("", value), or a quantized store's ".codes" and ".scales"."""
+        return self._packed.stored_tensors() if self._packed is not None else (("", self.base()),)
 
     def into_value(self) -> Tensor:
         return self.val()
@@ -178,6 +191,7 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         if self._lazy is not None:
             self._lazy.holders.discard(self)
             self._lazy = None
+        self._packed = None
         if t._device is None:  # an unplaced constant becomes a value on the default device
             t._device = CPU
         if t.is_leaf:
@@ -187,21 +201,26 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
     @property
     def is_initialized(self) -> bool:
         """True once the value exists (initialized through this parameter or a clone sharing its state)."""
-        return self._value is not None or (self._lazy is not None and self._lazy.value is not None)
+        return self._value is not None or self._packed is not None or (self._lazy is not None
+                                                                       and self._lazy.value is not None)
 
     @property
     def lazy_shape(self) -> tuple[int, ...]:
         """The shape, without initializing."""
-        return tuple(self._value.shape) if self._value is not None else self._lazy.shape  # type: ignore[union-attr]
+        return tuple(self._value.shape) if self._value is not None else self._stored_meta().shape
 
     @property
     def lazy_device(self) -> Device:
         """The device the value is on or will be initialized on, without initializing."""
-        return self._value.device if self._value is not None else self._lazy.device  # type: ignore[union-attr]
+        return self._value.device if self._value is not None else self._stored_meta().device
 
     @property
     def lazy_dtype(self) -> DType:
-        return self._value.dtype if self._value is not None else self._lazy.dtype  # type: ignore[union-attr]
+        return self._value.dtype if self._value is not None else self._stored_meta().dtype
+
+    def _stored_meta(self) -> Any:
+        """What describes a value not held densely: the quantized store or the pending initialization."""
+        return self._packed if self._packed is not None else self._lazy
 
     shape = lazy_shape
     device = lazy_device
@@ -213,8 +232,8 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
 
     @property
     def requires_grad(self) -> bool:
-        """Effective: configured to require grad and the value has autodiff enabled."""
-        return self._require_grad and self._autodiff_enabled()
+        """Effective: configured to require grad and the value has autodiff enabled (never for quantized codes)."""
+        return self._require_grad and self._packed is None and self._autodiff_enabled()
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
@@ -242,7 +261,14 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         return self
 
     def _set_autodiff(self, enabled: bool) -> None:
-        """Enter (True) or leave (False) the autodiff context; leaving gives a leaf sharing the array."""
+        """Enter (True) or leave (False) the autodiff context; leaving gives a leaf sharing the array.
+
+        A reparameterization follows: its nested parameters and flags enter or leave training with this one.
+        """
+        if self._reparam is not None:
+            self._reparam.set_mode(enabled)
+        if self._packed is not None:
+            self._packed = self._packed.in_context(enabled)
         if self._value is None:
             self._autodiff = enabled
         elif self._value._autodiff != enabled:
@@ -269,7 +295,7 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         """
         if hasattr(fn, "map_float"):
             return getattr(fn, f"map_{self._kind()}")("", self)
-        self._set_value(as_tensor(fn(self.val())))
+        self._set_value(as_tensor(fn(self.base())))
         return self
 
     def init_mapper(self, fn: TensorFn) -> Param:
@@ -312,11 +338,19 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
     def transform_for_save(self) -> Param:
         """A clone whose value went through the save mapper."""
         p = self.clone()
-        p._set_value(self.mapper.on_save(p.val()))
+        p._set_value(self.mapper.on_save(p.base()))
         return p
 
     def assign(self, value: Any) -> Param:
-        """Replace the value in place with a copy of `value` (cast to this dtype), keeping the Tensor object."""
+        """Replace the value in place with a copy of `value` (cast to this dtype), keeping the Tensor object.
+
+        While tracing, the tracer takes the assignment over (a buffer update output) and nothing is stored.
+        """
+        if _watch.active is not None and _watch.active.assign(self, value):
+            return self
+        if self._packed is not None:
+            raise BrazeError(f"Param.assign: the parameter holds a quantized value ({self._packed.scheme}); "
+                             f"materialize() it first, or load its codes and scales from a record")
         dtype = self.lazy_dtype
         array = np.asarray(value.val() if isinstance(value, Param) else value)
         if array.shape != self.lazy_shape:
@@ -338,19 +372,25 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
     def to_device(self, device: Any) -> Param:
         """Move to `device`: a recorded copy (an intermediate when tracked); lazy values initialize there."""
         device = as_device(device)
+        if self._packed is not None:
+            self._packed = self._packed.to(device)
+            return self
         if self._value is None and not self._lazy.shared():  # type: ignore[union-attr]
             self._lazy.device = device  # type: ignore[union-attr]
             return self
-        self._set_value(self.val().to(device))
+        self._set_value(self.base().to(device))
         return self
 
     def fork(self, device: Any) -> Param:
         """Copy to `device` as an independent leaf in the same autodiff context; lazy values initialize there."""
         device = as_device(device)
+        if self._packed is not None:
+            self._packed = self._packed.to(device)
+            return self
         if self._value is None and not self._lazy.shared():  # type: ignore[union-attr]
             self._lazy.device = device  # type: ignore[union-attr]
             return self
-        v = self.val()
+        v = self.base()
         self._set_value(Tensor._wrap(np.array(v._data, copy=True), v._autodiff, device))
         return self
 
@@ -361,9 +401,11 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         p.id, p._require_grad, p._autodiff = self.id, self._require_grad, self._autodiff
         p.mapper, p.is_buffer, p.persistent = self.mapper, self.is_buffer, self.persistent
         p._value, p._lazy = None, None
+        p._reparam = None if self._reparam is None else self._reparam.clone()
+        p._packed = None if self._packed is None else self._packed.clone()
         if self._value is not None:
             p._value = alias(self._value)
-        else:
+        elif self._lazy is not None:
             p._lazy = self._lazy
             p._lazy.holders.add(p)  # type: ignore[union-attr]
         return p
@@ -375,7 +417,8 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         if self._lazy is not None:
             self._lazy.holders.discard(self)
         twin = source.clone()
-        for name in ("id", "_require_grad", "_autodiff", "mapper", "is_buffer", "persistent", "_value", "_lazy"):
+        for name in ("id", "_require_grad", "_autodiff", "mapper", "is_buffer", "persistent", "_value", "_lazy",
+                     "_reparam", "_packed"):
             setattr(self, name, getattr(twin, name))
         if self._lazy is not None:
             self._lazy.holders.add(self)
@@ -383,14 +426,18 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
     def __deepcopy__(self, memo: dict[int, Any]) -> Param:
         """An independent copy with the same id: its own array, or its own (not shared) lazy initializer."""
         p = self.clone()
+        if self._reparam is not None:
+            p._reparam = copy.deepcopy(self._reparam, memo)
         lazy = p._lazy
-        if lazy is not None and lazy.init is not None:
+        if p._packed is not None:
+            p._packed = copy.deepcopy(p._packed, memo)
+        elif lazy is not None and lazy.init is not None:
             own = LazyInit(lazy.init, lazy.device, lazy.shape, lazy.dtype)
             lazy.holders.discard(p)
             p._lazy = own
             own.holders.add(p)
         else:
-            v = p.val()
+            v = p.base()
             p._set_value(Tensor._wrap(np.array(v._data, copy=True), v._autodiff, v._device))
         return p
 

@@ -23,8 +23,11 @@ class ParamAsModule(Recordable):
     __slots__ = ()
 
     def named_param_slots(self: Param) -> Iterator[tuple[str, Param]]:
-        """A lone parameter is the one value of its module, at the empty path."""
+        """A lone parameter is the one value of its module, at the empty path; a reparameterization's nested
+        parameters follow at their names ("lora_a", "lora_b")."""
         yield "", self
+        if self._reparam is not None:
+            yield from ((suffix.lstrip("."), q) for suffix, q in self._reparam.named_params())
 
     def _kind(self: Param) -> str:
         kind = self.lazy_dtype.kind
@@ -62,3 +65,25 @@ class ParamAsModule(Recordable):
         p = self.clone()
         p._set_autodiff(False)
         return p
+
+    # --- reparameterizations (reparam.py): the parameter is the module's one weight -------------------------
+    def apply_lora(self: Param, lora: Any) -> Param:
+        """Freeze this parameter and, when it is 2-D, attach a trainable LoRA adapter (the matrix rule)."""
+        return _reparam().apply_reparameterization(self, lora, "Lora")
+
+    def apply_qlora(self: Param, qlora: Any) -> Param:
+        """Quantize this parameter (when 2-D), freeze it and attach a trainable LoRA adapter."""
+        return _reparam().apply_reparameterization(self, qlora, "QLora")
+
+    def quantize_weights(self: Param, quantizer: Any) -> Param:
+        """Store this parameter quantized when it is a weight (floating-point, rank >= 2)."""
+        return _reparam().quantize_weights(self, quantizer)
+
+    def quantize_weights_group(self: Param, quantizer: Any, group: Any) -> Param:
+        """quantize_weights when `group` matches this parameter (at the empty path)."""
+        return _reparam().quantize_weights(self, quantizer, group)
+
+
+def _reparam() -> Any:
+    from . import reparam  # builds on Param, which builds on this module
+    return reparam

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from braze.ir.errors import RecordError
+from braze.ir.types import DType
 
 from .param import Param
+from .reparam import own_entries
 from .visitor import join_path
 
 if TYPE_CHECKING:
@@ -31,9 +33,10 @@ class StateMixin:
 
     # --- state dict ----------------------------------------------------------------------------------------
     def _state_slots(self, prefix: str = "") -> Iterator[tuple[str, Param]]:
-        """(key, Param) for parameters and persistent buffers under every path that reaches them."""
+        """(key, Param) for parameters (with reparameterizations' nested ones, "fc.weight.lora_a") and persistent
+        buffers under every path that reaches them."""
         d = self.__dict__
-        for name, p in d["_parameters"].items():
+        for name, p in own_entries(self, "_parameters"):  # type: ignore[arg-type]
             if p is not None:
                 yield join_path(prefix, name), p
         for name, p in d["_buffers"].items():
@@ -44,8 +47,9 @@ class StateMixin:
                 yield from child._state_slots(join_path(prefix, name))
 
     def state_dict(self, prefix: str = "") -> dict[str, np.ndarray]:
-        """Parameters and persistent buffers by dotted name, as numpy arrays (sharing the module's memory)."""
-        return {key: p.base()._data for key, p in self._state_slots(prefix)}
+        """Parameters and persistent buffers by dotted name, as numpy arrays (sharing the module's memory); a
+        quantized parameter as its "<name>.codes" and "<name>.scales", as records hold it."""
+        return {key + suffix: t._data for key, p in self._state_slots(prefix) for suffix, t in p.stored_tensors()}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
         """Copy values in by name, in place, keeping each entry's dtype, device and gradient requirement.
@@ -54,15 +58,17 @@ class StateMixin:
         mismatch and unconvertible value is reported in one RecordError, and the module is left unchanged.
         """
         slots = dict(self._state_slots())
-        missing = [k for k in slots if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in slots]
+        stored = {key + suffix: (p, suffix, shape, dtype) for key, p in slots.items()
+                  for suffix, shape, dtype in _layout(p)}
+        missing = [k for k in stored if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in stored]
         problems: list[str] = []
         if strict and missing:
             problems.append(f"missing keys: {', '.join(missing)}")
         if strict and unexpected:
             problems.append(f"unexpected keys: {', '.join(unexpected)}")
         arrays: dict[str, np.ndarray] = {}
-        for key, p in slots.items():
+        for key, (p, suffix, shape, dtype) in stored.items():
             if key not in state_dict:
                 continue
             try:
@@ -72,13 +78,26 @@ class StateMixin:
                 continue
             if array.dtype.kind not in "biuf":
                 problems.append(f"{key}: unsupported dtype {array.dtype} (parameter dtype {p.lazy_dtype})")
-            elif array.shape != p.lazy_shape:
+            elif suffix == ".codes" and array.dtype != dtype.numpy:  # a cast would change what codes mean
+                problems.append(f"{key}: quantized codes must be {dtype}, got {array.dtype}")
+            elif array.shape != shape:
                 problems.append(f"{key}: shape mismatch: the state dict has {list(array.shape)}, "
-                                f"the module has {list(p.lazy_shape)}")
+                                f"the module has {list(shape)}")
             else:
                 arrays[key] = array
         if problems:
             raise RecordError(f"load_state_dict into {type(self).__name__}: " + "; ".join(problems))
         for key, array in arrays.items():
-            slots[key].assign(array)
+            p, suffix, _, _ = stored[key]
+            if suffix:
+                p._packed = p._packed.replaced(suffix, array)
+            else:
+                p.assign(array)
         return IncompatibleKeys(missing, unexpected)
+
+
+def _layout(p: Param) -> tuple[tuple[str, tuple[int, ...], DType], ...]:
+    """(key suffix, shape, dtype) of what a parameter stores, without initializing it."""
+    if p._packed is not None:
+        return p._packed.layout()
+    return (("", tuple(p.lazy_shape), p.lazy_dtype),)

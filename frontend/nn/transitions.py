@@ -16,9 +16,11 @@ from braze.ir.types import as_dtype
 
 from ..device import Device, as_device, is_device_like
 from ..tensor import Tensor
+from . import watch as _watch
 from .flag import Flag
 from .group import ParamGroup
 from .param import Param
+from .reparam import map_param, own_entries
 from .visitor import ModuleMapper, ModuleVisitor, join_path, tensor_kind
 
 if TYPE_CHECKING:
@@ -35,11 +37,14 @@ class TransitionsMixin:
         own = self.__dict__["_flags"]
         if own:
             return any(f.value for f in own.values())
-        return self.__dict__["_training"]
+        mode = self.__dict__["_training"]
+        if _watch.active is not None:
+            _watch.active.read_mode(self, mode)  # type: ignore[arg-type]
+        return mode
 
     def _set_own_mode(self, mode: bool) -> None:
         self.__dict__["_training"] = mode
-        for flag in self.__dict__["_flags"].values():
+        for _, flag in own_entries(self, "_flags"):  # type: ignore[arg-type]
             if mode:
                 flag.apply_configured()
             else:
@@ -155,11 +160,11 @@ class TransitionsMixin:
         visitor.enter_module(path, self)  # type: ignore[arg-type]
         d = self.__dict__
         for registry in ("_parameters", "_buffers"):
-            for name, p in d[registry].items():
+            for name, p in own_entries(self, registry):  # type: ignore[arg-type]
                 if p is not None and id(p) not in seen:
                     seen.add(id(p))
                     getattr(visitor, f"visit_{tensor_kind(p)}")(join_path(path, name), p)
-        for name, flag in d["_flags"].items():
+        for name, flag in own_entries(self, "_flags"):  # type: ignore[arg-type]
             if id(flag) not in seen:
                 seen.add(id(flag))
                 visitor.visit_flag(join_path(path, name), flag)
@@ -181,8 +186,7 @@ class TransitionsMixin:
             slots = d[registry]
             for name, p in slots.items():
                 if p is not None:
-                    slots[name] = _mapped(memo, p, lambda: getattr(mapper, f"map_{tensor_kind(p)}")(
-                        join_path(path, name), p), Param)
+                    slots[name] = _mapped(memo, p, lambda: map_param(mapper, join_path(path, name), p), Param)
         flags = d["_flags"]
         for name, flag in flags.items():
             flags[name] = _mapped(memo, flag, lambda: mapper.map_flag(join_path(path, name), flag), Flag)
@@ -304,8 +308,11 @@ def _relocate(p: Param, device: Device | None, dtype: Any) -> None:
     grad = p.grad
     if device is not None:
         p.fork(device)
+    if p._packed is not None:  # a quantized value keeps its codes and dequantizes to the new dtype
+        p._packed = p._packed if dtype is None else p._packed.with_dtype(dtype)
+        return
     if dtype is not None and p.lazy_dtype != dtype:
-        v = p.val()
+        v = p.base()
         p._set_value(Tensor._wrap(v._data.astype(dtype.numpy), v._autodiff, v._device))
     if grad is not None:
         array = grad._data if dtype is None else grad._data.astype(dtype.numpy)

@@ -40,8 +40,11 @@ class GradientsParams(Mapping[ParamId, Tensor]):
         """The gradients of `module`'s parameters among those one backward call returned."""
         found = {}
         for _, param in module.named_parameters():
-            if param.is_initialized and param.val() in grads:
-                found[param.id] = grads[param.val()]
+            if not param.is_initialized:
+                continue
+            value = dict(param.stored_tensors()).get("")  # the dense stored value; quantized codes never train
+            if value is not None and value in grads:
+                found[param.id] = grads[value]
         return cls(found)
 
     @classmethod

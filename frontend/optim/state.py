@@ -38,8 +38,9 @@ class ParamState:
 
 
 def value_of(param: Param | Tensor) -> Tensor:
-    """The tensor an optimizer reads and replaces: a Param's value, or the Tensor itself."""
-    return param.val() if isinstance(param, Param) else param
+    """The tensor an optimizer reads and replaces: a Param's stored value (its base, under an adapter), or the
+    Tensor itself."""
+    return param.base() if isinstance(param, Param) else param
 
 
 def update(config: OptimizerConfig, lr: float, param: Param | Tensor, grad: Any, previous: ParamState | None,

@@ -1,4 +1,5 @@
-"""Normalization ops: layer norm, batch norm at inference, and batch norm in training (batch statistics).
+"""Normalization ops: layer norm, batch norm at inference, batch norm in training (batch statistics), and batch
+norm whose mode is a flag operand (one graph for both modes).
 
 All use the biased variance and eps inside the square root, as torch. Their VJPs are composed from registered
 ops (mean, sum, rsqrt, ...), recomputing the normalized input rather than keeping it as an extra result.
@@ -11,7 +12,7 @@ from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
 from ..types import TensorType
-from ._common import require_float, same_dtype
+from ._common import require_bool, require_float, require_rank, same_dtype
 from ._window import dims
 
 _EPS = (AttrSpec("eps", "float", 1e-5),)
@@ -200,3 +201,61 @@ batch_norm_train = defop(
     vjp=_batch_norm_train_vjp, attrs=_EPS, category="normalization", num_results=3,
     doc="Batch norm in training: normalize with the batch statistics; returns (y, batch mean, biased batch "
         "variance) so the caller can update running statistics.")
+
+
+# --- batch norm with its training flag as an operand -------------------------------------------------------
+
+
+def _batch_norm_flag_infer(x, running_mean, running_var, weight, bias, training, *, eps):
+    _check_params("batch_norm_flag", x, running_mean=running_mean, running_var=running_var, weight=weight,
+                  bias=bias)
+    require_bool("batch_norm_flag", training, "the training flag")
+    require_rank("batch_norm_flag", training, 0, "the training flag")
+    stat = TensorType((x.shape[1],), x.dtype)
+    return x, stat, stat
+
+
+def _batch_norm_flag_impl(x, running_mean, running_var, weight, bias, training, *, eps):
+    if bool(training):
+        if x.size // max(x.shape[1], 1) <= 1:  # the shape alone cannot tell: the flag decides the mode
+            raise ShapeError(f"batch_norm_flag: expected more than 1 value per channel when training, "
+                             f"got input {dims(x.shape)}")
+        return _batch_norm_train_impl(x, weight, bias, eps=eps)
+    y = _batch_norm_impl(x, running_mean, running_var, weight, bias, eps=eps)
+    return y, running_mean.copy(), running_var.copy()
+
+
+def _select(e, training, if_training, otherwise, like):
+    """where(training, if_training, otherwise) with None meaning a zero gradient; None when both are."""
+    if if_training is None and otherwise is None:
+        return None
+    zero = e.scalar(0.0, like)
+    return e.where(training, zero if if_training is None else if_training, zero if otherwise is None else otherwise)
+
+
+def _batch_norm_flag_vjp(e, g, out, x, running_mean, running_var, weight, bias, training, *, eps):
+    """Both modes' gradients, selected by the flag: the batch-statistics rule when training, else the rule of
+    batch_norm with the running statistics passed through as the mean and variance results."""
+    g_y, g_mean, g_var = g
+    dx_t, g_w_t, g_b_t = _batch_norm_train_vjp(e, g, out, x, weight, bias, eps=eps)
+    dx_e = g_mean_e = g_var_e = g_w_e = g_b_e = None
+    if g_y is not None:
+        dx_e, g_mean_e, g_var_e, g_w_e, g_b_e = _batch_norm_vjp(e, g_y, out[0], x, running_mean, running_var,
+                                                                 weight, bias, eps=eps)
+    if g_mean is not None:
+        g_mean_e = g_mean if g_mean_e is None else e.add(g_mean_e, g_mean)
+    if g_var is not None:
+        g_var_e = g_var if g_var_e is None else e.add(g_var_e, g_var)
+    return (_select(e, training, dx_t, dx_e, x), _select(e, training, None, g_mean_e, x),
+            _select(e, training, None, g_var_e, x), _select(e, training, g_w_t, g_w_e, x),
+            _select(e, training, g_b_t, g_b_e, x), None)
+
+
+batch_norm_flag = defop(
+    "batch_norm_flag", ("x", "running_mean", "running_var", "weight", "bias", "training"),
+    infer=_batch_norm_flag_infer, impl=_batch_norm_flag_impl, vjp=_batch_norm_flag_vjp, attrs=_EPS,
+    category="normalization", num_results=3,
+    doc="Batch norm whose mode is the bool[] flag operand `training`: when true, normalize with the batch "
+        "statistics and return (y, batch mean, biased batch variance), as batch_norm_train; when false, normalize "
+        "with the running statistics and return (y, running_mean, running_var), as batch_norm. The caller blends "
+        "the running statistics with where(training, ...), so one graph serves both modes.")

@@ -38,8 +38,10 @@ def test_every_op_has_rules(name: str) -> None:
         f"{name} has no vjp rule and is not declared non-differentiable"
 
 
-# Ops whose outputs are piecewise constant or integer: no gradient flows through them.
-NON_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "one_hot"}
+# Ops whose outputs are piecewise constant or integer: no gradient flows through them. Fusion regions are formed
+# for inference only, so they have no VJP either.
+NON_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "one_hot", "dequantize",
+                      "fused"}
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=_ids(SAMPLES))

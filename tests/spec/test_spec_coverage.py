@@ -17,13 +17,6 @@ SEEDS = Path(os.environ.get("BRAZE_SPEC_DIR", SPEC_TESTS.parents[2] / "shared" /
 
 # Not behaviour: signatures, code comments, cross-references, and a trait's own one-line method summaries.
 NOT_BEHAVIOUR = re.compile(r"^(fn |pub |impl |//|See |Show \d+|Available on crate)|\{ \.\.\.$")
-# Reparameterizations (LoRA, QLoRA, quantization, materialize) are specified here but built in their own issue:
-# sentences that name them, and every sentence of the methods that provide them, wait for it.
-DEFERRED = re.compile(r"LoRA|reparameteriz|quantiz|materializ|adapter|fusion|composition", re.I)
-DEFERRED_SECTION = re.compile(r"^(pub )?fn (materialize|apply_\w+|quantize_\w+)\b")
-SECTION = re.compile(r"^(pub )?fn \w+")
-# About reparameterizations' nested modules (valid() of a reparameterized module): waits with them.
-DEFERRED_SENTENCES = {"Their nested modules are also put into validation mode."}
 # Rationale rather than behaviour.
 NOT_BEHAVIOUR_SENTENCES = {"A Module holds references and iterates dicts, none of which is hot; the hot part is the "
                            "tensor operators it calls, and those are already in C++."}
@@ -36,14 +29,11 @@ def _normalize(text: str) -> str:
 def _sentences() -> list[tuple[str, str]]:
     out = []
     for doc in sorted(SEEDS.glob("0*.txt")):
-        deferred_section = False
         for paragraph in doc.read_text().split("\n"):
-            if SECTION.match(paragraph):
-                deferred_section = bool(DEFERRED_SECTION.match(paragraph))
             for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
                 s = _normalize(sentence)
-                if (len(s) >= 40 and s.endswith(".") and not deferred_section and not NOT_BEHAVIOUR.search(s)
-                        and not DEFERRED.search(s) and s not in NOT_BEHAVIOUR_SENTENCES | DEFERRED_SENTENCES):
+                if (len(s) >= 40 and s.endswith(".") and not NOT_BEHAVIOUR.search(s)
+                        and s not in NOT_BEHAVIOUR_SENTENCES):
                     out.append((doc.name[:3], s))
     return list(dict.fromkeys(out))
 

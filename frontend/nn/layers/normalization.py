@@ -7,7 +7,9 @@ import numpy as np
 
 from braze.ir.types import int64
 
+from ... import functions as _f
 from ...autodiff import no_grad
+from ...dispatch import apply
 from .. import functional as F
 from ..flag import Flag
 from ..module import Module
@@ -20,7 +22,7 @@ class _BatchNorm(Module):
     Parameters weight (ones) and bias (zeros, unless bias=False) when affine; buffers running_mean (zeros),
     running_var (ones) and num_batches_tracked (int64 scalar) when track_running_stats. The Flag `training`
     selects batch statistics (and a running-statistics update with `momentum`, or a cumulative average when
-    momentum is None) or the running statistics.
+    momentum is None) or the running statistics; it is an operand of the batch_norm_flag op, not a Python branch.
     """
 
     _ranks: tuple[int, ...] = ()
@@ -57,20 +59,17 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         if not self.track_running_stats:
             return F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
-        if not self.flag("training"):
-            return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0,
-                                self.eps)
+        # the flag is an operand, never a Python branch: the batch count grows by cast(training), and
+        # F.batch_norm selects the statistics and their update with it, so a traced graph serves both modes
+        training = self.flag("training")
         with no_grad():
-            self.num_batches_tracked.assign(self.num_batches_tracked + 1)
-        # momentum None: a cumulative moving average over every batch seen
-        factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-        # F.batch_norm updates the statistics it is given in place: give it copies and store them with assign,
-        # which never writes into an array that a snapshot (valid(), clone) of this module may share
-        mean, var = self.running_mean.val().clone(), self.running_var.val().clone()
-        out = F.batch_norm(input, mean, var, self.weight, self.bias, True, factor, self.eps)
-        self.running_mean.assign(mean)
-        self.running_var.assign(var)
-        return out
+            count = _f.add(self.num_batches_tracked, apply("cast", training, dtype=int64))
+            self.num_batches_tracked.assign(count)
+            momentum = self.momentum
+            if momentum is None:  # a cumulative moving average over every batch seen
+                momentum = _f.div(1.0, _f.to_dtype(count, self.running_mean.dtype))
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, training, momentum,
+                            self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "

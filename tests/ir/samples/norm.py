@@ -1,4 +1,4 @@
-"""Samples for layer_norm, batch_norm and batch_norm_train, checked against per-slice loops."""
+"""Samples for layer_norm, batch_norm, batch_norm_train and batch_norm_flag, checked against per-slice loops."""
 import itertools
 
 import numpy as np
@@ -43,6 +43,12 @@ def naive_batch_norm_train(x, weight, bias, eps=1e-5):
     return out, means, variances
 
 
+def naive_batch_norm_flag(x, mean, var, weight, bias, training, eps=1e-5):
+    if training:
+        return naive_batch_norm_train(x, weight, bias, eps)
+    return naive_batch_norm(x, mean, var, weight, bias, eps), mean, var
+
+
 def _layer_norm(label, args, normalized_shape, eps=1e-5):
     attrs = {"normalized_shape": normalized_shape, "eps": eps}
     return Sample("layer_norm", args, attrs, label=label,
@@ -78,4 +84,16 @@ SAMPLES = [
            expected=naive_batch_norm_train, torch=_torch_batch_norm_train),
     Sample("batch_norm_train", (normal((2, 2, 3), 23), normal((2,), 24), normal((2,), 25)), {"eps": 0.1},
            label="ncl-eps", expected=lambda *a: naive_batch_norm_train(*a, eps=0.1)),
+    Sample("batch_norm_flag", (normal((5, 3), 26), normal((3,), 27), positive((3,), 28), normal((3,), 29),
+                               normal((3,), 30), np.asarray(True)), label="rank2-training",
+           expected=naive_batch_norm_flag),
+    Sample("batch_norm_flag", (normal((2, 3, 2, 2), 31) * 2 + 1, normal((3,), 32), positive((3,), 33),
+                               normal((3,), 34), normal((3,), 35), np.asarray(True)), {"eps": 1e-3},
+           label="nchw-training", expected=lambda *a: naive_batch_norm_flag(*a, eps=1e-3)),
+    Sample("batch_norm_flag", (normal((4, 3), 36), normal((3,), 37), positive((3,), 38), normal((3,), 39),
+                               normal((3,), 40), np.asarray(False)), label="rank2-eval",
+           expected=naive_batch_norm_flag),
+    Sample("batch_norm_flag", (normal((2, 3, 2, 3), 41), normal((3,), 42), positive((3,), 43), normal((3,), 44),
+                               normal((3,), 45), np.asarray(False)), {"eps": 1e-3}, label="nchw-eval",
+           expected=lambda *a: naive_batch_norm_flag(*a, eps=1e-3)),
 ]

@@ -1,0 +1,319 @@
+"""fuse: group nodes into fusion regions; each region becomes one `fused` node (ir/ops/fused.py) holding the
+region's nodes as its body, and codegen compiles each region into one kernel.
+
+Which nodes take part:
+- elementwise: ops of registry category "elementwise", and broadcast_to;
+- reductions: ops of category "reduction" (sum, mean, max, min, argmax, argmin, softmax, log_softmax) and
+  layer_norm; each reduces its first operand, of shape S, over a set of axes (its *domain* is S and the axes);
+- anchors: matmul (kind "gemm") and conv2d (kind "conv");
+- leaves (param, flag, constant) and every other op never join a region. Scalar constants read by a region are
+  copied into its body (a constant left with no reader outside any body disappears); other leaves are operands.
+
+How regions grow: in graph order, each elementwise or reduction node starts a region of its own and then merges
+with the regions that produce its operands: an anchor's region first (the node becomes part of an epilogue),
+then reduction regions, then elementwise regions, earliest first. Anchors merge with nothing that produces them.
+A merge is legal when the merged region satisfies its kind's rule and creates no cycle between regions:
+- "elementwise" (only elementwise members): the iteration space is the broadcast of the members' result shapes,
+  and every value leaving the region has exactly that shape;
+- "reduction" (at least one reduction): every reduction has the same domain (S, axes); every elementwise
+  member's result broadcasts to S or has S's reduced shape (with or without the kept unit axes), and so does
+  every value leaving the region. Softmax, layer norm and sum/mean written longhand, and a residual add before a
+  layer norm, each become one such region;
+- "gemm" / "conv": the matmul/conv2d is the region's first op and the only anchor; every other member is an
+  elementwise op with the anchor's result shape that reads a value computed in the region (bias add, activation,
+  residual add). Its other operands come from outside the region and so cannot depend on the anchor's result;
+- no cycles: regions A -> B merge only if B is not reachable from A through a third region (networkx
+  reachability on the region graph). The finished regions are checked by condensing the node graph with each
+  region tied into a cycle: every strongly connected component must be a single region. Nodes are emitted in a
+  topological order of that condensation, earliest original position first, so the output is deterministic.
+
+A region's operands are the values its members read but do not define, in order of first use; its results are
+the member values read outside the region or returned by the graph, in graph order. A region of one node (or
+one whose values are all unused) stays as plain nodes. The pass never changes weights.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from ..builder import GraphBuilder
+from ..errors import BrazeError
+from ..graph import Graph, Node, Value, sorted_attrs
+from ..ops._common import normalize_axes, normalize_axis, reduced_shape
+from ..registry import get_op
+from .manager import PassContext, register_pass
+
+_LEAVES = frozenset({"param", "flag", "constant"})
+_ANCHORS = {"matmul": "gemm", "conv2d": "conv"}
+# Which producer region an elementwise or reduction node joins first.
+_PRIORITY = {"gemm": 0, "conv": 0, "reduction": 1, "elementwise": 2}
+
+Domain = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def _axes_attr(node: Node, rank: int) -> tuple[int, ...]:
+    return normalize_axes(node.op, node.attr["axes"], rank)
+
+
+def _axis_attr(node: Node, rank: int) -> tuple[int, ...]:
+    axis = node.attr["axis"]
+    return tuple(range(rank)) if axis is None else (normalize_axis(node.op, axis, rank),)
+
+
+def _trailing_axes(node: Node, rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - len(node.attr["normalized_shape"]), rank))
+
+
+# Reduction op -> the axes of its first operand it reduces over.
+_REDUCTION_AXES = {"sum": _axes_attr, "mean": _axes_attr, "max": _axes_attr, "min": _axes_attr,
+                   "argmax": _axis_attr, "argmin": _axis_attr, "softmax": _axis_attr, "log_softmax": _axis_attr,
+                   "layer_norm": _trailing_axes}
+
+
+def node_kind(node: Node) -> str:
+    """How fusion sees a node: "leaf", "gemm", "conv", "reduction", "elementwise" or "opaque"."""
+    if node.op in _LEAVES:
+        return "leaf"
+    if node.op in _ANCHORS:
+        return _ANCHORS[node.op]
+    if node.op in _REDUCTION_AXES:
+        return "reduction"
+    if node.op == "broadcast_to" or get_op(node.op).category == "elementwise":
+        return "elementwise"
+    return "opaque"
+
+
+def reduction_domain(node: Node) -> Domain:
+    """The shape a reduction reads and the axes it reduces over (none for a scalar)."""
+    shape = node.inputs[0].shape
+    return shape, (_REDUCTION_AXES[node.op](node, len(shape)) if shape else ())
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
+
+
+@dataclass
+class _Region:
+    kind: str
+    members: list[int]  # node indices, ascending (a topological order)
+
+
+class _Fuser:
+    """Grows regions over one graph, then rebuilds the graph with a fused node per region."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.nodes = graph.nodes
+        self.kinds = [node_kind(n) for n in self.nodes]
+        self.producer = {v.name: i for i, n in enumerate(self.nodes) for v in n.outputs}
+        self.readers: dict[str, set[int]] = {}
+        for i, n in enumerate(self.nodes):
+            for v in n.inputs:
+                self.readers.setdefault(v.name, set()).add(i)
+        self.returned = {v.name for v in graph.outputs}
+        self.region_of: dict[int, int] = {}
+        self.regions: dict[int, _Region] = {}
+        self.region_graph = nx.DiGraph()  # regions (keyed by their first member) and the data edges between them
+
+    # --- growing ----------------------------------------------------------------------------------------------
+    def grow(self) -> None:
+        for i, kind in enumerate(self.kinds):
+            if kind == "leaf":
+                continue
+            self.regions[i], self.region_of[i] = _Region(kind, [i]), i
+            self.region_graph.add_node(i)
+            self.region_graph.add_edges_from((self.region_of[p], i) for p in self._producers(i))
+            if kind not in ("elementwise", "reduction"):
+                continue
+            for p in sorted(self._producers(i), key=self._priority):
+                if self.region_of[p] != self.region_of[i]:
+                    self._try_merge(self.region_of[p], self.region_of[i])
+
+    def _producers(self, i: int) -> list[int]:
+        """The non-leaf nodes defining node i's operands, once each, in operand order."""
+        found = (self.producer.get(v.name) for v in self.nodes[i].inputs)
+        return list(dict.fromkeys(p for p in found if p is not None and self.kinds[p] != "leaf"))
+
+    def _priority(self, p: int) -> tuple[int, int]:
+        """Anchor regions first, then reduction, then elementwise regions; earliest producer first."""
+        return _PRIORITY.get(self.regions[self.region_of[p]].kind, len(_PRIORITY)), p
+
+    def _try_merge(self, a: int, b: int) -> None:
+        """Merge region a into region b's (a produces a value b reads) when the result is a legal region."""
+        members = sorted(self.regions[a].members + self.regions[b].members)
+        kind = self._merged_kind(self.regions[a].kind, self.regions[b].kind, members)
+        if kind is None or self._reaches_around(a, b):
+            return
+        keep, drop = min(a, b), max(a, b)
+        for m in self.regions[drop].members:
+            self.region_of[m] = keep
+        del self.regions[drop]
+        self.regions[keep] = _Region(kind, members)
+        nx.contracted_nodes(self.region_graph, keep, drop, self_loops=False, copy=False)
+
+    def _reaches_around(self, a: int, b: int) -> bool:
+        """Whether b is reachable from a other than by their direct edge: merging them would create a cycle."""
+        return nx.has_path(nx.restricted_view(self.region_graph, (), [(a, b)]), a, b)
+
+    def _merged_kind(self, producer: str, consumer: str, members: list[int]) -> str | None:
+        """The kind of the region of `members` formed from a producer and a consumer region, or None if illegal."""
+        kinds = (producer, consumer)
+        if "opaque" in kinds or consumer in ("gemm", "conv"):
+            return None
+        if producer in ("gemm", "conv"):
+            return producer if self._is_epilogue(members) else None
+        kind = "reduction" if "reduction" in kinds else "elementwise"
+        domain = self._domain(kind, members)
+        return kind if domain is not None and self._fits(domain, members) else None
+
+    def _is_epilogue(self, members: list[int]) -> bool:
+        """The first member is the anchor; every other one is elementwise, of its shape, reading a region value."""
+        if self.kinds[members[0]] not in ("gemm", "conv"):
+            return False
+        shape, chain = self.nodes[members[0]].outputs[0].shape, {members[0]}
+        for m in members[1:]:
+            node = self.nodes[m]
+            if self.kinds[m] != "elementwise" or node.out.shape != shape:
+                return False
+            if not any(self.producer.get(v.name) in chain for v in node.inputs):
+                return False
+            chain.add(m)
+        return True
+
+    def _domain(self, kind: str, members: list[int]) -> Domain | None:
+        """The region's iteration space (shape and reduced axes), or None when its members disagree."""
+        if kind == "reduction":
+            domains = {reduction_domain(self.nodes[m]) for m in members if self.kinds[m] == "reduction"}
+            return domains.pop() if len(domains) == 1 else None
+        try:
+            return tuple(np.broadcast_shapes(*(self.nodes[m].out.shape for m in members))), ()
+        except ValueError:
+            return None
+
+    def _fits(self, domain: Domain, members: list[int]) -> bool:
+        """Elementwise results broadcast to the domain's shape or have its reduced shape; values that leave the
+        region have exactly one of those shapes (always the full shape in an elementwise region)."""
+        shape, axes = domain
+        reduced = {reduced_shape(shape, axes, True), reduced_shape(shape, axes, False)} if axes else set()
+        member_set = set(members)
+        for m in members:
+            out = self.nodes[m].outputs[0].shape
+            if self.kinds[m] == "elementwise" and not (out in reduced or _broadcasts_to(out, shape)):
+                return False
+            if self._escapes(m, member_set) and out != shape and out not in reduced:
+                return False
+        return True
+
+    def _escapes(self, m: int, member_set: set[int]) -> bool:
+        """Whether a result of node m is read outside the region or returned by the graph."""
+        return any(v.name in self.returned or not self.readers.get(v.name, set()) <= member_set
+                   for v in self.nodes[m].outputs)
+
+    # --- rebuilding -------------------------------------------------------------------------------------------
+    def fused_regions(self) -> list[_Region]:
+        """Regions that become fused nodes: more than one member and at least one value leaving."""
+        out = []
+        for region in self.regions.values():
+            member_set = set(region.members)
+            if len(region.members) > 1 and any(self._escapes(m, member_set) for m in region.members):
+                out.append(region)
+        return sorted(out, key=lambda r: r.members[0])
+
+    def emission_order(self, regions: list[_Region]) -> list[frozenset[int]]:
+        """Groups of node indices (a region, or one node) in a topological order of the condensed node graph."""
+        g = nx.DiGraph()
+        g.add_nodes_from(range(len(self.nodes)))
+        g.add_edges_from((self.producer[v.name], i) for i, n in enumerate(self.nodes) for v in n.inputs
+                         if v.name in self.producer)
+        for region in regions:
+            nx.add_cycle(g, region.members)
+        condensed = nx.condensation(g)
+        groups = {c: frozenset(condensed.nodes[c]["members"]) for c in condensed}
+        wanted = {frozenset(r.members) for r in regions}
+        for group in groups.values():
+            if len(group) > 1 and group not in wanted:
+                raise BrazeError(f"fuse: regions around nodes {sorted(group)} depend on each other (a cycle); "
+                                 f"this is a bug in the fuse pass")
+        order = nx.lexicographical_topological_sort(condensed, key=lambda c: min(groups[c]))
+        return [groups[c] for c in order]
+
+    def build(self) -> tuple[Graph, list[_Region]]:
+        regions = self.fused_regions()
+        by_first = {r.members[0]: r for r in regions}
+        copied: set[int] = set()
+        emitted: list[tuple[int, Node]] = []
+        for group in self.emission_order(regions):
+            first = min(group)
+            if first in by_first:
+                node, constants = self._fused_node(by_first[first])
+                emitted.append((first, node))
+                copied |= constants
+            else:
+                emitted.append((first, self.nodes[first]))
+        absorbed = {m for r in regions for m in r.members}
+        kept = tuple(n for i, n in emitted if not (i in copied and self._copied_away(n, absorbed)))
+        return self.graph.replace(nodes=kept), regions
+
+    def _copied_away(self, constant: Node, absorbed: set[int]) -> bool:
+        """Whether every reader of a copied scalar constant is in a region (and the graph does not return it)."""
+        name = constant.out.name
+        return name not in self.returned and self.readers.get(name, set()) <= absorbed
+
+    def _scalar_constant(self, value: Value) -> int | None:
+        p = self.producer.get(value.name)
+        return p if p is not None and self.nodes[p].op == "constant" and value.shape == () else None
+
+    def _fused_node(self, region: _Region) -> tuple[Node, set[int]]:
+        """The fused node of a region and the scalar constants copied into its body."""
+        member_set = set(region.members)
+        external = [v for m in region.members for v in self.nodes[m].inputs
+                    if self.producer.get(v.name) not in member_set]
+        # Scalar constants are copied in, unless the region would then have no operand at all.
+        copy = any(self._scalar_constant(v) is None for v in external)
+        b = GraphBuilder(region.kind)
+        env: dict[str, Value] = {}
+        operands: list[Value] = []
+        copied: set[int] = set()
+        for m in region.members:
+            node = self.nodes[m]
+            for v in node.inputs:
+                if v.name in env:
+                    continue
+                constant = self._scalar_constant(v) if copy else None
+                if constant is not None:
+                    leaf = self.nodes[constant]
+                    env[v.name] = b.add_node("constant", (), leaf.attr, loc=leaf.loc)[0]
+                    copied.add(constant)
+                else:
+                    env[v.name] = b.input(f"in{len(operands)}", v.type)
+                    operands.append(v)
+            outs = b.add_node(node.op, [env[v.name] for v in node.inputs], node.attr, loc=node.loc)
+            env.update(zip((v.name for v in node.outputs), outs))
+        results = [v for m in region.members if self._escapes(m, member_set) for v in self.nodes[m].outputs]
+        body = b.finish([env[v.name] for v in results])
+        attrs = get_op("fused").check_attrs({"kind": region.kind, "body": body})
+        anchor = self.nodes[region.members[0]]
+        return Node("fused", tuple(operands), tuple(results), sorted_attrs(attrs), anchor.loc), copied
+
+
+def fuse_regions(graph: Graph) -> tuple[Graph, list[tuple[str, list[int]]]]:
+    """The graph with its fusion regions formed, and each region's kind and node indices in the input graph."""
+    fuser = _Fuser(graph)
+    fuser.grow()
+    result, regions = fuser.build()
+    return result, [(r.kind, r.members) for r in regions]
+
+
+@register_pass("fuse")
+def fuse(graph: Graph, ctx: PassContext) -> Graph:
+    """Form fusion regions (see the module docstring); the report counts regions by kind."""
+    result, regions = fuse_regions(graph)
+    kinds = Counter(kind for kind, _ in regions)
+    summary = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())) or "none"
+    ctx.note(f"{len(regions)} region(s) ({summary}) holding {sum(len(m) for _, m in regions)} node(s)")
+    ctx.details["regions"] = dict(sorted(kinds.items()))
+    return result

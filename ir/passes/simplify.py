@@ -1,0 +1,130 @@
+"""simplify: algebraic identities and movement chains, then longhand activations recognized (ir/passes/longhand.py).
+
+Identities: x*1, 1*x, x+0, 0+x, x-0 and x/1 become x (when x already has the result's type: a constant that
+broadcasts x to a larger shape is not an identity; x+0 would turn -0.0 into 0.0, a difference no comparison
+sees); neg(neg(x)) becomes x; where(c, a, b) with a constant condition becomes the chosen branch.
+
+Movement: transpose of transpose composes the permutations (an identity permutation disappears); chains of
+reshape/squeeze/unsqueeze become one reshape (none when the shape comes back); broadcast_to of broadcast_to
+becomes one broadcast_to; broadcast_to, reshape, squeeze, unsqueeze and transpose that change nothing and
+cast to the operand's own dtype disappear.
+
+The linear form: a linear layer stays matmul(x, transpose(w)). Folding the transpose into the matmul would
+need a transposed-operand matmul op, which the registry does not have; codegen recognizes this canonical form
+(and constant_fold with fold_params=True can pre-transpose a frozen weight instead).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..graph import Graph, Value
+from .longhand import LONGHAND_RULES
+from .manager import PassContext, register_pass
+from .rewrite import Match, Rule, apply_rules, rule
+
+_SHAPE_OPS = ("reshape", "squeeze", "unsqueeze")
+
+
+def _unit(m: Match, keep: Value, other: Value, unit: float) -> Value | None:
+    """`keep` when `other` is a constant of `unit`s and `keep` already has the node's result type."""
+    return keep if m.splat(other) == unit and keep.type == m.node.out.type else None
+
+
+@rule("mul")
+def multiply_by_one(m: Match) -> Value | None:
+    x, y = m.node.inputs
+    return _unit(m, x, y, 1) or _unit(m, y, x, 1)
+
+
+@rule("add")
+def add_zero(m: Match) -> Value | None:
+    x, y = m.node.inputs
+    return _unit(m, x, y, 0) or _unit(m, y, x, 0)
+
+
+@rule("sub")
+def subtract_zero(m: Match) -> Value | None:
+    x, y = m.node.inputs
+    return _unit(m, x, y, 0)
+
+
+@rule("div")
+def divide_by_one(m: Match) -> Value | None:
+    x, y = m.node.inputs
+    return _unit(m, x, y, 1)
+
+
+@rule("neg")
+def double_negation(m: Match) -> Value | None:
+    inner = m.producer(m.node.inputs[0], "neg")
+    return inner.inputs[0] if inner is not None else None
+
+
+@rule("where")
+def select_constant_condition(m: Match) -> Value | None:
+    """where(c, a, b) with c a constant that is all true (all false) is a (b), broadcast to the result's shape."""
+    cond, a, b = m.node.inputs
+    picked = m.splat(cond)
+    if picked is None:
+        return None
+    chosen, out = (a if picked else b), m.node.out
+    return chosen if chosen.shape == out.shape else m.e.broadcast_to(chosen, shape=out.shape)
+
+
+@rule("transpose")
+def compose_transposes(m: Match) -> Value | None:
+    (x,) = m.node.inputs
+    perm = m.node.attr["perm"]
+    if perm == tuple(range(len(perm))):
+        return x
+    inner = m.producer(x, "transpose")
+    if inner is None:
+        return None
+    # result axis i is inner's axis perm[i], which is the source's axis inner_perm[perm[i]]
+    composed = tuple(inner.attr["perm"][p] for p in perm)
+    source = inner.inputs[0]
+    return source if composed == tuple(range(len(perm))) else m.e.transpose(source, perm=composed)
+
+
+def _reshape_chain(m: Match) -> Value | None:
+    (x,) = m.node.inputs
+    out = m.node.out
+    if x.type == out.type:
+        return x
+    inner = next((n for n in (m.producer(x, op) for op in _SHAPE_OPS) if n is not None), None)
+    if inner is None:
+        return None
+    source = inner.inputs[0]
+    return source if source.type == out.type else m.e.reshape(source, shape=out.shape)
+
+
+SHAPE_RULES = [Rule(op, _reshape_chain, f"{op}_chain") for op in _SHAPE_OPS]
+
+
+@rule("broadcast_to")
+def broadcast_chain(m: Match) -> Value | None:
+    (x,) = m.node.inputs
+    if x.type == m.node.out.type:
+        return x
+    inner = m.producer(x, "broadcast_to")
+    return None if inner is None else m.e.broadcast_to(inner.inputs[0], shape=m.node.out.shape)
+
+
+@rule("cast")
+def cast_to_same_dtype(m: Match) -> Value | None:
+    (x,) = m.node.inputs
+    return x if x.type == m.node.out.type else None
+
+
+ALGEBRA_RULES = [multiply_by_one, add_zero, subtract_zero, divide_by_one, double_negation, select_constant_condition,
+                 compose_transposes, *SHAPE_RULES, broadcast_chain, cast_to_same_dtype]
+
+
+@register_pass("simplify")
+def simplify(graph: Graph, ctx: PassContext) -> Graph:
+    """Apply the identities, movement rules and longhand recognizers to a fixed point."""
+    fired: Counter[str] = Counter()
+    result = apply_rules(graph, ALGEBRA_RULES + LONGHAND_RULES, fired=fired)
+    if fired:
+        ctx.note("rewrote: " + ", ".join(f"{name} x{count}" for name, count in sorted(fired.items())))
+    return result
