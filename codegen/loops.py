@@ -1,0 +1,187 @@
+"""IR-building utilities shared by every lowering: types, functions, loops, pointers and vectors.
+
+Pointers are opaque (`ptr`): every `gep` names its element type and every `load` its value type. Loop builders are
+context managers that leave the builder after the loop, with named blocks (`i.cond`, `i.body`, `i.inc`, `i.end`)
+so that dumps read like the source. Allocas go in the entry block, where LLVM promotes them to registers.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+import llvmlite.ir as ir
+
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+# Fast-math flags: `contract` lets LLVM fuse a*b+c into an FMA; reassociation is only for reductions whose order
+# the op does not fix (sums). Never on comparisons, max/min or anything that must propagate NaN.
+CONTRACT = ("contract",)
+REASSOC = ("contract", "reassoc")
+
+
+def vec(width: int, element: ir.Type = F32) -> ir.Type:
+    """The vector type <width x element>, or the element type itself for width 1."""
+    return element if width == 1 else ir.VectorType(element, width)
+
+
+def const(typ: ir.Type, value: float | int) -> ir.Constant:
+    """A constant of a scalar or vector type (a vector constant has `value` in every lane)."""
+    if isinstance(typ, ir.VectorType):
+        return ir.Constant(typ, [ir.Constant(typ.element, value)] * typ.count)
+    return ir.Constant(typ, value)
+
+
+def i64(value: ir.Value | int) -> ir.Value:
+    """An i64 value from a Python int or an existing i64 value."""
+    return ir.Constant(I64, value) if isinstance(value, int) else value
+
+
+def splat(builder: ir.IRBuilder, value: ir.Value, width: int) -> ir.Value:
+    """Broadcast a scalar value to all lanes of a <width x T> vector (width 1 returns the scalar)."""
+    if width == 1:
+        return value
+    typ = ir.VectorType(value.type, width)
+    if isinstance(value, ir.Constant):
+        return ir.Constant(typ, [value] * width)
+    one = builder.insert_element(ir.Constant(typ, ir.Undefined), value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(typ, ir.Undefined), ir.Constant(ir.VectorType(I32, width), [0] * width))
+
+
+def define_function(module: ir.Module, name: str, args: Sequence[tuple[str, ir.Type]], ret: ir.Type = VOID, *,
+                    internal: bool = False, noalias: bool = False, inline: bool = False) -> ir.Function:
+    """Declare a function with named arguments and an entry block; `noalias` marks every pointer argument restrict.
+
+    Internal functions are not exported from the object; `inline` marks them alwaysinline.
+    """
+    fn = ir.Function(module, ir.FunctionType(ret, [t for _, t in args]), name=name)
+    for arg, (arg_name, typ) in zip(fn.args, args):
+        arg.name = arg_name
+        if noalias and isinstance(typ, ir.PointerType):
+            arg.add_attribute("noalias")
+    fn.attributes.add("nounwind")
+    if internal:
+        fn.linkage = "internal"
+    if inline:
+        fn.attributes.add("alwaysinline")
+    fn.append_basic_block("entry")
+    return fn
+
+
+def entry_builder(fn: ir.Function) -> ir.IRBuilder:
+    """A builder positioned at the end of the function's entry block."""
+    return ir.IRBuilder(fn.entry_basic_block)
+
+
+def alloca(builder: ir.IRBuilder, typ: ir.Type, name: str = "", count: ir.Value | int | None = None) -> ir.Value:
+    """Allocate stack space in the entry block of the current function, whatever block the builder is in."""
+    entry = builder.function.entry_basic_block
+    with builder.goto_block(entry):
+        if entry.instructions:
+            builder.position_before(entry.instructions[0])
+        return builder.alloca(typ, size=None if count is None else i64(count), name=name)
+
+
+def element_ptr(builder: ir.IRBuilder, base: ir.Value, index: ir.Value | int, element: ir.Type = F32,
+                name: str = "") -> ir.Value:
+    """The address of base[index] for elements of type `element` (an inbounds gep)."""
+    return builder.gep(base, [i64(index)], inbounds=True, source_etype=element, name=name)
+
+
+def load(builder: ir.IRBuilder, base: ir.Value, index: ir.Value | int, typ: ir.Type = F32, *,
+         element: ir.Type | None = None, align: int | None = None, name: str = "") -> ir.Value:
+    """Load a value of type `typ` from base[index]; index counts `element`s (default: the scalar type of typ).
+
+    Alignment defaults to the element size: only buffers the runtime allocates itself may claim more.
+    """
+    element = element or (typ.element if isinstance(typ, ir.VectorType) else typ)
+    ptr = element_ptr(builder, base, index, element)
+    return builder.load(ptr, typ=typ, align=align or _size(element), name=name)
+
+
+def store(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, index: ir.Value | int, *,
+          element: ir.Type | None = None, align: int | None = None) -> None:
+    """Store `value` at base[index]; index counts `element`s (default: the scalar type of the value)."""
+    element = element or (value.type.element if isinstance(value.type, ir.VectorType) else value.type)
+    builder.store(value, element_ptr(builder, base, index, element), align=align or _size(element))
+
+
+def _size(typ: ir.Type) -> int:
+    if isinstance(typ, ir.IntType):
+        return max(typ.width // 8, 1)
+    if isinstance(typ, ir.DoubleType):
+        return 8
+    if isinstance(typ, ir.FloatType):
+        return 4
+    return 8
+
+
+@contextmanager
+def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, step: ir.Value | int = 1, *,
+              name: str = "i") -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; i += step)` over i64; yields i. `step` must be positive.
+
+    The with-block emits the body; afterwards the builder is positioned in the block after the loop.
+    """
+    start, stop, step = i64(start), i64(stop), i64(step)
+    fn = builder.function
+    pre = builder.block
+    cond = fn.append_basic_block(f"{name}.cond")
+    body = fn.append_basic_block(f"{name}.body")
+    inc = fn.append_basic_block(f"{name}.inc")
+    end = fn.append_basic_block(f"{name}.end")
+    builder.branch(cond)
+    builder.position_at_end(cond)
+    index = builder.phi(I64, name=name)
+    index.add_incoming(start, pre)
+    builder.cbranch(builder.icmp_signed("<", index, stop), body, end)
+    builder.position_at_end(body)
+    yield index
+    builder.branch(inc)
+    builder.position_at_end(inc)
+    following = builder.add(index, step, name=f"{name}.next", flags=("nsw",))
+    index.add_incoming(following, inc)
+    builder.branch(cond)
+    builder.position_at_end(end)
+
+
+@contextmanager
+def loop_nest(builder: ir.IRBuilder, stops: Sequence[ir.Value | int], *, name: str = "i"
+              ) -> Iterator[tuple[ir.Value, ...]]:
+    """Nested loops from 0 to each stop, outermost first; yields the indices (i0, i1, ...)."""
+    with _nest(builder, list(stops), name, ()) as indices:
+        yield indices
+
+
+@contextmanager
+def _nest(builder: ir.IRBuilder, stops: list, name: str, outer: tuple) -> Iterator[tuple[ir.Value, ...]]:
+    if not stops:
+        yield outer
+        return
+    with for_range(builder, 0, stops[0], name=f"{name}{len(outer)}") as index:
+        with _nest(builder, stops[1:], name, outer + (index,)) as indices:
+            yield indices
+
+
+def vector_loop(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, width: int,
+                body: Callable[[ir.Value, int], None], *, name: str = "v") -> None:
+    """Call body(i, width) for full vectors in [start, stop), then body(i, 1) for the scalar remainder.
+
+    The body emits code for `lanes` consecutive elements starting at i (lanes is width or 1), so a lowering writes
+    one body for both the vector main loop and the tail. With width 1 only the scalar loop is emitted.
+    """
+    start, stop = i64(start), i64(stop)
+    if width > 1:
+        count = builder.sub(stop, start, name=f"{name}.count")
+        full = builder.sub(stop, builder.srem(count, i64(width)), name=f"{name}.full")
+        with for_range(builder, start, full, width, name=name) as i:
+            body(i, width)
+        start = full
+    with for_range(builder, start, stop, 1, name=f"{name}.tail") as i:
+        body(i, 1)

@@ -1,0 +1,164 @@
+"""The compilation target: host triple, CPU name, feature string and float32 vector width.
+
+The host CPU and its features come from llvmlite, so AVX-512 or AVX2 are used where present. `BRAZE_CPU` (or the
+`cpu=` argument) names another CPU for reproducible code on a different machine; its features then come from
+the CPU name alone (an empty feature string). Target machines are created once per target and kept for the life
+of the process: they are never handed to an execution engine (which would take ownership of them).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import threading
+import weakref
+from dataclasses import dataclass
+
+import llvmlite
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from braze.ir.errors import CodegenError
+
+CPU_ENV = "BRAZE_CPU"
+OPT_LEVEL = 3
+
+_lock = threading.RLock()
+_initialized = False
+_machines: dict["Target", llvm.TargetMachine] = {}
+_probed_widths: dict[tuple[str, str, str], int] = {}
+_module_targets: weakref.WeakKeyDictionary[ir.Module, "Target"] = weakref.WeakKeyDictionary()
+
+
+def init_llvm() -> None:
+    """Initialize LLVM's native target and assembly printer; safe to call more than once."""
+    global _initialized
+    with _lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
+
+
+@dataclass(frozen=True)
+class Target:
+    """What code is generated for: `vector_width` is the number of float32 lanes in one native vector."""
+
+    triple: str
+    cpu: str
+    features: str
+    vector_width: int
+
+    @property
+    def is_x86(self) -> bool:
+        return _is_x86(self.triple)
+
+    @property
+    def identity(self) -> str:
+        """Everything about the target that changes machine code; part of every cache key."""
+        return f"{self.triple}|{self.cpu}|{self.features}|opt{OPT_LEVEL}|llvmlite {llvmlite.__version__}"
+
+    def machine(self) -> llvm.TargetMachine:
+        """The process-wide (non-JIT) target machine for optimization, object and assembly output."""
+        with _lock:
+            tm = _machines.get(self)
+            if tm is None:
+                tm = _create_machine(self.triple, self.cpu, self.features)
+                _machines[self] = tm
+            return tm
+
+    def new_module(self, name: str) -> ir.Module:
+        """An empty llvmlite module whose triple and data layout are this target's."""
+        module = ir.Module(name=name)
+        module.triple = self.triple
+        module.data_layout = str(self.machine().target_data)
+        _module_targets[module] = self
+        return module
+
+    def __str__(self) -> str:
+        return f"{self.cpu} ({self.triple}, {self.vector_width} x f32)"
+
+
+def target_of(module: ir.Module) -> Target | None:
+    """The target a module was created for by Target.new_module, if any."""
+    return _module_targets.get(module)
+
+
+def _create_machine(triple: str, cpu: str, features: str, *, jit: bool = False) -> llvm.TargetMachine:
+    init_llvm()
+    try:
+        target = llvm.Target.from_triple(triple)
+        return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL, jit=jit)
+    except RuntimeError as exc:
+        raise CodegenError(f"cannot create a target machine for {cpu!r} on {triple}: {exc}") from None
+
+
+def create_jit_machine(target: Target) -> llvm.TargetMachine:
+    """A fresh target machine for an execution engine, which takes ownership of it (never reuse it)."""
+    return _create_machine(target.triple, target.cpu, target.features, jit=True)
+
+
+def _is_x86(triple: str) -> bool:
+    return triple.startswith(("x86_64", "i386", "i686"))
+
+
+def _width_from_features(features: str) -> int:
+    flags = set(features.split(","))
+    if "+avx512f" in flags:
+        return 16
+    if "+avx2" in flags:
+        return 8
+    return 4
+
+
+def _probe_width(triple: str, cpu: str, features: str) -> int:
+    """The float32 lanes a named CPU supports, read from the registers LLVM picks for a <16 x float> add."""
+    key = (triple, cpu, features)
+    with _lock:
+        if key in _probed_widths:
+            return _probed_widths[key]
+        tm = _create_machine(triple, cpu, features)
+        module = ir.Module(name="braze_width_probe")
+        vec = ir.VectorType(ir.FloatType(), 16)
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 2), "probe")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        x = b.load(fn.args[0], typ=vec, align=4)
+        b.store(b.fadd(x, x), fn.args[1], align=4)
+        b.ret_void()
+        ref = llvm.parse_assembly(str(module))
+        asm = tm.emit_assembly(ref)
+        width = 16 if re.search(r"%zmm\d", asm) else 8 if re.search(r"%ymm\d", asm) else 4
+        _probed_widths[key] = width
+        return width
+
+
+def _tuned_features(triple: str, features: str) -> str:
+    """Let Intel AVX-512 cores use 512-bit vectors in vectorized loops, as AMD cores already do.
+
+    LLVM's tuning for Intel server and client cores prefers 256-bit vectors in the loop vectorizer even when
+    AVX-512 is present; our kernels are written for the full vector width, so turn that preference off. On CPUs
+    without AVX-512 the flag changes nothing.
+    """
+    if not _is_x86(triple):
+        return features
+    return f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
+
+
+def host_target(cpu: str | None = None) -> Target:
+    """The target to compile for: the host CPU, or the CPU named by `cpu` or the BRAZE_CPU environment variable."""
+    init_llvm()
+    triple = llvm.get_process_triple()
+    requested = cpu or os.environ.get(CPU_ENV, "").strip()
+    if requested:
+        features = _tuned_features(triple, "")
+        return Target(triple, requested, features, _probe_width(triple, requested, features))
+    return _native_target()
+
+
+@functools.lru_cache(maxsize=None)
+def _native_target() -> Target:
+    """The host's own target; asking LLVM for the host features costs most of a millisecond, so ask once."""
+    triple = llvm.get_process_triple()
+    host_features = llvm.get_host_cpu_features().flatten()
+    return Target(triple, llvm.get_host_cpu_name(), _tuned_features(triple, host_features),
+                  _width_from_features(host_features))

@@ -1,0 +1,152 @@
+"""The process-wide JIT: compile, call through ctypes, inspect, and keep every library alive."""
+from __future__ import annotations
+
+import ctypes
+import gc
+import uuid
+
+import llvmlite.ir as ir
+import numpy as np
+import pytest
+
+from braze.codegen import (F32, I64, PTR, Target, alloca, compile_ir, define_function, entry_builder, host_target,
+                           load, loop_nest, store, vec, vector_loop)
+from braze.ir.errors import CodegenError
+
+ADD_ARGS = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BRAZE_CACHE", raising=False)
+    monkeypatch.delenv("BRAZE_CPU", raising=False)
+
+
+def unique_name(op: str = "add") -> str:
+    return f"k_{uuid.uuid4().hex[:8]}_{op}"
+
+
+def add_module(name: str, target: Target | None = None, scale: float = 1.0) -> ir.Module:
+    """out[i] = (x[i] + y[i]) * scale with a vector main loop and a scalar tail."""
+    target = target or host_target()
+    module = target.new_module(name)
+    fn = define_function(module, name, [("x", PTR), ("y", PTR), ("out", PTR), ("n", I64)], noalias=True)
+    b = entry_builder(fn)
+    x, y, out, n = fn.args
+
+    def body(i, lanes):
+        total = b.fadd(load(b, x, i, vec(lanes)), load(b, y, i, vec(lanes)))
+        scaled = b.fmul(total, ir.Constant(vec(lanes), [ir.Constant(F32, scale)] * lanes) if lanes > 1
+                        else ir.Constant(F32, scale))
+        store(b, scaled, out, i)
+
+    vector_loop(b, 0, n, target.vector_width, body)
+    b.ret_void()
+    return module
+
+
+def run_add(library, name: str, n: int = 37, scale: float = 1.0) -> None:
+    """Call the add kernel on numpy buffers and check it against numpy."""
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    out = np.full(n, np.nan, np.float32)
+    library.cfunc(name, None, *ADD_ARGS)(x.ctypes.data, y.ctypes.data, out.ctypes.data, n)
+    np.testing.assert_array_equal(out, (x + y) * np.float32(scale))
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1000])
+def test_jit_add_kernel_runs_on_numpy_buffers(n):
+    name = unique_name()
+    run_add(compile_ir(add_module(name)), name, n)
+
+
+def test_jit_same_ir_returns_same_library():
+    module = add_module(unique_name())
+    assert compile_ir(module) is compile_ir(module)
+
+
+def test_jit_accepts_ir_text():
+    name = unique_name()
+    run_add(compile_ir(str(add_module(name))), name)
+
+
+def test_jit_inspection_returns_llvm_ir_and_asm():
+    name = unique_name()
+    library = compile_ir(add_module(name))
+    assert f"define void @{name}" in library.llvm_ir()
+    assert f"@{name}" in library.llvm_ir(name)
+    assert library.asm(name).startswith(f"{name}:")
+    assert "ret" in library.asm()
+
+
+def test_jit_unknown_function_raises():
+    name = unique_name()
+    library = compile_ir(add_module(name))
+    with pytest.raises(CodegenError, match="exports no function 'nope'"):
+        library.address("nope")
+    with pytest.raises(CodegenError, match="no function 'nope'"):
+        library.asm("nope")
+
+
+def test_jit_invalid_ir_raises_codegen_error():
+    with pytest.raises(CodegenError, match="not valid LLVM IR"):
+        compile_ir("define void @broken( {\n")
+
+
+def test_jit_module_without_exports_raises():
+    module = host_target().new_module(unique_name())
+    fn = define_function(module, unique_name("internal"), [], internal=True)
+    entry_builder(fn).ret_void()
+    with pytest.raises(CodegenError, match="no exported function"):
+        compile_ir(module)
+
+
+def test_jit_duplicate_symbol_from_another_module_raises():
+    name = unique_name()
+    compile_ir(add_module(name))
+    with pytest.raises(CodegenError, match="already defined"):
+        compile_ir(add_module(name, scale=2.0))
+
+
+def test_jit_libraries_stay_callable_after_many_compiles():
+    first, second = unique_name(), unique_name()
+    lib1, lib2 = compile_ir(add_module(first)), compile_ir(add_module(second, scale=3.0))
+    for _ in range(12):
+        name = unique_name()
+        compile_ir(add_module(name, scale=0.5), use_cache=False)
+    del lib1, lib2
+    gc.collect()
+    run_add(compile_ir(add_module(first)), first)
+    run_add(compile_ir(add_module(second, scale=3.0)), second, scale=3.0)
+
+
+def test_jit_loop_nest_and_entry_alloca_compute_row_sums():
+    name = unique_name("rowsum")
+    module = host_target().new_module(name)
+    fn = define_function(module, name, [("x", PTR), ("out", PTR), ("rows", I64), ("cols", I64)], noalias=True)
+    b = entry_builder(fn)
+    x, out, rows, cols = fn.args
+    with loop_nest(b, [rows, cols], name="rc") as (r, c):
+        acc = alloca(b, F32, "acc")   # emitted in the entry block although the builder is inside the loop
+        first = b.icmp_signed("==", c, ir.Constant(I64, 0))
+        before = b.select(first, ir.Constant(F32, 0.0), load(b, out, r))
+        store(b, b.fadd(before, load(b, x, b.add(b.mul(r, cols), c))), out, r)
+        b.store(ir.Constant(F32, 0.0), acc)
+    b.ret_void()
+    assert fn.entry_basic_block.instructions[0].opname == "alloca"
+    library = compile_ir(module)
+    data = np.arange(35, dtype=np.float32).reshape(5, 7)
+    sums = np.zeros(5, np.float32)
+    library.cfunc(name, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        data.ctypes.data, sums.ctypes.data, 5, 7)
+    np.testing.assert_array_equal(sums, data.sum(axis=1))
+
+
+def test_jit_dump_env_prints_banners(monkeypatch, capsys):
+    monkeypatch.setenv("BRAZE_DUMP_ASM", "1")
+    monkeypatch.setenv("BRAZE_DUMP_LLVM", "1")
+    name = unique_name()
+    compile_ir(add_module(name))
+    err = capsys.readouterr().err
+    assert f"==== LLVM IR: {name}" in err and f"==== assembly: {name}" in err

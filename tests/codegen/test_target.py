@@ -1,0 +1,79 @@
+"""The compilation target: host detection, the BRAZE_CPU override and the vector width."""
+from __future__ import annotations
+
+import llvmlite
+import llvmlite.binding as llvm
+import pytest
+
+from braze.codegen import cache, compile_ir, host_target, init_llvm
+from tests.codegen.test_jit import add_module, run_add, unique_name
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BRAZE_CPU", raising=False)
+
+
+def test_target_init_is_idempotent():
+    init_llvm()
+    init_llvm()
+
+
+def test_target_host_matches_llvm():
+    target = host_target()
+    assert target.triple == llvm.get_process_triple()
+    assert target.cpu == llvm.get_host_cpu_name()
+    assert llvm.get_host_cpu_features().flatten() in target.features
+
+
+def test_target_vector_width_follows_features():
+    features = llvm.get_host_cpu_features().flatten().split(",")
+    expected = 16 if "+avx512f" in features else 8 if "+avx2" in features else 4
+    assert host_target().vector_width == expected
+
+
+def test_target_identity_names_cpu_features_and_llvmlite():
+    target = host_target()
+    for part in (target.cpu, target.features, llvmlite.__version__):
+        assert part in target.identity
+
+
+def test_target_env_override_changes_cpu_and_key(monkeypatch):
+    host = host_target()
+    monkeypatch.setenv("BRAZE_CPU", "x86-64")
+    generic = host_target()
+    assert generic.cpu == "x86-64"
+    assert "+avx" not in generic.features
+    assert cache.make_key("same ir", generic.identity) != cache.make_key("same ir", host.identity)
+
+
+def test_target_option_overrides_env(monkeypatch):
+    monkeypatch.setenv("BRAZE_CPU", "x86-64")
+    assert host_target(cpu="nehalem").cpu == "nehalem"
+
+
+@pytest.mark.skipif(not llvm.get_process_triple().startswith("x86_64"), reason="x86-64 CPU names")
+def test_target_generic_cpu_code_runs_here(monkeypatch):
+    monkeypatch.setenv("BRAZE_CPU", "x86-64")
+    target = host_target()
+    assert target.vector_width == 4
+    name = unique_name()
+    library = compile_ir(add_module(name, target))
+    assert library.target.cpu == "x86-64"
+    assert "zmm" not in library.asm() and "ymm" not in library.asm()
+    run_add(library, name, n=33)
+
+
+def test_target_new_module_carries_triple_and_layout():
+    module = host_target().new_module("m")
+    assert module.triple == llvm.get_process_triple()
+    assert module.data_layout
+
+
+@pytest.mark.skipif(not llvm.get_process_triple().startswith("x86_64"), reason="x86-64 CPU names")
+def test_target_module_remembers_its_target():
+    name = unique_name()
+    library = compile_ir(add_module(name, host_target(cpu="x86-64")))
+    assert library.target.cpu == "x86-64"
+    run_add(library, name)

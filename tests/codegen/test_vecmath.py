@@ -1,0 +1,197 @@
+"""Vector math: stated ulp bounds over the whole float32 range, exact special values, no libm calls."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import uuid
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from braze.codegen import (I64, PTR, compile_ir, define_function, entry_builder, for_range, host_target, load, store, vec,
+                           vecmath, vector_loop)
+from braze.codegen.vecmath import ACCURACY, ACCURATE_RANGE, FUNCTIONS, OUTSIDE_ABS_ERROR
+from braze.ir import get_op
+
+IS_X86 = llvm.get_process_triple().startswith("x86_64")
+VARIANTS = ["vector", "scalar"] + (["generic-cpu"] if IS_X86 else [])
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE", "0")
+    monkeypatch.delenv("BRAZE_CPU", raising=False)
+
+
+@functools.cache
+def kernel(name: str, variant: str):
+    """A compiled y[i] = name(x[i]) loop: full vectors (host or generic CPU) or scalar calls, and its library."""
+    target = host_target("x86-64" if variant == "generic-cpu" else None)
+    width = 1 if variant == "scalar" else target.vector_width
+    symbol = f"k_{uuid.uuid4().hex[:8]}_{name}"
+    module = target.new_module(symbol)
+    fn = define_function(module, symbol, [("x", PTR), ("y", PTR), ("n", I64)], noalias=True)
+    b = entry_builder(fn)
+    x, y, n = fn.args
+    if width == 1:
+        with for_range(b, 0, n) as i:
+            store(b, vecmath.call(b, name, load(b, x, i)), y, i)
+    else:
+        vector_loop(b, 0, n, width, lambda i, lanes: store(b, vecmath.call(b, name, load(b, x, i, vec(lanes))), y, i))
+    b.ret_void()
+    library = compile_ir(module, use_cache=False)
+    cfunc = library.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+    def run(values: np.ndarray) -> np.ndarray:
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        out = np.empty_like(values)
+        cfunc(values.ctypes.data, out.ctypes.data, values.size)
+        return out
+
+    return run, library, symbol
+
+
+@functools.cache
+def inputs() -> np.ndarray:
+    """2^20 bit patterns strided over all of float32, subnormals, specials, dense ranges and thresholds."""
+    strided = (np.arange(2 ** 20, dtype=np.uint64) * 2 ** 12 + 1234).astype(np.uint32).view(np.float32)
+    subnormal = np.arange(1, 2 ** 23, 2 ** 8, dtype=np.uint32).view(np.float32)
+    dense = [np.linspace(-20, 20, 2 ** 20, dtype=np.float32), np.linspace(-104, -86, 2 ** 14, dtype=np.float32),
+             np.linspace(86, 89, 2 ** 12, dtype=np.float32), np.linspace(0.5, 2, 2 ** 14, dtype=np.float32),
+             np.linspace(-4.5, 4.5, 2 ** 14, dtype=np.float32)]
+    specials = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 88.72283, 88.72284,
+                           3.4028235e38, -3.4028235e38, 1e-45, -1e-45, 1.1754944e-38])
+    return np.concatenate([strided, subnormal, -subnormal, *dense, specials])
+
+
+def _sigmoid64(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_erf64 = np.frompyfunc(math.erf, 1, 1)
+_erfc64 = np.frompyfunc(math.erfc, 1, 1)
+
+
+@functools.cache
+def reference(name: str) -> np.ndarray:
+    """float64 references, written in forms that do not cancel (erfc, sigmoid) where float32 would."""
+    with np.errstate(all="ignore"):
+        x = inputs().astype(np.float64)
+        if name == "exp":
+            return np.exp(x)
+        if name == "log":
+            return np.log(x)
+        if name == "tanh":
+            return np.tanh(x)
+        if name == "erf":
+            return _erf64(x).astype(np.float64)
+        if name == "sigmoid":
+            return _sigmoid64(x)
+        if name == "silu":
+            return x * _sigmoid64(x)
+        if name == "gelu_tanh":
+            return x * _sigmoid64(2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))
+        return 0.5 * x * _erfc64(-x / math.sqrt(2)).astype(np.float64)
+
+
+def ulp_error(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """|y - ref| in units of the float32 ulp at ref; 0 where y is ref rounded (infinities, NaNs included)."""
+    with np.errstate(all="ignore"):
+        _, exponent = np.frexp(np.abs(ref))
+        ulp = np.ldexp(1.0, np.maximum(exponent - 24, -149))
+        err = np.abs(y.astype(np.float64) - ref) / ulp
+        exact = (y == ref.astype(np.float32)) | (np.isnan(y) & np.isnan(ref))
+    return np.where(exact, 0.0, np.where(np.isnan(err), np.inf, err))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_vecmath_error_within_stated_ulp(name, variant):
+    run = kernel(name, variant)[0]
+    x, ref = inputs(), reference(name)
+    y = run(x)
+    err = ulp_error(y, ref)
+    low, high = ACCURATE_RANGE.get(name, (-np.inf, np.inf))
+    inside = ((x >= low) & (x <= high)) | np.isnan(x)
+    worst = int(np.argmax(np.where(inside, err, 0)))
+    assert err[inside].max() <= ACCURACY[name], f"{name}({x[worst]!r}) = {y[worst]!r}, expected {ref[worst]!r}"
+    outside = ~inside & np.isfinite(x)
+    with np.errstate(all="ignore"):
+        absolute = np.abs(y[outside].astype(np.float64) - ref[outside])
+    assert np.all(absolute <= OUTSIDE_ABS_ERROR * np.abs(x[outside].astype(np.float64)))
+
+
+SPECIALS = {
+    "exp": [(-np.inf, 0.0), (np.inf, np.inf), (np.nan, np.nan), (0.0, 1.0), (-0.0, 1.0), (89.0, np.inf),
+            (1e30, np.inf), (-104.0, 0.0), (-1e30, 0.0), (-100.0, np.float32(np.exp(-100.0)))],
+    "log": [(0.0, -np.inf), (-0.0, -np.inf), (-1.0, np.nan), (-np.inf, np.nan), (np.inf, np.inf), (np.nan, np.nan),
+            (1.0, 0.0), (-1e-45, np.nan), (1e-45, np.float32(np.log(float(np.float32(1e-45)))))],
+    "tanh": [(np.inf, 1.0), (-np.inf, -1.0), (np.nan, np.nan), (0.0, 0.0), (-0.0, -0.0), (20.0, 1.0), (-20.0, -1.0)],
+    "erf": [(np.inf, 1.0), (-np.inf, -1.0), (np.nan, np.nan), (0.0, 0.0), (-0.0, -0.0), (10.0, 1.0), (-10.0, -1.0)],
+    "sigmoid": [(np.inf, 1.0), (-np.inf, 0.0), (np.nan, np.nan), (0.0, 0.5), (-0.0, 0.5), (200.0, 1.0),
+                (-200.0, 0.0)],
+    "silu": [(np.inf, np.inf), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (-0.0, -0.0), (200.0, 200.0)],
+    "gelu_tanh": [(np.inf, np.inf), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (1e30, 1e30),
+                  (-1e30, -0.0)],
+    "gelu_erf": [(np.inf, np.inf), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (1e30, 1e30)],
+}
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_vecmath_special_values_exact(name):
+    x = np.float32([v for v, _ in SPECIALS[name]])
+    expected = np.float32([v for _, v in SPECIALS[name]])
+    for variant in ("vector", "scalar"):
+        y = kernel(name, variant)[0](x)
+        np.testing.assert_array_equal(y, expected, err_msg=f"{name} ({variant})")
+        numbers = ~np.isnan(expected)
+        assert np.array_equal(np.signbit(y[numbers]), np.signbit(expected[numbers])), f"{name} ({variant}) signs"
+
+
+def _registry(name: str, x: np.ndarray) -> np.ndarray:
+    if name.startswith("gelu"):
+        (out,) = get_op("gelu").run([x], {"approximate": "tanh" if name == "gelu_tanh" else "none"})
+    else:
+        (out,) = get_op(name).run([x], {})
+    return out
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_vecmath_specials_agree_with_registry(name):
+    x = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-45, -1e-45])
+    y, ref = kernel(name, "vector")[0](x), _registry(name, x)
+    assert np.array_equal(np.isnan(y), np.isnan(ref))
+    finite = ~np.isnan(ref)
+    np.testing.assert_allclose(y[finite], ref[finite], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_vecmath_vector_loop_calls_no_libm(name):
+    _, library, symbol = kernel(name, "vector")
+    asm = library.asm(symbol)
+    assert "call" not in asm
+    for libm in ("expf", "logf", "tanhf", "erff"):
+        assert libm not in asm
+    width = host_target().vector_width
+    if IS_X86 and width > 4:
+        assert ("zmm" if width == 16 else "ymm") in asm
+
+
+def test_vecmath_scalar_calls_in_a_loop_vectorize():
+    _, library, symbol = kernel("tanh", "scalar")
+    asm = library.asm(symbol)
+    assert "call" not in asm
+    if IS_X86:
+        assert "mulps" in asm
+
+
+def test_vecmath_function_is_emitted_once_per_width():
+    module = host_target().new_module("vm_once")
+    assert vecmath.function(module, "exp", 8) is vecmath.function(module, "exp", 8)
+    assert vecmath.function(module, "exp", 1) is not vecmath.function(module, "exp", 8)
+    assert vecmath.function_name("exp", 16) == "braze.vm.exp.v16f32"
+    with pytest.raises(KeyError, match="no vector math function 'cosh'"):
+        vecmath.function(module, "cosh", 8)
