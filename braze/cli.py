@@ -5,6 +5,7 @@ import argparse
 import importlib.util
 import os
 import sys
+import tempfile
 from typing import Any, Callable, Sequence
 
 
@@ -87,19 +88,51 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     inputs = [braze.tensor(random_input(shape, args.dtype, rng)) for shape in args.input]
     graph = braze.trace(model, *inputs)
-    if args.format == "dot":
-        text = graph.to_dot()
-    elif args.format == "summary":
-        text = graph.summary()
-    else:
-        text = graph.dump(provenance=args.provenance)
-    text = text if text.endswith("\n") else text + "\n"
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    stages = [("traced", graph)]
+    if args.passes:
+        stages += _run_passes(graph, args.passes, args.after_each)
+    if not args.after_each:
+        stages = stages[-1:]
+    parts = []
+    for label, g in stages:
+        header = f"# {label}\n" if len(stages) > 1 else ""
+        parts.append(header + _render(g, args.format, args.provenance))
+    _write("".join(parts), args.output)
     return 0
+
+
+def _run_passes(graph: Any, pipeline: str, after_each: bool) -> list[tuple[str, Any]]:
+    """The graph after each pass of `pipeline` (a name like "inference" or a comma-separated list of passes)."""
+    from braze.ir.passes import PassManager
+    names: Any = pipeline if "," not in pipeline else [p.strip() for p in pipeline.split(",") if p.strip()]
+    manager = PassManager(names)
+    stages = []
+    current = graph
+    for name in manager.names:
+        current = PassManager([name]).run(current)
+        stages.append((f"after {name}", current))
+    return stages if after_each else stages[-1:]
+
+
+def _render(graph: Any, fmt: str, provenance: bool) -> str:
+    text = graph.to_dot() if fmt == "dot" else graph.summary() if fmt == "summary" else graph.dump(provenance)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _write(text: str, path: str | None) -> None:
+    """Standard output, or the file `path` written whole (a temporary file renamed into place)."""
+    if not path:
+        sys.stdout.write(text)
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".braze-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="trace the model in training or evaluation mode (default eval)")
     dump.add_argument("--provenance", action="store_true", help="show each node's module path and source line")
     dump.add_argument("--seed", type=int, default=0, help="seed of the weights, dropout and random inputs (default 0)")
+    dump.add_argument("--passes", metavar="PIPELINE",
+                      help="optimize the traced graph with a pass pipeline: 'inference' or pass names joined by commas")
+    dump.add_argument("--after-each", action="store_true",
+                      help="show the traced graph and the graph after every pass, not only the last one")
     dump.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of standard output")
     dump.set_defaults(run=_cmd_dump)
     version = sub.add_parser("version", help="print the braze version")

@@ -16,6 +16,7 @@ A node whose reference raises on the known operands (the op would fail at run ti
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,7 @@ def _evaluate(graph: Graph, fold_params: bool, ctx: PassContext) -> _Known:
 
 
 def _fresh_path(base: str, paths: set[str]) -> str:
-    path = next(p for p in [base] + [f"{base}_{k}" for k in range(2, len(paths) + 3)] if p not in paths)
+    path = next(p for p in itertools.chain([base], (f"{base}_{k}" for k in itertools.count(2))) if p not in paths)
     paths.add(path)
     return path
 
@@ -97,7 +98,7 @@ def constant_fold(graph: Graph, ctx: PassContext) -> Graph:
         builder.input(v.name, v.type)
     taken = {v.name for v in graph.inputs} | {v.name for n in graph.nodes for v in n.outputs}
     weights: dict[str, Any] = dict(graph.weights)
-    emitter = RewriteEmitter(builder, iter(()), taken, weights)
+    emitter = RewriteEmitter(builder, iter(()), taken, weights)  # for param(): folded constants keep their names
     paths = {p.path for p in graph.params()}
     next_id = max((p.id for p in graph.params()), default=-1) + 1
     sub: dict[str, Value] = {}
@@ -114,7 +115,8 @@ def constant_fold(graph: Graph, ctx: PassContext) -> Graph:
             array, sources = known.arrays[v.name], known.sources[v.name]
             if sources:
                 path = _fresh_path(f"{sources[0]}.folded", paths)
-                sub[v.name] = emitter.param(path, array, id=next_id)
+                # an owned, contiguous array: never a view into the weights it was computed from
+                sub[v.name] = emitter.param(path, np.array(array, order="C"), id=next_id)
                 next_id += 1
                 counts["param"] += 1
             else:

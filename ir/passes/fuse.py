@@ -98,6 +98,8 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
 
 @dataclass
 class _Region:
+    """A group of nodes growing into one kernel: its kind and its members."""
+
     kind: str
     members: list[int]  # node indices, ascending (a topological order)
 
@@ -121,6 +123,7 @@ class _Fuser:
 
     # --- growing ----------------------------------------------------------------------------------------------
     def grow(self) -> None:
+        """Form the regions, visiting nodes in graph order (see the module docstring)."""
         for i, kind in enumerate(self.kinds):
             if kind == "leaf":
                 continue
@@ -242,6 +245,7 @@ class _Fuser:
         return [groups[c] for c in order]
 
     def build(self) -> tuple[Graph, list[_Region]]:
+        """The graph with a fused node per region (in a topological order), and the regions it formed."""
         regions = self.fused_regions()
         by_first = {r.members[0]: r for r in regions}
         copied: set[int] = set()
@@ -264,6 +268,7 @@ class _Fuser:
         return name not in self.returned and self.readers.get(name, set()) <= absorbed
 
     def _scalar_constant(self, value: Value) -> int | None:
+        """The index of the constant leaf defining `value` when it is a scalar (which is copied into bodies)."""
         p = self.producer.get(value.name)
         return p if p is not None and self.nodes[p].op == "constant" and value.shape == () else None
 

@@ -4,12 +4,13 @@ Intermediate buffers are the results of top-level non-leaf nodes that are not gr
 weights and constants live elsewhere; values inside fused bodies stay in the kernel). A buffer is live from the
 node that defines it through the last top-level node that reads it (a result nobody reads is live at its node
 only). Walking the nodes in order, each node's results get blocks first, then the buffers whose last reader is
-that node are released, so a result never shares bytes with an operand it reads...
+that node are released, so a result shares no bytes with the operands it reads, with one exception:
 
-...except in place: a result of an elementwise node (registry category "elementwise") or of an elementwise fused
-region takes over the block of an operand that is itself an arena buffer, dies at that node, and has the same
-element count and byte size. That is safe for kernels that read element i of every operand before writing
-element i of their results, which is how elementwise kernels work.
+In place: a result of an elementwise node (registry category "elementwise") or of an elementwise fused region
+takes over the block of an operand that is itself an arena buffer, dies at that node, and has the same element
+count and byte size (equal bytes alone would let a broadcast operand be overwritten while still being read).
+That is safe for kernels that read element i of every operand before writing element i of their results, which
+is how elementwise kernels work.
 
 Blocks are multiples of 64 bytes at 64-byte-aligned offsets. A new block takes the smallest free block that
 fits (best fit; the lowest offset among equals), else grows a free block that ends the arena, else starts at the

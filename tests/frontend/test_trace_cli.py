@@ -137,3 +137,19 @@ def test_dump_runs_as_a_command(factory: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "braze", "dump", f"{factory}:make", "--input", "1x3x6x6"],
                             capture_output=True, text=True, check=True)
     assert ir.parse(result.stdout).name == "Net"
+
+
+def test_dump_passes_shows_the_optimized_graph(factory: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = dump(capsys, f"{factory}:make", "--input", "2x3x6x6", "--passes", "specialize_flags,dce")
+    graph = ir.parse(text)
+    assert not graph.flags() and not any(n.op == "dropout" for n in graph.nodes)
+
+
+def test_dump_after_each_shows_every_stage(factory: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = dump(capsys, f"{factory}:make", "--input", "2x3x6x6", "--passes", "specialize_flags,dce,fuse",
+                "--after-each")
+    headers = re.findall(r"^# (.+)$", text, re.M)
+    assert headers == ["traced", "after specialize_flags", "after dce", "after fuse"]
+    stages = re.split(r"^# .+\n", text, flags=re.M)[1:]
+    assert all(ir.parse(stage) for stage in stages)
+    assert "fused" in stages[-1] and "fused" not in stages[0]

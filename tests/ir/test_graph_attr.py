@@ -201,3 +201,11 @@ def test_body_whose_types_disagree_with_the_operands_is_a_parse_error() -> None:
     text = NESTED_TEXT.replace("%y: f32[4]) -> (f32[3,4]) {\n  %0", "%y: f32[1]) -> (f32[3,4]) {\n  %0")
     with pytest.raises(ParseError, match=r"operand 1 is f32\[1\], the body's input %in1 is f32\[4\]"):
         parse(text)
+
+
+def test_verifier_checks_operands_against_the_body_inputs() -> None:
+    x, y = Value("x", F34), Value("y", TensorType((3,), float32))
+    attrs = sorted_attrs({"kind": "elementwise", "body": add_relu_body()})
+    node = Node("fused", (x, y), (Value("0", F34),), attrs)
+    with pytest.raises(VerifyError, match=r"node 0 \(fused\): fused: operand 1 is f32\[3\], the body's input %in1"):
+        verify(Graph("main", (x, y), (node,), node.outputs))

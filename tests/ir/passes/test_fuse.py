@@ -2,6 +2,7 @@
 changes what a graph computes or creates a cycle (golden texts are in fuse_*.ir)."""
 from __future__ import annotations
 
+import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -236,6 +237,7 @@ def _check_regions(out: Graph) -> None:
 def test_fuse_random_dags_give_verified_acyclic_graphs(g: Graph) -> None:
     out = fused(g)
     verify(out)  # SSA in topological order: a cycle between regions could not be emitted
+    assert nx.is_directed_acyclic_graph(out.to_networkx())
     _check_regions(out)
 
 

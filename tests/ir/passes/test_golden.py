@@ -11,16 +11,21 @@ import pytest
 from braze import ir
 from braze.ir.passes import optimize
 
-from .harness import EXPECT, assert_equivalent, read_golden, weights_for
+from .harness import EXPECT, GoldenCase, assert_equivalent, read_golden, weights_for
 
 FILES = sorted(Path(__file__).parent.glob("*.ir"))
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_golden_pass_output(path: Path) -> None:
+def load(path: Path) -> tuple[GoldenCase, ir.Graph]:
+    """The file's case and its input graph carrying weights (side file or generated)."""
     case = read_golden(path)
     source = ir.parse(case.source)
-    source = source.replace(weights=weights_for(path, source))
+    return case, source.replace(weights=weights_for(path, source))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_golden_pass_output(path: Path) -> None:
+    case, source = load(path)
     result = optimize(source, case.passes, **case.options)
     if os.environ.get("UPDATE_GOLDEN") == "1" and str(result) != case.expected:
         path.write_text(case.source + EXPECT + str(result))
@@ -30,8 +35,12 @@ def test_golden_pass_output(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_golden_expected_text_round_trips(path: Path) -> None:
+    expected = read_golden(path).expected
+    assert str(ir.parse(expected)) == expected
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_golden_pass_output_is_deterministic(path: Path) -> None:
-    case = read_golden(path)
-    source = ir.parse(case.source)
-    source = source.replace(weights=weights_for(path, source))
+    case, source = load(path)
     assert str(optimize(source, case.passes, **case.options)) == str(optimize(source, case.passes, **case.options))
