@@ -1,0 +1,153 @@
+"""SGEMM C = A @ B (n x n float32): braze's compiled kernel vs numpy's matmul, GFLOP/s side by side.
+
+Run: python benchmarks/gemm.py [--sizes 64,128,256,512,1024,2048] [--threads 1] [--rounds 5]
+                               [--json out.json]
+
+Both run in this process, one after the other for each n; each figure is the best of several rounds (a round
+repeats the multiply for about 0.1 s), so the ratio compares the two under nearly the same machine state. numpy's BLAS is held to
+the same thread count with threadpoolctl when installed; otherwise the script re-runs itself with
+OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS set before numpy is imported. braze's threads are
+Python threads each making one ctypes call (ctypes releases the GIL).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _blas_limit(threads: int):
+    """A context limiting numpy's BLAS to `threads`, or None when only the environment can do it."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    return threadpool_limits(limits=threads, user_api="blas")
+
+
+def _aligned(np, count: int):
+    """`count` float32 zeros starting on a 64-byte boundary."""
+    raw = np.zeros(count + 16, np.float32)
+    start = (-raw.ctypes.data % 64) // 4
+    return raw[start:start + count]
+
+
+class BrazeSgemm:
+    """c = a @ b for n x n float32 with braze's kernel, split over `threads` threads (tid 0 runs in the caller).
+
+    The kernel sees raw addresses, so the instance keeps a, b, c and the scratch areas alive while it exists.
+    """
+
+    def __init__(self, a, b, c, threads: int, pool: ThreadPoolExecutor | None) -> None:
+        import numpy as np
+
+        from braze.codegen import compile_ir, host_target
+        from braze.codegen.gemm import GemmSpec, emit_gemm, gemm_scratch_bytes, tiling_for
+
+        n = a.shape[0]
+        for array in (a, b, c):
+            if array.dtype != np.float32 or array.shape != (n, n) or not array.flags.c_contiguous:
+                raise ValueError(f"expected C-contiguous float32 ({n}, {n}) arrays, got {array.dtype} {array.shape}")
+        target = host_target()
+        tiling = tiling_for(target.vector_width)
+        spec = GemmSpec.contiguous(n, n, n)
+        name = f"bench_sgemm_{n}_w{tiling.width}"
+        module = target.new_module(name)
+        emit_gemm(module, name, spec, tiling)
+        self.fn = compile_ir(module).cfunc(name, None, *([ctypes.c_void_p] * 4), ctypes.c_int64, ctypes.c_int64)
+        self.buffers = (a, b, c) + tuple(_aligned(np, gemm_scratch_bytes(spec, tiling) // 4 + 1)
+                                         for _ in range(threads))
+        self.calls = [(a.ctypes.data, b.ctypes.data, c.ctypes.data, self.buffers[3 + t].ctypes.data, t, threads)
+                      for t in range(threads)]
+        self.pool = pool
+
+    def __call__(self) -> None:
+        others = [self.pool.submit(self.fn, *call) for call in self.calls[1:]]
+        self.fn(*self.calls[0])
+        for future in others:
+            future.result()
+
+
+def _round(fn: Callable[[], None], reps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - start) / reps
+
+
+def measure(sizes: list[int], threads: int, rounds: int) -> list[dict]:
+    """Best-round GFLOP/s of braze and numpy for each n, with the max relative difference of their results."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pool = ThreadPoolExecutor(max_workers=threads - 1) if threads > 1 else None
+    rows = []
+    for n in sizes:
+        a, b, c = (_aligned(np, n * n).reshape(n, n) for _ in range(3))
+        a[...] = rng.standard_normal((n, n))
+        b[...] = rng.standard_normal((n, n))
+        ours = BrazeSgemm(a, b, c, threads, pool)
+        out = np.empty_like(c)
+        theirs = functools.partial(np.matmul, a, b, out=out)
+        ours()
+        reps = max(1, int(0.1 / max(_round(ours, 1), 1e-7)))
+        # braze's rounds first, after a pause: OpenBLAS's worker threads keep spinning for a while after a call
+        # and would steal the cores.
+        time.sleep(0.5)
+        best_ours = min(_round(ours, reps) for _ in range(rounds))
+        theirs()
+        best_theirs = min(_round(theirs, reps) for _ in range(rounds))
+        flops = 2.0 * n ** 3
+        error = float(np.abs(c - out).max() / max(np.abs(out).max(), 1e-30))
+        rows.append(dict(n=n, threads=threads, braze_gflops=flops / best_ours / 1e9,
+                         numpy_gflops=flops / best_theirs / 1e9, ratio=best_theirs / best_ours,
+                         max_rel_diff=error))
+    if pool is not None:
+        pool.shutdown()
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'n':>6s} {'threads':>7s} {'braze GFLOP/s':>14s} {'numpy GFLOP/s':>14s} {'braze/numpy':>12s}"]
+    for r in rows:
+        lines.append(f"{r['n']:6d} {r['threads']:7d} {r['braze_gflops']:14.1f} {r['numpy_gflops']:14.1f} "
+                     f"{r['ratio']:12.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="64,128,256,512,1024,2048")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", default=None, help="also write the rows as JSON to this path")
+    args = parser.parse_args(argv)
+    limit = _blas_limit(args.threads)
+    if limit is None and any(os.environ.get(v) != str(args.threads) for v in THREAD_VARS):
+        env = dict(os.environ, **{v: str(args.threads) for v in THREAD_VARS})
+        sys.exit(subprocess.call([sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env=env))
+    from braze.codegen import host_target
+
+    with limit or contextlib.nullcontext():
+        rows = measure([int(s) for s in args.sizes.split(",")], args.threads, args.rounds)
+    print(f"target: {host_target()}; best of {args.rounds} rounds each")
+    print(table(rows))
+    worst = max(r["max_rel_diff"] for r in rows)
+    print(f"largest difference between the two results, relative to max |C|: {worst:.1e}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""The blocked, threaded GEMM loop nest around the micro-kernel (the GotoBLAS/BLIS structure).
+
+For each batch and each thread's share: column blocks of NC, K blocks of KC (B block packed into scratch), row
+blocks of MC (A block packed into scratch), then NR x MR tiles handed to the micro-kernel. The work is split
+between threads by cutting the (batch x panel) range into `nthreads` contiguous pieces, where a panel is NR
+columns (or MR rows when the matrix has more row panels than column panels); each thread packs what it reads.
+Small problems (M <= MR) read A in place and, when B's rows are contiguous, B as well: nothing is packed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Union
+
+import llvmlite.ir as ir
+
+from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const64, default_pos, elem_ptr,
+                          emit_microkernel)
+from .gemm_pack import PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax, smin
+from .loops import define_function, entry_builder, for_range
+
+BSource = Union[Strided, Prepacked, PanelSource]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """C[b] (m x n) = A[b] (m x k) @ B[b] (k x n) for every batch index b over `batch` (row-major)."""
+
+    m: int
+    n: int
+    k: int
+    batch: tuple[int, ...]
+    a: Strided | Prepacked
+    b: BSource
+    c: Strided
+    pos_map: PosMap = default_pos
+
+    @property
+    def count(self) -> int:
+        return prod(self.batch)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Static decisions for one problem: operand modes, block sizes, thread split and scratch layout."""
+
+    a_mode: str  # "pack" | "direct" | "prepacked"
+    b_mode: str
+    kc: int
+    blocks: int
+    mc: int
+    nc: int
+    split_n: bool
+    panels: int
+    a_floats: int
+    b_floats: int
+
+    @property
+    def b_offset(self) -> int:
+        """Float offset of the packed-B area in scratch (64-byte aligned)."""
+        return -(-self.a_floats // 16) * 16
+
+    @property
+    def scratch_bytes(self) -> int:
+        return 4 * (self.b_offset + -(-self.b_floats // 16) * 16)
+
+
+def _round_up(x: int, to: int) -> int:
+    return -(-x // to) * to
+
+
+# An operand up to this size stays in the L2 cache: packing it costs more than reading it in place.
+CACHED_BYTES = 384 * 1024
+
+
+def _cached(rows: int, cols: int) -> bool:
+    return 4 * rows * cols <= CACHED_BYTES
+
+
+def _balanced(size: int, limit: int, unit: int) -> int:
+    """A block size <= limit (a multiple of unit) cutting `size` into equal blocks, the last possibly shorter."""
+    blocks = max(1, -(-size // limit))
+    return _round_up(max(-(-size // blocks), 1), unit)
+
+
+def make_plan(p: Problem, t: Tiling) -> Plan:
+    """Choose how to read each operand and how to block and split the problem."""
+    small = p.m <= t.mr
+    a_mode = "prepacked" if isinstance(p.a, Prepacked) else "direct" if small or _cached(p.m, p.k) else "pack"
+    if isinstance(p.b, Prepacked):
+        b_mode = "prepacked"
+    elif isinstance(p.b, Strided) and p.b.cs == 1 and (small or _cached(p.k, p.n)):
+        b_mode = "direct"
+    else:
+        b_mode = "pack"
+    if "pack" in (a_mode, b_mode) and p.k > 0:
+        blocks = -(-p.k // t.kc)
+        kc = -(-p.k // blocks)
+    else:
+        blocks, kc = 1, p.k
+    mc = _balanced(p.m, t.mc, t.mr)
+    nc = _balanced(p.n, t.nc, t.nr)
+    col_panels, row_panels = -(-p.n // t.nr), -(-p.m // t.mr)
+    split_n = col_panels >= row_panels
+    return Plan(a_mode, b_mode, kc, blocks, mc, nc, split_n, col_panels if split_n else row_panels,
+                mc * kc if a_mode == "pack" else 0, kc * nc if b_mode == "pack" else 0)
+
+
+def kernel_shapes(p: Problem, plan: Plan, t: Tiling) -> dict[tuple[bool, bool], KernelShape]:
+    """The micro-kernel tile shapes this problem reaches, keyed by (full rows, full columns)."""
+    if plan.a_mode == "direct":
+        a_rs, a_ks = p.a.rs, p.a.cs
+    else:
+        a_rs, a_ks = 1, t.mr
+    b_ks = p.b.rs if plan.b_mode == "direct" else t.nr
+    rows = {True: t.mr, False: p.m % t.mr}
+    cols = {True: t.nr, False: p.n % t.nr}
+    shapes = {}
+    for full_rows in (True, False):
+        for full_cols in (True, False):
+            r, c = rows[full_rows], cols[full_cols]
+            if r == 0 or c == 0 or (full_rows and p.m < t.mr) or (full_cols and p.n < t.nr):
+                continue
+            nv = -(-c // t.width)
+            shapes[full_rows, full_cols] = KernelShape(r, nv, c - (nv - 1) * t.width, a_rs, a_ks, b_ks, p.c.rs,
+                                                       b_masked=plan.b_mode == "direct")
+    return shapes
+
+
+@dataclass
+class _Ctx:
+    """Values shared by the emitters of one GEMM function."""
+
+    p: Problem
+    plan: Plan
+    t: Tiling
+    builder: ir.IRBuilder
+    kernels: dict
+    extra: tuple
+    scratch: ir.Value
+
+
+def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: Epilogue | None = None,
+                 n_extra: int = 0) -> ir.Function:
+    """Emit `void name(a, b, c, scratch, tid, nthreads, extra...)` computing thread `tid`'s share of `p`."""
+    if p.c.cs != 1:
+        raise ValueError("C must have unit column stride")
+    plan = make_plan(p, t)
+    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64)]
+    fn = define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)])
+    a, b, c, scratch, tid, nthreads, *extra = fn.args
+    kernels = {key: emit_microkernel(module, f"{name}.uk.{shape.tag()}", shape, t, n_extra, epilogue, p.pos_map)
+               for key, shape in kernel_shapes(p, plan, t).items()}
+    builder = entry_builder(fn)
+    ctx = _Ctx(p, plan, t, builder, kernels, tuple(extra), scratch)
+    if p.m == 0 or p.n == 0 or p.count == 0:
+        builder.ret_void()
+        return fn
+    # A thread id outside [0, nthreads) does nothing (and nthreads <= 0 never reaches a division).
+    valid = builder.and_(builder.icmp_signed(">=", tid, const64(0)), builder.icmp_signed("<", tid, nthreads))
+    with builder.if_then(valid):
+        _thread_share(ctx, a, b, c, tid, nthreads)
+    builder.ret_void()
+    return fn
+
+
+def _thread_share(ctx: _Ctx, a, b, c, tid, nthreads) -> None:
+    """Units are (batch, panel) pairs in row-major order; thread tid takes units [tid*U/nt, (tid+1)*U/nt)."""
+    builder, plan, p = ctx.builder, ctx.plan, ctx.p
+    units = const64(p.count * plan.panels)
+    u0 = builder.sdiv(builder.mul(tid, units), nthreads)
+    u1 = builder.sdiv(builder.mul(builder.add(tid, const64(1)), units), nthreads)
+    panels = const64(plan.panels)
+    b_end = builder.sdiv(builder.add(u1, const64(plan.panels - 1)), panels)
+    with for_range(builder, builder.sdiv(u0, panels), b_end, name="batch") as index:
+        first_unit = builder.mul(index, panels)
+        lo = smax(builder, builder.sub(u0, first_unit), const64(0))
+        hi = smin(builder, builder.sub(u1, first_unit), panels)
+        base_a = elem_ptr(builder, a, batch_offset(builder, index, p.batch, p.a.batch_strides))
+        base_b = elem_ptr(builder, b, batch_offset(builder, index, p.batch, p.b.batch_strides))
+        base_c = elem_ptr(builder, c, batch_offset(builder, index, p.batch, p.c.batch_strides))
+        if plan.split_n:
+            rows = (const64(0), const64(p.m))
+            cols = (builder.mul(lo, const64(ctx.t.nr)), smin(builder, builder.mul(hi, const64(ctx.t.nr)), const64(p.n)))
+        else:
+            rows = (builder.mul(lo, const64(ctx.t.mr)), smin(builder, builder.mul(hi, const64(ctx.t.mr)), const64(p.m)))
+            cols = (const64(0), const64(p.n))
+        _rectangle(ctx, index, base_a, base_b, base_c, rows, cols)
+
+
+def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols) -> None:
+    """C[rows, cols] of one batch: the column-block / K-block / row-block loops with packing."""
+    builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
+    a_pack = ctx.scratch
+    b_pack = elem_ptr(builder, ctx.scratch, plan.b_offset)
+    with for_range(builder, cols[0], cols[1], plan.nc, name="jc") as jc:
+        nc = smin(builder, const64(plan.nc), builder.sub(cols[1], jc))
+        with for_range(builder, 0, plan.blocks, name="kb") as kb:
+            pc = builder.mul(kb, const64(plan.kc))
+            kc = smin(builder, const64(plan.kc), builder.sub(const64(p.k), pc))
+            first = builder.icmp_signed("==", kb, const64(0))
+            last = builder.icmp_signed("==", kb, const64(plan.blocks - 1))
+            if plan.b_mode == "pack":
+                pack_b_block(builder, p.b, base_b, b_pack, pc, kc, jc, nc, p.n, t)
+            with for_range(builder, rows[0], rows[1], plan.mc, name="ic") as ic:
+                mc = smin(builder, const64(plan.mc), builder.sub(rows[1], ic))
+                if plan.a_mode == "pack":
+                    pack_a_block(builder, p.a, base_a, a_pack, ic, mc, pc, kc, p.m, t)
+                block = _Block(index, base_a, base_b, base_c, a_pack, b_pack, pc, kc, first, last)
+                _tiles(ctx, block, ic, mc, jc, nc)
+
+
+@dataclass
+class _Block:
+    index: ir.Value
+    base_a: ir.Value
+    base_b: ir.Value
+    base_c: ir.Value
+    a_pack: ir.Value
+    b_pack: ir.Value
+    pc: ir.Value
+    kc: ir.Value
+    first: ir.Value
+    last: ir.Value
+
+
+def _tiles(ctx: _Ctx, blk: _Block, ic, mc, jc, nc) -> None:
+    """The NR-column (outer) and MR-row (inner) tile loops of one packed block."""
+    builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
+    with for_range(builder, 0, nc, t.nr, name="jr") as jr:
+        col = builder.add(jc, jr)
+        if plan.b_mode == "pack":
+            b_ptr = elem_ptr(builder, blk.b_pack, builder.mul(jr, blk.kc))
+        elif plan.b_mode == "prepacked":
+            b_ptr = elem_ptr(builder, blk.base_b, builder.add(builder.mul(col, const64(p.k)),
+                                                              builder.mul(blk.pc, const64(t.nr))))
+        else:
+            b_ptr = elem_ptr(builder, blk.base_b, builder.add(builder.mul(blk.pc, const64(p.b.rs)), col))
+        with for_range(builder, 0, mc, t.mr, name="ir") as ir_:
+            row = builder.add(ic, ir_)
+            if plan.a_mode == "pack":
+                a_ptr = elem_ptr(builder, blk.a_pack, builder.mul(ir_, blk.kc))
+            elif plan.a_mode == "prepacked":
+                a_ptr = elem_ptr(builder, blk.base_a, builder.add(builder.mul(row, const64(p.k)),
+                                                                  builder.mul(blk.pc, const64(t.mr))))
+            else:
+                a_ptr = elem_ptr(builder, blk.base_a, builder.add(builder.mul(row, const64(p.a.rs)),
+                                                                  builder.mul(blk.pc, const64(p.a.cs))))
+            c_ptr = elem_ptr(builder, blk.base_c, builder.add(builder.mul(row, const64(p.c.rs)), col))
+            call = [a_ptr, b_ptr, blk.kc, c_ptr, blk.first, blk.last, blk.index, row, col, *ctx.extra]
+            _dispatch(ctx, row, col, call)
+
+
+def _dispatch(ctx: _Ctx, row, col, call) -> None:
+    """Call the kernel for this tile's shape: full, or the static edge shape of the last row/column panel."""
+    builder, p, t = ctx.builder, ctx.p, ctx.t
+
+    def by_cols(full_rows: bool) -> None:
+        options = [key for key in ((full_rows, True), (full_rows, False)) if key in ctx.kernels]
+        if len(options) == 1:
+            builder.call(ctx.kernels[options[0]], call)
+            return
+        full = builder.icmp_signed("<=", builder.add(col, const64(t.nr)), const64(p.n))
+        with builder.if_else(full) as (then, otherwise):
+            with then:
+                builder.call(ctx.kernels[full_rows, True], call)
+            with otherwise:
+                builder.call(ctx.kernels[full_rows, False], call)
+
+    row_options = sorted({key[0] for key in ctx.kernels}, reverse=True)
+    if len(row_options) == 1:
+        by_cols(row_options[0])
+        return
+    full = builder.icmp_signed("<=", builder.add(row, const64(t.mr)), const64(p.m))
+    with builder.if_else(full) as (then, otherwise):
+        with then:
+            by_cols(True)
+        with otherwise:
+            by_cols(False)

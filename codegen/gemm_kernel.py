@@ -1,0 +1,311 @@
+"""The SGEMM micro-kernel: an R x (nv*W) tile of C held in <W x float> registers, fed by broadcasts of A.
+
+One kernel function is emitted per tile shape a GEMM needs (the full MR x NR tile and the edge tiles of the
+last row and column panels, whose sizes are static). Each call multiplies a `kc`-long slice of A (rows) by a
+`kc`-long slice of B (vectors of W columns), adds the old C unless it is the first K block, applies the epilogue
+on the last K block and stores the tile, masking the lanes beyond N.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import llvmlite.ir as ir
+
+from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, splat
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Register tile (mr x nv vectors of `width` lanes) and cache blocks (kc, mc, nc) of one target."""
+
+    width: int
+    mr: int
+    nv: int
+    kc: int
+    mc: int
+    nc: int
+    fma: bool = True
+
+    @property
+    def nr(self) -> int:
+        return self.nv * self.width
+
+
+def tiling_for(width: int) -> Tiling:
+    """The tiling for `width` float32 lanes: 12x32 on AVX-512 (24 of 32 zmm registers), 6x16 on AVX2."""
+    if width == 16:
+        return Tiling(width=16, mr=12, nv=2, kc=256, mc=120, nc=1024)
+    if width == 8:
+        return Tiling(width=8, mr=6, nv=2, kc=256, mc=72, nc=1024)
+    if width == 4:
+        # Without AVX2 there is usually no FMA unit, and llvm.fma would become a libm call: multiply and add with
+        # the `contract` flag instead, which LLVM fuses wherever the target has an FMA instruction.
+        return Tiling(width=4, mr=6, nv=2, kc=256, mc=72, nc=512, fma=False)
+    raise ValueError(f"unsupported vector width {width}")
+
+
+@dataclass(frozen=True)
+class TilePos:
+    """Where an accumulator vector lands: batch index, row, first column of the vector, lanes inside N."""
+
+    batch: ir.Value
+    row: ir.Value
+    col: ir.Value
+    mask: ir.Value | None
+    args: tuple[ir.Value, ...]
+
+
+# An epilogue maps (builder, accumulator vector, position) to the vector stored in C.
+Epilogue = Callable[[ir.IRBuilder, ir.Value, TilePos], ir.Value]
+# Maps (builder, batch, row, col, mask, extra args) in GEMM coordinates to the position an epilogue sees.
+PosMap = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, "ir.Value | None", tuple], TilePos]
+
+
+def default_pos(builder: ir.IRBuilder, batch, row, col, mask, args) -> TilePos:
+    """GEMM coordinates unchanged."""
+    return TilePos(batch, row, col, mask, tuple(args))
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    """A tile shape and how the kernel addresses its operands (all strides in elements, static).
+
+    A element (r, k) is at a + r*a_rs + k*a_ks; B vector v of step k at b + k*b_ks + v*W; C row r at c + r*ldc.
+    `tail` is the number of valid lanes of the last vector (W when the tile is full width); `b_masked` masks
+    the B loads of that vector too (B read in place, where lanes beyond N are outside the buffer).
+    """
+
+    rows: int
+    nv: int
+    tail: int
+    a_rs: int
+    a_ks: int
+    b_ks: int
+    ldc: int
+    b_masked: bool = False
+
+    def tag(self) -> str:
+        return f"r{self.rows}v{self.nv}t{self.tail}"
+
+
+# --- vector building blocks -------------------------------------------------------------------------------
+
+
+def vec_type(width: int) -> ir.VectorType:
+    return ir.VectorType(F32, width)
+
+
+def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+    """The declaration of an LLVM intrinsic, declared once per module."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, list(args)), name)
+
+
+def lane_mask(width: int, valid: int) -> ir.Constant:
+    """The constant mask whose first `valid` lanes are set."""
+    return ir.Constant(ir.VectorType(I1, width), [1 if i < valid else 0 for i in range(width)])
+
+
+def masked_load(builder: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, width: int) -> ir.Value:
+    """Load the lanes selected by `mask` (others 0.0); lanes outside the mask are never touched."""
+    vt = vec_type(width)
+    fn = intrinsic(builder.module, f"llvm.masked.load.v{width}f32.p0", vt, [PTR, I32, mask.type, vt])
+    return builder.call(fn, [ptr, ir.Constant(I32, 4), mask, ir.Constant(vt, None)])
+
+
+def masked_store(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value) -> None:
+    """Store the lanes of `value` selected by `mask`."""
+    vt = value.type
+    fn = intrinsic(builder.module, f"llvm.masked.store.v{vt.count}f32.p0", ir.VoidType(), [vt, PTR, I32, mask.type])
+    builder.call(fn, [value, ptr, ir.Constant(I32, 4), mask])
+
+
+def load_vec(builder: ir.IRBuilder, ptr: ir.Value, width: int, mask: ir.Value | None = None) -> ir.Value:
+    """An unaligned vector load, masked when `mask` is given."""
+    if mask is not None:
+        return masked_load(builder, ptr, mask, width)
+    return builder.load(ptr, typ=vec_type(width), align=4)
+
+
+def store_vec(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value | None = None) -> None:
+    """An unaligned vector store, masked when `mask` is given."""
+    if mask is not None:
+        masked_store(builder, value, ptr, mask)
+    else:
+        builder.store(value, ptr, align=4)
+
+
+def elem_ptr(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value | int) -> ir.Value:
+    """base + offset float32 elements (not inbounds: masked accesses may start before a buffer)."""
+    if isinstance(offset, int):
+        offset = ir.Constant(I64, offset)
+    return builder.gep(base, [offset], source_etype=F32)
+
+
+def mul_add(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, c: ir.Value, fma: bool) -> ir.Value:
+    """a*b + c: one llvm.fma where the target has FMA, else a multiply and an add LLVM may contract."""
+    if fma:
+        width = a.type.count
+        fn = intrinsic(builder.module, f"llvm.fma.v{width}f32", a.type, [a.type] * 3)
+        return builder.call(fn, [a, b, c])
+    return builder.fadd(builder.fmul(a, b, flags=("contract",)), c, flags=("contract",))
+
+
+def const64(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+# --- the kernel -------------------------------------------------------------------------------------------
+
+
+def _acc_sets(shape: KernelShape) -> int:
+    """Independent accumulator sets over k, so a small tile still keeps ~8 FMAs in flight (FMA latency 4)."""
+    tile = shape.rows * shape.nv
+    return max(1, min(4, -(-8 // tile)))
+
+
+def emit_microkernel(module: ir.Module, name: str, shape: KernelShape, tiling: Tiling, n_extra: int,
+                     epilogue: Epilogue | None, pos_map: PosMap = default_pos) -> ir.Function:
+    """Emit `void name(a, b, kc, c, first, last, batch, row, col, extra...)` computing one tile of C."""
+    args = [("a", PTR), ("b", PTR), ("kc", I64), ("c", PTR), ("first", I1), ("last", I1), ("batch", I64),
+            ("row", I64), ("col", I64)] + [(f"extra{i}", PTR) for i in range(n_extra)]
+    fn = define_function(module, name, args, internal=True)
+    a, b, kc, c, first, last, batch, row, col, *extra = fn.args
+    builder = entry_builder(fn)
+    acc = _k_loop(builder, a, b, kc, shape, tiling)
+    _finish(builder, acc, c, first, last, (batch, row, col, tuple(extra)), shape, tiling, epilogue, pos_map)
+    return fn
+
+
+def _step(builder: ir.IRBuilder, a, b, k, acc, shape: KernelShape, tiling: Tiling):
+    """One k step: load the B vectors, broadcast each A element, multiply-add into the tile."""
+    w = tiling.width
+    tail_mask = lane_mask(w, shape.tail) if shape.b_masked and shape.tail < w else None
+    b_row = builder.mul(k, const64(shape.b_ks))
+    bvec = []
+    for v in range(shape.nv):
+        ptr = elem_ptr(builder, b, builder.add(b_row, const64(v * w)))
+        bvec.append(load_vec(builder, ptr, w, tail_mask if v == shape.nv - 1 else None))
+    a_col = builder.mul(k, const64(shape.a_ks))
+    out = []
+    for r in range(shape.rows):
+        scalar = builder.load(elem_ptr(builder, a, builder.add(a_col, const64(r * shape.a_rs))), typ=F32, align=4)
+        av = splat(builder, scalar, w)
+        out.append([mul_add(builder, av, bvec[v], acc[r][v], tiling.fma) for v in range(shape.nv)])
+    return out
+
+
+def _loop(builder: ir.IRBuilder, start, stop, step: int, init, body, label: str):
+    """A guarded loop k = start, start+step, ... while k + step <= stop, carrying the flat values `init`."""
+    pre = builder.block
+    head = builder.append_basic_block(f"{label}.body")
+    done = builder.append_basic_block(f"{label}.done")
+    enter = builder.icmp_signed("<=", builder.add(start, const64(step)), stop)
+    builder.cbranch(enter, head, done)
+    builder.position_at_end(head)
+    k = builder.phi(I64, name=f"{label}.k")
+    carried = [builder.phi(v.type) for v in init]
+    k.add_incoming(start, pre)
+    for phi, v in zip(carried, init):
+        phi.add_incoming(v, pre)
+    new = body(k, carried)
+    k_next = builder.add(k, const64(step))
+    tail = builder.block
+    k.add_incoming(k_next, tail)
+    for phi, v in zip(carried, new):
+        phi.add_incoming(v, tail)
+    builder.cbranch(builder.icmp_signed("<=", builder.add(k_next, const64(step)), stop), head, done)
+    builder.position_at_end(done)
+    k_out = builder.phi(I64)
+    k_out.add_incoming(start, pre)
+    k_out.add_incoming(k_next, tail)
+    results = []
+    for v, n in zip(init, new):
+        phi = builder.phi(v.type)
+        phi.add_incoming(v, pre)
+        phi.add_incoming(n, tail)
+        results.append(phi)
+    return k_out, results
+
+
+def _k_loop(builder: ir.IRBuilder, a, b, kc, shape: KernelShape, tiling: Tiling):
+    """Accumulate the tile over k in [0, kc): an unrolled loop over `sets` accumulator sets, then the rest."""
+    rows, nv = shape.rows, shape.nv
+    zero = ir.Constant(vec_type(tiling.width), None)
+    sets = _acc_sets(shape)
+    per_set = rows * nv
+
+    def unflat(flat):
+        return [flat[r * nv:(r + 1) * nv] for r in range(rows)]
+
+    def flat(tile):
+        return [x for row in tile for x in row]
+
+    k = const64(0)
+    state = [zero] * (per_set * sets)
+    if sets > 1:
+        def body_multi(kv, carried):
+            out = []
+            for s in range(sets):
+                tile = unflat(carried[s * per_set:(s + 1) * per_set])
+                out += flat(_step(builder, a, b, builder.add(kv, const64(s)), tile, shape, tiling))
+            return out
+        k, state = _loop(builder, k, kc, sets, state, body_multi, "kx")
+
+    def body_one(kv, carried):
+        return flat(_step(builder, a, b, kv, unflat(carried), shape, tiling))
+    _, first_set = _loop(builder, k, kc, 1, state[:per_set], body_one, "k")
+    total = list(first_set)
+    for s in range(1, sets):
+        total = [builder.fadd(x, y) for x, y in zip(total, state[s * per_set:(s + 1) * per_set])]
+    return unflat(total)
+
+
+def _finish(builder: ir.IRBuilder, acc, c, first, last, where, shape: KernelShape, tiling: Tiling,
+            epilogue: Epilogue | None, pos_map: PosMap) -> None:
+    """Add the old C unless first; on the last K block apply the epilogue; store with the edge mask."""
+    w = tiling.width
+    tail_mask = lane_mask(w, shape.tail) if shape.tail < w else None
+    masks = [tail_mask if v == shape.nv - 1 else None for v in range(shape.nv)]
+    ptrs = [[elem_ptr(builder, c, r * shape.ldc + v * w) for v in range(shape.nv)] for r in range(shape.rows)]
+    fn = builder.function
+    add_old = fn.append_basic_block("add_old")
+    merged = fn.append_basic_block("merged")
+    start = builder.block
+    builder.cbranch(first, merged, add_old)
+    builder.position_at_end(add_old)
+    summed = [[builder.fadd(acc[r][v], load_vec(builder, ptrs[r][v], w, masks[v])) for v in range(shape.nv)]
+              for r in range(shape.rows)]
+    builder.branch(merged)
+    builder.position_at_end(merged)
+    tile = []
+    for r in range(shape.rows):
+        row = []
+        for v in range(shape.nv):
+            phi = builder.phi(acc[r][v].type)
+            phi.add_incoming(acc[r][v], start)
+            phi.add_incoming(summed[r][v], add_old)
+            row.append(phi)
+        tile.append(row)
+    plain = fn.append_basic_block("store")
+    if epilogue is None:
+        builder.branch(plain)
+    else:
+        final = fn.append_basic_block("epilogue")
+        builder.cbranch(last, final, plain)
+        builder.position_at_end(final)
+        batch, row0, col0, extra = where
+        for r in range(shape.rows):
+            row = builder.add(row0, const64(r))
+            for v in range(shape.nv):
+                pos = pos_map(builder, batch, row, builder.add(col0, const64(v * w)), masks[v], extra)
+                store_vec(builder, epilogue(builder, tile[r][v], pos), ptrs[r][v], masks[v])
+        builder.ret_void()
+    builder.position_at_end(plain)
+    for r in range(shape.rows):
+        for v in range(shape.nv):
+            store_vec(builder, tile[r][v], ptrs[r][v], masks[v])
+    builder.ret_void()

@@ -1,0 +1,179 @@
+"""conv2d kernels against the IR's conv2d reference (braze.ir.evaluate, float64) on odd geometries.
+
+Tolerance: each output is a float32 sum of K = C_in/groups*kH*kW products, so it must lie within
+8*sqrt(K+1)*2^-24 times the same convolution of |x| with |w| (plus |bias|) of the float64 result
+(native.dot_tolerance explains the bound).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from braze.codegen import host_target
+from braze.codegen.conv import (ConvSpec, conv2d_plan, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d,
+                                emit_conv_weight_prepack)
+from braze.codegen.gemm import bias_rows, chain, relu, residual, tiling_for
+from braze.ir.errors import ShapeError
+from braze.ir.evaluate import evaluate
+from tests.codegen.native import aligned, assert_close, build, dot_tolerance, kernel, require, run_threads
+from tests.codegen.test_gemm import count_writes
+
+HOST = tiling_for(host_target().vector_width)
+WIDTHS = [w for w in (4, 8, 16) if w <= host_target().vector_width]
+RNG = np.random.default_rng(11)
+
+
+def reference(spec: ConvSpec, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    attrs = dict(stride=spec.stride, padding=spec.padding, dilation=spec.dilation, groups=spec.groups)
+    operands = [x.astype(np.float64), w.astype(np.float64)] + ([] if bias is None else [bias.astype(np.float64)])
+    return evaluate("conv2d", operands, attrs)[0]
+
+
+def run_conv(spec: ConvSpec, x: np.ndarray, w: np.ndarray, *, tiling=HOST, epilogue=None, tag: str = "",
+             extras=(), nthreads: int = 1) -> np.ndarray:
+    prepack = spec.prepacked_weight
+
+    def emit(module, name):
+        emit_conv2d(module, name, spec, tiling, epilogue, len(extras))
+        if prepack:
+            emit_conv_weight_prepack(module, name + "_pack", spec, tiling)
+    library, name = build("t_conv", (spec, tiling, tag, len(extras)), emit)
+    require(x, int(np.prod(spec.input_shape)), "x")
+    require(w, int(np.prod(spec.weight_shape)), "w")
+    if prepack:
+        packed = aligned(conv_weight_floats(spec, tiling))
+        library.cfunc(name + "_pack", None, ctypes.c_void_p, ctypes.c_void_p)(w.ctypes.data, packed.ctypes.data)
+        w = packed
+    out = np.full(spec.out_shape, np.nan, np.float32)
+    run_threads(kernel(library, name, len(extras)), [x.ctypes.data, w.ctypes.data, out.ctypes.data],
+                [require(e, None, "extra") for e in extras], conv2d_scratch_bytes(spec, tiling), nthreads)
+    return out
+
+
+def check(spec: ConvSpec, *, tiling=HOST, nthreads: int = 1, with_bias: bool = True) -> None:
+    x = RNG.standard_normal(spec.input_shape).astype(np.float32)
+    w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
+    bias = RNG.standard_normal(spec.c_out).astype(np.float32) if with_bias else None
+    epilogue = chain(bias_rows(0), relu) if with_bias else None
+    out = run_conv(spec, x, w, tiling=tiling, epilogue=epilogue, tag="bias-relu" if with_bias else "",
+                   extras=(bias,) if with_bias else (), nthreads=nthreads)
+    want = reference(spec, x, w, bias)
+    scale = reference(spec, np.abs(x), np.abs(w), None if bias is None else np.abs(bias))
+    if with_bias:
+        want = np.maximum(want, 0)
+    k = spec.gemm_dims[2]
+    assert_close(out, want, dot_tolerance(k, scale), f"{spec} W={tiling.width} threads={nthreads}")
+
+
+CASES = [
+    dict(n=1, c=3, h=8, w=8, c_out=4, kh=3, kw=3),
+    dict(n=2, c=3, h=13, w=11, c_out=5, kh=3, kw=3, padding=(1, 1)),
+    dict(n=2, c=5, h=17, w=19, c_out=7, kh=3, kw=2, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
+    dict(n=1, c=8, h=9, w=10, c_out=6, kh=1, kw=1),
+    dict(n=3, c=4, h=7, w=7, c_out=33, kh=5, kw=5, padding=(2, 2), stride=(2, 2)),
+    dict(n=1, c=2, h=3, w=3, c_out=3, kh=5, kw=5, padding=(2, 2)),
+    dict(n=2, c=6, h=11, w=13, c_out=9, kh=3, kw=3, padding=(1, 1), groups=3),
+    dict(n=1, c=4, h=20, w=20, c_out=8, kh=3, kw=3, padding=(2, 2), dilation=(2, 2), groups=2, stride=(2, 2)),
+    dict(n=1, c=16, h=30, w=31, c_out=40, kh=3, kw=3, padding=(1, 1)),
+    dict(n=2, c=3, h=32, w=32, c_out=16, kh=3, kw=3, padding=(1, 1)),
+    dict(n=1, c=2, h=9, w=40, c_out=5, kh=2, kw=3, padding=(0, 1), dilation=(1, 2)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+@pytest.mark.parametrize("prepacked", [False, True])
+def test_conv2d_matches_reference(case, prepacked) -> None:
+    check(ConvSpec(**case, prepacked_weight=prepacked), nthreads=2)
+
+
+DEPTHWISE = [
+    dict(n=2, c=6, h=15, w=15, c_out=6, kh=3, kw=3, padding=(1, 1), groups=6),
+    dict(n=1, c=4, h=9, w=40, c_out=8, kh=3, kw=3, padding=(1, 1), groups=4),
+    dict(n=2, c=5, h=15, w=40, c_out=5, kh=5, kw=3, padding=(2, 1), stride=(2, 2), groups=5),
+    dict(n=1, c=3, h=12, w=70, c_out=3, kh=3, kw=3, padding=(2, 2), dilation=(2, 2), groups=3),
+    dict(n=1, c=2, h=5, w=5, c_out=2, kh=7, kw=7, padding=(3, 3), groups=2),
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_depthwise_conv2d_matches_reference(case) -> None:
+    spec = ConvSpec(**case)
+    assert spec.depthwise and conv2d_plan(spec) is None
+    check(spec, nthreads=3)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_conv2d_every_vector_width(width) -> None:
+    tiling = tiling_for(width)
+    check(ConvSpec(2, 5, 12, 13, 2 * tiling.mr + 3, 3, 3, padding=(1, 1), stride=(1, 2)), tiling=tiling)
+    check(ConvSpec(1, 3, 7, 35, tiling.mr + 1, 3, 3, padding=(1, 1)), tiling=tiling)
+    check(ConvSpec(1, 4, 10, 11, 4, 3, 3, padding=(1, 1), groups=4), tiling=tiling)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(n=st.integers(1, 2), cg=st.integers(1, 4), groups=st.integers(1, 3), og=st.integers(1, 5),
+       h=st.integers(1, 12), w=st.integers(1, 12), kh=st.integers(1, 4), kw=st.integers(1, 4),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), padding=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), nthreads=st.integers(1, 3))
+def test_conv2d_random_geometry(n, cg, groups, og, h, w, kh, kw, stride, padding, dilation, nthreads) -> None:
+    try:
+        spec = ConvSpec(n, cg * groups, h, w, og * groups, kh, kw, stride, padding, dilation, groups)
+    except ShapeError:
+        return  # the dilated kernel does not fit the padded input: the IR rejects it, nothing to compile
+    check(spec, nthreads=nthreads)
+
+
+@pytest.mark.parametrize("case", [CASES[2], CASES[6], DEPTHWISE[0]], ids=["plain", "grouped", "depthwise"])
+@pytest.mark.parametrize("nthreads", [2, 7])
+def test_conv2d_thread_shares_cover_the_output_exactly_once(case, nthreads) -> None:
+    spec = ConvSpec(**case)
+    x = RNG.standard_normal(spec.input_shape).astype(np.float32)
+    w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
+    n, c_out, oh, ow = spec.out_shape
+    counts = np.zeros(spec.out_shape, np.float32)
+    out = run_conv(spec, x, w, epilogue=count_writes(0, c_out, oh * ow), tag="count", extras=(counts,),
+                   nthreads=nthreads)
+    assert (counts == 1).all()
+    assert_close(out, reference(spec, x, w, None),
+                 dot_tolerance(spec.gemm_dims[2], reference(spec, np.abs(x), np.abs(w), None)), "threads")
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[6], DEPTHWISE[1]], ids=["plain", "grouped", "depthwise"])
+def test_conv2d_residual_epilogue(case) -> None:
+    spec = ConvSpec(**case)
+    n, c_out, oh, ow = spec.out_shape
+    x = RNG.standard_normal(spec.input_shape).astype(np.float32)
+    w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
+    res = RNG.standard_normal(spec.out_shape).astype(np.float32)
+    epilogue = residual(0, oh * ow, (n,), (c_out * oh * ow,))
+    out = run_conv(spec, x, w, epilogue=epilogue, tag="residual", extras=(res,))
+    scale = reference(spec, np.abs(x), np.abs(w), None) + np.abs(res)
+    assert_close(out, reference(spec, x, w, None) + res, dot_tolerance(spec.gemm_dims[2], scale), "residual")
+
+
+def test_conv2d_cifar_shapes_batched() -> None:
+    check(ConvSpec(4, 32, 32, 32, 64, 3, 3, stride=(2, 2), padding=(1, 1), prepacked_weight=True), nthreads=2)
+
+
+def test_conv_spec_rejects_what_the_ir_rejects() -> None:
+    with pytest.raises(ShapeError, match="conv2d"):
+        ConvSpec(1, 3, 4, 4, 8, 3, 3, groups=2)
+    with pytest.raises(ShapeError, match="smaller than the dilated kernel"):
+        ConvSpec(1, 3, 2, 2, 4, 3, 3)
+
+
+def test_depthwise_weight_cannot_be_prepacked() -> None:
+    spec = ConvSpec(1, 4, 8, 8, 4, 3, 3, groups=4)
+    with pytest.raises(ValueError, match="depthwise"):
+        build("t_conv_dw_pack", (spec,), lambda module, name: emit_conv_weight_prepack(module, name, spec))
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_conv2d_empty_batch_touches_nothing(groups) -> None:
+    spec = ConvSpec(0, 4, 6, 6, 8, 3, 3, groups=groups)
+    out = run_conv(spec, np.zeros(1, np.float32), np.ones(spec.weight_shape, np.float32))
+    assert out.shape == (0, 8, 4, 4)
