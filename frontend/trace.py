@@ -6,9 +6,11 @@ exactly the ops the eager forward pass runs. The tracer maps each op's operands 
 - a traced tensor to its value; a graph input starts as one;
 - a Flag to a `flag` leaf (its path, id and effective value);
 - a tensor stored by one of the module's parameters or buffers (`named_param_slots()`, `Param.stored_tensors()`)
-  to a `param` leaf (path, ParamId, configured trainability, buffer); its array goes into the graph's weights,
-  shared, not copied. A reparameterized parameter's `val()` applies its composing op (lora_merge, dequantize)
-  through `apply` too, so the graph shows the base and adapter leaves and that op;
+  to a `param` leaf (path, ParamId, trainability, buffer); its array goes into the graph's weights,
+  shared, not copied. A leaf is trainable when its parameter is configured to require grad and has autodiff
+  enabled, so every leaf of a valid() snapshot (no autodiff) is frozen and passes may fold it. A
+  reparameterized parameter's `val()` applies its composing op (lora_merge, dequantize) through `apply` too,
+  so the graph shows the base and adapter leaves and that op;
 - any other tensor, array or Python number to a `constant` node. An op whose operands are all constants runs
   eagerly and its result is a constant: the seed dropout draws from the global generator, for example, is
   captured as an i64 constant, so interpreting the graph repeats the eager call's mask after the same
@@ -185,7 +187,7 @@ class Tracer(Watcher):
             return assigned
         p = leaf.param
         value = self.builder.param(leaf.path, type_of(leaf.tensor._data), id=int(p.id),
-                                   trainable=p.is_require_grad(), buffer=p.is_buffer)
+                                   trainable=p.is_require_grad() and p.is_autodiff(), buffer=p.is_buffer)
         self.weights[leaf.path] = leaf.tensor._data
         return value
 

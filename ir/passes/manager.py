@@ -8,8 +8,9 @@ replaced, not edited) and `ctx` carries the run's options and collects the pass'
     def strip_casts(graph: Graph, ctx: PassContext) -> Graph:
         ...
 
-Built-in passes live in modules of this package named after them (braze.ir.passes.dce, ...) and are imported
-the first time their name is asked for, so a pipeline names passes without importing them.
+Built-in passes live in modules of this package named after them (braze.ir.passes.dce, ...; _MODULES lists the
+exceptions) and are imported the first time their name is asked for, so a pipeline names passes without
+importing them.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ PIPELINES: dict[str, tuple[str, ...]] = {
                   "cse", "dce", "fuse", "plan_memory"),
 }
 BUILTIN_PASSES = PIPELINES["inference"]
+_MODULES = {"fold_reparameterizations": "fold_reparam"}  # built-in passes whose module is not named after them
 
 _PASSES: dict[str, PassFn] = {}
 
@@ -48,7 +50,7 @@ def register_pass(name: str, *, replace: bool = False) -> Callable[[PassFn], Pas
 
 def _load_builtin(name: str) -> None:
     """Import the module of built-in pass `name` if it exists (registration happens on import)."""
-    module = f"{__package__}.{name}"
+    module = f"{__package__}.{_MODULES.get(name, name)}"
     try:
         importlib.import_module(module)
     except ModuleNotFoundError as exc:
