@@ -25,6 +25,7 @@ from braze.frontend import nn  # noqa: E402, F401
 from braze.ir import DType  # noqa: E402, F401
 from braze.frontend.device import Device  # noqa: E402, F401
 from braze.ir.passes import optimize  # noqa: E402, F401
+from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 
 
 class _NnAlias(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
@@ -53,5 +54,5 @@ _sys.modules["braze.nn.functional"] = nn.functional
 _sys.modules["braze.optim"] = optim  # noqa: F405 (bound by the star import above)
 
 __all__ = ["BrazeError", "DTypeError", "ParseError", "RecordError", "ShapeError", "TraceError", "VerifyError",
-           "DType", "Device", "optimize", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8",
-           *_frontend_all]
+           "DType", "Device", "optimize", "compile", "CompiledModule", "bool_", "float32", "float64", "int8",
+           "int32", "int64", "uint8", *_frontend_all]

@@ -87,6 +87,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         model.eval()
     rng = np.random.default_rng(args.seed)
     inputs = [braze.tensor(random_input(shape, args.dtype, rng)) for shape in args.input]
+    if args.stage != "ir":
+        _write(_native_code(model, inputs, args), args.output)
+        return 0
     graph = braze.trace(model, *inputs)
     stages = [("traced", graph)]
     if args.passes:
@@ -99,6 +102,24 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         parts.append(header + _render(g, args.format, args.provenance))
     _write("".join(parts), args.output)
     return 0
+
+
+def _native_code(model: Any, inputs: list[Any], args: argparse.Namespace) -> str:
+    """The optimized LLVM IR or the assembly of the compiled model, whole or of the kernel --kernel names."""
+    import braze
+    from braze.ir.errors import BrazeError
+    if args.after_each or args.format != "text":
+        raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
+    pipeline: Any = args.passes or "inference"
+    if "," in pipeline:
+        pipeline = [p.strip() for p in pipeline.split(",") if p.strip()]
+    compiled = braze.compile(model, *inputs, pipeline=pipeline)
+    text = compiled.llvm_ir(args.kernel) if args.stage == "llvm" else compiled.asm(args.kernel)
+    if args.kernel is None:
+        comment = ";" if args.stage == "llvm" else "#"
+        listing = "".join(f"{comment}   {k.name}: {k.op}\n" for k in compiled.kernels())
+        text = f"{comment} entry {compiled.executable.built.entry}, kernels in call order:\n{listing}{text}"
+    return text if text.endswith("\n") else text + "\n"
 
 
 def _run_passes(graph: Any, pipeline: str, after_each: bool) -> list[tuple[str, Any]]:
@@ -139,13 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="braze", description="Capture neural-network modules as IR graphs and "
                                                                "compile them to native CPU code.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="train a small model eagerly and show its IR")
+    demo = sub.add_parser("demo", help="train a small CNN with LoRA, then trace, optimize, compile and time it")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
     demo.set_defaults(run=_cmd_demo)
-    dump = sub.add_parser("dump", help="trace a model built by a factory function and print its IR",
+    dump = sub.add_parser("dump", help="trace a model built by a factory function and print its IR or its code",
                           description="Build the model by calling FACTORY() from FILE.py, trace it on random inputs "
-                                      "of the given shapes and print (or write) the graph.")
+                                      "of the given shapes and print (or write) the graph, or with --stage the "
+                                      "compiled LLVM IR or assembly.")
     dump.add_argument("model", metavar="FILE.py:FACTORY", help="a Python file and a function in it returning a Module")
     dump.add_argument("--input", action="append", type=parse_shape, required=True, metavar="SHAPE",
                       help="an input shape like 1x3x32x32; repeat for several inputs")
@@ -161,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="optimize the traced graph with a pass pipeline: 'inference' or pass names joined by commas")
     dump.add_argument("--after-each", action="store_true",
                       help="show the traced graph and the graph after every pass, not only the last one")
+    dump.add_argument("--stage", default="ir", choices=["ir", "llvm", "asm"],
+                      help="what to print: the IR graph (default), or the compiled graph's optimized LLVM IR or "
+                           "host assembly (after the --passes pipeline, 'inference' by default)")
+    dump.add_argument("--kernel", metavar="NAME", help="with --stage llvm|asm: only this kernel (names are listed "
+                                                      "at the top of the whole module's output)")
     dump.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of standard output")
     dump.set_defaults(run=_cmd_dump)
     version = sub.add_parser("version", help="print the braze version")

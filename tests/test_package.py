@@ -35,9 +35,17 @@ def test_cli_version_prints_the_version() -> None:
     assert result.stdout.strip() == braze.__version__
 
 
-def test_demo_trains_and_matches_its_ir(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_the_main_job_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
     from braze.cli import main
     assert main(["demo", "--steps", "5"]) == 0
     out = capsys.readouterr().out
-    assert "graph @spiral_mlp" in out
-    assert "IR interpreter vs eager: max |difference| = 0.00e+00" in out
+    before, after = out.split("4. after the inference pipeline")
+    assert "lora_merge" in before and "batch_norm_flag" in before
+    optimized = after.split("graph @")[1]
+    assert "fold_reparameterizations" in after and "fold_batchnorm" in after  # the pass report
+    assert "lora_merge" not in optimized and "lora_a" not in optimized and "batch_norm" not in optimized
+    difference = float(re.search(r"compiled vs eager: max \|difference\| = (\S+)", out).group(1))
+    assert difference < 1e-5
+    assert re.search(r"eager [\d.]+ ms, compiled [\d.]+ ms: \d+x faster", out)

@@ -1,0 +1,236 @@
+"""braze.compile: a model (or function, or IR graph) as native code, called like the model.
+
+    compiled = braze.compile(model, example_x)     # trace, optimize, generate code, load
+    y = compiled(x)                                 # one foreign call per thread; numpy in, numpy out
+
+Steps: trace the forward pass on the example inputs (braze.trace), drop the buffer-update outputs (running
+statistics are a training concern), optimize with the pass pipeline (braze.optimize, "inference" by default),
+build one LLVM module for the whole graph (codegen.module_builder), compile it through the process-wide JIT and
+the disk cache, and wrap it in a runtime Executable. The weights are copied when a signature is compiled: later
+changes to the model do not reach code compiled before them.
+
+With example inputs, the signature (shapes and dtypes) is fixed and every call is checked against it, with errors
+naming the input and the expected type. Without them, each new signature compiles on its first call and is kept,
+as jax.jit does. Called with braze Tensors, a compiled module returns Tensors; with numpy arrays, numpy arrays:
+one value for a single output, a tuple for several.
+
+Training mode: compiled code runs inference only. A model in training mode raises a BrazeError unless
+`mode="eval"` (or `eval=True`) is given. What is traced is always the model's valid() snapshot (dropout off,
+batch norm from running statistics, every parameter frozen, so LoRA and quantized weights fold); the model itself
+is left as it is.
+"""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from braze.frontend.creation import from_numpy
+from braze.frontend.nn.module import Module
+from braze.frontend.tensor import Tensor
+from braze.frontend.trace import trace
+from braze.ir.errors import BrazeError
+from braze.ir.graph import Graph
+from braze.ir.passes import optimize
+from braze.ir.types import TensorType, as_dtype
+from braze.runtime.threads import check_threads
+
+if TYPE_CHECKING:  # codegen loads LLVM: imported on first compile, not with braze
+    from braze.codegen.module_builder import KernelInfo
+    from braze.runtime.executable import Executable
+
+Signature = tuple[tuple[tuple[int, ...], str], ...]
+
+
+class CompiledModule:
+    """Native code for a model, called like the model; one Executable per input signature (see the module doc)."""
+
+    def __init__(self, source: Module | Callable[..., Any] | Graph, *, pipeline: str | Sequence[str],
+                 threads: int | None, fixed: bool, options: dict[str, Any]) -> None:
+        self._source, self._pipeline, self._threads = source, pipeline, threads
+        self._fixed, self._options = fixed, options
+        self._executables: dict[Signature, Executable] = {}
+        self._latest: Executable | None = None
+        self._lock = threading.Lock()
+
+    # --- calls -----------------------------------------------------------------------------------------------
+    def __call__(self, *inputs: Any) -> Any:
+        """Run the compiled code; Tensors in give Tensors out, arrays in give arrays out."""
+        for x in inputs:
+            if isinstance(x, Tensor):
+                arrays = [t.detach().numpy() if isinstance(t, Tensor) else t for t in inputs]
+                outputs = tuple(from_numpy(y) for y in self._run(arrays))
+                return outputs[0] if len(outputs) == 1 else outputs
+        outputs = self._run(inputs)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _run(self, arrays: Sequence[Any]) -> tuple[np.ndarray, ...]:
+        executable = self._latest if self._fixed else self._executable_for(arrays)
+        return executable.run(arrays)
+
+    def _executable_for(self, arrays: Sequence[Any]) -> Executable:
+        signature = _signature(arrays)
+        executable = self._executables.get(signature)
+        if executable is None:
+            with self._lock:
+                executable = self._executables.get(signature)
+                if executable is None:
+                    executable = self._compile([np.asarray(x) for x in arrays])
+                    self._executables[signature] = executable
+        self._latest = executable
+        return executable
+
+    def _compile(self, examples: Sequence[np.ndarray] | None) -> Executable:
+        graph = self._source if isinstance(self._source, Graph) else _trace(self._source, examples)
+        graph = _inference_outputs(graph)
+        if "memory_plan" not in graph.attributes:
+            graph = optimize(graph, self._pipeline, **self._options)
+        from braze.runtime.executable import Executable
+        return Executable.build(graph, threads=self._threads)
+
+    # --- inspection ------------------------------------------------------------------------------------------
+    @property
+    def executable(self) -> Executable:
+        """The executable of the fixed signature, or of the signature called last."""
+        if self._latest is None:
+            raise BrazeError("nothing is compiled yet: call the compiled module once, or pass example inputs "
+                             "to braze.compile")
+        return self._latest
+
+    @property
+    def graph(self) -> Graph:
+        """The optimized graph that was compiled (for the fixed signature, or the one called last)."""
+        return self.executable.graph
+
+    @property
+    def threads(self) -> int:
+        """Threads a call uses (see braze.runtime.threads for how they are chosen)."""
+        return self.executable.threads
+
+    def signatures(self) -> list[Signature]:
+        """The input signatures compiled so far: per input, its shape and dtype name."""
+        return list(self._executables)
+
+    def kernels(self) -> list[KernelInfo]:
+        """The kernels the entry calls, in order: name, node index, op (or fused kind), results, scratch bytes."""
+        return list(self.executable.built.kernels)
+
+    def llvm_ir(self, kernel: str | None = None) -> str:
+        """The optimized LLVM IR of the whole module, or of one kernel (a name from kernels())."""
+        executable = self.executable
+        if kernel is not None:
+            executable.built.kernel(kernel)
+        return executable.library.llvm_ir(kernel)
+
+    def asm(self, kernel: str | None = None) -> str:
+        """The host assembly of the whole module, or of one kernel (a name from kernels())."""
+        executable = self.executable
+        if kernel is not None:
+            executable.built.kernel(kernel)
+        return executable.library.asm(kernel)
+
+    def __repr__(self) -> str:
+        what = self._source.name if isinstance(self._source, Graph) else type(self._source).__name__
+        if self._latest is None:
+            return f"CompiledModule({what}, not compiled yet)"
+        return f"CompiledModule({what}, {self._latest!r})"
+
+
+def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs: Any,
+            pipeline: str | Sequence[str] = "inference", threads: int | None = None, mode: str | None = None,
+            eval: bool = False, **options: Any) -> CompiledModule:
+    """Compile a Module, a function of tensors or an ir.Graph to native code (see the braze.compiled doc).
+
+    example_inputs fix the signature and compile now; without them a Module or function compiles on each new
+    signature's first call (a Graph always compiles now: its signature is in it). pipeline: the pass pipeline
+    (braze.optimize). threads: threads per call (default: BRAZE_NUM_THREADS, else chosen by the graph's size).
+    mode="eval" (or eval=True) compiles a model in training mode as its valid() snapshot. Other keyword
+    arguments are options for the passes (e.g. policy="keep" for fold_reparameterizations).
+    """
+    check_threads(threads)
+    if mode not in (None, "eval", "train"):
+        raise BrazeError(f"mode must be None, 'eval' or 'train', got {mode!r}")
+    want_eval = eval or mode == "eval"
+    source = _inference_source(model_or_graph, want_eval, mode == "train", options)
+    fixed = bool(example_inputs) or isinstance(source, Graph)
+    compiled = CompiledModule(source, pipeline=pipeline, threads=threads, fixed=fixed, options=options)
+    if fixed:
+        examples = None if isinstance(source, Graph) else [_example(x, k) for k, x in enumerate(example_inputs)]
+        if isinstance(source, Graph) and example_inputs:
+            raise BrazeError("braze.compile: a Graph has its input types in it; pass no example inputs")
+        executable = compiled._compile(examples)
+        compiled._latest = executable
+        compiled._executables[_types_signature(executable.input_types)] = executable
+    return compiled
+
+
+def _inference_source(source: Any, want_eval: bool, want_train: bool, options: dict[str, Any]) -> Any:
+    """The model to trace (its valid() snapshot when asked), after refusing training mode."""
+    train_error = ("compiled code runs inference only (compiled training is not available yet); call "
+                   "model.eval() first, or pass mode='eval' to compile the model's evaluation snapshot")
+    if want_train:
+        raise BrazeError(f"braze.compile(mode='train'): {train_error}")
+    if isinstance(source, Graph):
+        training = [f.path for f in source.flags() if f.value]
+        if training and not want_eval:
+            raise BrazeError(f"graph @{source.name} was traced in training mode (flags {', '.join(training)} are "
+                             f"on); {train_error}")
+        if want_eval:
+            options.setdefault("flags", False)
+        return source
+    if isinstance(source, Module):
+        training = [path or "<root>" for path, m in source.named_modules() if m.training]
+        if training and not want_eval:
+            shown = ", ".join(training[:4]) + (", ..." if len(training) > 4 else "")
+            raise BrazeError(f"braze.compile: the {type(source).__name__} is in training mode (modules {shown}); "
+                             f"{train_error}")
+        # The snapshot's parameters are frozen: the inference pipeline folds only frozen reparameterizations.
+        return source.valid()
+    if not callable(source):
+        raise BrazeError(f"braze.compile: expected a Module, a function or an ir.Graph, got {type(source).__name__}")
+    return source
+
+
+def _trace(source: Any, examples: Sequence[np.ndarray] | None) -> Graph:
+    if examples is None:
+        raise BrazeError("braze.compile: tracing needs example inputs")
+    return trace(source, *examples)
+
+
+def _inference_outputs(graph: Graph) -> Graph:
+    """The graph without buffer-update outputs (running statistics are a training concern)."""
+    roles = graph.attributes.get("outputs")
+    if not roles or all(r == "output" for r in roles):
+        return graph
+    keep = [k for k, r in enumerate(roles) if r == "output"]
+    meta = {**graph.attributes, "outputs": ["output"] * len(keep)}
+    return graph.replace(outputs=tuple(graph.outputs[k] for k in keep), meta=meta)
+
+
+def _example(x: Any, k: int) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.detach().numpy()
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x)
+    raise BrazeError(f"braze.compile: example input {k} is a {type(x).__name__}; pass braze Tensors or numpy "
+                     f"arrays")
+
+
+def _signature(arrays: Sequence[Any]) -> Signature:
+    """Shapes and dtype names of call inputs; raises a BrazeError naming an input that is not an array."""
+    out = []
+    for k, x in enumerate(arrays):
+        if not isinstance(x, (np.ndarray, np.generic)):
+            raise BrazeError(f"input {k}: expected a numpy array or a braze Tensor, got {type(x).__name__}")
+        x = np.asarray(x)
+        try:
+            dtype = as_dtype(x.dtype)
+        except BrazeError as exc:
+            raise type(exc)(f"input {k}: {exc}") from None
+        out.append((tuple(x.shape), dtype.numpy_name))
+    return tuple(out)
+
+
+def _types_signature(types: Sequence[TensorType]) -> Signature:
+    return tuple((t.shape, t.dtype.numpy_name) for t in types)

@@ -1,0 +1,359 @@
+"""What every lowering shares: the kernel contract (KernelContext in, KernelSpec out), the kernel function, element
+types with their register and memory forms, loads and stores of any dtype, the thread split and row iteration.
+
+Kernel ABI: `void @name(ptr %out0, ..., ptr %in0, ..., ptr %scratch, i64 %tid, i64 %nthreads)`: result buffers
+first, then operand buffers in node order, then this thread's scratch area (64-byte aligned, KernelSpec.scratch_bytes
+long), then the thread's index and the thread count. Kernels are internal and never inlined, so each one stays a
+function of its own in the optimized module and in the assembly. Every buffer is dense row-major with its value's
+static shape and dtype; loads and stores claim only element alignment.
+
+Registers hold bool as i1 and memory as i8 (0 or 1); every other dtype is its own LLVM type in both places (u8 is
+i8, read with unsigned semantics). A "lanes" count of 1 means a scalar, more means a <lanes x T> vector.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from math import prod
+from typing import Callable, Iterator, Sequence
+
+import llvmlite.ir as ir
+
+from braze.ir.errors import CodegenError
+from braze.ir.graph import Node, Value
+from braze.ir.types import DType
+
+from ..loops import F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat
+from ..target import Target
+
+SCRATCH_ALIGN = 64
+
+_REGISTER = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "i8": I8, "u8": I8, "bool": I1}
+_MEMORY = {**_REGISTER, "bool": I8}
+_SUFFIX = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64", "i8": "i8", "u8": "i8", "bool": "i8"}
+
+
+@dataclass(frozen=True)
+class KernelContext:
+    """Where a lowering emits its kernel: the module, the target and the kernel's unique, deterministic name.
+
+    `producer` (optional) finds the top-level node that defines a value; a lowering may use it to read through a
+    transpose of a param (matmul folds it into B's packing) and then lists the param's value in KernelSpec.inputs.
+    """
+
+    module: ir.Module
+    target: Target
+    name: str
+    producer: Callable[[Value], Node | None] | None = None
+
+    def sub(self, suffix: str) -> KernelContext:
+        """The context of an inner kernel (a region lowered op by op): same module and target, the name extended by
+        `suffix`."""
+        return KernelContext(self.module, self.target, f"{self.name}.{suffix}", None)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """An emitted kernel: call `function(*outputs, *inputs, scratch, tid, nthreads)` with these values' buffers.
+
+    `inputs` is usually the node's operands; a lowering that reads through a producer lists what it really reads.
+    `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none).
+    """
+
+    name: str
+    function: ir.Function
+    outputs: tuple[Value, ...]
+    inputs: tuple[Value, ...]
+    scratch_bytes: int
+    op: str
+
+
+@dataclass
+class Kernel:
+    """A kernel function being emitted: its builder and its arguments by role."""
+
+    fn: ir.Function
+    builder: ir.IRBuilder
+    outs: list[ir.Value]
+    ins: list[ir.Value]
+    scratch: ir.Value
+    tid: ir.Value
+    nthreads: ir.Value
+    target: Target
+    values_out: tuple[Value, ...] = field(default=())
+    values_in: tuple[Value, ...] = field(default=())
+
+    @property
+    def width(self) -> int:
+        """Lanes of the vectors the kernel's inner loops use."""
+        return self.target.vector_width
+
+    def finish(self, op: str, scratch_bytes: int = 0) -> KernelSpec:
+        """Close the function and describe it."""
+        if not self.builder.block.is_terminated:
+            self.builder.ret_void()
+        return KernelSpec(self.fn.name, self.fn, self.values_out, self.values_in, round_up(scratch_bytes), op)
+
+
+def begin_kernel(ctx: KernelContext, outputs: Sequence[Value], inputs: Sequence[Value], *,
+                 noalias: bool = True) -> Kernel:
+    """Declare the kernel function of the ABI above; `noalias` is off for kernels whose results may be written
+    over an operand (elementwise kernels, which the memory plan lets work in place)."""
+    args = [PTR] * (len(outputs) + len(inputs) + 1) + [I64, I64]
+    fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), args), name=ctx.name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    names = [f"out{i}" for i in range(len(outputs))] + [f"in{i}" for i in range(len(inputs))]
+    for arg, name in zip(fn.args, names + ["scratch", "tid", "nthreads"]):
+        arg.name = name
+        if noalias and isinstance(arg.type, ir.PointerType):
+            arg.add_attribute("noalias")
+    n = len(outputs)
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    return Kernel(fn, builder, list(fn.args[:n]), list(fn.args[n:n + len(inputs)]), fn.args[-3], fn.args[-2],
+                  fn.args[-1], ctx.target, tuple(outputs), tuple(inputs))
+
+
+class Unfusable(Exception):
+    """A fused region a specialized kernel cannot run as one loop nest; the region is then lowered op by op."""
+
+
+def unsupported(node: Node, why: str) -> CodegenError:
+    """The error for a node no lowering can compile, naming the op, its operand types and its provenance."""
+    where = f" (from {node.loc})" if node.loc and str(node.loc) else ""
+    types = ", ".join(str(v.type) for v in node.inputs)
+    return CodegenError(f"cannot compile {node.op}({types}){where}: {why}")
+
+
+def round_up(value: int, to: int = SCRATCH_ALIGN) -> int:
+    return -(-value // to) * to
+
+
+# --- element types ------------------------------------------------------------------------------------------
+
+
+def register_type(dtype: DType, lanes: int = 1) -> ir.Type:
+    """The LLVM type that holds `lanes` elements of dtype in registers (bool as i1)."""
+    element = _REGISTER[dtype.name]
+    return element if lanes == 1 else ir.VectorType(element, lanes)
+
+
+def memory_type(dtype: DType) -> ir.Type:
+    """The LLVM type of one stored element (bool as i8)."""
+    return _MEMORY[dtype.name]
+
+
+def lanes_of(value: ir.Value) -> int:
+    return value.type.count if isinstance(value.type, ir.VectorType) else 1
+
+
+def constant(dtype: DType, value: float | int | bool, lanes: int = 1) -> ir.Constant:
+    """A constant of dtype in register form, splatted to `lanes`."""
+    element = _REGISTER[dtype.name]
+    if dtype.is_float:
+        scalar = ir.Constant(element, float(value))
+    else:
+        bits = element.width
+        number = int(value) & ((1 << bits) - 1)
+        scalar = ir.Constant(element, number - (1 << bits) if bits > 1 and number >= 1 << (bits - 1) else number)
+    return scalar if lanes == 1 else ir.Constant(ir.VectorType(element, lanes), [scalar] * lanes)
+
+
+def widen(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
+    """A scalar splatted to `lanes` (a value that already has them is returned as is)."""
+    return value if lanes_of(value) == lanes else splat(builder, value, lanes)
+
+
+def pointer(builder: ir.IRBuilder, base: ir.Value, index: ir.Value | int, dtype: DType) -> ir.Value:
+    """The address of element `index` of a buffer of dtype."""
+    return builder.gep(base, [i64(index)], source_etype=memory_type(dtype))
+
+
+def _intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+    existing = module.globals.get(name)
+    return existing if existing is not None else ir.Function(module, ir.FunctionType(ret, list(args)), name)
+
+
+def load(builder: ir.IRBuilder, base: ir.Value, index: ir.Value | int, dtype: DType, lanes: int = 1,
+         mask: ir.Value | None = None) -> ir.Value:
+    """`lanes` consecutive elements from base[index] in register form; with a mask, only its lanes are read."""
+    element = memory_type(dtype)
+    typ = element if lanes == 1 else ir.VectorType(element, lanes)
+    ptr = pointer(builder, base, index, dtype)
+    if mask is None:
+        raw = builder.load(ptr, typ=typ, align=dtype.itemsize)
+    else:
+        fn = _intrinsic(builder.module, f"llvm.masked.load.v{lanes}{_SUFFIX[dtype.name]}.p0", typ,
+                        [PTR, I32, mask.type, typ])
+        raw = builder.call(fn, [ptr, ir.Constant(I32, dtype.itemsize), mask, ir.Constant(typ, None)])
+    if dtype.name == "bool":
+        return builder.icmp_unsigned("!=", raw, ir.Constant(typ, None))
+    return raw
+
+
+def store(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, index: ir.Value | int, dtype: DType,
+          mask: ir.Value | None = None) -> None:
+    """Store a register value (scalar or vector) at base[index]; with a mask, only its lanes are written."""
+    lanes = lanes_of(value)
+    element = memory_type(dtype)
+    typ = element if lanes == 1 else ir.VectorType(element, lanes)
+    if dtype.name == "bool":
+        value = builder.zext(value, typ)
+    ptr = pointer(builder, base, index, dtype)
+    if mask is None:
+        builder.store(value, ptr, align=dtype.itemsize)
+        return
+    fn = _intrinsic(builder.module, f"llvm.masked.store.v{lanes}{_SUFFIX[dtype.name]}.p0", ir.VoidType(),
+                    [typ, PTR, I32, mask.type])
+    builder.call(fn, [value, ptr, ir.Constant(I32, dtype.itemsize), mask])
+
+
+def intrinsic(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], ret: ir.Type | None = None) -> ir.Value:
+    """Call an LLVM intrinsic (or libm function) declared once per module from the arguments' types."""
+    fn = _intrinsic(builder.module, name, ret or args[0].type, [a.type for a in args])
+    return builder.call(fn, list(args))
+
+
+def iota(dtype: ir.IntType, lanes: int) -> ir.Constant:
+    """The vector (0, 1, ..., lanes-1)."""
+    return ir.Constant(ir.VectorType(dtype, lanes), list(range(lanes)))
+
+
+# --- shapes and strides ---------------------------------------------------------------------------------------
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, inner = [], 1
+    for dim in reversed(shape):
+        strides.append(inner)
+        inner *= dim
+    return tuple(reversed(strides))
+
+
+def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a dense array of `shape` read as if broadcast to `target` (0 along repeated axes)."""
+    lead = len(target) - len(shape)
+    if lead < 0:
+        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(target)}")
+    own = contiguous_strides(shape)
+    out = []
+    for axis, dim in enumerate(target):
+        k = axis - lead
+        if k < 0 or shape[k] == 1:
+            out.append(0)
+        elif shape[k] == dim:
+            out.append(own[k])
+        else:
+            raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(target)}")
+    return tuple(out)
+
+
+def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
+
+
+def coalesce(shape: Sequence[int], strides: Sequence[Sequence[int]], labels: Sequence[object] | None = None
+             ) -> tuple[list[int], list[list[int]], list[object]]:
+    """Drop size-1 axes and merge neighbours that every array walks as one (same label, stride[i] equal to
+    stride[i+1] * shape[i+1] for every array), so loop nests are as shallow and inner loops as long as possible."""
+    labels = list(labels) if labels is not None else [None] * len(shape)
+    keep = [a for a, d in enumerate(shape) if d != 1]
+    dims = [shape[a] for a in keep]
+    walks = [[s[a] for a in keep] for s in strides]
+    marks = [labels[a] for a in keep]
+    a = len(dims) - 2
+    while a >= 0:
+        if marks[a] == marks[a + 1] and all(w[a] == w[a + 1] * dims[a + 1] for w in walks):
+            dims[a:a + 2] = [dims[a] * dims[a + 1]]
+            for w in walks:
+                w[a:a + 2] = [w[a + 1]]
+            marks[a:a + 2] = [marks[a]]
+        a -= 1
+    return dims, walks, marks
+
+
+def offset_of(builder: ir.IRBuilder, index: Sequence[ir.Value], strides: Sequence[int],
+              base: ir.Value | int = 0) -> ir.Value:
+    """base + sum(index[d] * strides[d]), skipping zero strides."""
+    total = i64(base)
+    for value, stride in zip(index, strides):
+        if stride:
+            total = builder.add(total, value if stride == 1 else builder.mul(value, i64(stride)))
+    return total
+
+
+# --- threads and rows -----------------------------------------------------------------------------------------
+
+
+def thread_share(builder: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, units: int) -> tuple[ir.Value, ir.Value]:
+    """The units [u0, u1) thread `tid` of `nthreads` takes: contiguous, balanced, together covering [0, units) once.
+    An invalid tid gets nothing; a thread count below 1 counts as 1."""
+    count = builder.select(builder.icmp_signed("<", nthreads, i64(1)), i64(1), nthreads)
+    valid = builder.and_(builder.icmp_signed(">=", tid, i64(0)), builder.icmp_signed("<", tid, count))
+    first = builder.sdiv(builder.mul(tid, i64(units)), count)
+    last = builder.sdiv(builder.mul(builder.add(tid, i64(1)), i64(units)), count)
+    return builder.select(valid, first, i64(0)), builder.select(valid, last, i64(0))
+
+
+@contextmanager
+def unit_loop(builder: ir.IRBuilder, dims: Sequence[int], start: ir.Value, stop: ir.Value, *,
+              name: str = "unit") -> Iterator[tuple[ir.Value, ...]]:
+    """Loop over units [start, stop) of the row-major product of `dims`, yielding each unit's index tuple.
+
+    The start index is split into coordinates once (one division per axis per call); after that the coordinates
+    advance like an odometer, with a compare and a select per axis and no division.
+    """
+    if len(dims) <= 1:
+        with for_range(builder, start, stop, name=name) as unit:
+            yield (unit,) if dims else ()
+        return
+    slots = [alloca(builder, I64, name=f"{name}.c{axis}") for axis in range(len(dims))]
+    inner = prod(dims)
+    for axis, dim in enumerate(dims):
+        inner //= dim
+        coordinate = builder.udiv(start, i64(inner)) if inner > 1 else start
+        builder.store(builder.urem(coordinate, i64(dim)) if axis else coordinate, slots[axis])
+    with for_range(builder, start, stop, name=name):
+        index = tuple(builder.load(slot, typ=I64) for slot in slots)
+        yield index
+        carry: ir.Value = ir.Constant(I1, 1)
+        for axis in reversed(range(len(dims))):
+            moved = builder.add(index[axis], builder.zext(carry, I64))
+            wrap = builder.icmp_signed("==", moved, i64(dims[axis]))
+            builder.store(builder.select(wrap, i64(0), moved), slots[axis])
+            carry = wrap
+
+
+# --- the lowering table ---------------------------------------------------------------------------------------
+
+Lowering = Callable[[Node, KernelContext], KernelSpec]
+LOWERINGS: dict[str, Lowering] = {}
+
+
+def register(*ops: str) -> Callable[[Lowering], Lowering]:
+    """Register a lowering for the named ops (each op has exactly one)."""
+    def wrap(fn: Lowering) -> Lowering:
+        for op in ops:
+            if op in LOWERINGS:
+                raise CodegenError(f"op {op!r} already has a lowering")
+            LOWERINGS[op] = fn
+        return fn
+    return wrap
+
+
+def gather(builder: ir.IRBuilder, base: ir.Value, offsets: ir.Value, dtype: DType, mask: ir.Value,
+           fill: ir.Value) -> ir.Value:
+    """base[offsets[i]] in lane i for the lanes in `mask` (i64 offsets), `fill` in the others; masked-off lanes
+    never touch memory. Register form (bool as i1) like `load`."""
+    lanes = offsets.type.count
+    element = memory_type(dtype)
+    typ = ir.VectorType(element, lanes)
+    ptrs = builder.gep(base, [offsets], source_etype=element)
+    ptrs.type = ir.VectorType(PTR, lanes)  # llvmlite types a vector-indexed gep as a scalar pointer
+    fn = _intrinsic(builder.module, f"llvm.masked.gather.v{lanes}{_SUFFIX[dtype.name]}.v{lanes}p0", typ,
+                    [ptrs.type, I32, mask.type, typ])
+    if dtype.name == "bool":
+        fill = builder.zext(fill, typ)
+    raw = builder.call(fn, [ptrs, ir.Constant(I32, dtype.itemsize), mask, fill])
+    return builder.icmp_unsigned("!=", raw, ir.Constant(typ, None)) if dtype.name == "bool" else raw

@@ -1,0 +1,401 @@
+"""Elementwise ops: scalar/vector emitters for every elementwise op of the registry, and the loop nest that runs
+them (single nodes, broadcast_to and fused elementwise regions).
+
+ELEMENTWISE[op](builder, args, attrs, dtype) computes one op on register values that are all scalars or all
+<W x T> vectors of the same width; `dtype` is the operands' dtype (for `where` that of x and y, for `cast` the
+source dtype). Arithmetic carries no fast-math flags, so a fused chain of adds and multiplies rounds after every
+op exactly as the numpy reference does. max/min/relu/clamp propagate NaN like numpy.maximum; comparisons are
+ordered (ne unordered), so NaN compares like numpy. float32 transcendentals are codegen.vecmath's vectorizable
+versions; float64 ones call libm per lane (float64 graphs are rare in inference, accuracy comes first there).
+
+The nest iterates the output shape with every operand read through broadcast strides. Axes are coalesced first,
+so the innermost loop is as long as possible; it is contiguous for every operand that is not broadcast along it
+(the others are loaded once per row and splatted) and runs W lanes at a time with a scalar remainder. Rows are
+the units threads split; when there are few long rows, the rows are cut into chunks so every thread gets work.
+Outer coordinates advance like an odometer: no division or modulo per element or per row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod, sqrt
+from typing import Any, Callable, Sequence
+
+import llvmlite.ir as ir
+
+from braze.ir.graph import Graph, Node
+from braze.ir.types import DType, TensorType, float64, int32
+
+from .. import vecmath
+from ..loops import F32, i64, vector_loop
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, constant,
+                   contiguous_strides, intrinsic, lanes_of, load, offset_of, register, register_type, store,
+                   thread_share, unit_loop, unsupported, widen)
+
+Emit = Callable[[ir.IRBuilder, Sequence[ir.Value], dict[str, Any], DType], ir.Value]
+ELEMENTWISE: dict[str, Emit] = {}
+
+
+def _emitter(*names: str) -> Callable[[Emit], Emit]:
+    def wrap(fn: Emit) -> Emit:
+        for name in names:
+            ELEMENTWISE[name] = fn
+        return fn
+    return wrap
+
+
+def _k(value: ir.Value, number: float | int) -> ir.Constant:
+    """A constant of value's type (scalar or vector) holding `number` in every lane."""
+    typ = value.type
+    element = typ.element if isinstance(typ, ir.VectorType) else typ
+    scalar = ir.Constant(element, float(number) if isinstance(element, (ir.FloatType, ir.DoubleType)) else int(number))
+    return ir.Constant(typ, [scalar] * typ.count) if isinstance(typ, ir.VectorType) else scalar
+
+
+def _suffix(value: ir.Value) -> str:
+    """The overload suffix of an intrinsic on value's type: f32, v16f32, f64, ..."""
+    typ = value.type
+    element = typ.element if isinstance(typ, ir.VectorType) else typ
+    name = "f32" if element == F32 else "f64"
+    return f"v{typ.count}{name}" if isinstance(typ, ir.VectorType) else name
+
+
+def _uniform(value: ir.Value) -> float | None:
+    """The number in every lane of a constant, or None when the value is not such a constant."""
+    if not isinstance(value, ir.Constant):
+        return None
+    if isinstance(value.type, ir.VectorType):
+        lanes = {c.constant for c in value.constant} if isinstance(value.constant, list) else set()
+        return lanes.pop() if len(lanes) == 1 else None
+    return value.constant if isinstance(value.constant, (int, float)) else None
+
+
+def libm(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """A libm function applied lane by lane (LLVM has no vector form of these without a vector math library)."""
+    first = args[0]
+    element = first.type.element if isinstance(first.type, ir.VectorType) else first.type
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(element, [element] * len(args)),
+                                                         name)
+    lanes = lanes_of(first)
+    if lanes == 1:
+        return builder.call(fn, list(args))
+    out = ir.Constant(first.type, ir.Undefined)
+    for lane in range(lanes):
+        index = ir.Constant(ir.IntType(32), lane)
+        out = builder.insert_element(out, builder.call(fn, [builder.extract_element(a, index) for a in args]), index)
+    return out
+
+
+# --- arithmetic -----------------------------------------------------------------------------------------------
+
+
+@_emitter("add")
+def _add(b, args, attrs, dtype):
+    x, y = args
+    return b.fadd(x, y) if dtype.is_float else b.or_(x, y) if dtype.name == "bool" else b.add(x, y)
+
+
+@_emitter("sub")
+def _sub(b, args, attrs, dtype):
+    return b.fsub(*args) if dtype.is_float else b.sub(*args)
+
+
+@_emitter("mul")
+def _mul(b, args, attrs, dtype):
+    x, y = args
+    return b.fmul(x, y) if dtype.is_float else b.and_(x, y) if dtype.name == "bool" else b.mul(x, y)
+
+
+@_emitter("div")
+def _div(b, args, attrs, dtype):
+    return b.fdiv(*args)
+
+
+@_emitter("pow")
+def _pow(b, args, attrs, dtype):
+    x, y = args
+    if _uniform(y) == 2.0:
+        return b.fmul(x, x)
+    return libm(b, "powf" if dtype.name == "f32" else "pow", x, y)
+
+
+def fmax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """numpy.maximum on floats: (x >= y or x is NaN) ? x : y, and NaN when y is NaN."""
+    return b.select(b.fcmp_unordered("uno", x, x), x, b.select(b.fcmp_ordered(">=", x, y), x, y))
+
+
+def fmin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """numpy.minimum on floats: (x <= y or x is NaN) ? x : y, and NaN when y is NaN."""
+    return b.select(b.fcmp_unordered("uno", x, x), x, b.select(b.fcmp_ordered("<=", x, y), x, y))
+
+
+def compare(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, dtype: DType) -> ir.Value:
+    """x op y as numpy compares: floats ordered (!= unordered), ints signed, u8 and bool unsigned."""
+    if dtype.is_float:
+        return b.fcmp_unordered(op, x, y) if op == "!=" else b.fcmp_ordered(op, x, y)
+    if dtype.kind == "int":
+        return b.icmp_signed(op, x, y)
+    return b.icmp_unsigned(op, x, y)
+
+
+def maximum(b: ir.IRBuilder, x: ir.Value, y: ir.Value, dtype: DType) -> ir.Value:
+    return fmax(b, x, y) if dtype.is_float else b.select(compare(b, ">=", x, y, dtype), x, y)
+
+
+def minimum(b: ir.IRBuilder, x: ir.Value, y: ir.Value, dtype: DType) -> ir.Value:
+    return fmin(b, x, y) if dtype.is_float else b.select(compare(b, "<=", x, y, dtype), x, y)
+
+
+ELEMENTWISE["maximum"] = lambda b, args, attrs, dtype: maximum(b, args[0], args[1], dtype)
+ELEMENTWISE["minimum"] = lambda b, args, attrs, dtype: minimum(b, args[0], args[1], dtype)
+
+
+@_emitter("neg")
+def _neg(b, args, attrs, dtype):
+    x = args[0]
+    return b.fneg(x) if dtype.is_float else b.sub(_k(x, 0), x)
+
+
+@_emitter("sign")
+def _sign(b, args, attrs, dtype):
+    x = args[0]
+    if dtype.kind == "uint":
+        return b.zext(b.icmp_unsigned("!=", x, _k(x, 0)), x.type)
+    one, minus, zero = _k(x, 1), _k(x, -1), _k(x, 0)
+    signed = b.select(compare(b, ">", x, zero, dtype), one, b.select(compare(b, "<", x, zero, dtype), minus, zero))
+    return b.select(b.fcmp_unordered("uno", x, x), x, signed) if dtype.is_float else signed
+
+
+@_emitter("abs")
+def _abs(b, args, attrs, dtype):
+    x = args[0]
+    if dtype.is_float:
+        return intrinsic(b, f"llvm.fabs.{_suffix(x)}", [x])
+    if dtype.kind == "int":
+        return b.select(b.icmp_signed("<", x, _k(x, 0)), b.sub(_k(x, 0), x), x)
+    return x
+
+
+@_emitter("relu")
+def _relu(b, args, attrs, dtype):
+    x = args[0]
+    if dtype.is_float:
+        return b.select(b.fcmp_ordered("<", x, _k(x, 0)), _k(x, 0), x)
+    return b.select(b.icmp_signed("<", x, _k(x, 0)), _k(x, 0), x) if dtype.kind == "int" else x
+
+
+@_emitter("clamp")
+def _clamp(b, args, attrs, dtype):
+    """numpy.clip with float bounds: floats compare in their own dtype; ints and bools go through float64, as
+    numpy promotes them before casting back."""
+    x = args[0]
+    if not dtype.is_float:
+        wide = register_type(float64, lanes_of(x))
+        as_float = b.uitofp(x, wide) if dtype.kind in ("uint", "bool") else b.sitofp(x, wide)
+        clipped = _clip(b, as_float, attrs)
+        return _cast(b, [clipped], {"dtype": dtype}, float64)
+    return _clip(b, x, attrs)
+
+
+def _clip(b: ir.IRBuilder, x: ir.Value, attrs: dict[str, Any]) -> ir.Value:
+    if attrs.get("min") is not None:
+        x = fmax(b, x, _k(x, attrs["min"]))
+    if attrs.get("max") is not None:
+        x = fmin(b, x, _k(x, attrs["max"]))
+    return x
+
+
+# --- transcendental and activations ---------------------------------------------------------------------------
+
+
+def _f64_sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    e = libm(b, "exp", b.fneg(intrinsic(b, f"llvm.fabs.{_suffix(x)}", [x])))
+    d = b.fadd(e, _k(x, 1))
+    return b.select(b.fcmp_ordered(">=", x, _k(x, 0)), b.fdiv(_k(x, 1), d), b.fdiv(e, d))
+
+
+def _f64_gelu(b: ir.IRBuilder, x: ir.Value, approximate: str) -> ir.Value:
+    half_x = b.fmul(_k(x, 0.5), x)
+    if approximate == "tanh":
+        cubic = b.fmul(_k(x, 0.044715), b.fmul(b.fmul(x, x), x))
+        inner = b.fmul(_k(x, sqrt(2.0 / 3.141592653589793)), b.fadd(x, cubic))
+        return b.fmul(half_x, b.fadd(_k(x, 1), libm(b, "tanh", inner)))
+    return b.fmul(half_x, b.fadd(_k(x, 1), libm(b, "erf", b.fdiv(x, _k(x, sqrt(2.0))))))
+
+
+def _transcendental(name: str, f64: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> Emit:
+    def emit(b, args, attrs, dtype):
+        return vecmath.call(b, name, args[0]) if dtype.name == "f32" else f64(b, args[0])
+    return emit
+
+
+ELEMENTWISE["exp"] = _transcendental("exp", lambda b, x: libm(b, "exp", x))
+ELEMENTWISE["log"] = _transcendental("log", lambda b, x: libm(b, "log", x))
+ELEMENTWISE["tanh"] = _transcendental("tanh", lambda b, x: libm(b, "tanh", x))
+ELEMENTWISE["erf"] = _transcendental("erf", lambda b, x: libm(b, "erf", x))
+ELEMENTWISE["sigmoid"] = _transcendental("sigmoid", _f64_sigmoid)
+ELEMENTWISE["silu"] = _transcendental("silu", lambda b, x: b.fmul(x, _f64_sigmoid(b, x)))
+
+
+@_emitter("gelu")
+def _gelu(b, args, attrs, dtype):
+    approximate = attrs.get("approximate", "none")
+    if dtype.name == "f32":
+        return vecmath.call(b, "gelu_tanh" if approximate == "tanh" else "gelu_erf", args[0])
+    return _f64_gelu(b, args[0], approximate)
+
+
+@_emitter("sqrt")
+def _sqrt(b, args, attrs, dtype):
+    return intrinsic(b, f"llvm.sqrt.{_suffix(args[0])}", [args[0]])
+
+
+@_emitter("rsqrt")
+def _rsqrt(b, args, attrs, dtype):
+    return b.fdiv(_k(args[0], 1), _sqrt(b, args, attrs, dtype))
+
+
+# --- comparisons, selection, casts ----------------------------------------------------------------------------
+
+for _name, _op in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
+    ELEMENTWISE[_name] = (lambda op: lambda b, args, attrs, dtype: compare(b, op, args[0], args[1], dtype))(_op)
+
+
+@_emitter("where")
+def _where(b, args, attrs, dtype):
+    return b.select(*args)
+
+
+@_emitter("cast")
+def _cast(b, args, attrs, dtype):
+    """numpy's astype: truncation toward zero from float to int (narrow ints through int32, as C casts do on
+    x86), wrapping between ints, nonzero (NaN included) to True. Out-of-range float to int is undefined, as in C."""
+    x, to = args[0], attrs["dtype"]
+    typ = register_type(to, lanes_of(x))
+    if to == dtype:
+        return x
+    if to.name == "bool":
+        return b.fcmp_unordered("!=", x, _k(x, 0)) if dtype.is_float else b.icmp_unsigned("!=", x, _k(x, 0))
+    if dtype.name == "bool":
+        return b.uitofp(x, typ) if to.is_float else b.zext(x, typ)
+    if dtype.is_float and to.is_float:
+        return b.fpext(x, typ) if to.bits > dtype.bits else b.fptrunc(x, typ)
+    if dtype.is_float:
+        return b.trunc(b.fptosi(x, register_type(int32, lanes_of(x))), typ) if to.bits < 32 else b.fptosi(x, typ)
+    if to.is_float:
+        return b.uitofp(x, typ) if dtype.kind == "uint" else b.sitofp(x, typ)
+    if to.bits < dtype.bits:
+        return b.trunc(x, typ)
+    if to.bits > dtype.bits:
+        return b.zext(x, typ) if dtype.kind == "uint" else b.sext(x, typ)
+    return x
+
+
+# --- evaluating nodes -----------------------------------------------------------------------------------------
+
+
+def operand_dtype(node: Node) -> DType:
+    """The dtype an emitter is specialized on: that of x and y for where, else that of the first operand."""
+    return node.inputs[1].dtype if node.op == "where" else node.inputs[0].dtype
+
+
+def apply_node(b: ir.IRBuilder, node: Node, args: Sequence[ir.Value], lanes: int) -> ir.Value:
+    """One elementwise, broadcast_to or scalar constant node on register values (scalars are widened to lanes)."""
+    if node.op == "constant":
+        array = node.attr["value"].array
+        if array.shape != ():
+            raise Unfusable(f"a constant of shape {array.shape} inside a kernel body")
+        return constant(node.out.dtype, array.item(), lanes)
+    args = [widen(b, a, lanes) for a in args]
+    if node.op == "broadcast_to":
+        return args[0]
+    emit = ELEMENTWISE.get(node.op)
+    if emit is None:
+        raise unsupported(node, "it is not an elementwise op")
+    return emit(b, args, node.attr, operand_dtype(node))
+
+
+def body_compute(body: Graph) -> Callable[[ir.IRBuilder, Sequence[ir.Value], int], list[ir.Value]]:
+    """Evaluate an elementwise body graph on its inputs' register values; returns its outputs' values."""
+    def compute(b: ir.IRBuilder, values: Sequence[ir.Value], lanes: int) -> list[ir.Value]:
+        env = {v.name: value for v, value in zip(body.inputs, values)}
+        for node in body.nodes:
+            env[node.outputs[0].name] = apply_node(b, node, [env[v.name] for v in node.inputs], lanes)
+        return [env[v.name] for v in body.outputs]
+    return compute
+
+
+# --- the loop nest --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A buffer pointer and the type of the dense array it holds."""
+
+    ptr: ir.Value
+    type: TensorType
+
+
+def _chunks(rows: int, inner: int, width: int) -> int:
+    """Chunk length of the inner axis: whole rows unless there are too few rows to share among threads."""
+    if rows >= 32 or inner < 8192:
+        return inner
+    pieces = min(-(-inner // 4096), -(-64 // rows))
+    per_piece = -(-inner // pieces)
+    return -(-per_piece // width) * width
+
+
+def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand], outputs: Sequence[Operand],
+                     compute: Callable[[ir.IRBuilder, Sequence[ir.Value], int], Sequence[ir.Value]]) -> None:
+    """Emit the threaded loop nest computing outputs (dense, of `shape`) from broadcast inputs, lane group by lane
+    group: every input of a lane group is loaded before any output of it is stored, so results may overwrite an
+    operand of the same shape (the memory plan's in-place rule)."""
+    if prod(shape) == 0:
+        return
+    b, width = k.builder, k.width
+    strides = [broadcast_strides(o.type.shape, shape) for o in inputs] + [contiguous_strides(shape)] * len(outputs)
+    dims, walks, _ = coalesce(shape, strides)
+    if not dims:
+        dims, walks = [1], [[0] for _ in strides]
+    inner, outer = dims[-1], dims[:-1]
+    chunk = _chunks(prod(outer), inner, width)
+    pieces = -(-inner // chunk)
+    first, last = thread_share(b, k.tid, k.nthreads, prod(outer) * pieces)
+    with unit_loop(b, outer + ([pieces] if pieces > 1 else []), first, last, name="row") as index:
+        bases = [offset_of(b, index[:len(outer)], w[:-1]) for w in walks]
+        start: ir.Value = i64(0)
+        stop: ir.Value = i64(inner)
+        if pieces > 1:
+            start = b.mul(index[-1], i64(chunk))
+            end = b.add(start, i64(chunk))
+            stop = b.select(b.icmp_signed("<", end, i64(inner)), end, i64(inner))
+        fixed = {i: load(b, o.ptr, bases[i], o.type.dtype) for i, o in enumerate(inputs) if walks[i][-1] == 0}
+
+        def body(i: ir.Value, lanes: int) -> None:
+            values = [widen(b, fixed[n], lanes) if n in fixed else
+                      load(b, o.ptr, b.add(bases[n], i), o.type.dtype, lanes) for n, o in enumerate(inputs)]
+            results = compute(b, values, lanes)
+            for n, (o, value) in enumerate(zip(outputs, results)):
+                store(b, value, o.ptr, b.add(bases[len(inputs) + n], i), o.type.dtype)
+        vector_loop(b, start, stop, width, body, name="e")
+
+
+def lower_body(ctx: KernelContext, node: Node, body: Graph, op: str) -> KernelSpec:
+    """The kernel of an elementwise body applied to the node's operands (one result per body output)."""
+    shape = node.outputs[0].shape
+    k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
+    elementwise_nest(k, shape, [Operand(p, v.type) for p, v in zip(k.ins, node.inputs)],
+                     [Operand(p, v.type) for p, v in zip(k.outs, node.outputs)], body_compute(body))
+    return k.finish(op)
+
+
+@register(*sorted(ELEMENTWISE), "broadcast_to")
+def lower_elementwise(node: Node, ctx: KernelContext) -> KernelSpec:
+    """A single elementwise (or broadcast_to) node: the nest with the op as its one-node body."""
+    k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
+    elementwise_nest(k, node.out.shape, [Operand(p, v.type) for p, v in zip(k.ins, node.inputs)],
+                     [Operand(k.outs[0], node.out.type)], lambda b, values, lanes: [apply_node(b, node, values, lanes)])
+    return k.finish(node.op)
+
+
+__all__ = ["ELEMENTWISE", "Operand", "apply_node", "body_compute", "compare", "elementwise_nest", "fmax", "fmin",
+           "libm", "lower_body", "maximum", "minimum", "operand_dtype"]

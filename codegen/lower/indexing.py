@@ -1,0 +1,99 @@
+"""Indexing: gather (torch.gather), index_select (the embedding lookup) and one_hot.
+
+Index values come from runtime data, so they are clamped into [0, dim) before any address is formed: an index the
+reference would reject (it raises) reads the nearest valid slice instead of memory outside the operand. Callers
+that need the error validate indices before the call.
+"""
+from __future__ import annotations
+
+from math import prod
+
+import llvmlite.ir as ir
+
+from braze.ir.graph import Node
+from braze.ir.ops._common import normalize_axis
+from braze.ir.types import bool_
+
+from ..loops import I64, for_range, i64, vector_loop
+from .base import (KernelContext, KernelSpec, begin_kernel, contiguous_strides, iota, load, offset_of, register,
+                   store, thread_share, unit_loop, widen)
+from .elementwise import ELEMENTWISE
+
+
+def clamped_index(b: ir.IRBuilder, raw: ir.Value, size: int) -> ir.Value:
+    """An index value (any int width) as i64, clamped into [0, size)."""
+    index = b.sext(raw, I64) if raw.type != I64 else raw
+    index = b.select(b.icmp_signed("<", index, i64(0)), i64(0), index)
+    return b.select(b.icmp_signed(">=", index, i64(size)), i64(max(size - 1, 0)), index)
+
+
+@register("gather")
+def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
+    """out[c] = x[c with c[axis] replaced by indices[c]]; rows of the result are the thread units."""
+    x, indices, out = node.inputs[0], node.inputs[1], node.out
+    axis = normalize_axis("gather", node.attr["axis"], x.type.rank)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    if out.type.size == 0:
+        return k.finish(node.op)
+    shape = out.shape
+    xs, os = contiguous_strides(x.shape), contiguous_strides(shape)
+    own = [0 if d == axis else s for d, s in enumerate(xs)]
+    first, last = thread_share(b, k.tid, k.nthreads, prod(shape[:-1]))
+    with unit_loop(b, list(shape[:-1]), first, last, name="row") as index:
+        src_row = offset_of(b, index, own[:-1])
+        dst_row = offset_of(b, index, os[:-1])
+        with for_range(b, 0, shape[-1], name="j") as j:
+            at = b.add(dst_row, j)
+            chosen = clamped_index(b, load(b, k.ins[1], at, indices.dtype), x.shape[axis])
+            src = b.add(b.add(src_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis])))
+            store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype)
+    return k.finish(node.op)
+
+
+@register("index_select")
+def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
+    """out[p, i, q] = x[p, indices[i], q]: one contiguous copy of the q block per (p, i)."""
+    x, indices = node.inputs
+    axis = normalize_axis("index_select", node.attr["axis"], x.type.rank)
+    outer, size, inner = prod(x.shape[:axis]), x.shape[axis], prod(x.shape[axis + 1:])
+    count = indices.type.size
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    if node.out.type.size == 0:
+        return k.finish(node.op)
+    first, last = thread_share(b, k.tid, k.nthreads, outer * count)
+    with unit_loop(b, [outer, count], first, last, name="sel") as (p, i):
+        chosen = clamped_index(b, load(b, k.ins[1], i, indices.dtype), size)
+        src = b.mul(b.add(b.mul(p, i64(size)), chosen), i64(inner))
+        dst = b.mul(b.add(b.mul(p, i64(count)), i), i64(inner))
+        vector_loop(b, 0, inner, k.width, lambda q, lanes: store(
+            b, load(b, k.ins[0], b.add(src, q), x.dtype, lanes), k.outs[0], b.add(dst, q), x.dtype), name="q")
+    return k.finish(node.op)
+
+
+@register("one_hot")
+def lower_one_hot(node: Node, ctx: KernelContext) -> KernelSpec:
+    """Row r of the result is (c == indices[r]) for every class c, cast to the result dtype; an index outside
+    [0, num_classes) gives a row of zeros."""
+    indices, out = node.inputs[0], node.out
+    classes = node.attr["num_classes"]
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    rows = indices.type.size
+    first, last = thread_share(b, k.tid, k.nthreads, rows)
+    with for_range(b, first, last, name="r") as r:
+        raw = load(b, k.ins[0], r, indices.dtype)
+        chosen = b.sext(raw, I64) if raw.type != I64 else raw
+        base = b.mul(r, i64(classes))
+
+        def body(c: ir.Value, lanes: int) -> None:
+            column = b.add(widen(b, c, lanes), iota(I64, lanes)) if lanes > 1 else c
+            hit = b.icmp_signed("==", column, widen(b, chosen, lanes))
+            value = ELEMENTWISE["cast"](b, [hit], {"dtype": out.dtype}, bool_)
+            store(b, value, k.outs[0], b.add(base, c), out.dtype)
+        vector_loop(b, 0, classes, k.width, body, name="c")
+    return k.finish(node.op)
+
+
+__all__ = ["clamped_index"]

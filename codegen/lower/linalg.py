@@ -1,0 +1,279 @@
+"""matmul and conv2d, alone or as the anchor of a gemm/conv region whose elementwise epilogue is fused into the
+store of every accumulator vector.
+
+float32 runs on codegen.gemm / codegen.conv (blocked, packed, register-tiled; threads split C's panels). The
+epilogue evaluates the region body after the anchor on each <W x float> accumulator at its tile position: operands
+are read through their broadcast strides (masked at the edge of C), every region result other than the one stored
+as C is written from the epilogue too. C is a float32 result of the region (the GEMM accumulates K blocks in it);
+a region without one accumulates in per-thread scratch. A matmul whose B is the transpose of a param reads the param
+with swapped strides (B's packing then does the transpose) and lists the param in KernelSpec.inputs.
+
+Other dtypes (float64, integers) use a row kernel vectorized along C's columns, without FMA contraction so that
+every thread split rounds alike; conv2d in float64 uses direct loops. Regions of those dtypes are lowered op by op
+(fused.py).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import llvmlite.ir as ir
+
+from braze.ir.graph import Graph, Node, Value
+from braze.ir.types import float32
+
+from ..conv import ConvSpec, conv2d_scratch_bytes, emit_conv2d
+from ..gemm import TilePos, emit_gemm, gemm_scratch_bytes, matmul_spec, tiling_for
+from ..gemm_pack import batch_offset
+from ..loops import I8, alloca, for_range, i64, vector_loop
+from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, constant, contiguous_strides,
+                   load, offset_of, register, round_up, store, thread_share, unit_loop, unsupported, widen)
+from .elementwise import apply_node
+from .reduction import single_body
+
+# Maps a shape broadcasting to the anchor's result to (offset of a tile position, stride along the columns).
+Mapper = Callable[[tuple[int, ...]], tuple[Callable[[ir.IRBuilder, TilePos], ir.Value], int]]
+
+
+def anchor_of(body: Graph) -> Node:
+    return next(n for n in body.nodes if n.op != "constant")
+
+
+def _transposed_param(ctx: KernelContext, value: Value) -> Value | None:
+    """The param whose last two axes `value` swaps (a transpose node reading a param leaf), if it is one."""
+    if ctx.producer is None or value.type.rank < 2:
+        return None
+    node = ctx.producer(value)
+    rank = value.type.rank
+    if node is None or node.op != "transpose" or tuple(node.attr["perm"]) != tuple(range(rank - 2)) + (rank - 1, rank - 2):
+        return None
+    source = ctx.producer(node.inputs[0])
+    return node.inputs[0] if source is not None and source.op == "param" else None
+
+
+def _epilogue(body: Graph, anchor: Node, mapper: Mapper, slots: dict[str, int], c_name: str | None,
+              bias_slot: int | None):
+    """The GEMM epilogue evaluating the body after the anchor; `slots` maps body inputs and side-stored results to
+    extra-pointer indices. Returns None when there is nothing to do (C is the anchor and nothing else leaves)."""
+    side = [v for v in body.outputs if v.name != c_name]
+    rest = [n for n in body.nodes if n is not anchor]
+    if not rest and not side and bias_slot is None:
+        return None
+    used = {v.name for n in rest for v in n.inputs}
+    readers = {v.name: mapper(v.shape) for v in body.inputs if v.name in used}
+    dtypes = {v.name: v.dtype for v in body.inputs}
+    out_offset, _ = mapper(anchor.out.shape)
+
+    def apply(b: ir.IRBuilder, acc: ir.Value, pos: TilePos) -> ir.Value:
+        lanes = acc.type.count
+        if bias_slot is not None:
+            acc = b.fadd(acc, widen(b, load(b, pos.args[bias_slot], pos.row, float32), lanes))
+        env = {anchor.out.name: acc}
+
+        def value(v: Value) -> ir.Value:
+            if v.name not in env:
+                offset, step = readers[v.name]
+                ptr = pos.args[slots[v.name]]
+                env[v.name] = load(b, ptr, offset(b, pos), dtypes[v.name], lanes, pos.mask) if step else \
+                    widen(b, load(b, ptr, offset(b, pos), dtypes[v.name]), lanes)
+            return env[v.name]
+        for node in rest:
+            env[node.outputs[0].name] = apply_node(b, node, [value(v) for v in node.inputs], lanes)
+        for v in side:
+            store(b, env[v.name], pos.args[slots[v.name]], out_offset(b, pos), v.dtype, pos.mask)
+        return env[c_name] if c_name is not None else acc
+    return apply
+
+
+def _plan_region(body: Graph, anchor: Node) -> tuple[dict[str, int], str | None]:
+    """Extra-pointer slots (epilogue inputs, then side-stored results) and the result stored as C."""
+    used = {v.name for n in body.nodes if n is not anchor for v in n.inputs}
+    inputs = [v.name for v in body.inputs if v.name in used]
+    floats = [v.name for v in body.outputs if v.dtype == float32]
+    c_name = floats[-1] if floats else None
+    slots = {name: i for i, name in enumerate(inputs)}
+    for v in body.outputs:
+        if v.name != c_name:
+            slots.setdefault(v.name, len(slots))
+    return slots, c_name
+
+
+def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+    anchor = anchor_of(body)
+    x, y = anchor.inputs
+    index = {v.name: i for i, v in enumerate(body.inputs)}
+    if x.name not in index or y.name not in index or anchor.out.dtype != float32:
+        raise Unfusable("the matmul's operands are not region operands of float32")
+    inputs = list(node.inputs)
+    y_strides = None
+    reads_y = any(y in n.inputs for n in body.nodes if n is not anchor) or x.name == y.name
+    param = None if reads_y else _transposed_param(ctx, node.inputs[index[y.name]])
+    if param is not None:
+        inputs[index[y.name]] = param
+        own = contiguous_strides(param.shape)
+        y_strides = own[:-2] + (own[-1], own[-2])
+    spec = matmul_spec(x.shape, y.shape, None, y_strides)
+    out_shape = anchor.out.shape
+    nbatch = len(spec.batch)
+
+    def mapper(shape: tuple[int, ...]):
+        s = broadcast_strides(shape, out_shape)
+        rows = s[nbatch] if x.type.rank > 1 else 0
+        cols = s[-1] if y.type.rank > 1 else 0
+        batch_strides = s[:nbatch]
+
+        def offset(b: ir.IRBuilder, pos: TilePos) -> ir.Value:
+            total = b.add(b.mul(pos.row, i64(rows)), b.mul(pos.col, i64(cols)))
+            return b.add(total, batch_offset(b, pos.batch, spec.batch, batch_strides)) if nbatch else total
+        return offset, cols
+    slots, c_name = _plan_region(body, anchor)
+    epilogue = _epilogue(body, anchor, mapper, slots, c_name, None)
+    tiling = tiling_for(ctx.target.vector_width)
+    k = begin_kernel(ctx, node.outputs, inputs)
+    fn = emit_gemm(ctx.module, f"{ctx.name}.gemm", spec, tiling, epilogue, len(slots))
+    fn.linkage = "internal"
+    scratch = gemm_scratch_bytes(spec, tiling)
+    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, scratch, node.op)
+
+
+def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict[str, int], c_name: str | None,
+          anchor: Node, scratch: int, op: str) -> KernelSpec:
+    """Call the GEMM/conv function with C, the scratch and the extra pointers in slot order."""
+    b = k.builder
+    where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
+    extras = [where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1])]
+    total = scratch
+    if c_name is None:
+        c = b.gep(k.scratch, [i64(round_up(scratch))], source_etype=I8)
+        total = round_up(scratch) + anchor.out.type.nbytes
+    else:
+        c = where[c_name]
+    b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads] + extras)
+    return k.finish(op, total)
+
+
+def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+    anchor = anchor_of(body)
+    x, w = anchor.inputs[:2]
+    index = {v.name: i for i, v in enumerate(body.inputs)}
+    if any(v.name not in index for v in anchor.inputs) or anchor.out.dtype != float32:
+        raise Unfusable("the conv2d's operands are not region operands of float32")
+    attrs = anchor.attr
+    n, c, h, wd = x.shape
+    spec = ConvSpec(n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], attrs["stride"], attrs["padding"],
+                    attrs["dilation"], attrs["groups"])
+    out_shape = anchor.out.shape
+    width = out_shape[3]
+
+    def mapper(shape: tuple[int, ...]):
+        s = broadcast_strides(shape, out_shape)
+        if s[2] != s[3] * width:
+            raise Unfusable(f"an epilogue operand of shape {shape} is not linear in the output position")
+
+        def offset(b: ir.IRBuilder, pos: TilePos) -> ir.Value:
+            return offset_of(b, [pos.batch, pos.row, pos.col], [s[0], s[1], s[3]])
+        return offset, s[3]
+    slots, c_name = _plan_region(body, anchor)
+    bias_slot = None
+    if len(anchor.inputs) == 3:
+        bias_slot = slots.setdefault(anchor.inputs[2].name, len(slots))
+    epilogue = _epilogue(body, anchor, mapper, slots, c_name, bias_slot)
+    tiling = tiling_for(ctx.target.vector_width)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    fn = emit_conv2d(ctx.module, f"{ctx.name}.conv", spec, tiling, epilogue, len(slots))
+    fn.linkage = "internal"
+    scratch = conv2d_scratch_bytes(spec, tiling)
+    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[w.name]]], body, slots, c_name, anchor, scratch, node.op)
+
+
+# --- other dtypes ---------------------------------------------------------------------------------------------
+
+
+def _generic_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
+    """C[i, j..j+W] = sum_k A[i, k] B[k, j..j+W] per row of every batch, for dtypes the GEMM does not cover."""
+    x, y = node.inputs
+    spec = matmul_spec(x.shape, y.shape)
+    dtype = node.out.dtype
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    if spec.m * spec.n * spec.count == 0:
+        return k.finish(node.op)
+    first, last = thread_share(b, k.tid, k.nthreads, spec.count * spec.m)
+    with unit_loop(b, list(spec.batch) + [spec.m], first, last, name="row") as index:
+        batch, i = index[:-1], index[-1]
+        a0 = offset_of(b, list(batch) + [i], spec.a.batch_strides + (spec.a.rs,))
+        b0 = offset_of(b, batch, spec.b.batch_strides)
+        c0 = offset_of(b, list(batch) + [i], spec.c.batch_strides + (spec.c.rs,))
+
+        def body(j: ir.Value, lanes: int) -> None:
+            zero = constant(dtype, 0, lanes)
+            acc = alloca(b, zero.type)
+            b.store(zero, acc)
+            with for_range(b, 0, spec.k, name="k") as kk:
+                a = widen(b, load(b, k.ins[0], b.add(a0, b.mul(kk, i64(spec.a.cs))), dtype), lanes)
+                col = b.add(b0, b.mul(kk, i64(spec.b.rs)))
+                bv = load(b, k.ins[1], b.add(col, b.mul(j, i64(spec.b.cs))), dtype, lanes)
+                old = b.load(acc, typ=zero.type)
+                new = b.fadd(old, b.fmul(a, bv)) if dtype.is_float else b.add(old, b.mul(a, bv))
+                b.store(new, acc)
+            store(b, b.load(acc, typ=zero.type), k.outs[0], b.add(c0, j), dtype)
+        vector_loop(b, 0, spec.n, k.width if spec.b.cs == 1 else 1, body, name="j")
+    return k.finish(node.op)
+
+
+def _direct_conv(node: Node, ctx: KernelContext) -> KernelSpec:
+    """conv2d by direct loops, one (image, output channel) plane per unit, for float64."""
+    x, w = node.inputs[:2]
+    attrs, dtype = node.attr, node.out.dtype
+    n, c, h, wd = x.shape
+    c_out, c_in, kh, kw = w.shape
+    _, _, oh_count, ow_count = node.out.shape
+    (sh, sw), (ph, pw), (dh, dw) = attrs["stride"], attrs["padding"], attrs["dilation"]
+    per_group = c_out // attrs["groups"]
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    first, last = thread_share(b, k.tid, k.nthreads, n * c_out)
+    with unit_loop(b, [n, c_out], first, last, name="plane") as (image, co):
+        group = b.udiv(co, i64(per_group))
+        x0 = b.mul(b.add(b.mul(image, i64(c)), b.mul(group, i64(c_in))), i64(h * wd))
+        w0 = b.mul(co, i64(c_in * kh * kw))
+        bias = load(b, k.ins[2], co, dtype) if len(node.inputs) == 3 else constant(dtype, 0)
+        out0 = b.mul(b.add(b.mul(image, i64(c_out)), co), i64(oh_count * ow_count))
+        with for_range(b, 0, oh_count, name="oh") as oh, for_range(b, 0, ow_count, name="ow") as ow:
+            acc = alloca(b, bias.type)
+            b.store(bias, acc)
+            with for_range(b, 0, c_in, name="ci") as ci, for_range(b, 0, kh, name="i") as i, \
+                    for_range(b, 0, kw, name="j") as j:
+                ih = b.add(b.sub(b.mul(oh, i64(sh)), i64(ph)), b.mul(i, i64(dh)))
+                iw = b.add(b.sub(b.mul(ow, i64(sw)), i64(pw)), b.mul(j, i64(dw)))
+                inside = b.and_(b.icmp_unsigned("<", ih, i64(h)), b.icmp_unsigned("<", iw, i64(wd)))
+                at = b.add(x0, b.add(b.mul(ci, i64(h * wd)), b.add(b.mul(ih, i64(wd)), iw)))
+                value = b.select(inside, load(b, k.ins[0], b.select(inside, at, i64(0)), dtype), constant(dtype, 0))
+                weight = load(b, k.ins[1], b.add(w0, b.add(b.mul(ci, i64(kh * kw)), b.add(b.mul(i, i64(kw)), j))), dtype)
+                b.store(b.fadd(b.load(acc, typ=bias.type), b.fmul(value, weight)), acc)
+            store(b, b.load(acc, typ=bias.type), k.outs[0], b.add(out0, b.add(b.mul(oh, i64(ow_count)), ow)), dtype)
+    return k.finish(node.op)
+
+
+@register("matmul")
+def lower_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
+    if node.out.dtype != float32:
+        return _generic_matmul(node, ctx)
+    return _gemm_region(node, ctx, single_body(node))
+
+
+@register("conv2d")
+def lower_conv2d(node: Node, ctx: KernelContext) -> KernelSpec:
+    if node.out.dtype != float32:
+        return _direct_conv(node, ctx)
+    try:
+        return _conv_region(node, ctx, single_body(node))
+    except Unfusable as exc:
+        raise unsupported(node, str(exc)) from None
+
+
+def lower_anchored(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+    """A gemm or conv region (raises Unfusable for regions these kernels cannot run)."""
+    return (_gemm_region if node.attr["kind"] == "gemm" else _conv_region)(node, ctx, body)
+
+
+__all__ = ["anchor_of", "lower_anchored", "lower_conv2d", "lower_matmul"]

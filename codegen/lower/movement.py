@@ -1,0 +1,205 @@
+"""Data movement: reshape, squeeze, unsqueeze and copy (a threaded memcpy), transpose, slice, concat and stack (strided
+copies) and pad. broadcast_to is an elementwise nest (elementwise.py).
+
+A strided copy walks the destination box with its axes coalesced; rows are the units threads split and their
+coordinates advance like an odometer (no division per element or row). When the source is contiguous along the
+innermost axis the row is a vector copy; when it is broadcast the row is a splatted store; otherwise (transposes
+that move the innermost axis) the copy goes tile by tile, W x W elements of the two axes involved at a time, so
+reads and writes each touch W cache lines per tile instead of one line per element.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import llvmlite.ir as ir
+import numpy as np
+
+from braze.ir.graph import Node
+from braze.ir.ops._common import normalize_axis
+from braze.ir.types import DType
+
+from ..loops import I1, I8, PTR, for_range, i64, vector_loop
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, coalesce, constant, contiguous_strides, load,
+                   offset_of, register, store, thread_share, unit_loop, widen)
+
+TILE_ROWS = 4096  # bytes per unit of a flat copy
+
+
+@dataclass(frozen=True)
+class View:
+    """A buffer read or written as a strided box: element (i0, i1, ...) at ptr[base + sum(i_d * strides_d)]."""
+
+    ptr: ir.Value
+    base: int
+    strides: tuple[int, ...]
+
+
+def flat_copy(k: Kernel, src: ir.Value, dst: ir.Value, nbytes: int) -> None:
+    """dst[0:nbytes] = src[0:nbytes], split between threads in 4 KiB pieces."""
+    if nbytes == 0:
+        return
+    b = k.builder
+    pieces = -(-nbytes // TILE_ROWS)
+    first, last = thread_share(b, k.tid, k.nthreads, pieces)
+    start = b.mul(first, i64(TILE_ROWS))
+    end = b.mul(last, i64(TILE_ROWS))
+    end = b.select(b.icmp_signed("<", end, i64(nbytes)), end, i64(nbytes))
+    count = b.select(b.icmp_signed("<", start, end), b.sub(end, start), i64(0))
+    memcpy = k.fn.module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
+        k.fn.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, ir.IntType(64), I1]), "llvm.memcpy.p0.p0.i64")
+    b.call(memcpy, [b.gep(dst, [start], source_etype=I8), b.gep(src, [start], source_etype=I8), count,
+                    ir.Constant(I1, 0)])
+
+
+def strided_copy(k: Kernel, shape: tuple[int, ...], src: View, dst: View, dtype: DType) -> None:
+    """dst box = src box for a box of `shape`, threads splitting the rows."""
+    if prod(shape) == 0:
+        return
+    dims, (s_walk, d_walk), _ = coalesce(shape, [src.strides, dst.strides])
+    if not dims:
+        dims, s_walk, d_walk = [1], [0], [0]
+    if s_walk[-1] in (0, 1) or 1 not in s_walk:
+        _row_copy(k, dims, View(src.ptr, src.base, tuple(s_walk)), View(dst.ptr, dst.base, tuple(d_walk)), dtype)
+    else:
+        _tile_copy(k, dims, View(src.ptr, src.base, tuple(s_walk)), View(dst.ptr, dst.base, tuple(d_walk)), dtype)
+
+
+def _row_copy(k: Kernel, dims: list[int], src: View, dst: View, dtype: DType) -> None:
+    b, width = k.builder, k.width
+    outer, n = dims[:-1], dims[-1]
+    first, last = thread_share(b, k.tid, k.nthreads, prod(outer))
+    with unit_loop(b, outer, first, last, name="row") as index:
+        s0 = offset_of(b, index, src.strides[:-1], src.base)
+        d0 = offset_of(b, index, dst.strides[:-1], dst.base)
+        s_step, d_step = src.strides[-1], dst.strides[-1]
+        fixed = load(b, src.ptr, s0, dtype) if s_step == 0 else None
+        if d_step == 1 and s_step in (0, 1):
+            def body(i: ir.Value, lanes: int) -> None:
+                value = widen(b, fixed, lanes) if fixed is not None else load(b, src.ptr, b.add(s0, i), dtype, lanes)
+                store(b, value, dst.ptr, b.add(d0, i), dtype)
+            vector_loop(b, 0, n, width, body, name="c")
+        else:
+            with for_range(b, 0, n, name="c") as i:
+                value = fixed if fixed is not None else load(b, src.ptr, b.add(s0, b.mul(i, i64(s_step))), dtype)
+                store(b, value, dst.ptr, b.add(d0, b.mul(i, i64(d_step))), dtype)
+
+
+def _tile_copy(k: Kernel, dims: list[int], src: View, dst: View, dtype: DType) -> None:
+    """A copy whose source is contiguous along axis p but not along the last axis: W x W tiles of (p, last)."""
+    b, t = k.builder, k.width
+    p = src.strides.index(1)
+    last = len(dims) - 1
+    outer = [d for d in range(len(dims)) if d not in (p, last)]
+    tiles_p, tiles_q = -(-dims[p] // t), -(-dims[last] // t)
+    first, stop = thread_share(b, k.tid, k.nthreads, prod(dims[d] for d in outer) * tiles_p)
+    with unit_loop(b, [dims[d] for d in outer] + [tiles_p], first, stop, name="tile") as index:
+        s0 = offset_of(b, index[:-1], [src.strides[d] for d in outer], src.base)
+        d0 = offset_of(b, index[:-1], [dst.strides[d] for d in outer], dst.base)
+        a0 = b.mul(index[-1], i64(t))
+        a_end = _min(b, b.add(a0, i64(t)), i64(dims[p]))
+        with for_range(b, 0, tiles_q, name="tq") as tq:
+            c0 = b.mul(tq, i64(t))
+            c_end = _min(b, b.add(c0, i64(t)), i64(dims[last]))
+            with for_range(b, a0, a_end, name="ta") as a:
+                s_row = b.add(s0, a)
+                d_row = b.add(d0, b.mul(a, i64(dst.strides[p])))
+                with for_range(b, c0, c_end, name="tc") as c:
+                    value = load(b, src.ptr, b.add(s_row, b.mul(c, i64(src.strides[last]))), dtype)
+                    store(b, value, dst.ptr, b.add(d_row, b.mul(c, i64(dst.strides[last]))), dtype)
+
+
+def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+# --- lowerings ------------------------------------------------------------------------------------------------
+
+
+@register("reshape", "squeeze", "unsqueeze", "copy")
+def lower_flat_copy(node: Node, ctx: KernelContext) -> KernelSpec:
+    """Ops that keep the row-major order of the elements: a memcpy of the operand."""
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    flat_copy(k, k.ins[0], k.outs[0], node.out.type.nbytes)
+    return k.finish(node.op)
+
+
+@register("transpose")
+def lower_transpose(node: Node, ctx: KernelContext) -> KernelSpec:
+    x, perm = node.inputs[0], node.attr["perm"]
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    own = contiguous_strides(x.shape)
+    strided_copy(k, node.out.shape, View(k.ins[0], 0, tuple(own[p] for p in perm)),
+                 View(k.outs[0], 0, contiguous_strides(node.out.shape)), x.dtype)
+    return k.finish(node.op)
+
+
+@register("slice")
+def lower_slice(node: Node, ctx: KernelContext) -> KernelSpec:
+    x, attrs = node.inputs[0], node.attr
+    own = contiguous_strides(x.shape)
+    base = sum(start * s for start, s in zip(attrs["starts"], own))
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    strided_copy(k, node.out.shape, View(k.ins[0], base, tuple(step * s for step, s in zip(attrs["steps"], own))),
+                 View(k.outs[0], 0, contiguous_strides(node.out.shape)), x.dtype)
+    return k.finish(node.op)
+
+
+@register("concat", "stack")
+def lower_join(node: Node, ctx: KernelContext) -> KernelSpec:
+    """Each operand copied into its box of the result (stack: a box of thickness 1 along the new axis)."""
+    out = node.out
+    axis = normalize_axis(node.op, node.attr["axis"], out.type.rank)
+    strides = contiguous_strides(out.shape)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    start = 0
+    for ptr, x in zip(k.ins, node.inputs):
+        box = x.shape if node.op == "concat" else x.shape[:axis] + (1,) + x.shape[axis:]
+        strided_copy(k, box, View(ptr, 0, contiguous_strides(box)), View(k.outs[0], start * strides[axis], strides),
+                     x.dtype)
+        start += box[axis]
+    return k.finish(node.op)
+
+
+@register("pad")
+def lower_pad(node: Node, ctx: KernelContext) -> KernelSpec:
+    """Row by row over the result: rows outside the operand are filled, rows inside get the fill on both sides
+    of a copy of the operand's row, so each thread writes only its own rows."""
+    x, out, pads = node.inputs[0], node.out, node.attr["pads"]
+    fill_value = np.asarray(node.attr["value"]).astype(x.dtype.numpy).item()
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b, width = k.builder, k.width
+    shape, xshape = (out.shape, x.shape) if out.shape else ((1,), (1,))
+    pads = pads if out.shape else (0, 0)
+    if prod(shape) == 0:
+        return k.finish(node.op)
+    outer = list(shape[:-1])
+    xs, os = contiguous_strides(xshape), contiguous_strides(shape)
+    fill = constant(x.dtype, fill_value)
+    first, last = thread_share(b, k.tid, k.nthreads, prod(outer))
+
+    def fill_range(row: ir.Value, lo: int, hi: int) -> None:
+        vector_loop(b, lo, hi, width, lambda i, lanes: store(b, widen(b, fill, lanes), k.outs[0], b.add(row, i),
+                                                             x.dtype), name="f")
+    with unit_loop(b, outer, first, last, name="row") as index:
+        d_row = offset_of(b, index, os[:-1])
+        inside: ir.Value = ir.Constant(I1, 1)
+        s_row: ir.Value = i64(0)
+        for axis, c in enumerate(index):
+            lo = pads[2 * axis]
+            inside = b.and_(inside, b.and_(b.icmp_signed(">=", c, i64(lo)), b.icmp_signed("<", c, i64(lo + xshape[axis]))))
+            s_row = b.add(s_row, b.mul(b.sub(c, i64(lo)), i64(xs[axis])))
+        lo, n = pads[-2], xshape[-1]
+        with b.if_else(inside) as (then, otherwise):
+            with then:
+                fill_range(d_row, 0, lo)
+                vector_loop(b, 0, n, width, lambda i, lanes: store(
+                    b, load(b, k.ins[0], b.add(s_row, i), x.dtype, lanes), k.outs[0], b.add(d_row, b.add(i, i64(lo))),
+                    x.dtype), name="p")
+                fill_range(d_row, lo + n, shape[-1])
+            with otherwise:
+                fill_range(d_row, 0, shape[-1])
+    return k.finish(node.op)
+
+
+__all__ = ["View", "flat_copy", "strided_copy"]

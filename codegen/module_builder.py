@@ -1,0 +1,339 @@
+"""The whole optimized graph as one LLVM module: one entry function calling one kernel per top-level node.
+
+Input: a graph after the inference pipeline (braze.optimize): leaves (param, constant), `fused` regions and plain
+op nodes in topological order, with the memory plan of plan_memory in its meta. Output: a BuiltModule holding an
+llvmlite module that exports
+
+    void braze_entry_<digest>(ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
+                              i64 tid, i64 nthreads, ptr sync)
+
+`inputs`, `weights` and `outputs` are arrays of data pointers (graph inputs in order; the weight slots of
+BuiltModule.weights; graph outputs in order); every intermediate lives in `arena` at its memory-plan offset;
+`scratch` holds `scratch_stride` bytes per thread (thread tid's area starts at scratch + tid * scratch_stride);
+`sync` is SYNC_BYTES of zeroed memory for the barrier. Every thread of a call runs the entry with its own tid: each
+kernel processes its share and a native barrier (an atomic arrival counter and a generation counter, spinning with
+`pause`) separates consecutive kernels. With nthreads == 1 the barrier returns at once.
+
+Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into an internal
+function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads)` taking the buffers of the
+values its KernelSpec lists (the node's results, then its operands, or what the lowering reads instead: a matmul
+may pack a param's transpose itself and read the param). A kernel whose results nothing reads then is not called.
+A value read that way must not live in the arena: the memory plan may have reused its bytes by then.
+
+Graph outputs that no kernel writes (inputs, params, constants, or a value returned twice) are copied into their
+output buffers by thread 0 after the last kernel. Constants up to INLINE_CONSTANT_BYTES become private LLVM
+constants; larger ones are weight slots, so their bytes stay out of the IR text. Names derive from a digest of the
+graph text and the target, so the same graph compiles to the same IR (and the same disk-cache entry) in every
+process.
+
+Promise to kernels: every buffer pointer they receive is 64-byte aligned (the runtime allocates or stages all of
+them) and refers to a dense row-major array of the value's static shape and dtype.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import llvmlite.ir as ir
+import numpy as np
+
+from braze.ir.errors import CodegenError
+from braze.ir.graph import Graph, Node, Value
+from braze.ir.types import TensorType
+
+from .sync import SYNC_BYTES, declare, emit_barrier
+from .lower.base import KernelContext, KernelSpec
+from .loops import I1, I8, I64, PTR, VOID, define_function, i64
+from .target import Target, host_target
+
+BUILDER_VERSION = 1
+INLINE_CONSTANT_BYTES = 8192
+_LEAVES = ("param", "constant")
+
+
+@dataclass(frozen=True)
+class WeightSlot:
+    """One entry of the weights array: a param leaf (by path) or a constant too large to inline."""
+
+    value: str
+    type: TensorType
+    kind: str            # "param" or "constant"
+    path: str            # the param's path; for constants the value name
+
+    def array(self, graph: Graph) -> np.ndarray:
+        """This slot's data: the param's array from the graph's weights, or the constant's value."""
+        if self.kind == "constant":
+            return graph.producers[self.value].attr["value"].array
+        try:
+            return np.asarray(graph.weights[self.path])
+        except KeyError:
+            raise CodegenError(f"graph @{graph.name} has no weight for param '{self.path}'; "
+                               f"its weights hold {', '.join(sorted(graph.weights)) or 'nothing'}") from None
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel the entry calls: its function name, the node it computes and its scratch bytes per thread."""
+
+    name: str
+    index: int
+    op: str
+    results: tuple[str, ...]
+    scratch_bytes: int
+    loc: str = ""
+
+
+@dataclass(frozen=True)
+class BuiltModule:
+    """The LLVM module of a whole graph and what the runtime needs to call its entry."""
+
+    name: str
+    entry: str
+    module: ir.Module
+    target: Target
+    graph: Graph
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    weights: tuple[WeightSlot, ...]
+    arena_bytes: int
+    scratch_stride: int
+    kernels: tuple[KernelInfo, ...]
+
+    def kernel(self, name: str) -> KernelInfo:
+        """The kernel called `name`; raises CodegenError listing the kernels."""
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise CodegenError(f"module {self.name!r} has no kernel {name!r}; kernels: "
+                           f"{', '.join(k.name for k in self.kernels) or 'none'}")
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a value lives at run time: base array ("inputs", "weights", "outputs") and index, or arena offset,
+    or an LLVM global."""
+
+    where: str
+    at: int = 0
+    glob: ir.GlobalVariable | None = None
+
+
+Lowering = Callable[[Node, KernelContext], KernelSpec]
+
+
+def graph_digest(graph: Graph, target: Target) -> str:
+    """A hex digest naming everything the module depends on: the graph text (with its memory plan) and the target."""
+    h = hashlib.sha256()
+    for part in (f"braze-module {BUILDER_VERSION}", target.identity, str(graph)):
+        data = part.encode("utf-8")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def kernel_name(digest: str, index: int, node: Node) -> str:
+    """k_<digest8>_<node index>_<op or fused kind>: unique in the module, the same in every process."""
+    what = f"{node.attr['kind']}" if node.op == "fused" else node.op
+    return f"k_{digest[:8]}_{index}_{re.sub(r'[^A-Za-z0-9_]', '_', what)}"
+
+
+def memory_plan(graph: Graph) -> tuple[int, dict[str, int]]:
+    """The arena size and offsets of plan_memory; raises CodegenError when the graph was not planned."""
+    plan = graph.attributes.get("memory_plan")
+    if not isinstance(plan, dict) or "offsets" not in plan or "arena_bytes" not in plan:
+        raise CodegenError(f"graph @{graph.name} has no memory plan; optimize it with the inference pipeline "
+                           f"(or a pipeline ending in plan_memory) before building its module")
+    return int(plan["arena_bytes"]), {str(k): int(v) for k, v in dict(plan["offsets"]).items()}
+
+
+def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering | None = None) -> BuiltModule:
+    """Lower every node of an optimized graph and emit the entry function (see the module doc)."""
+    target = target or host_target()
+    if lower is None:
+        from .lower import lower_node as lower
+    digest = graph_digest(graph, target)
+    module = target.new_module(f"braze_{digest[:16]}")
+    _check_leaves(graph)
+    places, weights = _places(graph, module)
+    lowered = [_lower_node(graph, node, index, module, target, digest, lower)
+               for index, node in enumerate(graph.nodes) if node.op not in _LEAVES]
+    kernels = _live_kernels(graph, lowered, places)
+    stride = max([_round64(k.info.scratch_bytes) for k in kernels] + [0])
+    copies = _output_copies(graph, places)
+    # The exported name covers the kernels' code too, so two lowerings of one graph never share a symbol.
+    code = hashlib.sha256(f"{digest}\n{module}".encode("utf-8")).hexdigest()[:16]
+    module.name = f"braze_{code}"
+    entry = f"braze_entry_{code}"
+    _emit_entry(module, entry, target, kernels, places, copies, stride)
+    arena_bytes, _ = memory_plan(graph)
+    return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),
+                       arena_bytes, stride, tuple(k.info for k in kernels))
+
+
+def _round64(n: int) -> int:
+    return -(-int(n) // 64) * 64
+
+
+def _check_leaves(graph: Graph) -> None:
+    flags = [f.path for f in graph.flags()]
+    if flags:
+        raise CodegenError(f"graph @{graph.name} still has flag leaves ({', '.join(flags)}); specialize them "
+                           f"(the specialize_flags pass of the inference pipeline) before building its module")
+
+
+def _places(graph: Graph, module: ir.Module) -> tuple[dict[str, _Place], list[WeightSlot]]:
+    """Where every top-level value lives, and the weight slots in order."""
+    arena_bytes, offsets = memory_plan(graph)
+    places: dict[str, _Place] = {v.name: _Place("inputs", k) for k, v in enumerate(graph.inputs)}
+    weights: list[WeightSlot] = []
+    for node in graph.nodes:
+        if node.op == "param":
+            places[node.out.name] = _Place("weights", len(weights))
+            weights.append(WeightSlot(node.out.name, node.out.type, "param", node.attr["path"]))
+        elif node.op == "constant":
+            places[node.out.name] = _constant_place(node, module, weights)
+    for k, v in enumerate(graph.outputs):
+        places.setdefault(v.name, _Place("outputs", k))
+    for node in graph.nodes:
+        for v in node.outputs:
+            if v.name in places:
+                continue
+            if v.name not in offsets:
+                raise CodegenError(f"graph @{graph.name}: the memory plan has no offset for %{v.name} "
+                                   f"(result of {node.op}); run plan_memory last")
+            offset = offsets[v.name]
+            if offset < 0 or offset % 64 or offset + v.type.nbytes > arena_bytes:
+                raise CodegenError(f"graph @{graph.name}: %{v.name} ({v.type}, {v.type.nbytes} bytes) at arena "
+                                   f"offset {offset} does not fit an aligned place in {arena_bytes} bytes")
+            places[v.name] = _Place("arena", offset)
+    return places, weights
+
+
+def _constant_place(node: Node, module: ir.Module, weights: list[WeightSlot]) -> _Place:
+    array = np.ascontiguousarray(node.attr["value"].array)
+    if array.nbytes > INLINE_CONSTANT_BYTES:
+        weights.append(WeightSlot(node.out.name, node.out.type, "constant", node.out.name))
+        return _Place("weights", len(weights) - 1)
+    data = bytearray(array.tobytes()) or bytearray(1)  # an empty constant still gets a valid address
+    typ = ir.ArrayType(I8, len(data))
+    glob = ir.GlobalVariable(module, typ, f"braze.const.{node.out.name}")
+    glob.initializer = ir.Constant(typ, data)
+    glob.global_constant, glob.linkage, glob.unnamed_addr, glob.align = True, "private", True, 64
+    return _Place("global", glob=glob)
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    """A lowered node: what the entry calls and with which values' buffers (results first)."""
+
+    info: KernelInfo
+    function: ir.Function
+    outputs: tuple[Value, ...]
+    inputs: tuple[Value, ...]
+
+
+def _lower_node(graph: Graph, node: Node, index: int, module: ir.Module, target: Target, digest: str,
+                lower: Lowering) -> _Kernel:
+    """Lower one node and check that the function it emitted has the kernel signature for the values it lists."""
+    ctx = KernelContext(module, target, kernel_name(digest, index, node), producer=graph.producer)
+    spec = lower(node, ctx)
+    fn = spec.function
+    if not isinstance(fn, ir.Function) or fn.module is not module or fn.name != spec.name:
+        raise CodegenError(f"lowering {node.op} (node {index}) returned a kernel {spec.name!r} that is not a "
+                           f"function of the module being built")
+    want = [PTR] * (len(spec.outputs) + len(spec.inputs) + 1) + [I64, I64]
+    if list(fn.function_type.args) != want or fn.function_type.return_type != VOID:
+        raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) has signature {fn.function_type}; "
+                           f"expected void({', '.join(map(str, want))})")
+    if tuple(spec.outputs) != node.outputs:
+        raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) writes "
+                           f"{', '.join(str(v) for v in spec.outputs)}, not the node's results")
+    fn.linkage = "internal"
+    if "alwaysinline" not in fn.attributes and "noinline" not in fn.attributes:
+        fn.attributes.add("noinline")  # one function per kernel in the optimized IR and the assembly
+    what = f"fused:{node.attr['kind']}" if node.op == "fused" else spec.op
+    info = KernelInfo(spec.name, index, what, tuple(v.name for v in spec.outputs), int(spec.scratch_bytes),
+                      str(node.loc) if node.loc is not None else "")
+    return _Kernel(info, fn, tuple(spec.outputs), tuple(spec.inputs))
+
+
+def _live_kernels(graph: Graph, lowered: list[_Kernel], places: dict[str, _Place]) -> list[_Kernel]:
+    """The kernels whose results are read: a lowering that reads through a producer (a matmul packing a param's
+    transpose itself) leaves that producer's kernel without readers, and it is not called."""
+    needed = {v.name for v in graph.outputs}
+    live = []
+    for kernel in reversed(lowered):
+        if any(v.name in needed for v in kernel.outputs):
+            live.append(kernel)
+            needed.update(v.name for v in kernel.inputs)
+    for kernel in live:
+        node = graph.nodes[kernel.info.index]
+        for v in (*kernel.outputs, *kernel.inputs):
+            if v.name not in places:
+                raise CodegenError(f"kernel {kernel.info.name!r} reads or writes %{v.name}, which is not a value "
+                                   f"of graph @{graph.name}")
+            if v not in node.inputs and v not in node.outputs and places[v.name].where == "arena":
+                raise CodegenError(f"kernel {kernel.info.name!r} reads %{v.name} through a producer, but %{v.name} "
+                                   f"lives in the arena, whose bytes the memory plan may have reused by then")
+    return live[::-1]
+
+
+def _output_copies(graph: Graph, places: dict[str, _Place]) -> list[tuple[int, Value]]:
+    """(output index, value) for every output buffer no kernel writes: leaves, inputs and repeated values."""
+    copies = []
+    for k, v in enumerate(graph.outputs):
+        place = places[v.name]
+        if not (place.where == "outputs" and place.at == k):
+            copies.append((k, v))
+    return copies
+
+
+def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Kernel], places: dict[str, _Place],
+                copies: list[tuple[int, Value]], stride: int) -> None:
+    fn = define_function(module, entry, [("inputs", PTR), ("weights", PTR), ("outputs", PTR), ("arena", PTR),
+                                         ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("sync", PTR)])
+    b = ir.IRBuilder(fn.entry_basic_block)
+    args = {a.name: a for a in fn.args}
+    tid, nthreads = args["tid"], args["nthreads"]
+    scratch = b.gep(args["scratch"], [b.mul(tid, i64(stride))], inbounds=True, source_etype=I8, name="scratch.t")
+    barrier = emit_barrier(module, target)
+    for k, kernel in enumerate(kernels):
+        if k:
+            b.call(barrier, [args["sync"], nthreads])
+        pointers = [_pointer(b, args, places[v.name], v.name) for v in (*kernel.outputs, *kernel.inputs)]
+        b.call(kernel.function, [*pointers, scratch, tid, nthreads])
+    if copies:
+        if kernels:
+            b.call(barrier, [args["sync"], nthreads])
+        _emit_copies(b, module, args, places, copies)
+    b.ret_void()
+
+
+def _pointer(b: ir.IRBuilder, args: dict[str, ir.Argument], place: _Place, label: str) -> ir.Value:
+    """The data pointer of a value at its place."""
+    name = "p." + re.sub(r"[^A-Za-z0-9_.]", "_", label)
+    if place.where == "arena":
+        return b.gep(args["arena"], [i64(place.at)], inbounds=True, source_etype=I8, name=name)
+    if place.where == "global":
+        return place.glob
+    slot = b.gep(args[place.where], [i64(place.at)], inbounds=True, source_etype=PTR)
+    return b.load(slot, typ=PTR, align=8, name=name)
+
+
+def _emit_copies(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Argument], places: dict[str, _Place],
+                 copies: list[tuple[int, Value]]) -> None:
+    """Thread 0 copies each listed value into its output buffer."""
+    memcpy = declare(module, "llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
+    fn = b.function
+    copy_block, done = fn.append_basic_block("copy"), fn.append_basic_block("copied")
+    b.cbranch(b.icmp_signed("==", args["tid"], i64(0)), copy_block, done)
+    b.position_at_end(copy_block)
+    for k, v in copies:
+        if v.type.nbytes:
+            dst = _pointer(b, args, _Place("outputs", k), f"out{k}")
+            src = _pointer(b, args, places[v.name], v.name)
+            b.call(memcpy, [dst, src, i64(v.type.nbytes), ir.Constant(I1, 0)])
+    b.branch(done)
+    b.position_at_end(done)

@@ -1,0 +1,233 @@
+"""Native synchronization: the barrier between the kernels of a multi-threaded call, and the worker-pool loop.
+
+Barrier. `braze.barrier(ptr sync, i64 nthreads)` is emitted into each whole-graph module and works on SYNC_BYTES
+of zeroed memory the runtime owns per executable: an arrival counter at byte 0, an abort flag at byte
+ABORT_OFFSET and a generation counter at byte GENERATION_OFFSET (its own cache line, so spinning readers of the
+generation do not slow the arrivals). With one thread it returns at once. The abort flag is the runtime's way out
+when one thread of a call never reaches the native code (an exception in Python just before its foreign call):
+the runtime sets it, every thread waiting at a barrier returns, and the runtime discards the call's results,
+waits for all threads and zeroes the block before the next call.
+
+Worker pool (runtime/pool.py), one module per process with three exported functions, so that handing a call to a
+worker thread needs neither the GIL nor a sleeping thread's wake-up:
+- `i64 braze_pool_post(ptr task, ptr fn, ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
+  i64 nthreads, ptr sync, ptr controls, i64 workers, i64 call)` writes the call into the task block, then stores
+  `call` into the go word of each of the first `workers` control blocks; returns how many of them were asleep
+  (their Python thread then needs its Event set).
+- `i64 braze_pool_work(ptr task, ptr control, i64 tid, i64 seen, i64 spins)` is a worker's loop: it spins on its
+  go word; for every new call it runs `fn(inputs, weights, outputs, arena, scratch, tid, nthreads, sync)` and
+  stores the call number in its done word. After `spins` idle spins it marks itself asleep and returns the last
+  call it ran, and the Python thread sleeps until the next post.
+- `i64 braze_pool_join(ptr controls, i64 workers, i64 call, i64 spins)` spins until every done word holds `call`
+  (1) or the spins run out (0).
+A control block is CONTROL_BYTES: go at byte 0, asleep at byte 64, done at byte 128 (separate cache lines). The
+asleep handshake is Dekker-style with sequentially consistent accesses: the worker stores asleep = 1 and then
+reads go, the poster stores go and then reads asleep, so at least one of them sees the other's store.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .loops import I8, I64, PTR, VOID, define_function, i64
+from .target import Target
+
+SYNC_BYTES = 128
+ABORT_OFFSET = 8
+GENERATION_OFFSET = 64
+YIELD_EVERY = 4096  # spins between sched_yield calls while waiting at a barrier
+
+CONTROL_BYTES = 192
+GO, ASLEEP, DONE = 0, 64, 128
+TASK_WORDS = 8      # fn, inputs, weights, outputs, arena, scratch, nthreads, sync
+POOL_MODULE = "braze_pool_v1"
+ENTRY_TYPE = ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, PTR, I64, I64, PTR])
+
+
+def declare(module: ir.Module, name: str, ret: ir.Type, params: list[ir.Type]) -> ir.Function:
+    """The function `name` of the module, declared with this signature on first use (intrinsics, libc)."""
+    try:
+        return module.get_global(name)
+    except KeyError:
+        return ir.Function(module, ir.FunctionType(ret, params), name)
+
+
+def _at(b: ir.IRBuilder, base: ir.Value, offset: int, name: str = "") -> ir.Value:
+    return b.gep(base, [i64(offset)], inbounds=True, source_etype=I8, name=name)
+
+
+def _relax(b: ir.IRBuilder, module: ir.Module, target: Target) -> None:
+    """A spin-wait hint to the core (x86 `pause`), where the target has one."""
+    if target.is_x86:
+        b.call(declare(module, "llvm.x86.sse2.pause", VOID, []), [])
+
+
+def _has_sched_yield(target: Target) -> bool:
+    return any(os in target.triple for os in ("linux", "darwin", "freebsd", "netbsd", "openbsd"))
+
+
+def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
+    """`void braze.barrier(ptr sync, i64 nthreads)`: returns once all nthreads threads have arrived.
+
+    The last thread to arrive resets the arrival counter and then bumps the generation (release); the others
+    spin until they see the generation change (acquire) or the abort flag set, with `pause` between reads and
+    sched_yield now and then so an oversubscribed machine still makes progress. Reading the generation before
+    arriving makes the barrier reusable: a thread that races ahead to the next barrier arrives only after the
+    reset it observed.
+    """
+    fn = define_function(module, "braze.barrier", [("sync", PTR), ("nthreads", I64)], internal=True)
+    fn.attributes.add("noinline")
+    sync, nthreads = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    arrive, last, wait, spin, done = (fn.append_basic_block(n) for n in ("arrive", "last", "wait", "spin", "done"))
+    b.cbranch(b.icmp_signed("<=", nthreads, i64(1)), done, arrive)
+    b.position_at_end(arrive)
+    generation, abort = _at(b, sync, GENERATION_OFFSET, "generation"), _at(b, sync, ABORT_OFFSET, "abort")
+    seen = b.load_atomic(generation, "acquire", 8, typ=I64, name="seen")
+    before = b.atomic_rmw("add", sync, i64(1), "acq_rel", name="before")
+    b.cbranch(b.icmp_signed("==", before, b.sub(nthreads, i64(1))), last, wait)
+    b.position_at_end(last)
+    b.atomic_rmw("xchg", sync, i64(0), "monotonic")  # store_atomic needs typed pointers in llvmlite
+    b.atomic_rmw("add", generation, i64(1), "release")
+    b.branch(done)
+    b.position_at_end(wait)
+    b.branch(spin)
+    b.position_at_end(spin)
+    count = b.phi(I64, name="spins")
+    count.add_incoming(i64(0), wait)
+    now = b.load_atomic(generation, "acquire", 8, typ=I64, name="now")
+    stop = b.load_atomic(abort, "monotonic", 8, typ=I64, name="stop")
+    keep = fn.append_basic_block("keep")
+    b.cbranch(b.or_(b.icmp_signed("!=", now, seen), b.icmp_signed("!=", stop, i64(0))), done, keep)
+    b.position_at_end(keep)
+    _relax(b, module, target)
+    following = b.add(count, i64(1), name="spins.next")
+    if _has_sched_yield(target):
+        rest, back = fn.append_basic_block("yield"), fn.append_basic_block("back")
+        b.cbranch(b.icmp_signed("==", b.and_(following, i64(YIELD_EVERY - 1)), i64(0)), rest, back)
+        b.position_at_end(rest)
+        b.call(declare(module, "sched_yield", ir.IntType(32), []), [])
+        b.branch(back)
+        b.position_at_end(back)
+    count.add_incoming(following, b.block)
+    b.branch(spin)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def emit_pool_module(target: Target) -> ir.Module:
+    """The module of the worker-pool functions (see the module doc)."""
+    module = target.new_module(POOL_MODULE)
+    _emit_post(module)
+    _emit_work(module, target)
+    _emit_join(module, target)
+    return module
+
+
+def _emit_post(module: ir.Module) -> None:
+    names = ["task", "fn", "inputs", "weights", "outputs", "arena", "scratch", "nthreads", "sync", "controls",
+             "workers", "call"]
+    types = [PTR] * 7 + [I64, PTR, PTR, I64, I64]
+    fn = define_function(module, "braze_pool_post", list(zip(names, types)), ret=I64)
+    args = dict(zip(names, fn.args))
+    b = ir.IRBuilder(fn.entry_basic_block)
+    for k, field in enumerate(names[1:9]):
+        b.store(args[field], b.gep(args["task"], [i64(k)], source_etype=I64 if field == "nthreads" else PTR),
+                align=8)
+    asleep = _each_control(b, fn, args["controls"], args["workers"], lambda control: _post_one(b, control,
+                                                                                               args["call"]))
+    b.ret(asleep)
+
+
+def _post_one(b: ir.IRBuilder, control: ir.Value, call: ir.Value) -> ir.Value:
+    b.atomic_rmw("xchg", control, call, "seq_cst")
+    return b.load_atomic(_at(b, control, ASLEEP), "seq_cst", 8, typ=I64)
+
+
+def _each_control(b: ir.IRBuilder, fn: ir.Function, controls: ir.Value, workers: ir.Value, body) -> ir.Value:
+    """Sum of body(control) over the first `workers` control pointers."""
+    entry = b.block
+    loop, step, done = (fn.append_basic_block(n) for n in ("each", "each.body", "each.done"))
+    b.branch(loop)
+    b.position_at_end(loop)
+    k, total = b.phi(I64, name="k"), b.phi(I64, name="total")
+    k.add_incoming(i64(0), entry)
+    total.add_incoming(i64(0), entry)
+    b.cbranch(b.icmp_signed("<", k, workers), step, done)
+    b.position_at_end(step)
+    control = b.load(b.gep(controls, [k], source_etype=PTR), typ=PTR, align=8)
+    value = body(control)
+    k.add_incoming(b.add(k, i64(1)), b.block)
+    total.add_incoming(b.add(total, value), b.block)
+    b.branch(loop)
+    b.position_at_end(done)
+    return total
+
+
+def _emit_work(module: ir.Module, target: Target) -> None:
+    fn = define_function(module, "braze_pool_work", [("task", PTR), ("control", PTR), ("tid", I64), ("seen", I64),
+                                                     ("spins", I64)], ret=I64)
+    task, control, tid, seen0, spins = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    asleep, done_word = _at(b, control, ASLEEP, "asleep"), _at(b, control, DONE, "done")
+    b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
+    entry = b.block
+    spin, relax, idle, run, leave = (fn.append_basic_block(n) for n in ("spin", "relax", "idle", "run", "leave"))
+    b.branch(spin)
+    b.position_at_end(spin)
+    seen, count = b.phi(I64, name="seen"), b.phi(I64, name="count")
+    seen.add_incoming(seen0, entry)
+    count.add_incoming(i64(0), entry)
+    go = b.load_atomic(control, "acquire", 8, typ=I64, name="go")
+    b.cbranch(b.icmp_signed("!=", go, seen), run, relax)
+    b.position_at_end(relax)
+    _relax(b, module, target)
+    seen.add_incoming(seen, relax)
+    count.add_incoming(b.add(count, i64(1)), relax)
+    b.cbranch(b.icmp_signed(">=", count, spins), idle, spin)
+    b.position_at_end(idle)  # going to sleep: announce it, then look at go once more (the poster reads asleep)
+    b.atomic_rmw("xchg", asleep, i64(1), "seq_cst")
+    late = b.load_atomic(control, "seq_cst", 8, typ=I64, name="late")
+    woke = fn.append_basic_block("woke")
+    b.cbranch(b.icmp_signed("!=", late, seen), woke, leave)
+    b.position_at_end(woke)
+    b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
+    b.branch(run)
+    b.position_at_end(run)
+    call = b.phi(I64, name="call")
+    call.add_incoming(go, spin)
+    call.add_incoming(late, woke)
+    words = [b.load(b.gep(task, [i64(k)], source_etype=I64), typ=I64, align=8) for k in range(TASK_WORDS)]
+    pointer = [b.inttoptr(w, PTR) for w in words]
+    entry_fn = b.inttoptr(words[0], ENTRY_TYPE.as_pointer(), name="fn")  # a typed pointer: the call's signature
+    b.call(entry_fn, [*pointer[1:6], tid, words[6], pointer[7]])
+    b.atomic_rmw("xchg", done_word, call, "release")
+    seen.add_incoming(call, b.block)
+    count.add_incoming(i64(0), b.block)
+    b.branch(spin)
+    b.position_at_end(leave)
+    b.ret(seen)
+
+
+def _emit_join(module: ir.Module, target: Target) -> None:
+    fn = define_function(module, "braze_pool_join", [("controls", PTR), ("workers", I64), ("call", I64),
+                                                     ("spins", I64)], ret=I64)
+    controls, workers, call, spins = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    entry = b.block
+    spin, relax, done = (fn.append_basic_block(n) for n in ("spin", "relax", "done"))
+    b.branch(spin)
+    b.position_at_end(spin)
+    count = b.phi(I64, name="count")
+    count.add_incoming(i64(0), entry)
+    finished = _each_control(b, fn, controls, workers, lambda control: b.zext(
+        b.icmp_signed("==", b.load_atomic(_at(b, control, DONE), "acquire", 8, typ=I64), call), I64))
+    all_done = b.icmp_signed("==", finished, workers)
+    out_of_spins = b.icmp_signed(">=", count, spins)
+    b.cbranch(b.or_(all_done, out_of_spins), done, relax)
+    b.position_at_end(relax)
+    _relax(b, module, target)
+    count.add_incoming(b.add(count, i64(1)), relax)
+    b.branch(spin)
+    b.position_at_end(done)
+    b.ret(b.zext(all_done, I64))

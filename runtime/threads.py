@@ -1,0 +1,80 @@
+"""How many threads a compiled call uses (the threads themselves are in runtime/pool.py).
+
+An explicit count (braze.compile(..., threads=N)) wins, then `BRAZE_NUM_THREADS`, then a heuristic: one thread
+for small graphs, where handing work to another thread costs more than it saves, else every CPU this process may
+run on (its affinity mask where the platform has one).
+"""
+from __future__ import annotations
+
+import os
+
+from braze.ir.errors import BrazeError
+from braze.ir.graph import Graph, Node
+
+NUM_THREADS_ENV = "BRAZE_NUM_THREADS"
+
+# Estimated work (multiply-adds plus elements touched) below which a call runs on one thread: handing work to a
+# worker and the barriers between kernels cost microseconds to tens of microseconds, about as long as a core
+# needs for this much work.
+PARALLEL_THRESHOLD = 1_000_000
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def env_threads() -> int | None:
+    """The thread count BRAZE_NUM_THREADS asks for, or None when it is unset or empty."""
+    text = os.environ.get(NUM_THREADS_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise BrazeError(f"{NUM_THREADS_ENV} must be a positive integer, got {text!r}") from None
+    if count < 1:
+        raise BrazeError(f"{NUM_THREADS_ENV} must be a positive integer, got {text!r}")
+    return count
+
+
+def check_threads(threads: int | None) -> int | None:
+    """A requested thread count validated (None stays None: let the runtime choose)."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise BrazeError(f"threads must be a positive integer or None, got {threads!r}")
+    return threads
+
+
+def choose_threads(work: float, requested: int | None = None) -> int:
+    """Threads for a call: `requested`, else BRAZE_NUM_THREADS, else 1 for small work and all CPUs otherwise."""
+    requested = check_threads(requested)
+    if requested is not None:
+        return requested
+    from_env = env_threads()
+    if from_env is not None:
+        return from_env
+    return 1 if work < PARALLEL_THRESHOLD else available_cpus()
+
+
+def estimate_work(graph: Graph) -> float:
+    """A rough cost of one call: multiply-adds of matmuls and convolutions plus the elements every node writes."""
+    return float(sum(_node_work(node) for node in graph.nodes))
+
+
+def _node_work(node: Node) -> int:
+    if node.op in ("param", "constant", "flag"):
+        return 0
+    if node.op == "fused":
+        return sum(_node_work(n) for n in node.attr["body"].nodes)
+    written = sum(v.type.size for v in node.outputs)
+    if node.op == "matmul" and node.inputs[0].shape:
+        return written * node.inputs[0].shape[-1]
+    if node.op == "conv2d" and len(node.inputs) > 1 and node.inputs[1].shape:
+        w = node.inputs[1]
+        return written * (w.type.size // max(w.shape[0], 1))
+    return written

@@ -1,0 +1,137 @@
+"""Elementwise lowerings against the numpy reference: every op and dtype it supports, broadcasting, empty and
+size-1 axes, sizes off the vector width, special values (NaN, infinities, signed zeros, integer extremes), and the
+float32 transcendentals over strided bit patterns of the whole float32 range."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from braze.ir.errors import BrazeError
+from braze.ir.types import DTYPES, TensorType
+from tests.codegen.lowering_harness import broadcast_operands, check_node, make_node, shapes, special_array
+
+DTYPE_NAMES = [d.numpy_name for d in DTYPES]
+FLOATS = ["float32", "float64"]
+UNARY_FLOAT = ["exp", "log", "tanh", "erf", "sigmoid", "silu", "sqrt", "rsqrt", "relu", "abs", "neg", "sign"]
+UNARY_ANY = ["relu", "abs", "neg", "sign"]
+BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"]
+EXAMPLES = settings(max_examples=3, deadline=None, derandomize=True)
+
+
+def supported(op: str, dtype: str, arity: int, **attrs) -> bool:
+    try:
+        make_node(op, *[TensorType((2,), dtype)] * arity, **attrs)
+        return True
+    except BrazeError:
+        return False
+
+
+def _run(op: str, arrays, **attrs) -> None:
+    node = make_node(op, *arrays, **attrs)
+    check_node(node, arrays, inputs=arrays[0] if len(arrays) == 1 else 0.0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", UNARY_FLOAT)
+@EXAMPLES
+@given(shape=shapes(), seed=st.integers(0, 2 ** 32 - 1))
+def test_unary_float_ops_match_reference(op: str, dtype: str, shape, seed: int) -> None:
+    _run(op, [special_array(np.random.default_rng(seed), shape, dtype, low=-10, high=10)])
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPE_NAMES if d not in FLOATS])
+@pytest.mark.parametrize("op", UNARY_ANY)
+@EXAMPLES
+@given(shape=shapes(), seed=st.integers(0, 2 ** 32 - 1))
+def test_unary_integer_ops_match_reference(op: str, dtype: str, shape, seed: int) -> None:
+    if not supported(op, dtype, 1):
+        return
+    _run(op, [special_array(np.random.default_rng(seed), shape, dtype)])
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", FLOATS)
+@EXAMPLES
+@given(shape=shapes(), seed=st.integers(0, 2 ** 32 - 1))
+def test_gelu_matches_reference(approximate: str, dtype: str, shape, seed: int) -> None:
+    _run("gelu", [special_array(np.random.default_rng(seed), shape, dtype, low=-10, high=10)], approximate=approximate)
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("bounds", [(None, 1.5), (-0.5, None), (-1.25, 2.5), (None, None)])
+@settings(max_examples=2, deadline=None, derandomize=True)
+@given(shape=shapes(), seed=st.integers(0, 2 ** 32 - 1))
+def test_clamp_matches_reference(dtype: str, bounds, shape, seed: int) -> None:
+    low, high = bounds
+    _run("clamp", [special_array(np.random.default_rng(seed), shape, dtype)], min=low, max=high)
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("op", BINARY)
+@EXAMPLES
+@given(operands=broadcast_operands(2), seed=st.integers(0, 2 ** 32 - 1))
+def test_binary_ops_broadcast_like_numpy(op: str, dtype: str, operands, seed: int) -> None:
+    if not supported(op, dtype, 2):
+        return
+    rng = np.random.default_rng(seed)
+    _, (sx, sy) = operands
+    low = 0.0 if op == "pow" else -3.0
+    _run(op, [special_array(rng, sx, dtype, low=low), special_array(rng, sy, dtype, low=low)])
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@EXAMPLES
+@given(operands=broadcast_operands(3), seed=st.integers(0, 2 ** 32 - 1))
+def test_where_selects_like_numpy(dtype: str, operands, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    _, (sc, sx, sy) = operands
+    arrays = [rng.random(sc) < 0.5, special_array(rng, sx, dtype), special_array(rng, sy, dtype)]
+    check_node(make_node("where", *arrays), arrays)
+
+
+def _castable(rng: np.random.Generator, shape, src: str, dst: str) -> np.ndarray:
+    """Values whose conversion numpy defines: in the destination's range, no NaN into integers."""
+    if np.dtype(src).kind == "f" and np.dtype(dst).kind in "iu":
+        high = 100.0 if np.dtype(dst).itemsize == 1 else 1e6
+        array = special_array(rng, shape, src, low=0.0 if np.dtype(dst).kind == "u" else -high, high=high,
+                              fraction=0.0)
+        return array
+    return special_array(rng, shape, src)
+
+
+@pytest.mark.parametrize("dst", DTYPE_NAMES)
+@pytest.mark.parametrize("src", DTYPE_NAMES)
+@settings(max_examples=1, deadline=None, derandomize=True)
+@given(shape=shapes(nonempty=True), seed=st.integers(0, 2 ** 32 - 1))
+def test_cast_converts_like_astype(src: str, dst: str, shape, seed: int) -> None:
+    array = _castable(np.random.default_rng(seed), shape, src, dst)
+    check_node(make_node("cast", array, dtype=dst), [array])
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_max_min_propagate_nan_like_numpy(op: str) -> None:
+    values = np.asarray([np.nan, 1.0, -np.inf, np.inf, -0.0, 0.0, np.nan, 2.0], np.float32)
+    x = np.repeat(values, 8)[:61]
+    y = np.tile(values, 8)[:61]
+    got = check_node(make_node(op, x, y), [x, y])[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(x) | np.isnan(y))
+
+
+def test_relu_and_clamp_keep_nan() -> None:
+    x = np.asarray([np.nan, -1.0, 2.0, -np.inf, np.inf] * 7, np.float32)
+    for node in (make_node("relu", x), make_node("clamp", x, min=0.0, max=1.0)):
+        got = check_node(node, [x])[0]
+        assert np.isnan(got[::5]).all() and not np.isnan(got[1::5]).any()
+
+
+_PATTERNS = np.arange(0, 2 ** 32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("op, attrs", [("exp", {}), ("log", {}), ("tanh", {}), ("erf", {}), ("sigmoid", {}),
+                                       ("silu", {}), ("gelu", {"approximate": "none"}),
+                                       ("gelu", {"approximate": "tanh"})])
+def test_float32_transcendentals_hold_their_accuracy_over_the_whole_range(op: str, attrs) -> None:
+    x = np.concatenate([_PATTERNS, np.asarray([np.nan, np.inf, -np.inf, 0.0, -0.0], np.float32)])
+    check_node(make_node(op, x, **attrs), [x], inputs=x, threads=False)

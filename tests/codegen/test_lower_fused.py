@@ -1,0 +1,186 @@
+"""Fusion regions from the fuse pass, lowered as one kernel each, against the reference interpreter: elementwise
+regions (bit-exact for arithmetic), reduction regions (softmax and layer norm written longhand, residual + layer
+norm, reductions over leading axes), gemm/conv regions with epilogues, and regions that fall back to op by op."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import braze
+from braze.ir.builder import GraphBuilder
+from braze.ir.types import TensorType
+from tests.codegen.lowering_harness import (aligned_copy, aligned_empty, assert_close, broadcast_operands,
+                                            compile_node, fused_nodes, random_array, reference, run_node,
+                                            special_array)
+
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def regions(build, shapes, dtype: str = "float32", seed: int = 0, kind: str | None = None):
+    """The fused nodes of the graph `build` makes from inputs of `shapes`, with their operand values."""
+    b = GraphBuilder("g")
+    inputs = [b.input(f"x{i}", TensorType(s, dtype)) for i, s in enumerate(shapes)]
+    outs = build(b, *inputs)
+    graph = braze.optimize(b.finish(list(outs) if isinstance(outs, (list, tuple)) else [outs]), pipeline=["fuse"])
+    rng = np.random.default_rng(seed)
+    found = fused_nodes(graph, [random_array(rng, s, dtype) for s in shapes])
+    assert found, f"the fuse pass formed no region:\n{graph}"
+    if kind is not None:
+        assert all(n.attr["kind"] == kind for n, _ in found), [n.attr["kind"] for n, _ in found]
+    return found
+
+
+def op_by_op(node) -> bool:
+    """Whether the node's kernel is the op-by-op fallback (it then calls one kernel per body node)."""
+    compiled = compile_node(node)
+    return any(name.startswith(compiled.spec.name + ".op") for name in compiled.spec.function.module.globals)
+
+
+def check(node, operands, rtol: float = 0.0, atol: float = 0.0) -> list[np.ndarray]:
+    """Compare every result with the reference (|got - want| <= rtol |want| + atol), then demand the same bytes
+    from 3 threads."""
+    got, want = run_node(node, operands), reference(node, operands)
+    for k, (g, w) in enumerate(zip(got, want)):
+        allowed = rtol * np.abs(np.nan_to_num(w.astype(np.float64), posinf=0, neginf=0)) + atol if rtol or atol else 0.0
+        assert_close(g, w, allowed, f"{node.attr['kind']} region result {k}")
+    for g, s in zip(got, run_node(node, operands, nthreads=3)):
+        assert g.tobytes() == s.tobytes()
+    return got
+
+
+# --- elementwise --------------------------------------------------------------------------------------------
+
+_EXACT = ["add", "sub", "mul", "maximum", "minimum", "div"]
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(operands=broadcast_operands(3), ops=st.lists(st.sampled_from(_EXACT + ["relu", "neg", "abs", "where"]),
+                                                    min_size=2, max_size=6), seed=st.integers(0, 2 ** 32 - 1))
+def test_elementwise_regions_round_like_the_reference(operands, ops, seed: int) -> None:
+    _, shapes = operands
+
+    def build(b, *xs):
+        values = list(xs)
+        for k, op in enumerate(ops):
+            a, c = values[k % len(values)], values[-1]
+            if op in _EXACT:
+                values.append(getattr(b, op)(a, c))
+            elif op == "where":
+                values.append(b.where(b.gt(a, c), a, b.mul(c, 0.5)))
+            else:
+                values.append(getattr(b, op)(c))
+        return [values[-1], b.gt(values[-1], 0.0), values[-2]]
+    rng = np.random.default_rng(seed)
+    for node, operands_ in regions(build, shapes, seed=seed):
+        operands_ = [special_array(rng, o.shape, o.dtype) for o in operands_]
+        check(node, operands_)
+        assert not op_by_op(node)
+
+
+def test_elementwise_region_with_transcendentals() -> None:
+    (node, operands), = regions(lambda b, x, y: b.add(b.tanh(b.mul(x, y)), b.sigmoid(b.exp(y))), [(7, 33), (33,)],
+                                kind="elementwise")
+    check(node, operands, rtol=8 * F32_EPS, atol=8 * F32_EPS)
+
+
+def test_elementwise_region_may_write_over_its_operand() -> None:
+    """The memory plan lets an elementwise region's result take its operand's bytes: same pointer in and out."""
+    (node, operands), = regions(lambda b, x, y: b.relu(b.add(b.mul(x, y), 1.0)), [(9, 35), (35,)], kind="elementwise")
+    compiled = compile_node(node)
+    want = reference(node, operands)[0]
+    storage, shared = aligned_copy(operands[0])
+    _, other = aligned_copy(operands[1])
+    scratch = aligned_empty(compiled.spec.scratch_bytes)
+    pointers = ctypes.c_void_p * 2
+    outs, ins, scratches = pointers(shared.ctypes.data), pointers(shared.ctypes.data, other.ctypes.data), \
+        pointers(scratch.ctypes.data)
+    compiled.call(ctypes.addressof(outs), ctypes.addressof(ins), ctypes.addressof(scratches), 0, 1)
+    np.testing.assert_array_equal(shared, want)
+
+
+# --- reductions ---------------------------------------------------------------------------------------------
+
+
+def _softmax(b, x, axis=-1):
+    m = b.max(x, axes=(axis,), keepdim=True)
+    e = b.exp(b.sub(x, m))
+    return b.div(e, b.sum(e, axes=(axis,), keepdim=True))
+
+
+def _layer_norm(b, x, w, bias):
+    mu = b.mean(x, axes=(-1,), keepdim=True)
+    c = b.sub(x, mu)
+    var = b.mean(b.mul(c, c), axes=(-1,), keepdim=True)
+    return b.add(b.mul(b.mul(c, b.rsqrt(b.add(var, 1e-5))), w), bias)
+
+
+@pytest.mark.parametrize("build, shapes, rtol, atol", [
+    (_softmax, [(6, 37)], 64 * F32_EPS, 0.0),
+    (lambda b, x: _softmax(b, x, axis=0), [(37, 6)], 64 * F32_EPS, 0.0),
+    (_layer_norm, [(5, 48), (48,), (48,)], 64 * F32_EPS, 64 * F32_EPS),
+    (lambda b, x, r, w: b.layer_norm(b.add(x, r), w, normalized_shape=(33,)), [(3, 5, 33), (3, 5, 33), (33,)],
+     64 * F32_EPS, 64 * F32_EPS),
+    (lambda b, x: b.mean(b.relu(x), axes=(2, 3)), [(2, 5, 7, 9)], 16 * F32_EPS, 0.0),
+    (lambda b, x: [b.sum(b.mul(x, x), axes=(0,)), b.argmax(b.abs(x), axis=1, keepdim=True)], [(17, 19)],
+     32 * F32_EPS, 32 * F32_EPS),
+    (lambda b, x, y: b.log(b.sum(b.exp(b.add(x, y)), axes=(1,), keepdim=False)), [(4, 21), (4, 1)],
+     16 * F32_EPS, 16 * F32_EPS),
+])
+def test_reduction_regions_run_as_one_nest(build, shapes, rtol: float, atol: float) -> None:
+    for node, operands in regions(build, shapes, kind="reduction"):
+        check(node, operands, rtol, atol)
+        assert not op_by_op(node)
+
+
+def test_reduction_region_reading_rows_across_axes_falls_back_op_by_op() -> None:
+    """sum(x, axis 1) without kept axes broadcast against x pairs row i's sum with column i: not one row pass."""
+    (node, operands), = regions(lambda b, x: b.add(b.sum(x, axes=(1,)), x), [(5, 5)], kind="reduction")
+    check(node, operands, 16 * F32_EPS, 16 * F32_EPS)
+    assert op_by_op(node)
+
+
+# --- gemm and conv ------------------------------------------------------------------------------------------
+
+
+def _two_results(b, pre):
+    """A region result that leaves (the pre-activation) besides the final one."""
+    return [pre, b.tanh(pre)]
+
+
+@pytest.mark.parametrize("build, shapes", [
+    (lambda b, x, w, c: b.relu(b.add(b.matmul(x, w), c)), [(9, 20), (20, 35), (35,)]),
+    (lambda b, x, w, c, r: b.add(b.gelu(b.add(b.matmul(x, w), c)), r), [(2, 9, 20), (20, 35), (35,), (2, 9, 35)]),
+    (lambda b, x, w, c: _two_results(b, b.add(b.matmul(x, w), c)), [(13, 8), (8, 3), (13, 1)]),
+    (lambda b, x, w: b.gt(b.matmul(x, w), 0.0), [(6, 30), (30, 17)]),
+    (lambda b, x, w, c: b.mul(b.matmul(x, w), c), [(30,), (30, 17), ()]),
+])
+def test_gemm_regions_fuse_their_epilogue(build, shapes) -> None:
+    found = regions(build, shapes, kind="gemm")
+    assert len(found) == 1
+    for node, operands in found:
+        check(node, operands, 64 * F32_EPS, 64 * F32_EPS * np.sqrt(shapes[0][-1]))
+        assert not op_by_op(node)
+
+
+@pytest.mark.parametrize("build, shapes, fused", [
+    (lambda b, x, w, c: b.relu(b.add(b.conv2d(x, w, padding=(1, 1)), c)), [(2, 3, 8, 9), (5, 3, 3, 3), (5, 1, 1)],
+     True),
+    (lambda b, x, w, c, r: b.add(b.conv2d(x, w, c, stride=(2, 2)), r), [(1, 4, 9, 9), (4, 4, 3, 3), (4,), (1, 4, 4, 4)],
+     True),
+    (lambda b, x, w, r: b.add(b.conv2d(x, w), r), [(1, 2, 6, 7), (3, 2, 3, 3), (1, 1, 4, 1)], False),
+])
+def test_conv_regions_fuse_linear_epilogues(build, shapes, fused: bool) -> None:
+    for node, operands in regions(build, shapes, kind="conv"):
+        check(node, operands, 64 * F32_EPS, 64 * F32_EPS * 6)
+        assert op_by_op(node) != fused
+
+
+def test_float64_gemm_region_falls_back_op_by_op() -> None:
+    (node, operands), = regions(lambda b, x, w, c: b.relu(b.add(b.matmul(x, w), c)), [(9, 20), (20, 35), (35,)],
+                                dtype="float64", kind="gemm")
+    check(node, operands, 1e-13, 1e-13)
+    assert op_by_op(node)

@@ -1,0 +1,108 @@
+"""Reductions, argmax/argmin and the softmax family against the numpy reference: random shapes and axes (both
+layouts of the row engine: reduced innermost axis and kept innermost axis), keepdim, every supported dtype, empty
+reductions, and NaN/infinity propagation like numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from braze.ir.errors import BrazeError
+from braze.ir.evaluate import evaluate
+from braze.ir.types import DTYPES, TensorType
+from tests.codegen.lowering_harness import check_node, make_node, shapes, special_array
+
+DTYPE_NAMES = [d.numpy_name for d in DTYPES]
+NONFINITE = (np.nan, np.inf, -np.inf, 0.0, -0.0)
+EXAMPLES = settings(max_examples=3, deadline=None, derandomize=True)
+
+
+@st.composite
+def axes_of(draw, rank: int):
+    if draw(st.booleans()) and draw(st.booleans()):
+        return None
+    chosen = [a for a in range(rank) if draw(st.booleans())]
+    return tuple(a - rank if draw(st.booleans()) else a for a in chosen)
+
+
+def node_or_skip(op: str, x: np.ndarray, **attrs):
+    try:
+        return make_node(op, x, **attrs)
+    except BrazeError:
+        assume(False)
+
+
+def _reduced(x: np.ndarray, axes) -> tuple[np.ndarray, int]:
+    """sum |x| over the axes (float64) and the number of terms each result sums."""
+    norm = tuple(range(x.ndim)) if axes is None else tuple(a % max(x.ndim, 1) for a in axes)
+    terms = int(np.prod([x.shape[a] for a in norm])) if x.ndim else 1
+    return np.sum(np.abs(x.astype(np.float64)), axis=norm), terms
+
+
+def _supported(op: str, dtype: str) -> bool:
+    try:
+        make_node(op, TensorType((2,), dtype))
+        return True
+    except BrazeError:
+        return False
+
+
+@pytest.mark.parametrize("op, dtype", [(op, d) for op in ("sum", "mean", "max", "min") for d in DTYPE_NAMES
+                                       if _supported(op, d)])
+@EXAMPLES
+@given(data=st.data(), shape=shapes(), keepdim=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
+def test_reductions_match_reference(op: str, dtype: str, data, shape, keepdim: bool, seed: int) -> None:
+    axes = data.draw(axes_of(len(shape)))
+    x = special_array(np.random.default_rng(seed), shape, dtype, specials=NONFINITE)
+    node = node_or_skip(op, x, axes=axes, keepdim=keepdim)
+    total, terms = _reduced(x, axes)
+    scale = total / max(terms, 1) if op == "mean" else total
+    check_node(node, [x], terms=terms, scale=np.reshape(scale, node.out.shape))
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPE_NAMES if d != "bool"])
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@EXAMPLES
+@given(data=st.data(), shape=shapes(), keepdim=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
+def test_arg_reductions_pick_the_first_extreme(op: str, dtype: str, data, shape, keepdim: bool, seed: int) -> None:
+    axis = data.draw(st.none() | st.integers(-max(len(shape), 1), max(len(shape), 1) - 1))
+    rng = np.random.default_rng(seed)
+    x = special_array(rng, shape, dtype, specials=NONFINITE)
+    if x.dtype.kind == "f" and x.size:
+        x = np.round(x)  # ties are common, so "first" matters
+    check_node(node_or_skip(op, x, axis=axis, keepdim=keepdim), [x])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@EXAMPLES
+@given(data=st.data(), shape=shapes(), seed=st.integers(0, 2 ** 32 - 1))
+def test_softmax_family_matches_reference(op: str, dtype: str, data, shape, seed: int) -> None:
+    axis = data.draw(st.integers(-max(len(shape), 1), max(len(shape), 1) - 1))
+    x = special_array(np.random.default_rng(seed), shape, dtype, low=-20, high=20, fraction=0.05,
+                      specials=NONFINITE)
+    node = node_or_skip(op, x, axis=axis)
+    terms = x.shape[axis] if x.ndim else 1
+    x64 = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if op == "softmax":
+            scale = np.abs(evaluate(op, [x64], {"axis": axis})[0])
+        else:
+            m = np.max(x64, axis=axis, keepdims=True) if x.size and x.ndim else x64
+            log_sum = np.log(np.sum(np.exp(x64 - m), axis=axis, keepdims=True)) if x.ndim else 0.0
+            scale = np.abs(x64 - m) + np.abs(log_sum) + 1.0
+    check_node(node, [x], terms=terms, scale=np.nan_to_num(scale, nan=0.0, posinf=0.0))
+
+
+def test_empty_reductions_give_identities() -> None:
+    x = np.zeros((3, 0, 5), np.float32)
+    np.testing.assert_array_equal(check_node(make_node("sum", x, axes=(1,)), [x])[0], np.zeros((3, 5)))
+    assert np.isnan(check_node(make_node("mean", x, axes=(1,)), [x])[0]).all()
+
+
+def test_max_and_argmax_see_nan_first() -> None:
+    x = np.asarray([[1.0, np.nan, 5.0, np.nan], [2.0, 7.0, 7.0, -np.inf]] * 9, np.float32)
+    assert np.isnan(check_node(make_node("max", x, axes=(1,)), [x])[0][::2]).all()
+    np.testing.assert_array_equal(check_node(make_node("argmax", x, axis=1), [x])[0][:2], [1, 1])
+    np.testing.assert_array_equal(check_node(make_node("argmin", x, axis=1), [x])[0][:2], [1, 3])

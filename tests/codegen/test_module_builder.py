@@ -1,0 +1,226 @@
+"""The whole-graph module: entry layout, buffer placement, output copies, constants, barriers and names.
+
+These tests use the small checking lowering of tests/codegen/checking_lowering.py so that they exercise the module builder
+and the runtime alone; the model tests in tests/runtime run the real lowerings.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from braze import ir
+from braze.codegen import PTR, define_function
+from braze.codegen.lower.base import KernelContext, KernelSpec
+from braze.codegen import host_target
+from braze.codegen.module_builder import INLINE_CONSTANT_BYTES, build_module, graph_digest, kernel_name
+from braze.ir.errors import BrazeError, CodegenError
+from braze.ir.passes import optimize
+from braze.runtime.executable import Executable
+from braze.runtime.memory import aligned_empty
+
+from .checking_lowering import asserting_lowering, checking_lower
+
+F32 = ir.float32
+
+
+def planned(graph: ir.Graph) -> ir.Graph:
+    return optimize(graph, ["plan_memory"])
+
+
+def chain_graph(shape: tuple[int, ...] = (5, 7), length: int = 4) -> ir.Graph:
+    """x, y -> neg(mul(relu(add(x, w)), y)) and friends; returns the last value, an intermediate, x and w."""
+    b = ir.GraphBuilder("chain")
+    x = b.input("x", ir.TensorType(shape, F32))
+    y = b.input("y", ir.TensorType(shape, F32))
+    w = b.param("w", ir.TensorType(shape, F32), id=1)
+    h = b.relu(b.add(x, w))
+    mid = h
+    for k in range(length):
+        h = b.mul(h, y) if k % 2 else b.neg(h)
+    weights = {"w": (np.arange(np.prod(shape), dtype=np.float32).reshape(shape) - 17) / 7}
+    return planned(b.finish([h, mid, x, w, h], weights=weights))
+
+
+def random_inputs(graph: ir.Graph, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(v.shape).astype(np.float32) for v in graph.inputs]
+
+
+def check(exe: Executable, graph: ir.Graph, inputs: list[np.ndarray]) -> None:
+    got = exe.run(inputs)
+    want = ir.interpret(graph, inputs)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_module_builder_chain_matches_the_interpreter(threads: int) -> None:
+    g = chain_graph()
+    check(Executable.build(g, threads=threads, lower=checking_lower), g, random_inputs(g))
+
+
+def test_module_builder_outputs_that_no_kernel_writes_are_copied() -> None:
+    g = chain_graph()
+    exe = Executable.build(g, threads=1, lower=checking_lower)
+    x, y = random_inputs(g)
+    out = exe(x, y)
+    np.testing.assert_array_equal(out[2], x)               # a graph input returned
+    np.testing.assert_array_equal(out[3], g.weights["w"])  # a param returned
+    np.testing.assert_array_equal(out[4], out[0])          # the same value returned twice
+    assert out[2] is not x and not np.shares_memory(out[0], out[4])
+
+
+def test_module_builder_barrier_orders_kernels_across_threads() -> None:
+    g = chain_graph(shape=(4099,), length=60)
+    exe = Executable.build(g, threads=2, lower=checking_lower)
+    for seed in range(20):
+        check(exe, g, random_inputs(g, seed))
+
+
+def test_module_builder_every_pointer_is_64_byte_aligned() -> None:
+    g = chain_graph(shape=(3, 11))
+    exe = Executable.build(g, threads=2, lower=asserting_lowering)
+    x, y = random_inputs(g)
+    block = np.zeros(x.size + 1, np.float32)
+    unaligned = block[1:].reshape(x.shape)  # 4 bytes past a numpy allocation: never 64-byte aligned
+    unaligned[...] = x
+    assert unaligned.ctypes.data % 64
+    out = exe(unaligned, y)
+    assert not np.isnan(out[0]).any()
+    check(exe, g, [unaligned, y])
+
+
+def test_module_builder_small_constants_are_llvm_globals_and_large_ones_weights() -> None:
+    n_small, n_large = 6, INLINE_CONSTANT_BYTES // 4 + 1
+    b = ir.GraphBuilder("consts")
+    x = b.input("x", ir.TensorType((n_small,), F32))
+    z = b.input("z", ir.TensorType((n_large,), F32))
+    small = b.constant(np.linspace(-1, 1, n_small, dtype=np.float32))
+    large = b.constant(np.linspace(-3, 3, n_large, dtype=np.float32))
+    g = planned(b.finish([b.add(x, small), b.mul(z, large), small]))
+    built = build_module(g, lower=checking_lower)
+    text = str(built.module)
+    assert "braze.const." in text and "private unnamed_addr constant" in text
+    assert [s.kind for s in built.weights] == ["constant"]
+    check(Executable.build(g, lower=checking_lower), g, random_inputs(g))
+
+
+def test_module_builder_names_are_deterministic_and_only_the_entry_is_exported() -> None:
+    g = chain_graph()
+    first, second = build_module(g, lower=checking_lower), build_module(g, lower=checking_lower)
+    assert str(first.module) == str(second.module)
+    assert first.entry.startswith("braze_entry_") and first.name.startswith("braze_")
+    digest = graph_digest(g, host_target())
+    assert [k.name for k in first.kernels] == [kernel_name(digest, k.index, g.nodes[k.index]) for k in first.kernels]
+    assert first.kernels[0].name == f"k_{digest[:8]}_1_add"
+    assert [k.op for k in first.kernels] == ["add", "relu", "neg", "mul", "neg", "mul"]
+    exported = Executable.build(g, lower=checking_lower).library.symbols
+    assert exported == (first.entry,)
+
+
+def test_module_builder_two_lowerings_of_one_graph_get_distinct_entries() -> None:
+    g = chain_graph(shape=(2, 2))
+    plain, checked = build_module(g, lower=checking_lower), build_module(g, lower=asserting_lowering)
+    assert plain.entry != checked.entry
+    Executable.build(g, lower=checking_lower), Executable.build(g, lower=asserting_lowering)
+
+
+def test_module_builder_requires_a_memory_plan() -> None:
+    b = ir.GraphBuilder("unplanned")
+    x = b.input("x", ir.TensorType((3,), F32))
+    g = b.finish([b.relu(x)])
+    with pytest.raises(CodegenError, match="has no memory plan"):
+        build_module(g, lower=checking_lower)
+
+
+def test_module_builder_refuses_flag_leaves() -> None:
+    b = ir.GraphBuilder("flagged")
+    x = b.input("x", ir.TensorType((3,), F32))
+    b.flag("drop.training", id=3, value=False)
+    g = planned(b.finish([b.relu(x)]))
+    with pytest.raises(CodegenError, match=r"flag leaves \(drop.training\)"):
+        build_module(g, lower=checking_lower)
+
+
+def test_module_builder_checks_the_kernel_signature() -> None:
+    def wrong(node: ir.Node, ctx: KernelContext) -> KernelSpec:
+        fn = define_function(ctx.module, ctx.name, [("out", PTR)], internal=True)  # no operands, no scratch
+        return KernelSpec(ctx.name, fn, node.outputs, node.inputs, 0, node.op)
+
+    g = chain_graph()
+    with pytest.raises(CodegenError, match=r"kernel 'k_\w+_1_add' for add \(node 1\) has signature"):
+        build_module(g, lower=wrong)
+
+
+def test_module_builder_lowering_errors_name_the_op() -> None:
+    b = ir.GraphBuilder("unsupported")
+    x = b.input("x", ir.TensorType((3,), F32))
+    g = planned(b.finish([b.exp(x)]))
+    with pytest.raises(CodegenError, match="no rule for exp"):
+        build_module(g, lower=checking_lower)
+
+
+def test_module_builder_missing_weight_is_an_error_before_any_call() -> None:
+    g = chain_graph()
+    g = g.replace(weights={})
+    with pytest.raises(CodegenError, match="no weight for param 'w'"):
+        Executable.build(g, lower=checking_lower)
+
+
+def test_module_builder_weight_of_the_wrong_shape_is_an_error() -> None:
+    g = chain_graph()
+    g = g.replace(weights={"w": np.zeros((7, 5), np.float32)})
+    with pytest.raises(BrazeError, match=r"weight 'w' is float32\[7, 5\], the graph declares f32\[5,7\]"):
+        Executable.build(g, lower=checking_lower)
+
+
+def test_module_builder_empty_buffers() -> None:
+    g = chain_graph(shape=(0, 4))
+    exe = Executable.build(g, threads=2, lower=checking_lower)
+    out = exe(*random_inputs(g))
+    assert all(o.shape == (0, 4) for o in out)
+
+
+def test_module_builder_weights_are_private_aligned_copies() -> None:
+    g = chain_graph()
+    exe = Executable.build(g, lower=checking_lower)
+    inputs = random_inputs(g)
+    before = exe.run(inputs)[0].copy()
+    g.weights["w"][...] = 0  # the caller's array changes; the compiled executable keeps its own copy
+    np.testing.assert_array_equal(exe.run(inputs)[0], before)
+
+
+def test_module_builder_aligned_empty_is_aligned() -> None:
+    for n in range(0, 40, 3):
+        assert aligned_empty((n,), np.float32).ctypes.data % 64 == 0
+
+
+def through_relu(node: ir.Node, ctx: KernelContext) -> KernelSpec:
+    """An add that reads the operand of a relu producer instead (valid here: that operand is never negative)."""
+    producer = ctx.producer(node.inputs[1]) if node.op == "add" else None
+    if producer is None or producer.op != "relu":
+        return checking_lower(node, ctx)
+    spec = checking_lower(node.replace(inputs=(node.inputs[0], producer.inputs[0])), ctx)
+    return KernelSpec(spec.name, spec.function, node.outputs, (node.inputs[0], producer.inputs[0]), 0, "add")
+
+
+def relu_then_add(through_param: bool) -> ir.Graph:
+    b = ir.GraphBuilder("through")
+    x = b.input("x", ir.TensorType((3, 4), F32))
+    w = b.param("w", ir.TensorType((3, 4), F32), id=1)
+    source = w if through_param else b.neg(b.neg(x))
+    g = b.finish([b.add(x, b.relu(source))], weights={"w": np.linspace(0, 2, 12, dtype=np.float32).reshape(3, 4)})
+    return planned(g)
+
+
+def test_module_builder_skips_a_kernel_a_lowering_reads_through() -> None:
+    g = relu_then_add(through_param=True)
+    exe = Executable.build(g, lower=through_relu)
+    assert [k.op for k in exe.built.kernels] == ["add"]
+    check(exe, g, random_inputs(g))
+
+
+def test_module_builder_refuses_reading_through_to_an_arena_value() -> None:
+    with pytest.raises(CodegenError, match=r"reads %\d+ through a producer, but %\d+ lives in the arena"):
+        build_module(relu_then_add(through_param=False), lower=through_relu)

@@ -1,0 +1,109 @@
+"""The worker pool, the thread-count choice and aligned buffers."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from braze import ir
+from braze.ir.errors import BrazeError
+from braze.runtime import memory, pool, threads
+
+from .test_executable import executable, expected, inputs
+
+
+def test_threads_pool_back_to_back_calls_keep_the_workers_awake() -> None:
+    exe = executable(6, shape=(64, 64), threads=2)
+    args = inputs((64, 64))
+    exe(*args)
+    worker = pool.pool()._workers[0]
+    before = worker.sleeps
+    for _ in range(50):
+        exe(*args)
+    assert worker.sleeps - before <= 1
+
+
+def test_threads_pool_workers_sleep_when_idle_and_wake_for_the_next_call() -> None:
+    exe = executable(6, shape=(64, 64), threads=2)
+    args = inputs((64, 64))
+    exe(*args)
+    worker = pool.pool()._workers[0]
+    before = worker.sleeps
+    deadline = time.monotonic() + 10
+    while worker.sleeps == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.sleeps > before and worker.thread.is_alive()
+    np.testing.assert_array_equal(exe(*args), expected(exe, args))
+
+
+def test_threads_pool_busy_runs_the_call_on_one_thread() -> None:
+    exe = executable(6, shape=(64, 64), threads=2)
+    args = inputs((64, 64))
+    shared = pool.pool()
+    assert shared.try_acquire()  # as if another Python thread were in a parallel call
+    try:
+        np.testing.assert_array_equal(exe(*args), expected(exe, args))
+    finally:
+        shared.release()
+
+
+def test_threads_pool_is_reserved_by_one_call_at_a_time() -> None:
+    fresh = pool.ThreadPool()
+    assert fresh.try_acquire()
+    assert not fresh.try_acquire()
+    fresh.release()
+    assert fresh.try_acquire()
+    fresh.release()
+
+
+def test_threads_choice_follows_request_then_environment_then_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(threads.NUM_THREADS_ENV, raising=False)
+    assert threads.choose_threads(1e3) == 1
+    assert threads.choose_threads(1e12) == threads.available_cpus()
+    assert threads.choose_threads(1e3, 3) == 3
+    monkeypatch.setenv(threads.NUM_THREADS_ENV, "2")
+    assert threads.choose_threads(1e3) == 2
+    assert threads.choose_threads(1e12, 1) == 1
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "two", "1.5"])
+def test_threads_bad_environment_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv(threads.NUM_THREADS_ENV, text)
+    with pytest.raises(BrazeError, match="BRAZE_NUM_THREADS must be a positive integer"):
+        threads.choose_threads(1e3)
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_threads_bad_request_is_a_clear_error(bad: object) -> None:
+    with pytest.raises(BrazeError, match="threads must be a positive integer or None"):
+        threads.choose_threads(1e3, bad)  # type: ignore[arg-type]
+
+
+def test_threads_work_estimate_counts_multiply_adds() -> None:
+    b = ir.GraphBuilder("mm")
+    x = b.input("x", ir.TensorType((8, 16), ir.float32))
+    w = b.param("w", ir.TensorType((16, 32), ir.float32), id=1)
+    g = b.finish([b.relu(b.matmul(x, w))])
+    assert threads.estimate_work(g) == 8 * 32 * 16 + 8 * 32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.bool_])
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (3, 5), (17, 0, 2), (64, 33)])
+def test_memory_aligned_buffers_start_on_64_bytes(shape: tuple[int, ...], dtype: type) -> None:
+    a = memory.aligned_empty(shape, dtype)
+    assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and memory.is_aligned(a)
+    z = memory.aligned_zeros(shape, dtype)
+    assert memory.is_aligned(z) and not z.any()
+
+
+def test_memory_aligned_copy_keeps_values_and_converts() -> None:
+    src = np.arange(12, dtype=np.float64).reshape(3, 4).T
+    copy = memory.aligned_copy(src, np.float32)
+    assert memory.is_aligned(copy) and copy.flags.c_contiguous and copy.dtype == np.float32
+    np.testing.assert_array_equal(copy, src)
+
+
+def test_memory_aligned_block_is_never_empty() -> None:
+    assert memory.aligned_block(0).nbytes == memory.ALIGNMENT
+    assert memory.aligned_block(1000).nbytes == 1000
