@@ -90,17 +90,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     if args.stage != "ir":
         _write(_native_code(model, inputs, args), args.output)
         return 0
-    graph = braze.trace(model, *inputs)
-    stages = [("traced", graph)]
-    if args.passes:
-        stages += _run_passes(graph, args.passes, args.after_each)
-    if not args.after_each:
-        stages = stages[-1:]
-    parts = []
-    for label, g in stages:
-        header = f"# {label}\n" if len(stages) > 1 else ""
-        parts.append(header + _render(g, args.format, args.provenance))
-    _write("".join(parts), args.output)
+    text = braze.dump(model, *inputs, passes=args.passes, after_each=args.after_each, format=args.format,
+                      provenance=args.provenance)
+    _write(text, args.output)
     return 0
 
 
@@ -110,33 +102,13 @@ def _native_code(model: Any, inputs: list[Any], args: argparse.Namespace) -> str
     from braze.ir.errors import BrazeError
     if args.after_each or args.format != "text":
         raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
-    pipeline: Any = args.passes or "inference"
-    if "," in pipeline:
-        pipeline = [p.strip() for p in pipeline.split(",") if p.strip()]
-    compiled = braze.compile(model, *inputs, pipeline=pipeline)
+    from braze.dumping import pipeline_of
+    compiled = braze.compile(model, *inputs, pipeline=pipeline_of(args.passes or "inference"))
     text = compiled.llvm_ir(args.kernel) if args.stage == "llvm" else compiled.asm(args.kernel)
     if args.kernel is None:
         comment = ";" if args.stage == "llvm" else "#"
         listing = "".join(f"{comment}   {k.name}: {k.op}\n" for k in compiled.kernels())
         text = f"{comment} entry {compiled.executable.built.entry}, kernels in call order:\n{listing}{text}"
-    return text if text.endswith("\n") else text + "\n"
-
-
-def _run_passes(graph: Any, pipeline: str, after_each: bool) -> list[tuple[str, Any]]:
-    """The graph after each pass of `pipeline` (a name like "inference" or a comma-separated list of passes)."""
-    from braze.ir.passes import PassManager
-    names: Any = pipeline if "," not in pipeline else [p.strip() for p in pipeline.split(",") if p.strip()]
-    manager = PassManager(names)
-    stages = []
-    current = graph
-    for name in manager.names:
-        current = PassManager([name]).run(current)
-        stages.append((f"after {name}", current))
-    return stages if after_each else stages[-1:]
-
-
-def _render(graph: Any, fmt: str, provenance: bool) -> str:
-    text = graph.to_dot() if fmt == "dot" else graph.summary() if fmt == "summary" else graph.dump(provenance)
     return text if text.endswith("\n") else text + "\n"
 
 

@@ -48,13 +48,41 @@ def _describe(t: TensorType) -> str:
     return f"a {t.dtype.numpy_name} array of shape {t.shape} ({t})"
 
 
+# Ops whose integer operand selects positions: (operand index of the indices, the bound it must stay under).
+_INDEXING = {
+    "index_select": lambda node: node.inputs[0].shape[node.attr["axis"]],
+    "gather": lambda node: node.inputs[0].shape[node.attr["axis"]],
+    "one_hot": lambda node: node.attr["num_classes"],
+}
+_SAME_VALUES = ("reshape", "squeeze", "unsqueeze", "cast", "broadcast_to", "transpose", "copy")
+
+
+def index_bounds(graph: Graph) -> dict[str, int]:
+    """Graph inputs used as indices (directly or through value-preserving reshapes and casts): the exclusive
+    upper bound their values must respect. Native kernels cannot raise, so the runtime checks these before a call
+    instead of letting an out-of-range token id read a clamped row."""
+    origin = {v.name: v.name for v in graph.inputs}
+    bounds: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op in _SAME_VALUES and node.inputs and node.inputs[0].name in origin:
+            origin[node.out.name] = origin[node.inputs[0].name]
+        rule = _INDEXING.get(node.op)
+        if rule is None:
+            continue
+        indices = node.inputs[0] if node.op == "one_hot" else node.inputs[1]
+        if indices.name in origin:
+            name = origin[indices.name]
+            bounds[name] = min(bounds.get(name, rule(node)), rule(node))
+    return bounds
+
+
 class _InputSpec:
     """One graph input: its name, type and staging buffer, with the checks of a call."""
 
-    __slots__ = ("index", "name", "type", "dtype", "shape", "nbytes", "staging", "staging_address")
+    __slots__ = ("index", "name", "type", "dtype", "shape", "nbytes", "staging", "staging_address", "bound")
 
-    def __init__(self, index: int, name: str, typ: TensorType) -> None:
-        self.index, self.name, self.type = index, name, typ
+    def __init__(self, index: int, name: str, typ: TensorType, bound: int | None = None) -> None:
+        self.index, self.name, self.type, self.bound = index, name, typ, bound
         self.dtype, self.shape, self.nbytes = typ.dtype.numpy, typ.shape, typ.nbytes
         self.staging = aligned_empty(typ.shape, self.dtype)
         self.staging_address = address(self.staging)
@@ -74,6 +102,10 @@ class _InputSpec:
         if x.dtype != self.dtype and not _safe_conversion(x.dtype, self.dtype):
             raise DTypeError(f"{self.label()}: expected {_describe(self.type)}; got dtype {x.dtype}, which does "
                              f"not convert safely (convert it explicitly, e.g. x.astype(np.{self.dtype.name}))")
+        if self.bound is not None and x.size and (x.min() < 0 or x.max() >= self.bound):
+            bad = x[(x < 0) | (x >= self.bound)].flat[0]
+            raise BrazeError(f"{self.label()}: index {bad} is out of range; the values index a dimension of "
+                             f"size {self.bound}, so they must lie in [0, {self.bound})")
         return x
 
     def _as_array(self, x: Any) -> np.ndarray:
@@ -130,7 +162,8 @@ class Executable:
         self._arena = aligned_block(built.arena_bytes)
         self._scratch = aligned_block(built.scratch_stride * self.threads)
         self._sync = aligned_block(SYNC_BYTES)
-        self._specs = [_InputSpec(k, v.name, v.type) for k, v in enumerate(built.inputs)]
+        bounds = index_bounds(built.graph)
+        self._specs = [_InputSpec(k, v.name, v.type, bounds.get(v.name)) for k, v in enumerate(built.inputs)]
         self._input_ptrs = (_VP * max(len(self._specs), 1))()
         self._output_ptrs = (_VP * max(len(built.outputs), 1))()
         self._weight_ptrs = (_VP * max(len(self._weights), 1))(*[address(w) for w in self._weights])

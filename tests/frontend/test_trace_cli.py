@@ -153,3 +153,16 @@ def test_dump_after_each_shows_every_stage(factory: Path, capsys: pytest.Capture
     stages = re.split(r"^# .+\n", text, flags=re.M)[1:]
     assert all(ir.parse(stage) for stage in stages)
     assert "fused" in stages[-1] and "fused" not in stages[0]
+
+
+def test_braze_dump_shows_each_pass_of_a_module() -> None:
+    import braze
+    import braze.nn as nn
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5)).eval()
+    text = braze.dump(model, braze.randn(2, 4), passes="inference", after_each=True)
+    headers = re.findall(r"^# (.+)$", text, re.M)
+    assert headers[0] == "traced" and headers[1:] == [f"after {p}" for p in
+                                                     ir.passes.PassManager("inference").names]
+    last = ir.parse(re.split(r"^# .+\n", text, flags=re.M)[-1])
+    assert not last.flags() and "memory_plan" in last.attributes
+    assert braze.dump(model, braze.randn(2, 4), passes="inference") == str(last)

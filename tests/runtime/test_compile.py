@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -191,3 +192,24 @@ def test_compile_bad_inputs_name_the_input_and_the_expected_type(bad, error, mes
     with pytest.raises(error, match=message):
         compiled(*bad(a))
     np.testing.assert_allclose(compiled(a), eager(softmax_of_exp, a), rtol=1e-5, atol=1e-7)
+
+
+class _Embed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.fc = nn.Embedding(10, 4), nn.Linear(4, 2)
+
+    def forward(self, ids: Any) -> Any:
+        return self.fc(self.emb(ids.reshape(-1)))
+
+
+def test_compiled_index_inputs_are_checked_before_native_code() -> None:
+    """Native kernels cannot raise, so out-of-range token ids are refused by the runtime with the input's name."""
+    model = _Embed().eval()
+    ids = np.array([[1, 2, 9]], dtype=np.int64)
+    compiled = braze.compile(model, ids)
+    with braze.no_grad():
+        np.testing.assert_allclose(compiled(ids), model(braze.tensor(ids)).numpy(), rtol=1e-6, atol=1e-6)
+    for bad in (10, -1):
+        with pytest.raises(braze.BrazeError, match=rf"input 0 \('ids'\): index {bad} is out of range.*\[0, 10\)"):
+            compiled(np.array([[1, bad, 3]], dtype=np.int64))
