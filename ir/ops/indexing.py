@@ -90,6 +90,8 @@ def _pad_infer(x: TensorType, *, pads: tuple[int, ...], value: float) -> TensorT
 
 
 def _pad_impl(x: np.ndarray, *, pads: tuple[int, ...], value: float) -> np.ndarray:
+    if x.ndim == 0:  # nothing to pad; np.pad rejects an empty width list
+        return x.copy()
     widths = [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)]
     return np.pad(x, widths, mode="constant", constant_values=np.asarray(value).astype(x.dtype))
 

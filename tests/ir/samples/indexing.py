@@ -69,6 +69,7 @@ SAMPLES = [
            expected=lambda x: _naive_pad(x, (0,), (2,), -1.5), label="value"),
     Sample("pad", (np.array([[1, 2]], np.int32),), {"pads": (1, 1, 0, 0), "value": 7.0},
            expected=lambda x: np.array([[7, 7], [1, 2], [7, 7]], np.int32), label="int"),
+    Sample("pad", (np.array(2.5),), {"pads": ()}, expected=lambda x: x, label="rank0"),
     Sample("gather", (normal((3, 4)), _IDX), {"axis": 0}, expected=lambda x, i: _naive_gather(x, i, 0),
            torch=lambda x, i: x.gather(0, i), label="axis-0"),
     Sample("gather", (normal((3, 4)), _IDX.astype(np.int32)), {"axis": 1},
