@@ -372,27 +372,28 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
     def to_device(self, device: Any) -> Param:
         """Move to `device`: a recorded copy (an intermediate when tracked); lazy values initialize there."""
         device = as_device(device)
-        if self._packed is not None:
-            self._packed = self._packed.to(device)
-            return self
-        if self._value is None and not self._lazy.shared():  # type: ignore[union-attr]
-            self._lazy.device = device  # type: ignore[union-attr]
-            return self
-        self._set_value(self.base().to(device))
+        if not self._relocated_without_value(device):
+            self._set_value(self.base().to(device))
         return self
 
     def fork(self, device: Any) -> Param:
         """Copy to `device` as an independent leaf in the same autodiff context; lazy values initialize there."""
         device = as_device(device)
+        if not self._relocated_without_value(device):
+            v = self.base()
+            self._set_value(Tensor._wrap(np.array(v._data, copy=True), v._autodiff, device))
+        return self
+
+    def _relocated_without_value(self, device: Device) -> bool:
+        """Packed values move as they are, and a lazy value no clone shares initializes on `device` later;
+        True when one of those applied and the stored dense value needs no move."""
         if self._packed is not None:
             self._packed = self._packed.to(device)
-            return self
+            return True
         if self._value is None and not self._lazy.shared():  # type: ignore[union-attr]
             self._lazy.device = device  # type: ignore[union-attr]
-            return self
-        v = self.base()
-        self._set_value(Tensor._wrap(np.array(v._data, copy=True), v._autodiff, device))
-        return self
+            return True
+        return False
 
     # --- copies --------------------------------------------------------------------------------------------
     def clone(self) -> Param:

@@ -15,18 +15,7 @@ import braze.nn as nn
 import braze.nn.functional as F
 from braze import ir
 
-class MLP(nn.Module):
-    """Two linear layers with ReLU and dropout between them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.drop = nn.Dropout(0.25)
-        self.fc2 = nn.Linear(16, 4)
-
-    def forward(self, x: Any) -> Any:
-        return self.fc2(self.drop(F.relu(self.fc1(x))))
-
+from ..models import MLP
 
 class CNN(nn.Module):
     """conv-bn-relu-pool twice, dropout, then a linear classifier."""

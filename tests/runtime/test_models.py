@@ -17,16 +17,9 @@ import braze
 import braze.nn as nn
 import braze.nn.functional as F
 
+from ..models import MLP
+
 TOLERANCE = {"mlp": 2e-5, "cnn": 5e-5, "encoder": 2e-4}
-
-
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1, self.drop, self.fc2 = nn.Linear(24, 48), nn.Dropout(0.25), nn.Linear(48, 10)
-
-    def forward(self, x: Any) -> Any:
-        return self.fc2(self.drop(F.relu(self.fc1(x))))
 
 
 class CNN(nn.Module):
@@ -47,7 +40,7 @@ def encoder() -> nn.Module:
 
 
 MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], list[str] | None]] = {
-    "mlp": (MLP, (4, 24), None), "cnn": (CNN, (2, 3, 12, 12), ["conv1", "conv2", "fc"]),
+    "mlp": (lambda: MLP(24, 48, 10), (4, 24), None), "cnn": (CNN, (2, 3, 12, 12), ["conv1", "conv2", "fc"]),
     "encoder": (encoder, (2, 10, 32), None)}
 VARIANTS = ("plain", "lora", "qlora-merge", "qlora-keep", "qlora-auto")
 

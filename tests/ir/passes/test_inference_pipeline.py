@@ -15,18 +15,9 @@ import braze.nn.functional as F
 from braze import ir
 from braze.ir.passes import PassReport
 
+from ...models import MLP
+
 REMOVED_OPS = {"batch_norm", "batch_norm_flag", "batch_norm_train", "dropout"}
-
-
-class MLP(nn.Module):
-    """Two linear layers with ReLU and dropout between them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1, self.drop, self.fc2 = nn.Linear(8, 16), nn.Dropout(0.25), nn.Linear(16, 4)
-
-    def forward(self, x: Any) -> Any:
-        return self.fc2(self.drop(F.relu(self.fc1(x))))
 
 
 class CNN(nn.Module):

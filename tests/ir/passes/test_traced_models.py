@@ -15,18 +15,10 @@ import braze.nn.functional as F
 from braze import ir
 from braze.ir.passes import optimize
 
+from ...models import MLP
 from .harness import assert_equivalent
 
 PIPELINE = ["specialize_flags", "constant_fold", "simplify", "cse", "dce"]
-
-
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1, self.drop, self.fc2 = nn.Linear(8, 16), nn.Dropout(0.25), nn.Linear(16, 4)
-
-    def forward(self, x: Any) -> Any:
-        return self.fc2(self.drop(F.relu(self.fc1(x))))
 
 
 class CNN(nn.Module):
