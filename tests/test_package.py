@@ -49,3 +49,23 @@ def test_demo_runs_the_main_job_end_to_end(capsys: pytest.CaptureFixture[str]) -
     difference = float(re.search(r"compiled vs eager: max \|difference\| = (\S+)", out).group(1))
     assert difference < 1e-5
     assert re.search(r"eager [\d.]+ ms, compiled [\d.]+ ms: \d+x faster", out)
+
+
+def test_every_source_package_is_installed_by_a_plain_install() -> None:
+    """`pip install .` (not editable) copies only the packages pyproject.toml lists; a forgotten one breaks it."""
+    tomllib = pytest.importorskip("tomllib")
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {"braze": "braze", "ir": "braze.ir", "frontend": "braze.frontend", "codegen": "braze.codegen",
+               "runtime": "braze.runtime"}
+    found = set()
+    for folder, package in folders.items():
+        for init in (root / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(root / folder).parts
+            found.add(".".join((package, *parts)))
+    assert found <= set(config["packages"]), f"missing from pyproject.toml: {sorted(found - set(config['packages']))}"
+    for package in config["packages"]:  # a subpackage lives below its nearest mapped parent
+        parent = max((p for p in config["package-dir"] if package == p or package.startswith(p + ".")), key=len)
+        folder = root / config["package-dir"][parent] / Path(*package[len(parent):].split(".")[1:])
+        assert (folder / "__init__.py").is_file(), package
