@@ -8,8 +8,9 @@ llvmlite module that exports
                               i64 tid, i64 nthreads, ptr sync)
 
 `inputs`, `weights` and `outputs` are arrays of data pointers (graph inputs in order; the weight slots of
-BuiltModule.weights; graph outputs in order); every intermediate lives in `arena` at its memory-plan offset;
-`scratch` holds `scratch_stride` bytes per thread (thread tid's area starts at scratch + tid * scratch_stride);
+BuiltModule.weights followed by the buffers of BuiltModule.prepared; graph outputs in order); every intermediate
+lives in `arena` at its memory-plan offset; `scratch` holds `scratch_stride` bytes per thread (thread tid's area
+starts at scratch + tid * scratch_stride);
 `sync` is SYNC_BYTES of zeroed memory for the barrier. Every thread of a call runs the entry with its own tid: each
 kernel processes its share and a native barrier (an atomic arrival counter and a generation counter, spinning with
 `pause`) separates consecutive kernels. With nthreads == 1 the barrier returns at once.
@@ -19,6 +20,14 @@ function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads
 values its KernelSpec lists (the node's results, then its operands, or what the lowering reads instead: a matmul
 may pack a param's transpose itself and read the param). A kernel whose results nothing reads then is not called.
 A value read that way must not live in the arena: the memory plan may have reused its bytes by then.
+
+A kernel may read a param in a prepared form (KernelSpec.prepared: a GEMM's B packed once). Each distinct prepared
+form gets a buffer of its stated size after the weight slots, and the module exports
+
+    void braze_prepare_<digest>(ptr weights)
+
+which fills every such buffer from its param; the runtime calls it once, after copying the weights and before the
+first call of the entry. Kernels asking for the same form of the same param share one buffer.
 
 Graph outputs that no kernel writes (inputs, params, constants, or a value returned twice) are copied into their
 output buffers by thread 0 after the last kernel. Constants up to INLINE_CONSTANT_BYTES become private LLVM
@@ -44,7 +53,7 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.types import TensorType
 
 from .sync import SYNC_BYTES, declare, emit_barrier
-from .lower.base import KernelContext, KernelSpec
+from .lower.base import KernelContext, KernelSpec, PreparedWeight
 from .loops import I1, I8, I64, PTR, VOID, define_function, i64
 from .target import Target, host_target
 
@@ -74,6 +83,17 @@ class WeightSlot:
 
 
 @dataclass(frozen=True)
+class PreparedSlot:
+    """A param in a prepared form: `function(weights[source], weights[slot])` fills `nbytes` bytes once per load."""
+
+    slot: int
+    source: int
+    function: str
+    nbytes: int
+    key: str
+
+
+@dataclass(frozen=True)
 class KernelInfo:
     """A kernel the entry calls: its function name, the node it computes and its scratch bytes per thread."""
 
@@ -100,6 +120,8 @@ class BuiltModule:
     arena_bytes: int
     scratch_stride: int
     kernels: tuple[KernelInfo, ...]
+    prepared: tuple[PreparedSlot, ...] = ()
+    prepare: str | None = None   # the exported prepare function, None when nothing is prepared
 
     def kernel(self, name: str) -> KernelInfo:
         """The kernel called `name`; raises CodegenError listing the kernels."""
@@ -160,16 +182,21 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     lowered = [_lower_node(graph, node, index, module, target, digest, lower)
                for index, node in enumerate(graph.nodes) if node.op not in _LEAVES]
     kernels = _live_kernels(graph, lowered, places)
+    prepared, packed = _prepared_slots(graph, kernels, places, weights)
     stride = max([_round64(k.info.scratch_bytes) for k in kernels] + [0])
     copies = _output_copies(graph, places)
     # The exported name covers the kernels' code too, so two lowerings of one graph never share a symbol.
     code = hashlib.sha256(f"{digest}\n{module}".encode("utf-8")).hexdigest()[:16]
     module.name = f"braze_{code}"
     entry = f"braze_entry_{code}"
-    _emit_entry(module, entry, target, kernels, places, copies, stride)
+    _emit_entry(module, entry, target, kernels, places, copies, stride, packed)
+    prepare = None
+    if prepared:
+        prepare = f"braze_prepare_{code}"
+        _emit_prepare(module, prepare, prepared)
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),
-                       arena_bytes, stride, tuple(k.info for k in kernels))
+                       arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare)
 
 
 def _round64(n: int) -> int:
@@ -232,6 +259,7 @@ class _Kernel:
     function: ir.Function
     outputs: tuple[Value, ...]
     inputs: tuple[Value, ...]
+    prepared: tuple[PreparedWeight, ...] = ()
 
 
 def _lower_node(graph: Graph, node: Node, index: int, module: ir.Module, target: Target, digest: str,
@@ -250,13 +278,66 @@ def _lower_node(graph: Graph, node: Node, index: int, module: ir.Module, target:
     if tuple(spec.outputs) != node.outputs:
         raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) writes "
                            f"{', '.join(str(v) for v in spec.outputs)}, not the node's results")
+    _check_prepared(spec, node, index, module)
     fn.linkage = "internal"
     if "alwaysinline" not in fn.attributes and "noinline" not in fn.attributes:
         fn.attributes.add("noinline")  # one function per kernel in the optimized IR and the assembly
     what = f"fused:{node.attr['kind']}" if node.op == "fused" else spec.op
     info = KernelInfo(spec.name, index, what, tuple(v.name for v in spec.outputs), int(spec.scratch_bytes),
                       str(node.loc) if node.loc is not None else "")
-    return _Kernel(info, fn, tuple(spec.outputs), tuple(spec.inputs))
+    return _Kernel(info, fn, tuple(spec.outputs), tuple(spec.inputs), tuple(spec.prepared))
+
+
+def _check_prepared(spec: KernelSpec, node: Node, index: int, module: ir.Module) -> None:
+    """Every prepared operand names an input of the kernel, a `void (ptr, ptr)` function of the module and a size."""
+    for p in spec.prepared:
+        where = f"kernel {spec.name!r} for {node.op} (node {index})"
+        if not 0 <= p.operand < len(spec.inputs):
+            raise CodegenError(f"{where} prepares operand {p.operand}, but it has {len(spec.inputs)} inputs")
+        fn = p.function
+        if not isinstance(fn, ir.Function) or fn.module is not module or \
+                list(fn.function_type.args) != [PTR, PTR] or fn.function_type.return_type != VOID:
+            raise CodegenError(f"{where} prepares operand {p.operand} with {getattr(fn, 'name', fn)!r}, which is "
+                               f"not a void(ptr, ptr) function of the module being built")
+        if not isinstance(p.nbytes, int) or p.nbytes <= 0:
+            raise CodegenError(f"{where} prepares operand {p.operand} into {p.nbytes!r} bytes; expected a positive "
+                               f"byte count")
+
+
+def _prepared_slots(graph: Graph, kernels: list[_Kernel], places: dict[str, _Place],
+                    weights: list[WeightSlot]) -> tuple[list[PreparedSlot], dict[str, _Place]]:
+    """One buffer after the weight slots per distinct prepared form the live kernels read, and its place by key."""
+    slots: list[PreparedSlot] = []
+    by_key: dict[str, PreparedSlot] = {}
+    for kernel in kernels:
+        for p in kernel.prepared:
+            value = kernel.inputs[p.operand]
+            source = places[value.name]
+            if source.where != "weights" or weights[source.at].kind != "param":
+                raise CodegenError(f"kernel {kernel.info.name!r} prepares %{value.name}, which is not a param of "
+                                   f"graph @{graph.name}: only weights fixed for the module's life can be prepared")
+            known = by_key.get(p.key)
+            if known is None:
+                known = PreparedSlot(len(weights) + len(slots), source.at, p.function.name, p.nbytes, p.key)
+                slots.append(known)
+                by_key[p.key] = known
+            elif (known.source, known.nbytes) != (source.at, p.nbytes):
+                raise CodegenError(f"kernels prepare %{value.name} twice under the key {p.key!r} with different "
+                                   f"sources or sizes")
+    return slots, {key: _Place("weights", slot.slot) for key, slot in by_key.items()}
+
+
+def _emit_prepare(module: ir.Module, name: str, prepared: list[PreparedSlot]) -> None:
+    """`void name(ptr weights)`: fill every prepared buffer from its param, in slot order."""
+    fn = define_function(module, name, [("weights", PTR)])
+    b = ir.IRBuilder(fn.entry_basic_block)
+    args = {a.name: a for a in fn.args}
+    for slot in prepared:
+        function = module.get_global(slot.function)
+        src = _pointer(b, args, _Place("weights", slot.source), f"w{slot.source}")
+        dst = _pointer(b, args, _Place("weights", slot.slot), f"w{slot.slot}")
+        b.call(function, [src, dst])
+    b.ret_void()
 
 
 def _live_kernels(graph: Graph, lowered: list[_Kernel], places: dict[str, _Place]) -> list[_Kernel]:
@@ -291,7 +372,7 @@ def _output_copies(graph: Graph, places: dict[str, _Place]) -> list[tuple[int, V
 
 
 def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Kernel], places: dict[str, _Place],
-                copies: list[tuple[int, Value]], stride: int) -> None:
+                copies: list[tuple[int, Value]], stride: int, packed: dict[str, _Place]) -> None:
     fn = define_function(module, entry, [("inputs", PTR), ("weights", PTR), ("outputs", PTR), ("arena", PTR),
                                          ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("sync", PTR)])
     b = ir.IRBuilder(fn.entry_basic_block)
@@ -302,7 +383,10 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
     for k, kernel in enumerate(kernels):
         if k:
             b.call(barrier, [args["sync"], nthreads])
-        pointers = [_pointer(b, args, places[v.name], v.name) for v in (*kernel.outputs, *kernel.inputs)]
+        where = [places[v.name] for v in (*kernel.outputs, *kernel.inputs)]
+        for p in kernel.prepared:
+            where[len(kernel.outputs) + p.operand] = packed[p.key]
+        pointers = [_pointer(b, args, place, v.name) for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
         b.call(kernel.function, [*pointers, scratch, tid, nthreads])
     if copies:
         if kernels:

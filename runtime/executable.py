@@ -1,10 +1,12 @@
 """Executable: a compiled graph ready to call on numpy arrays, one foreign call per thread per call.
 
-An Executable owns everything its entry point touches: 64-byte-aligned copies of the weights, the arena (sized by
-the memory plan), per-thread scratch, the barrier's sync block and an aligned staging buffer per input. A call
-validates every input before any native code runs (count, then each input's type, rank, shape and dtype), stages
-inputs that are not C-contiguous and 64-byte aligned, allocates aligned outputs, and enters the native code: once
-in the calling thread with one thread, or once per thread through the process-wide pool (runtime/pool.py).
+An Executable owns everything its entry point touches: 64-byte-aligned copies of the weights, the prepared forms
+of weights that some kernels read instead (a GEMM's packed B, filled once by the module's prepare function right
+after the weights are copied), the arena (sized by the memory plan), per-thread scratch, the barrier's sync block
+and an aligned staging buffer per input. A call validates every input before any native code runs (count, then
+each input's type, rank, shape and dtype), stages inputs that are not C-contiguous and 64-byte aligned, allocates
+aligned outputs, and enters the native code: once in the calling thread with one thread, or once per thread
+through the process-wide pool (runtime/pool.py).
 ctypes releases the GIL for the native part. No numpy computation and no Python per op happens inside a call.
 
 Accepted inputs: numpy arrays (and numpy scalars for rank-0 inputs, or objects with __array__, such as braze
@@ -159,6 +161,7 @@ class Executable:
         self.threads = _threads.choose_threads(_threads.estimate_work(built.graph), threads)
         self._entry = library.cfunc(built.entry, None, *ENTRY_ARGTYPES)
         self._weights = [self._weight(slot) for slot in built.weights]
+        self._prepared = self._prepared_buffers()
         self._arena = aligned_block(built.arena_bytes)
         self._scratch = aligned_block(built.scratch_stride * self.threads)
         self._sync = aligned_block(SYNC_BYTES)
@@ -166,7 +169,11 @@ class Executable:
         self._specs = [_InputSpec(k, v.name, v.type, bounds.get(v.name)) for k, v in enumerate(built.inputs)]
         self._input_ptrs = (_VP * max(len(self._specs), 1))()
         self._output_ptrs = (_VP * max(len(built.outputs), 1))()
-        self._weight_ptrs = (_VP * max(len(self._weights), 1))(*[address(w) for w in self._weights])
+        buffers = self._weights + self._prepared
+        self._weight_ptrs = (_VP * max(len(buffers), 1))(*[address(w) for w in buffers])
+        self.prepare_calls = 0
+        if built.prepare is not None:
+            self._prepare(library)
         self._outputs = _output_layout(built.outputs)
         self._lock = threading.Lock()
         # ctypes objects, not ints, so that a call converts no argument
@@ -193,6 +200,27 @@ class Executable:
         if array.shape != want.shape or array.dtype != want.dtype.numpy:
             raise BrazeError(f"weight '{slot.path}' is {array.dtype}{list(array.shape)}, the graph declares {want}")
         return aligned_copy(array)
+
+    def _prepared_buffers(self) -> list[np.ndarray]:
+        """One aligned buffer per prepared weight, after checking the slots the module's prepare function fills."""
+        count, buffers = len(self._weights), []
+        for k, slot in enumerate(self.built.prepared):
+            if slot.slot != count + k or not 0 <= slot.source < count or slot.nbytes <= 0:
+                raise BrazeError(f"module {self.built.name!r}: prepared weight {slot.key!r} has slot {slot.slot}, "
+                                 f"source {slot.source} and {slot.nbytes} bytes; expected slot {count + k}, a "
+                                 f"source below {count} and a positive size")
+            buffer = aligned_block(slot.nbytes)
+            if buffer.nbytes < slot.nbytes or address(buffer) % ALIGNMENT:
+                raise BrazeError(f"could not allocate {slot.nbytes} aligned bytes for prepared weight {slot.key!r}")
+            buffers.append(buffer)
+        if self.built.prepared and self.built.prepare is None:
+            raise BrazeError(f"module {self.built.name!r} prepares weights but exports no prepare function")
+        return buffers
+
+    def _prepare(self, library: CompiledLibrary) -> None:
+        """Fill the prepared weights from the weight copies, once, before the first call of the entry."""
+        library.cfunc(self.built.prepare, None, _VP)(self._weight_ptrs)
+        self.prepare_calls += 1
 
     # --- inspection ------------------------------------------------------------------------------------------
     @property

@@ -53,11 +53,27 @@ class KernelContext:
 
 
 @dataclass(frozen=True)
+class PreparedWeight:
+    """An operand the kernel reads in a form prepared once per loaded module (a GEMM's pre-packed B).
+
+    `function` is `void (ptr src, ptr dst)`: it rewrites the buffer of the kernel's input number `operand` (a param,
+    constant for the module's life) into `nbytes` bytes, and the kernel receives those bytes instead of the param.
+    Equal `key`s prepare equal bytes from the same param, so kernels sharing a key may share one buffer.
+    """
+
+    operand: int
+    function: ir.Function
+    nbytes: int
+    key: str
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """An emitted kernel: call `function(*outputs, *inputs, scratch, tid, nthreads)` with these values' buffers.
 
     `inputs` is usually the node's operands; a lowering that reads through a producer lists what it really reads.
-    `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none).
+    `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none). `prepared` lists the inputs
+    passed in a prepared form instead of their own buffer.
     """
 
     name: str
@@ -66,6 +82,7 @@ class KernelSpec:
     inputs: tuple[Value, ...]
     scratch_bytes: int
     op: str
+    prepared: tuple[PreparedWeight, ...] = ()
 
 
 @dataclass
@@ -88,11 +105,12 @@ class Kernel:
         """Lanes of the vectors the kernel's inner loops use."""
         return self.target.vector_width
 
-    def finish(self, op: str, scratch_bytes: int = 0) -> KernelSpec:
+    def finish(self, op: str, scratch_bytes: int = 0, prepared: Sequence[PreparedWeight] = ()) -> KernelSpec:
         """Close the function and describe it."""
         if not self.builder.block.is_terminated:
             self.builder.ret_void()
-        return KernelSpec(self.fn.name, self.fn, self.values_out, self.values_in, round_up(scratch_bytes), op)
+        return KernelSpec(self.fn.name, self.fn, self.values_out, self.values_in, round_up(scratch_bytes), op,
+                          tuple(prepared))
 
 
 def begin_kernel(ctx: KernelContext, outputs: Sequence[Value], inputs: Sequence[Value], *,

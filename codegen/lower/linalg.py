@@ -6,7 +6,9 @@ epilogue evaluates the region body after the anchor on each <W x float> accumula
 are read through their broadcast strides (masked at the edge of C), every region result other than the one stored
 as C is written from the epilogue too. C is a float32 result of the region (the GEMM accumulates K blocks in it);
 a region without one accumulates in per-thread scratch. A matmul whose B is the transpose of a param reads the param
-with swapped strides (B's packing then does the transpose) and lists the param in KernelSpec.inputs.
+with swapped strides (B's packing then does the transpose) and lists the param in KernelSpec.inputs. When B is a
+param (or its transpose) that the GEMM would pack on every call, the kernel instead reads B pre-packed: it lists a
+PreparedWeight whose prepack function the module runs once when it is loaded.
 
 Other dtypes (float64, integers) use a row kernel vectorized along C's columns, without FMA contraction so that
 every thread split rounds alike; conv2d in float64 uses direct loops. Regions of those dtypes are lowered op by op
@@ -22,11 +24,13 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.types import float32
 
 from ..conv import ConvSpec, conv2d_scratch_bytes, emit_conv2d
-from ..gemm import TilePos, emit_gemm, gemm_scratch_bytes, matmul_spec, tiling_for
+from ..gemm import (GemmSpec, Prepacked, Strided, TilePos, Tiling, emit_gemm, emit_prepack_b, gemm_plan,
+                    gemm_scratch_bytes, matmul_spec, prepacked_b_floats, tiling_for)
 from ..gemm_pack import batch_offset
 from ..loops import I8, alloca, for_range, i64, vector_loop
-from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, constant, contiguous_strides,
-                   load, offset_of, register, round_up, store, thread_share, unit_loop, unsupported, widen)
+from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_kernel, broadcast_strides, constant,
+                   contiguous_strides, load, offset_of, register, round_up, store, thread_share, unit_loop, unsupported,
+                   widen)
 from .elementwise import apply_node
 from .reduction import single_body
 
@@ -48,6 +52,29 @@ def _transposed_param(ctx: KernelContext, value: Value) -> Value | None:
         return None
     source = ctx.producer(node.inputs[0])
     return node.inputs[0] if source is not None and source.op == "param" else None
+
+
+def _is_param(ctx: KernelContext, value: Value) -> bool:
+    """Whether `value` is a param leaf (known through the producer lookup)."""
+    node = ctx.producer(value) if ctx.producer is not None else None
+    return node is not None and node.op == "param"
+
+
+def _prepack_b(ctx: KernelContext, spec: GemmSpec, param: Value, operand: int,
+               tiling: Tiling) -> tuple[GemmSpec, PreparedWeight] | None:
+    """`spec` reading B pre-packed once from `param` (constant for the module's life), when the kernel would
+    otherwise pack B on every call and one packed matrix serves every batch (B broadcast over the batch)."""
+    b = spec.b
+    if not isinstance(b, Strided) or any(b.batch_strides) or spec.k * spec.n == 0 \
+            or gemm_plan(spec, tiling).b_mode != "pack":
+        return None
+    source = Strided(b.rs, b.cs)
+    fn = emit_prepack_b(ctx.module, f"{ctx.name}.prepack_b", spec.k, spec.n, source, tiling)
+    fn.linkage = "internal"
+    nbytes = 4 * prepacked_b_floats(spec.k, spec.n, tiling)
+    key = f"{param.name}:gemm_b:{spec.k}x{spec.n}:{b.rs},{b.cs}:{tiling.nr}"
+    packed = GemmSpec(spec.m, spec.n, spec.k, spec.a, Prepacked(b.batch_strides), spec.c, spec.batch)
+    return packed, PreparedWeight(operand, fn, nbytes, key)
 
 
 def _epilogue(body: Graph, anchor: Node, mapper: Mapper, slots: dict[str, int], c_name: str | None,
@@ -111,7 +138,13 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
         inputs[index[y.name]] = param
         own = contiguous_strides(param.shape)
         y_strides = own[:-2] + (own[-1], own[-2])
+    elif not reads_y and _is_param(ctx, node.inputs[index[y.name]]):
+        param = node.inputs[index[y.name]]
     spec = matmul_spec(x.shape, y.shape, None, y_strides)
+    tiling = tiling_for(ctx.target.vector_width)
+    prepared = _prepack_b(ctx, spec, param, index[y.name], tiling) if param is not None else None
+    if prepared is not None:
+        spec = prepared[0]
     out_shape = anchor.out.shape
     nbatch = len(spec.batch)
 
@@ -127,16 +160,16 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
         return offset, cols
     slots, c_name = _plan_region(body, anchor)
     epilogue = _epilogue(body, anchor, mapper, slots, c_name, None)
-    tiling = tiling_for(ctx.target.vector_width)
     k = begin_kernel(ctx, node.outputs, inputs)
     fn = emit_gemm(ctx.module, f"{ctx.name}.gemm", spec, tiling, epilogue, len(slots))
     fn.linkage = "internal"
     scratch = gemm_scratch_bytes(spec, tiling)
-    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, scratch, node.op)
+    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, scratch, node.op,
+                 () if prepared is None else (prepared[1],))
 
 
 def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict[str, int], c_name: str | None,
-          anchor: Node, scratch: int, op: str) -> KernelSpec:
+          anchor: Node, scratch: int, op: str, prepared: tuple[PreparedWeight, ...] = ()) -> KernelSpec:
     """Call the GEMM/conv function with C, the scratch and the extra pointers in slot order."""
     b = k.builder
     where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
@@ -148,7 +181,7 @@ def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict
     else:
         c = where[c_name]
     b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads] + extras)
-    return k.finish(op, total)
+    return k.finish(op, total, prepared)
 
 
 def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:

@@ -97,6 +97,10 @@ def compile_node(node: Node, target=None, producers: dict[str, Node] | None = No
         return b.load(slot, typ=PTR)
     args = [pointer_at(outs, i) for i in range(len(spec.outputs))] + \
            [pointer_at(ins, i) for i in range(len(spec.inputs))]
+    for j, prepared in enumerate(spec.prepared):  # packed forms follow the inputs; filled before every call
+        packed = pointer_at(ins, len(spec.inputs) + j)
+        b.call(prepared.function, [args[len(spec.outputs) + prepared.operand], packed])
+        args[len(spec.outputs) + prepared.operand] = packed
     b.call(spec.function, args + [pointer_at(scratches, tid), tid, nthreads])
     b.ret_void()
     library = compile_ir(module, use_cache=False)
@@ -131,6 +135,10 @@ def run_node(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *, pro
         storage, view = aligned_copy(by_name[value.name])
         keep.append(storage)
         in_views.append(view)
+    for prepared in spec.prepared:
+        storage = aligned_empty(prepared.nbytes)
+        keep.append(storage)
+        in_views.append(storage)
     out_views = []
     for value in spec.outputs:
         storage = aligned_empty(value.type.nbytes)

@@ -1,0 +1,139 @@
+"""Weights prepared once per Executable: a matmul whose B is a param (or a param's transpose) reads B pre-packed.
+
+The module's prepare function packs each such weight into its own buffer when the Executable is built; the GEMM
+kernels then read the packed panels instead of packing B on every call. Outputs must match eager execution within
+the model tolerance of test_models.py, the packed bytes must be the panel layout of the weight (NR-column panels of
+K rows, the last zero-padded), and a weight read by two matmuls is packed once into one shared buffer.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import braze
+import braze.nn as nn
+import braze.nn.functional as F
+from braze.codegen.gemm import default_tiling
+
+TOLERANCE = 2e-5
+
+
+class Deep(nn.Module):
+    """Three linear layers large enough that the GEMM would pack every weight on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(96, 80), nn.Linear(80, 64), nn.Linear(64, 10)
+
+    def forward(self, x: Any) -> Any:
+        return self.c(F.relu(self.b(F.relu(self.a(x)))))
+
+
+class Shared(nn.Module):
+    """One square weight applied twice: both matmuls read the same packed B."""
+
+    def __init__(self, width: int = 48) -> None:
+        super().__init__()
+        self.w = nn.Parameter(braze.randn(width, width) * 0.2)
+
+    def forward(self, x: Any) -> Any:
+        return F.linear(F.relu(F.linear(x, self.w)), self.w)
+
+
+class Plain(nn.Module):
+    """x @ W with W stored (k, n): B is the param itself, too large to read in place at this batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(braze.randn(512, 256) * 0.05)
+
+    def forward(self, x: Any) -> Any:
+        return braze.matmul(x, self.w)
+
+
+def compiled(model: nn.Module, x: np.ndarray, threads: int = 1) -> tuple[Any, Any]:
+    """The compiled module (called once) and its Executable."""
+    fn = braze.compile(model, x, threads=threads)
+    return fn, fn.executable
+
+
+def eager(model: nn.Module, x: np.ndarray) -> np.ndarray:
+    return np.asarray(model(braze.from_numpy(x)))
+
+
+def assert_close(got: np.ndarray, want: np.ndarray) -> None:
+    bound = TOLERANCE * max(1.0, float(np.abs(want).max()))
+    assert np.abs(np.asarray(got) - want).max() <= bound
+
+
+def packed_layout(b: np.ndarray, nr: int) -> np.ndarray:
+    """B (k x n) as NR-column panels of K rows, the last panel zero-padded to NR columns."""
+    k, n = b.shape
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), np.float32)
+    padded[:, :n] = b
+    return padded.reshape(k, panels, nr).transpose(1, 0, 2).reshape(-1)
+
+
+@pytest.mark.parametrize("batch", [1, 5, 64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mlp_with_prepacked_weights_matches_eager(batch: int, threads: int) -> None:
+    braze.manual_seed(0)
+    model = Deep().eval()
+    x = np.random.default_rng(batch).standard_normal((batch, 96)).astype(np.float32)
+    fn, exe = compiled(model, x, threads)
+    assert len(exe.built.prepared) == 3
+    assert_close(fn(x), eager(model, x))
+    assert_close(fn(x * 2), eager(model, x * 2))
+
+
+def test_prepare_runs_once_and_fills_the_packed_weight_before_the_first_call() -> None:
+    braze.manual_seed(1)
+    model = Deep().eval()
+    x = np.random.default_rng(0).standard_normal((3, 96)).astype(np.float32)
+    exe = braze.compile(model, x).executable
+    assert exe.prepare_calls == 1
+    nr = default_tiling().nr
+    weights = {slot.path: slot.array(exe.graph) for slot in exe.built.weights}
+    for slot, buffer in zip(exe.built.prepared, exe._prepared):
+        assert buffer.nbytes >= slot.nbytes
+        packed = buffer[:slot.nbytes].view(np.float32)
+        source = exe.built.weights[slot.source]
+        np.testing.assert_array_equal(packed, packed_layout(weights[source.path].T, nr))
+    for _ in range(3):
+        assert_close(exe(x), eager(model, x))
+    assert exe.prepare_calls == 1
+
+
+def test_a_weight_read_by_two_matmuls_is_packed_once() -> None:
+    braze.manual_seed(2)
+    model = Shared().eval()
+    x = np.random.default_rng(1).standard_normal((4, 48)).astype(np.float32)
+    fn, exe = compiled(model, x)
+    assert len(exe.built.prepared) == 1
+    assert_close(fn(x), eager(model, x))
+    prepare = str(exe.built.module.get_global(exe.built.prepare))
+    assert prepare.count("prepack_b") == 1
+    assert sum(info.op in ("matmul", "fused:gemm") for info in exe.built.kernels) == 2
+
+
+def test_an_untransposed_param_b_is_prepacked_too() -> None:
+    braze.manual_seed(3)
+    model = Plain().eval()
+    x = np.random.default_rng(2).standard_normal((32, 512)).astype(np.float32)
+    fn, exe = compiled(model, x)
+    assert len(exe.built.prepared) == 1
+    packed = exe._prepared[0][:exe.built.prepared[0].nbytes].view(np.float32)
+    np.testing.assert_array_equal(packed, packed_layout(np.asarray(model.w), default_tiling().nr))
+    assert_close(fn(x), eager(model, x))
+
+
+def test_a_small_batch_reads_an_untransposed_weight_in_place() -> None:
+    braze.manual_seed(4)
+    model = Plain().eval()
+    x = np.random.default_rng(3).standard_normal((1, 512)).astype(np.float32)
+    fn, exe = compiled(model, x)
+    assert exe.built.prepared == () and exe.built.prepare is None and exe.prepare_calls == 0
+    assert_close(fn(x), eager(model, x))
