@@ -8,7 +8,8 @@ as C is written from the epilogue too. C is a float32 result of the region (the 
 a region without one accumulates in per-thread scratch. A matmul whose B is the transpose of a param reads the param
 with swapped strides (B's packing then does the transpose) and lists the param in KernelSpec.inputs. When B is a
 param (or its transpose) that the GEMM would pack on every call, the kernel instead reads B pre-packed: it lists a
-PreparedWeight whose prepack function the module runs once when it is loaded.
+PreparedWeight whose prepack function the module runs once when it is loaded. A conv2d (other than depthwise,
+which reads its weight in place) whose weight is a param likewise reads the weight pre-packed as its GEMM's A.
 
 Other dtypes (float64, integers) use a row kernel vectorized along C's columns, without FMA contraction so that
 every thread split rounds alike; conv2d in float64 uses direct loops. Regions of those dtypes are lowered op by op
@@ -16,6 +17,7 @@ every thread split rounds alike; conv2d in float64 uses direct loops. Regions of
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import llvmlite.ir as ir
@@ -23,7 +25,7 @@ import llvmlite.ir as ir
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.types import float32
 
-from ..conv import ConvSpec, conv2d_scratch_bytes, emit_conv2d
+from ..conv import ConvSpec, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d, emit_conv_weight_prepack
 from ..gemm import (GemmSpec, Prepacked, Strided, TilePos, Tiling, emit_gemm, emit_prepack_b, gemm_plan,
                     gemm_scratch_bytes, matmul_spec, prepacked_b_floats, tiling_for)
 from ..gemm_pack import batch_offset
@@ -75,6 +77,19 @@ def _prepack_b(ctx: KernelContext, spec: GemmSpec, param: Value, operand: int,
     key = f"{param.name}:gemm_b:{spec.k}x{spec.n}:{b.rs},{b.cs}:{tiling.nr}"
     packed = GemmSpec(spec.m, spec.n, spec.k, spec.a, Prepacked(b.batch_strides), spec.c, spec.batch)
     return packed, PreparedWeight(operand, fn, nbytes, key)
+
+
+def _prepack_conv_weight(ctx: KernelContext, spec: ConvSpec, param: Value, operand: int,
+                         tiling: Tiling) -> tuple[ConvSpec, PreparedWeight] | None:
+    """`spec` reading its weight as A panels packed once from `param`, for a conv that runs on the GEMM."""
+    m, _, k = spec.gemm_dims
+    if spec.depthwise or m * k == 0:
+        return None
+    fn = emit_conv_weight_prepack(ctx.module, f"{ctx.name}.prepack_w", spec, tiling)
+    fn.linkage = "internal"
+    nbytes = 4 * conv_weight_floats(spec, tiling)
+    key = f"{param.name}:conv_w:{'x'.join(map(str, spec.weight_shape))}:g{spec.groups}:{tiling.mr}"
+    return replace(spec, prepacked_weight=True), PreparedWeight(operand, fn, nbytes, key)
 
 
 def _epilogue(body: Graph, anchor: Node, mapper: Mapper, slots: dict[str, int], c_name: str | None,
@@ -211,11 +226,16 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
         bias_slot = slots.setdefault(anchor.inputs[2].name, len(slots))
     epilogue = _epilogue(body, anchor, mapper, slots, c_name, bias_slot)
     tiling = tiling_for(ctx.target.vector_width)
+    weight = node.inputs[index[w.name]]
+    prepared = _prepack_conv_weight(ctx, spec, weight, index[w.name], tiling) if _is_param(ctx, weight) else None
+    if prepared is not None:
+        spec = prepared[0]
     k = begin_kernel(ctx, node.outputs, node.inputs)
     fn = emit_conv2d(ctx.module, f"{ctx.name}.conv", spec, tiling, epilogue, len(slots))
     fn.linkage = "internal"
     scratch = conv2d_scratch_bytes(spec, tiling)
-    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[w.name]]], body, slots, c_name, anchor, scratch, node.op)
+    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[w.name]]], body, slots, c_name, anchor, scratch, node.op,
+                 () if prepared is None else (prepared[1],))
 
 
 # --- other dtypes ---------------------------------------------------------------------------------------------

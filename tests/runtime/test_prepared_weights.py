@@ -3,7 +3,9 @@
 The module's prepare function packs each such weight into its own buffer when the Executable is built; the GEMM
 kernels then read the packed panels instead of packing B on every call. Outputs must match eager execution within
 the model tolerance of test_models.py, the packed bytes must be the panel layout of the weight (NR-column panels of
-K rows, the last zero-padded), and a weight read by two matmuls is packed once into one shared buffer.
+K rows, the last zero-padded), and a weight read by two matmuls is packed once into one shared buffer. A conv2d
+whose weight is a param reads it as its GEMM's A packed once (MR-row panels of K steps per group); a depthwise conv
+reads its weight in place.
 """
 from __future__ import annotations
 
@@ -134,6 +136,78 @@ def test_a_small_batch_reads_an_untransposed_weight_in_place() -> None:
     braze.manual_seed(4)
     model = Plain().eval()
     x = np.random.default_rng(3).standard_normal((1, 512)).astype(np.float32)
+    fn, exe = compiled(model, x)
+    assert exe.built.prepared == () and exe.built.prepare is None and exe.prepare_calls == 0
+    assert_close(fn(x), eager(model, x))
+
+
+class ConvNet(nn.Module):
+    """conv + bias + relu, a grouped conv, a depthwise conv and a stride-2 conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.grouped = nn.Conv2d(16, 32, 3, padding=1, groups=4)
+        self.depthwise = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.down = nn.Conv2d(32, 24, 3, stride=2, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        x = F.relu(self.stem(x))
+        x = F.relu(self.grouped(x))
+        x = F.relu(self.depthwise(x))
+        return self.down(x)
+
+
+PACKED_CONVS = ("stem.weight", "grouped.weight", "down.weight")
+
+
+def conv_packed_layout(w: np.ndarray, groups: int, mr: int) -> np.ndarray:
+    """A conv weight as each group's (c_out/groups x K) A in MR-row panels of K steps, the last zero-padded."""
+    per_group = w.reshape(groups, w.shape[0] // groups, -1)
+    return np.concatenate([packed_layout(a.T, mr) for a in per_group])
+
+
+def conv_slots(exe: Any) -> dict[str, Any]:
+    """The prepared slots of conv weights by the path of the weight they pack."""
+    return {exe.built.weights[slot.source].path: slot for slot in exe.built.prepared if ":conv_w:" in slot.key}
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cnn_with_prepacked_conv_weights_matches_eager(batch: int, threads: int) -> None:
+    braze.manual_seed(5)
+    model = ConvNet().eval()
+    x = np.random.default_rng(batch).standard_normal((batch, 3, 12, 12)).astype(np.float32)
+    fn, exe = compiled(model, x, threads)
+    assert sorted(conv_slots(exe)) == sorted(PACKED_CONVS)
+    assert sum(info.op in ("conv2d", "fused:conv") for info in exe.built.kernels) == 4
+    assert_close(fn(x), eager(model, x))
+    assert_close(fn(x * 2), eager(model, x * 2))
+
+
+def test_conv_weights_are_packed_once_before_the_first_call() -> None:
+    braze.manual_seed(6)
+    model = ConvNet().eval()
+    x = np.random.default_rng(4).standard_normal((2, 3, 10, 10)).astype(np.float32)
+    exe = braze.compile(model, x).executable
+    assert exe.prepare_calls == 1
+    mr = default_tiling().mr
+    slots = conv_slots(exe)
+    for path, groups in zip(PACKED_CONVS, (1, 4, 1)):
+        slot = slots[path]
+        buffer = exe._prepared[slot.slot - len(exe.built.weights)]
+        assert buffer.nbytes >= slot.nbytes
+        weight = exe.built.weights[slot.source].array(exe.graph)
+        np.testing.assert_array_equal(buffer[:slot.nbytes].view(np.float32), conv_packed_layout(weight, groups, mr))
+    for _ in range(3):
+        assert_close(exe(x), eager(model, x))
+    assert exe.prepare_calls == 1
+
+
+def test_a_depthwise_conv_reads_its_weight_in_place() -> None:
+    braze.manual_seed(7)
+    model = nn.Conv2d(8, 8, 3, padding=1, groups=8).eval()
+    x = np.random.default_rng(5).standard_normal((2, 8, 9, 9)).astype(np.float32)
     fn, exe = compiled(model, x)
     assert exe.built.prepared == () and exe.built.prepare is None and exe.prepare_calls == 0
     assert_close(fn(x), eager(model, x))
