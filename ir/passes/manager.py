@@ -29,7 +29,7 @@ from ..verify import verify as verify_graph
 PassFn = Callable[[Graph, "PassContext"], Graph]
 
 PIPELINES: dict[str, tuple[str, ...]] = {
-    "inference": ("specialize_flags", "fold_reparameterizations", "fold_batchnorm", "constant_fold", "simplify",
+    "inference": ("drop_buffer_updates", "specialize_flags", "fold_reparameterizations", "fold_batchnorm", "constant_fold", "simplify",
                   "cse", "dce", "fuse", "plan_memory"),
 }
 BUILTIN_PASSES = PIPELINES["inference"]
@@ -242,7 +242,7 @@ def optimize(graph: Graph, pipeline: str | Sequence[str] = "inference", *,
              **options: Any) -> Graph:
     """Run a pass pipeline over `graph` and return the new graph; the input graph is not changed.
 
-    pipeline: "inference" (specialize_flags, fold_reparameterizations, fold_batchnorm, constant_fold, simplify,
+    pipeline: "inference" (drop_buffer_updates, specialize_flags, fold_reparameterizations, fold_batchnorm, constant_fold, simplify,
     cse, dce, fuse, plan_memory) or a list of pass names. dump: None, "after-each" (print the IR after each pass)
     or a directory for NN-passname.bir files. verify: check the graph after every pass. report: a list to which
     the run's PassReport (times, node counts, the passes' notes) is appended. Other keyword arguments are options
