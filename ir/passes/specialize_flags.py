@@ -68,7 +68,7 @@ def batch_norm_by_flag(m: Match) -> tuple[Value, ...] | None:
     return None
 
 
-@register_pass("specialize_flags")
+@register_pass("specialize_flags", options=("flags",))
 def specialize_flags(graph: Graph, ctx: PassContext) -> Graph:
     """Replace flag leaves by constants (option `flags`) and simplify dropout, where and batch_norm_flag."""
     values = flag_values(graph, ctx.option("flags"))
