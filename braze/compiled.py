@@ -154,6 +154,9 @@ def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs
     check_options(passes, options, "braze.compile", ("pipeline", "threads", "mode", "eval"))
     if mode not in (None, "eval", "train"):
         raise BrazeError(f"mode must be None, 'eval' or 'train', got {mode!r}")
+    if pipeline is None and not isinstance(model_or_graph, Graph):
+        raise BrazeError("braze.compile: pipeline=None compiles a graph braze.optimize returned; a model or function "
+                         "is traced and needs a pipeline (default 'inference')")
     want_eval = eval or mode == "eval"
     source = _inference_source(model_or_graph, want_eval, mode == "train", options, passes)
     fixed = bool(example_inputs) or isinstance(source, Graph)

@@ -9,6 +9,7 @@ never what codegen reads. Every pass is verified by the pass manager, the input 
 
 pipeline=None states that the graph is the output of braze.optimize already; a trusted graph is then compiled as it
 is, while an untrusted one (from a file or from IR text, untrusted=True) is still verified and re-planned.
+planned_graph is the one place where the plan codegen reads is made.
 """
 from __future__ import annotations
 

@@ -346,8 +346,7 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
 
         While tracing, the tracer takes the assignment over (a buffer update output) and nothing is stored.
         """
-        watcher = TRACE.watcher
-        if watcher is not None and watcher.assign(self, value):
+        if TRACE.watcher is not None and TRACE.watcher.assign(self, value):
             return self
         if self._packed is not None:
             raise BrazeError(f"Param.assign: the parameter holds a quantized value ({self._packed.scheme}); "

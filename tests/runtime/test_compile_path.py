@@ -84,6 +84,13 @@ def test_compile_a_graph_with_a_stale_plan_replans_it() -> None:
     np.testing.assert_allclose(compiled(x, y), ir.interpret(two_gemms(), [x, y])[0], rtol=1e-5, atol=1e-6)
 
 
+def test_compile_without_a_pipeline_takes_only_an_optimized_graph() -> None:
+    optimized = braze.optimize(two_gemms())
+    assert braze.compile(optimized, pipeline=None).graph is optimized
+    with pytest.raises(BrazeError, match="pipeline=None compiles a graph braze.optimize returned"):
+        braze.compile(lambda a: braze.exp(a), data(2, 2), pipeline=None)
+
+
 def test_compile_refuses_an_unknown_keyword_and_lists_the_valid_ones() -> None:
     with pytest.raises(BrazeError, match=r"braze.compile: unknown keyword argument\(s\) 'thread'; valid keywords "
                                          r"\(with the options of the passes drop_buffer_updates, .*\): pipeline, "
