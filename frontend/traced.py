@@ -51,8 +51,6 @@ def _inside_braze(filename: str) -> bool:
     return inside
 
 
-
-
 def user_frame() -> tuple[str, int, str] | None:
     """(file, line, function) of the innermost stack frame outside braze: the user code being traced, or the
     code that called braze.trace when the traced code is all braze's; None when braze itself called it."""
