@@ -102,8 +102,7 @@ def _native_code(model: Any, inputs: list[Any], args: argparse.Namespace) -> str
     from braze.ir.errors import BrazeError
     if args.after_each or args.format != "text":
         raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
-    from braze.dumping import pipeline_of
-    compiled = braze.compile(model, *inputs, pipeline=pipeline_of(args.passes or "inference"))
+    compiled = braze.compile(model, *inputs, pipeline=args.passes or "inference")
     text = compiled.llvm_ir(args.kernel) if args.stage == "llvm" else compiled.asm(args.kernel)
     if args.kernel is None:
         comment = ";" if args.stage == "llvm" else "#"

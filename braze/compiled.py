@@ -3,11 +3,13 @@
     compiled = braze.compile(model, example_x)     # trace, optimize, generate code, load
     y = compiled(x)                                 # one foreign call per thread; numpy in, numpy out
 
-Steps: trace the forward pass on the example inputs (braze.trace), drop the buffer-update outputs (running
-statistics are a training concern), optimize with the pass pipeline (braze.optimize, "inference" by default),
-build one LLVM module for the whole graph (codegen.module_builder), compile it through the process-wide JIT and
-the disk cache, and wrap it in a runtime Executable. The weights are copied when a signature is compiled: later
-changes to the model do not reach code compiled before them.
+Steps: trace the forward pass on the example inputs (braze.trace), then the one compile path
+(runtime/compile_path.py): drop the buffer-update outputs (running statistics are a training concern), optimize
+with the pass pipeline (braze.optimize, "inference" by default), plan memory, build one LLVM module for the whole
+graph, compile it through the process-wide JIT and the disk cache, and wrap it in a runtime Executable. A Graph
+passed in goes through the same pipeline (pipeline=None compiles a graph braze.optimize returned as it is). The
+weights are copied when a signature is compiled: later changes to the model do not reach code compiled before
+them. Keyword arguments other than compile's own are options of the pipeline's passes; unknown ones are refused.
 
 With example inputs, the signature (shapes and dtypes) is fixed and every call is checked against it, with errors
 naming the input and the expected type. Without them, each new signature compiles on its first call and is kept,
@@ -32,7 +34,7 @@ from braze.frontend.tensor import Tensor
 from braze.frontend.trace import trace
 from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph
-from braze.ir.passes import optimize
+from braze.ir.passes.manager import check_options
 from braze.ir.types import TensorType, as_dtype
 from braze.runtime.threads import check_threads
 
@@ -83,11 +85,8 @@ class CompiledModule:
 
     def _compile(self, examples: Sequence[np.ndarray] | None) -> Executable:
         graph = self._source if isinstance(self._source, Graph) else _trace(self._source, examples)
-        graph = _inference_outputs(graph)
-        if "memory_plan" not in graph.attributes:
-            graph = optimize(graph, self._pipeline, **self._options)
-        from braze.runtime.executable import Executable
-        return Executable.build(graph, threads=self._threads)
+        from braze.runtime.compile_path import compile_graph
+        return compile_graph(graph, pipeline=self._pipeline, threads=self._threads, options=self._options)
 
     # --- inspection ------------------------------------------------------------------------------------------
     @property
@@ -138,21 +137,28 @@ class CompiledModule:
 
 
 def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs: Any,
-            pipeline: str | Sequence[str] = "inference", threads: int | None = None, mode: str | None = None,
+            pipeline: str | Sequence[str] | None = "inference", threads: int | None = None, mode: str | None = None,
             eval: bool = False, **options: Any) -> CompiledModule:
     """Compile a Module, a function of tensors or an ir.Graph to native code (see the braze.compiled doc).
 
     example_inputs fix the signature and compile now; without them a Module or function compiles on each new
     signature's first call (a Graph always compiles now: its signature is in it). pipeline: the pass pipeline
-    (braze.optimize). threads: threads per call (default: BRAZE_NUM_THREADS, else chosen by the graph's size).
-    mode="eval" (or eval=True) compiles a model in training mode as its valid() snapshot. Other keyword
-    arguments are options for the passes (e.g. policy="keep" for fold_reparameterizations).
+    (braze.optimize), or None for a graph braze.optimize returned. threads: threads per call (default:
+    BRAZE_NUM_THREADS, else chosen by the graph's size). mode="eval" (or eval=True) compiles a model in training
+    mode as its valid() snapshot. Other keyword arguments are options for the pipeline's passes (e.g. policy="keep"
+    for fold_reparameterizations); any other name is refused with a BrazeError listing the valid ones.
     """
     check_threads(threads)
+    from braze.runtime.compile_path import compile_passes
+    passes = compile_passes(pipeline)
+    check_options(passes, options, "braze.compile", ("pipeline", "threads", "mode", "eval"))
     if mode not in (None, "eval", "train"):
         raise BrazeError(f"mode must be None, 'eval' or 'train', got {mode!r}")
+    if pipeline is None and not isinstance(model_or_graph, Graph):
+        raise BrazeError("braze.compile: pipeline=None compiles a graph braze.optimize returned; a model or function "
+                         "is traced and needs a pipeline (default 'inference')")
     want_eval = eval or mode == "eval"
-    source = _inference_source(model_or_graph, want_eval, mode == "train", options)
+    source = _inference_source(model_or_graph, want_eval, mode == "train", options, passes)
     fixed = bool(example_inputs) or isinstance(source, Graph)
     compiled = CompiledModule(source, pipeline=pipeline, threads=threads, fixed=fixed, options=options)
     if fixed:
@@ -165,7 +171,8 @@ def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs
     return compiled
 
 
-def _inference_source(source: Any, want_eval: bool, want_train: bool, options: dict[str, Any]) -> Any:
+def _inference_source(source: Any, want_eval: bool, want_train: bool, options: dict[str, Any],
+                      passes: Sequence[str]) -> Any:
     """The model to trace (its valid() snapshot when asked), after refusing training mode."""
     train_error = ("compiled code runs inference only (compiled training is not available yet); call "
                    "model.eval() first, or pass mode='eval' to compile the model's evaluation snapshot")
@@ -176,7 +183,7 @@ def _inference_source(source: Any, want_eval: bool, want_train: bool, options: d
         if training and not want_eval:
             raise BrazeError(f"graph @{source.name} was traced in training mode (flags {', '.join(training)} are "
                              f"on); {train_error}")
-        if want_eval:
+        if want_eval and "specialize_flags" in passes:
             options.setdefault("flags", False)
         return source
     if isinstance(source, Module):
@@ -196,16 +203,6 @@ def _trace(source: Any, examples: Sequence[np.ndarray] | None) -> Graph:
     if examples is None:
         raise BrazeError("braze.compile: tracing needs example inputs")
     return trace(source, *examples)
-
-
-def _inference_outputs(graph: Graph) -> Graph:
-    """The graph without buffer-update outputs (running statistics are a training concern)."""
-    roles = graph.attributes.get("outputs")
-    if not roles or all(r == "output" for r in roles):
-        return graph
-    keep = [k for k, r in enumerate(roles) if r == "output"]
-    meta = {**graph.attributes, "outputs": ["output"] * len(keep)}
-    return graph.replace(outputs=tuple(graph.outputs[k] for k in keep), meta=meta)
 
 
 def _example(x: Any, k: int) -> np.ndarray:

@@ -6,20 +6,14 @@ from typing import Any, Sequence
 from braze.ir.graph import Graph
 
 
-def pipeline_of(spec: str | Sequence[str]) -> str | list[str]:
-    """A pipeline name ("inference") stays a name; "a,b,c" becomes the list of those pass names."""
-    if isinstance(spec, str) and "," in spec:
-        return [p.strip() for p in spec.split(",") if p.strip()]
-    return spec if isinstance(spec, str) else list(spec)
-
-
 def stages(graph: Graph, passes: str | Sequence[str] | None) -> list[tuple[str, Graph]]:
     """("traced", graph) followed by ("after <pass>", graph) for each pass of the pipeline."""
     from braze.ir.passes import PassManager
+    from braze.ir.passes.manager import resolve_pipeline
     out = [("traced", graph)]
     if passes:
         current = graph
-        for name in PassManager(pipeline_of(passes)).names:
+        for name in resolve_pipeline(passes):
             current = PassManager([name]).run(current)
             out.append((f"after {name}", current))
     return out

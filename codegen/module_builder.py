@@ -52,9 +52,10 @@ from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.types import TensorType
 
+from .abi import ENTRY, PREPARE
 from .sync import SYNC_BYTES, declare, emit_barrier
 from .lower.base import KernelContext, KernelSpec, PreparedWeight
-from .loops import I1, I8, I64, PTR, VOID, define_function, i64
+from .loops import I1, I8, I64, PTR, VOID, i64
 from .target import Target, host_target
 
 BUILDER_VERSION = 1
@@ -329,7 +330,7 @@ def _prepared_slots(graph: Graph, kernels: list[_Kernel], places: dict[str, _Pla
 
 def _emit_prepare(module: ir.Module, name: str, prepared: list[PreparedSlot]) -> None:
     """`void name(ptr weights)`: fill every prepared buffer from its param, in slot order."""
-    fn = define_function(module, name, [("weights", PTR)])
+    fn = PREPARE.define(module, name)
     b = ir.IRBuilder(fn.entry_basic_block)
     args = {a.name: a for a in fn.args}
     for slot in prepared:
@@ -373,8 +374,7 @@ def _output_copies(graph: Graph, places: dict[str, _Place]) -> list[tuple[int, V
 
 def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Kernel], places: dict[str, _Place],
                 copies: list[tuple[int, Value]], stride: int, packed: dict[str, _Place]) -> None:
-    fn = define_function(module, entry, [("inputs", PTR), ("weights", PTR), ("outputs", PTR), ("arena", PTR),
-                                         ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("sync", PTR)])
+    fn = ENTRY.define(module, entry)
     b = ir.IRBuilder(fn.entry_basic_block)
     args = {a.name: a for a in fn.args}
     tid, nthreads = args["tid"], args["nthreads"]

@@ -8,8 +8,8 @@ when one thread of a call never reaches the native code (an exception in Python 
 the runtime sets it, every thread waiting at a barrier returns, and the runtime discards the call's results,
 waits for all threads and zeroes the block before the next call.
 
-Worker pool (runtime/pool.py), one module per process with three exported functions, so that handing a call to a
-worker thread needs neither the GIL nor a sleeping thread's wake-up:
+Worker pool (runtime/pool.py), one module per process with three exported functions (signatures in codegen/abi.py),
+so that handing a call to a worker thread needs neither the GIL nor a sleeping thread's wake-up:
 - `i64 braze_pool_post(ptr task, ptr fn, ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
   i64 nthreads, ptr sync, ptr controls, i64 workers, i64 call)` writes the call into the task block, then stores
   `call` into the go word of each of the first `workers` control blocks; returns how many of them were asleep
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from .abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, TASK_FIELDS
 from .loops import I8, I64, PTR, VOID, define_function, i64
 from .target import Target
 
@@ -38,9 +39,7 @@ YIELD_EVERY = 4096  # spins between sched_yield calls while waiting at a barrier
 
 CONTROL_BYTES = 192
 GO, ASLEEP, DONE = 0, 64, 128
-TASK_WORDS = 8      # fn, inputs, weights, outputs, arena, scratch, nthreads, sync
 POOL_MODULE = "braze_pool_v1"
-ENTRY_TYPE = ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, PTR, I64, I64, PTR])
 
 
 def declare(module: ir.Module, name: str, ret: ir.Type, params: list[ir.Type]) -> ir.Function:
@@ -125,15 +124,11 @@ def emit_pool_module(target: Target) -> ir.Module:
 
 
 def _emit_post(module: ir.Module) -> None:
-    names = ["task", "fn", "inputs", "weights", "outputs", "arena", "scratch", "nthreads", "sync", "controls",
-             "workers", "call"]
-    types = [PTR] * 7 + [I64, PTR, PTR, I64, I64]
-    fn = define_function(module, "braze_pool_post", list(zip(names, types)), ret=I64)
-    args = dict(zip(names, fn.args))
+    fn = POOL_POST.define(module, "braze_pool_post")
+    args = {a.name: a for a in fn.args}
     b = ir.IRBuilder(fn.entry_basic_block)
-    for k, field in enumerate(names[1:9]):
-        b.store(args[field], b.gep(args["task"], [i64(k)], source_etype=I64 if field == "nthreads" else PTR),
-                align=8)
+    for k, field in enumerate(TASK_FIELDS):
+        b.store(args[field], b.gep(args["task"], [i64(k)], source_etype=args[field].type), align=8)
     asleep = _each_control(b, fn, args["controls"], args["workers"], lambda control: _post_one(b, control,
                                                                                                args["call"]))
     b.ret(asleep)
@@ -165,8 +160,7 @@ def _each_control(b: ir.IRBuilder, fn: ir.Function, controls: ir.Value, workers:
 
 
 def _emit_work(module: ir.Module, target: Target) -> None:
-    fn = define_function(module, "braze_pool_work", [("task", PTR), ("control", PTR), ("tid", I64), ("seen", I64),
-                                                     ("spins", I64)], ret=I64)
+    fn = POOL_WORK.define(module, "braze_pool_work")
     task, control, tid, seen0, spins = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
     asleep, done_word = _at(b, control, ASLEEP, "asleep"), _at(b, control, DONE, "done")
@@ -197,10 +191,12 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     call = b.phi(I64, name="call")
     call.add_incoming(go, spin)
     call.add_incoming(late, woke)
-    words = [b.load(b.gep(task, [i64(k)], source_etype=I64), typ=I64, align=8) for k in range(TASK_WORDS)]
-    pointer = [b.inttoptr(w, PTR) for w in words]
-    entry_fn = b.inttoptr(words[0], ENTRY_TYPE.as_pointer(), name="fn")  # a typed pointer: the call's signature
-    b.call(entry_fn, [*pointer[1:6], tid, words[6], pointer[7]])
+    words = {field: b.load(b.gep(task, [i64(k)], source_etype=I64), typ=I64, align=8, name=field)
+             for k, field in enumerate(TASK_FIELDS)}
+    entry_type = ENTRY.llvm_type()
+    entry_fn = b.inttoptr(words["fn"], entry_type.as_pointer(), name="entry")  # a typed pointer: the call's signature
+    b.call(entry_fn, [tid if name == "tid" else words[name] if typ == I64 else b.inttoptr(words[name], PTR)
+                      for name, typ in zip(ENTRY.names, entry_type.args)])
     b.atomic_rmw("xchg", done_word, call, "release")
     seen.add_incoming(call, b.block)
     count.add_incoming(i64(0), b.block)
@@ -210,8 +206,7 @@ def _emit_work(module: ir.Module, target: Target) -> None:
 
 
 def _emit_join(module: ir.Module, target: Target) -> None:
-    fn = define_function(module, "braze_pool_join", [("controls", PTR), ("workers", I64), ("call", I64),
-                                                     ("spins", I64)], ret=I64)
+    fn = POOL_JOIN.define(module, "braze_pool_join")
     controls, workers, call, spins = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
     entry = b.block

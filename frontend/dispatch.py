@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -13,23 +13,20 @@ from braze.ir.registry import OpDef, get_op
 from .autodiff import GRAD_MODE, Node
 from .device import Device
 from .tensor import Tensor, as_array
-
-Interceptor = Callable[[str, tuple[Any, ...], dict[str, Any]], Any]
+from .trace_context import TRACE, Interceptor
 
 _OPS: dict[str, OpDef] = {}
 _NO_ATTRS: dict[str, Any] = {}
-_interceptor: Interceptor | None = None
 
 
 @contextlib.contextmanager
 def intercept(handler: Interceptor) -> Iterator[None]:
-    """Route every apply call to `handler(name, operands, attrs)` inside the block (see apply)."""
-    global _interceptor
-    previous, _interceptor = _interceptor, handler
+    """Route every apply call of this thread to `handler(name, operands, attrs)` inside the block (see apply)."""
+    previous, TRACE.interceptor = TRACE.interceptor, handler
     try:
         yield
     finally:
-        _interceptor = previous
+        TRACE.interceptor = previous
 
 
 def apply(name: str, *operands: Any, **attrs: Any) -> Any:
@@ -43,13 +40,14 @@ def apply(name: str, *operands: Any, **attrs: Any) -> Any:
     Operands without autodiff (`Tensor.inner()`) give results without autodiff; mixing them with operands
     that require grad while recording is an error.
 
-    Interception: while `intercept(handler)` is active (a tracer), every call first goes to
+    Interception: while `intercept(handler)` is active in this thread (a tracer), every call first goes to
     `handler(name, operands, attrs)` with the raw operands and attributes; the handler returns the result
     (e.g. graph values, or eager_apply's tensors after recording a node) or NotImplemented to let the eager
     path run. Op functions therefore never need to know whether they run eagerly or under a tracer.
     """
-    if _interceptor is not None:
-        result = _interceptor(name, operands, attrs)
+    interceptor = TRACE.interceptor
+    if interceptor is not None:
+        result = interceptor(name, operands, attrs)
         if result is not NotImplemented:
             return result
     return eager_apply(name, *operands, **attrs)

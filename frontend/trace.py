@@ -37,7 +37,6 @@ from braze.ir.graph import Graph, Loc, Value
 from braze.ir.registry import is_op
 from braze.ir.types import type_of
 
-from . import traced as _traced
 from .dispatch import eager_apply, intercept
 from .nn.flag import Flag
 from .nn.module import Module
@@ -45,6 +44,7 @@ from .nn.param import Param
 from .nn.visitor import join_path
 from .nn.watch import Watcher, watching
 from .tensor import Tensor, as_array
+from .trace_context import TRACE
 from .traced import TracedTensor, trace_error, user_frame
 
 _NUMBERS = (bool, int, float, np.generic)
@@ -283,14 +283,14 @@ def trace(module_or_fn: Module | Callable[..., Any], *example_inputs: Any, name:
     if name is None:
         raw = type(module_or_fn).__name__ if isinstance(module_or_fn, Module) else getattr(fn, "__name__", "")
         name = re.sub(r"\W", "", raw) or "main"
-    _traced.entries.append(sys._getframe())
+    TRACE.entries.append(sys._getframe())
     try:
         tracer = Tracer(root, name)
         inputs = tracer.inputs(example_inputs, _input_names(fn, len(example_inputs)))
         with watching(tracer), intercept(tracer.apply):
             return tracer.finish(module_or_fn(*inputs))
     finally:
-        _traced.entries.pop()
+        TRACE.entries.pop()
 
 
 __all__ = ["trace", "Tracer", "TracedTensor"]

@@ -22,6 +22,7 @@ from braze.ir.types import TensorType
 from .autodiff import no_grad
 from .device import Device
 from .tensor import Tensor
+from .trace_context import TRACE
 
 if TYPE_CHECKING:
     from .trace import Tracer
@@ -50,14 +51,12 @@ def _inside_braze(filename: str) -> bool:
     return inside
 
 
-# The frames of the running braze.trace calls: a walk for the user's line stops at the innermost one, so
-# a trace started by braze itself (the dump command) does not blame whatever script started braze.
-entries: list[FrameType] = []
-
-
 def user_frame() -> tuple[str, int, str] | None:
     """(file, line, function) of the innermost stack frame outside braze: the user code being traced, or the
     code that called braze.trace when the traced code is all braze's; None when braze itself called it."""
+    # a walk stops at the innermost running braze.trace frame of this thread, so a trace started by braze itself
+    # (the dump command) does not blame whatever script started braze
+    entries = TRACE.entries
     stop = entries[-1] if entries else None
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:

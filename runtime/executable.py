@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from braze.codegen.abi import ENTRY, PREPARE
 from braze.codegen.sync import ABORT_OFFSET, SYNC_BYTES
 from braze.codegen.jit import CompiledLibrary, compile_ir
 from braze.codegen.module_builder import BuiltModule, Lowering, build_module
@@ -43,7 +44,6 @@ from . import threads as _threads
 from .memory import ALIGNMENT, address, aligned_block, aligned_copy, aligned_empty
 
 _VP = ctypes.c_void_p
-ENTRY_ARGTYPES = (_VP, _VP, _VP, _VP, _VP, ctypes.c_int64, ctypes.c_int64, _VP)
 
 
 def _describe(t: TensorType) -> str:
@@ -159,7 +159,7 @@ class Executable:
     def __init__(self, built: BuiltModule, library: CompiledLibrary, *, threads: int | None = None) -> None:
         self.built, self.library, self.graph = built, library, built.graph
         self.threads = _threads.choose_threads(_threads.estimate_work(built.graph), threads)
-        self._entry = library.cfunc(built.entry, None, *ENTRY_ARGTYPES)
+        self._entry = ENTRY.cfunc(library, built.entry)
         self._weights = [self._weight(slot) for slot in built.weights]
         self._prepared = self._prepared_buffers()
         self._arena = aligned_block(built.arena_bytes)
@@ -219,7 +219,7 @@ class Executable:
 
     def _prepare(self, library: CompiledLibrary) -> None:
         """Fill the prepared weights from the weight copies, once, before the first call of the entry."""
-        library.cfunc(self.built.prepare, None, _VP)(self._weight_ptrs)
+        PREPARE.cfunc(library, self.built.prepare)(self._weight_ptrs)
         self.prepare_calls += 1
 
     # --- inspection ------------------------------------------------------------------------------------------

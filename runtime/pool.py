@@ -29,7 +29,7 @@ from .memory import address, aligned_zeros
 
 WAIT_SPINS = 100_000  # idle spins (with `pause`) before a worker sleeps: about 1 ms on current x86 cores
 
-_P, _I = ctypes.c_void_p, ctypes.c_int64
+_P = ctypes.c_void_p
 
 
 class _Native(NamedTuple):
@@ -41,14 +41,14 @@ class _Native(NamedTuple):
 @functools.lru_cache(maxsize=None)
 def native() -> _Native:
     """The pool's native functions (codegen.sync), compiled once per process through the JIT and its cache."""
+    from braze.codegen.abi import POOL_JOIN, POOL_POST, POOL_WORK
     from braze.codegen.jit import compile_ir
     from braze.codegen.sync import emit_pool_module
     from braze.codegen.target import host_target
     target = host_target()
     library = compile_ir(emit_pool_module(target), target=target)
-    return _Native(library.cfunc("braze_pool_post", _I, *([_P] * 7), _I, _P, _P, _I, _I),
-                   library.cfunc("braze_pool_work", _I, _P, _P, _I, _I, _I),
-                   library.cfunc("braze_pool_join", _I, _P, _I, _I, _I))
+    return _Native(POOL_POST.cfunc(library, "braze_pool_post"), POOL_WORK.cfunc(library, "braze_pool_work"),
+                   POOL_JOIN.cfunc(library, "braze_pool_join"))
 
 
 class _Worker:

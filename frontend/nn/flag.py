@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
-from . import watch as _watch
+from ..trace_context import TRACE
 from .param import ParamId
 
 
@@ -25,8 +25,9 @@ class Flag:
     @property
     def value(self) -> bool:
         """The effective value: what the owning layer uses now (a tracer records the read as a guard)."""
-        if _watch.active is not None:
-            _watch.active.read_flag(self)
+        watcher = TRACE.watcher
+        if watcher is not None:
+            watcher.read_flag(self)
         return self._effective
 
     @property

@@ -26,6 +26,11 @@ __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"
            "cross_entropy", "mse_loss", "scaled_dot_product_attention"]
 
 
+def __dir__() -> list[str]:
+    """The API only: dir(F) and tab completion list the layer functions, not this module's imports."""
+    return sorted(__all__)
+
+
 def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
     if isinstance(value, (int, np.integer)):
         return int(value), int(value)

@@ -14,7 +14,7 @@ import numpy as np
 from braze.ir.errors import BrazeError
 
 from ..tensor import Tensor
-from . import watch as _watch
+from ..trace_context import TRACE
 from .flag import Flag
 from .lazy import alias
 from .param import Param
@@ -275,7 +275,7 @@ class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        watcher = _watch.active
+        watcher = TRACE.watcher
         if watcher is None:
             return self.forward(*args, **kwargs)
         watcher.enter_module(self)  # a tracer tags the nodes forward creates with this module's path

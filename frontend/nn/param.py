@@ -20,8 +20,8 @@ from braze.ir.types import DType, as_dtype, float32
 
 from ..device import CPU, Device, as_device
 from ..tensor import Tensor, as_array
+from ..trace_context import TRACE
 from . import _tensorlike
-from . import watch as _watch
 from .lazy import Init, LazyInit, alias, as_tensor
 from .param_module import ParamAsModule
 
@@ -346,7 +346,7 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
 
         While tracing, the tracer takes the assignment over (a buffer update output) and nothing is stored.
         """
-        if _watch.active is not None and _watch.active.assign(self, value):
+        if TRACE.watcher is not None and TRACE.watcher.assign(self, value):
             return self
         if self._packed is not None:
             raise BrazeError(f"Param.assign: the parameter holds a quantized value ({self._packed.scheme}); "

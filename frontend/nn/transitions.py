@@ -16,7 +16,7 @@ from braze.ir.types import as_dtype
 
 from ..device import Device, as_device, is_device_like
 from ..tensor import Tensor
-from . import watch as _watch
+from ..trace_context import TRACE
 from .flag import Flag
 from .group import ParamGroup
 from .param import Param
@@ -38,8 +38,9 @@ class TransitionsMixin:
         if own:
             return any(f.value for f in own.values())
         mode = self.__dict__["_training"]
-        if _watch.active is not None:
-            _watch.active.read_mode(self, mode)  # type: ignore[arg-type]
+        watcher = TRACE.watcher
+        if watcher is not None:
+            watcher.read_mode(self, mode)  # type: ignore[arg-type]
         return mode
 
     def _set_own_mode(self, mode: bool) -> None:

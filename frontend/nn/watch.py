@@ -1,13 +1,16 @@
 """Module-level events a tracer must see besides op applications: module calls, flag and mode reads, assignments.
 
 Op applications reach a tracer through `dispatch.intercept`; these events do not go through `apply`, so Module,
-Flag and Param report them here. braze.trace installs a Watcher for the duration of one trace
-(frontend/trace.py); eagerly there is none and each event costs one global lookup.
+Flag and Param report them to the current thread's watcher (TRACE.watcher, frontend/trace_context.py). braze.trace
+installs a Watcher for the duration of one trace (frontend/trace.py); eagerly there is none and each event costs
+one thread-local lookup.
 """
 from __future__ import annotations
 
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator
+
+from ..trace_context import TRACE
 
 if TYPE_CHECKING:
     from .flag import Flag
@@ -35,15 +38,11 @@ class Watcher:
         return False
 
 
-active: Watcher | None = None
-
-
 @contextlib.contextmanager
 def watching(watcher: Watcher) -> Iterator[Watcher]:
-    """Report events to `watcher` inside the block (the previous watcher, if any, is restored after)."""
-    global active
-    previous, active = active, watcher
+    """Report this thread's events to `watcher` inside the block (the previous watcher, if any, is restored after)."""
+    previous, TRACE.watcher = TRACE.watcher, watcher
     try:
         yield watcher
     finally:
-        active = previous
+        TRACE.watcher = previous

@@ -82,7 +82,7 @@ def _fresh_path(base: str, paths: set[str]) -> str:
     return path
 
 
-@register_pass("constant_fold")
+@register_pass("constant_fold", options=("fold_params",))
 def constant_fold(graph: Graph, ctx: PassContext) -> Graph:
     """Replace computable subgraphs by constants (or new frozen params, with fold_params=True)."""
     known = _evaluate(graph, bool(ctx.option("fold_params", False)), ctx)

@@ -267,7 +267,7 @@ def _options(ctx: PassContext) -> tuple[str, float]:
     return policy, float(balance)
 
 
-@register_pass("fold_reparameterizations")
+@register_pass("fold_reparameterizations", options=("policy", "flops_per_byte"))
 def fold_reparameterizations(graph: Graph, ctx: PassContext) -> Graph:
     """Merge frozen reparameterized weights into single param leaves, or keep quantized bases (option policy)."""
     policy, balance = _options(ctx)

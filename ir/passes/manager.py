@@ -2,9 +2,10 @@
 renumbered, the verifier runs, the time and node counts are recorded, and the IR can be printed or saved.
 
 A pass is `fn(graph, ctx) -> Graph`; it never changes its input (graphs are immutable; weights mappings are
-replaced, not edited) and `ctx` carries the run's options and collects the pass's notes for the report:
+replaced, not edited) and `ctx` carries the run's options and collects the pass's notes for the report. A pass
+declares the options it reads; a run given an option no pass of its pipeline declares is refused:
 
-    @register_pass("strip_casts")
+    @register_pass("strip_casts", options=("keep_float64",))
     def strip_casts(graph: Graph, ctx: PassContext) -> Graph:
         ...
 
@@ -29,21 +30,23 @@ from ..verify import verify as verify_graph
 PassFn = Callable[[Graph, "PassContext"], Graph]
 
 PIPELINES: dict[str, tuple[str, ...]] = {
-    "inference": ("specialize_flags", "fold_reparameterizations", "fold_batchnorm", "constant_fold", "simplify",
-                  "cse", "dce", "fuse", "plan_memory"),
+    "inference": ("drop_buffer_updates", "specialize_flags", "fold_reparameterizations", "fold_batchnorm",
+                  "constant_fold", "simplify", "cse", "dce", "fuse", "plan_memory"),
 }
 BUILTIN_PASSES = PIPELINES["inference"]
 _MODULES = {"fold_reparameterizations": "fold_reparam"}  # built-in passes whose module is not named after them
 
 _PASSES: dict[str, PassFn] = {}
+_OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
-def register_pass(name: str, *, replace: bool = False) -> Callable[[PassFn], PassFn]:
-    """Decorator: register `fn(graph, ctx) -> Graph` as the pass `name` (once, unless replace=True)."""
+def register_pass(name: str, *, options: Sequence[str] = (), replace: bool = False) -> Callable[[PassFn], PassFn]:
+    """Decorator: register `fn(graph, ctx) -> Graph` as the pass `name` reading the run options `options` (once,
+    unless replace=True)."""
     def wrap(fn: PassFn) -> PassFn:
         if name in _PASSES and not replace and _PASSES[name] is not fn:
             raise BrazeError(f"pass {name!r} is already registered; pass replace=True to override it")
-        _PASSES[name] = fn
+        _PASSES[name], _OPTIONS[name] = fn, tuple(options)
         return fn
     return wrap
 
@@ -86,6 +89,25 @@ def resolve_pipeline(pipeline: str | Sequence[str]) -> tuple[str, ...]:
     if not names:
         raise BrazeError(f"empty pipeline {pipeline!r}; name passes or one of the pipelines {sorted(PIPELINES)}")
     return names
+
+
+def pipeline_options(names: Sequence[str]) -> tuple[str, ...]:
+    """The options the passes `names` declare, sorted."""
+    for name in names:
+        get_pass(name)
+    return tuple(sorted({option for name in names for option in _OPTIONS[name]}))
+
+
+def check_options(names: Sequence[str], options: Mapping[str, Any], caller: str,
+                  keywords: Sequence[str] = ()) -> None:
+    """Raise a BrazeError naming every option none of the passes `names` declares, with the valid keywords (the
+    caller's own `keywords` first, then the passes' options)."""
+    valid = pipeline_options(names)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        listed = ", ".join([*keywords, *valid]) or "none"
+        raise BrazeError(f"{caller}: unknown keyword argument(s) {', '.join(map(repr, unknown))}; valid keywords "
+                         f"(with the options of the passes {', '.join(names) or '(none run)'}): {listed}")
 
 
 class Options(Mapping[str, Any]):
@@ -190,6 +212,7 @@ class PassManager:
         self.passes = [(name, get_pass(name)) for name in self.names]
         self.dump, self.verify, self.out = dump, verify, out
         self.options = dict(options or {})
+        check_options(self.names, self.options, "PassManager")
         self.report = PassReport()
 
     def run(self, graph: Graph) -> Graph:
@@ -242,12 +265,14 @@ def optimize(graph: Graph, pipeline: str | Sequence[str] = "inference", *,
              **options: Any) -> Graph:
     """Run a pass pipeline over `graph` and return the new graph; the input graph is not changed.
 
-    pipeline: "inference" (specialize_flags, fold_reparameterizations, fold_batchnorm, constant_fold, simplify,
-    cse, dce, fuse, plan_memory) or a list of pass names. dump: None, "after-each" (print the IR after each pass)
-    or a directory for NN-passname.bir files. verify: check the graph after every pass. report: a list to which
-    the run's PassReport (times, node counts, the passes' notes) is appended. Other keyword arguments are options
-    for the passes, e.g. flags={"drop.training": False} or fold_params=True.
+    pipeline: "inference" (drop_buffer_updates, specialize_flags, fold_reparameterizations, fold_batchnorm,
+    constant_fold, simplify, cse, dce, fuse, plan_memory) or a list of pass names. dump: None, "after-each" (print
+    the IR after each pass) or a directory for NN-passname.bir files. verify: check the graph after every pass.
+    report: a list to which the run's PassReport (times, node counts, the passes' notes) is appended. Other keyword
+    arguments are options for the passes, e.g. flags={"drop.training": False} or fold_params=True; one that no pass
+    of the pipeline declares is refused with a BrazeError listing the valid ones.
     """
+    check_options(resolve_pipeline(pipeline), options, "braze.optimize", ("pipeline", "dump", "verify", "report"))
     manager = PassManager(pipeline, dump=dump, verify=verify, options=options)
     result = manager.run(graph)
     if report is not None:

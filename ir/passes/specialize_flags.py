@@ -14,10 +14,8 @@ After the flags are constants:
   batch_norm_train(x, w, b).
 The flag leaves disappear (replaced by their constants); folding what else reads them is constant_fold's job.
 
-Buffer updates that no longer change anything leave the graph's outputs: an output whose role in meta "outputs"
-is "buffer_update:<path>" and whose value is then that buffer's own leaf (or the leaf plus or minus zeros, as
-num_batches_tracked + cast(false)) is dropped, with its role, so a graph specialized to evaluation returns no
-buffer updates; what only those outputs read disappears with them.
+Buffer updates (meta "outputs" roles "buffer_update:<path>") stay outputs: in a graph specialized to evaluation they
+return their buffers unchanged. The inference pipeline drops them all first (drop_buffer_updates).
 """
 from __future__ import annotations
 
@@ -26,9 +24,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import BrazeError
-from ..graph import Graph, Node, Value
+from ..graph import Graph, Value
 from .manager import PassContext, register_pass
-from .rewrite import Match, Rule, apply_rules, finalize, rule
+from .rewrite import Match, Rule, apply_rules, rule
 from .simplify import select_constant_condition
 
 
@@ -70,47 +68,7 @@ def batch_norm_by_flag(m: Match) -> tuple[Value, ...] | None:
     return None
 
 
-def drop_unchanged_updates(graph: Graph) -> Graph:
-    """`graph` without its buffer-update outputs (meta "outputs" roles) that return their buffer unchanged."""
-    roles = graph.attributes.get("outputs")
-    if roles is None or len(roles) != len(graph.outputs):
-        return graph
-    producers = graph.producers
-    keep = [i for i, (role, v) in enumerate(zip(roles, graph.outputs))
-            if not (role.startswith("buffer_update:") and _unchanged(v, role.split(":", 1)[1], producers))]
-    if len(keep) == len(roles):
-        return graph
-    meta = {**graph.attributes, "outputs": [roles[i] for i in keep]}
-    return graph.replace(outputs=tuple(graph.outputs[i] for i in keep), meta=meta)
-
-
-def _unchanged(value: Value, path: str, producers: Mapping[str, Node]) -> bool:
-    """Whether `value` is the param leaf `path`, possibly with zeros added or subtracted (same type)."""
-    node = producers.get(value.name)
-    if node is None:
-        return False
-    if node.op == "param":
-        return node.attr["path"] == path
-    if node.op not in ("add", "sub") or node.out.type != node.inputs[0].type:
-        return False
-    x, y = node.inputs
-    if _zero(y, producers) and _unchanged(x, path, producers):
-        return True
-    return node.op == "add" and y.type == node.out.type and _zero(x, producers) and _unchanged(y, path, producers)
-
-
-def _zero(value: Value, producers: Mapping[str, Node]) -> bool:
-    """Whether `value` is a constant of zeros (false counts as zero), possibly cast."""
-    node = producers.get(value.name)
-    while node is not None and node.op == "cast":
-        node = producers.get(node.inputs[0].name)
-    if node is None or node.op != "constant":
-        return False
-    array = node.attr["value"].array
-    return array.size > 0 and not np.any(array)
-
-
-@register_pass("specialize_flags")
+@register_pass("specialize_flags", options=("flags",))
 def specialize_flags(graph: Graph, ctx: PassContext) -> Graph:
     """Replace flag leaves by constants (option `flags`) and simplify dropout, where and batch_norm_flag."""
     values = flag_values(graph, ctx.option("flags"))
@@ -122,10 +80,4 @@ def specialize_flags(graph: Graph, ctx: PassContext) -> Graph:
              select_constant_condition]
     if values:
         ctx.note(", ".join(f"{path}={value}" for path, value in values.items()))
-    specialized = apply_rules(graph, rules)
-    result = drop_unchanged_updates(specialized)
-    dropped = [r for r in specialized.attributes.get("outputs", ()) if r not in result.attributes.get("outputs", ())]
-    if dropped:
-        ctx.note(f"dropped {len(dropped)} unchanged buffer update(s): "
-                 + ", ".join(r.split(":", 1)[1] for r in dropped))
-    return finalize(result, specialized)
+    return apply_rules(graph, rules)

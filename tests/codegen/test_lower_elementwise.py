@@ -3,6 +3,8 @@ size-1 axes, sizes off the vector width, special values (NaN, infinities, signed
 float32 transcendentals over strided bit patterns of the whole float32 range."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -28,6 +30,14 @@ def supported(op: str, dtype: str, arity: int, **attrs) -> bool:
         return False
 
 
+def combinations(ops: list[str], dtypes: list[str], arity: int, accepted: bool = True) -> list[tuple[str, str]]:
+    """The (op, dtype) pairs whose op accepts (or, with accepted=False, refuses) operands of that dtype."""
+    return [(op, d) for op in ops for d in dtypes if supported(op, d, arity) == accepted]
+
+
+INTEGERS = [d for d in DTYPE_NAMES if d not in FLOATS]
+
+
 def _run(op: str, arrays, **attrs) -> None:
     node = make_node(op, *arrays, **attrs)
     check_node(node, arrays, inputs=arrays[0] if len(arrays) == 1 else 0.0)
@@ -41,14 +51,19 @@ def test_unary_float_ops_match_reference(op: str, dtype: str, shape, seed: int) 
     _run(op, [special_array(np.random.default_rng(seed), shape, dtype, low=-10, high=10)])
 
 
-@pytest.mark.parametrize("dtype", [d for d in DTYPE_NAMES if d not in FLOATS])
-@pytest.mark.parametrize("op", UNARY_ANY)
+@pytest.mark.parametrize("op,dtype", combinations(UNARY_ANY, INTEGERS, 1))
 @EXAMPLES
 @given(shape=shapes(), seed=st.integers(0, 2 ** 32 - 1))
 def test_unary_integer_ops_match_reference(op: str, dtype: str, shape, seed: int) -> None:
-    if not supported(op, dtype, 1):
-        return
     _run(op, [special_array(np.random.default_rng(seed), shape, dtype)])
+
+
+@pytest.mark.parametrize("op,dtype,arity", [(*c, 1) for c in combinations(UNARY_ANY, INTEGERS, 1, accepted=False)]
+                         + [(*c, 2) for c in combinations(BINARY, DTYPE_NAMES, 2, accepted=False)])
+def test_ops_refuse_the_dtypes_they_do_not_lower(op: str, dtype: str, arity: int) -> None:
+    """The pairs the tests above leave out are refused when the node is built, naming the op and the type."""
+    with pytest.raises(BrazeError, match=rf"^{op}: .*operands?.*, got {re.escape(str(TensorType((2,), dtype)))}"):
+        make_node(op, *[TensorType((2,), dtype)] * arity)
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
@@ -68,13 +83,10 @@ def test_clamp_matches_reference(dtype: str, bounds, shape, seed: int) -> None:
     _run("clamp", [special_array(np.random.default_rng(seed), shape, dtype)], min=low, max=high)
 
 
-@pytest.mark.parametrize("dtype", DTYPE_NAMES)
-@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("op,dtype", combinations(BINARY, DTYPE_NAMES, 2))
 @EXAMPLES
 @given(operands=broadcast_operands(2), seed=st.integers(0, 2 ** 32 - 1))
 def test_binary_ops_broadcast_like_numpy(op: str, dtype: str, operands, seed: int) -> None:
-    if not supported(op, dtype, 2):
-        return
     rng = np.random.default_rng(seed)
     _, (sx, sy) = operands
     low = 0.0 if op == "pow" else -3.0

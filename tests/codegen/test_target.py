@@ -15,9 +15,18 @@ def _private_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("BRAZE_CPU", raising=False)
 
 
-def test_target_init_is_idempotent():
+def test_target_init_initializes_llvm_once(monkeypatch):
+    from braze.codegen import target as target_module
+    calls = []
+    for name in ("initialize_native_target", "initialize_native_asmprinter"):
+        real = getattr(llvm, name)
+        monkeypatch.setattr(llvm, name, lambda real=real, name=name: (calls.append(name), real())[1])
+    monkeypatch.setattr(target_module, "_initialized", False)
     init_llvm()
     init_llvm()
+    assert calls == ["initialize_native_target", "initialize_native_asmprinter"]
+    name = unique_name()
+    run_add(compile_ir(add_module(name), use_cache=False), name)  # LLVM still generates working code
 
 
 def test_target_host_matches_llvm():

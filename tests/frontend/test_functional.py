@@ -38,6 +38,13 @@ def test_import_forms_give_one_module() -> None:
     assert F is F_from is braze.nn.functional is braze.frontend.nn.functional
 
 
+def test_functional_shows_only_its_api() -> None:
+    star: dict = {}
+    exec("from braze.nn.functional import *", star)
+    assert sorted(set(star) - {"__builtins__"}) == dir(F) == sorted(F.__all__)
+    assert "np" not in dir(F) and "apply" not in dir(F) and all(callable(getattr(F, n)) for n in F.__all__)
+
+
 def test_linear() -> None:
     x, w, b = RNG.standard_normal((2, 3)), RNG.standard_normal((4, 3)), RNG.standard_normal(4)
     np.testing.assert_allclose(F.linear(T(x), T(w), T(b)).numpy(), x @ w.T + b)

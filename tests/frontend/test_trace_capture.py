@@ -247,12 +247,11 @@ def test_trace_interpret_params_override_the_captured_weights() -> None:
 
 
 def test_trace_leaves_no_interceptor_or_watcher_behind_after_an_error() -> None:
-    from braze.frontend import dispatch
-    from braze.frontend.nn import watch
+    from braze.frontend.trace_context import TRACE
 
     def bad(x: Any) -> Any:
         return x.item()
 
     with pytest.raises(braze.TraceError):
         braze.trace(bad, X)
-    assert dispatch._interceptor is None and watch.active is None
+    assert TRACE.interceptor is None and TRACE.watcher is None and TRACE.entries == []

@@ -206,11 +206,17 @@ def test_mutated_text_parses_to_a_verified_graph_or_raises_parse_error(base: str
     try:
         graph = parse(text)
     except ParseError as error:
-        lines = text.split("\n")
-        assert 1 <= error.line <= len(lines) and 1 <= error.column <= len(lines[error.line - 1]) + 1
-        return
-    ir.verify(graph)
-    assert parse(str(graph)) == graph and str(parse(str(graph))) == str(graph)
+        assert_located(error, text)
+    else:
+        ir.verify(graph)
+        assert parse(str(graph)) == graph and str(parse(str(graph))) == str(graph)
+
+
+def assert_located(error: ParseError, text: str, line: int = 1, column: int = 1) -> None:
+    """The error points at a place in `text`, no earlier than (line, column): where it first differs from valid IR."""
+    lines = text.split("\n")
+    assert 1 <= error.line <= len(lines) and 1 <= error.column <= len(lines[error.line - 1]) + 1, error
+    assert (error.line, error.column) >= (line, column), error
 
 
 STRING_SLOTS = {
@@ -230,9 +236,11 @@ def test_any_string_literal_parses_or_raises_parse_error(slot: str, content: str
     text = STRING_SLOTS[slot].format(s=content)
     try:
         graph = parse(text)
-    except ParseError:
-        return
-    assert parse(graph.dump(provenance=True)) == graph and str(parse(str(graph))) == str(graph)
+    except ParseError as error:  # the rest of the text is valid, so the error points at the literal's token or later
+        before = STRING_SLOTS[slot].format(s="\0").split("\0")[0].split("\n")
+        assert_located(error, text, len(before), len(before[-1]) - 1)  # the token starts at @"/%" or at the quote
+    else:
+        assert parse(graph.dump(provenance=True)) == graph and str(parse(str(graph))) == str(graph)
 
 
 _ints = st.integers(-3, 5) | st.integers(-2 ** 63, 2 ** 63 - 1)
@@ -250,9 +258,11 @@ def test_any_attribute_value_parses_or_raises_parse_error(case: tuple, data: st.
     node = graph.nodes[-1]
     attrs = dict(node.attrs)
     attrs[data.draw(st.sampled_from(sorted(attrs)), label="name")] = data.draw(attribute_values, label="value")
-    text = str(graph).replace(f" {format_attrs(node.attrs)} :", f" {format_attrs(tuple(sorted(attrs.items())))} :")
+    marker = f" {format_attrs(node.attrs)} :"
+    text = str(graph).replace(marker, f" {format_attrs(tuple(sorted(attrs.items())))} :")
     try:
         parsed = parse(text)
-    except ParseError:
-        return
-    assert parse(str(parsed)) == parsed
+    except ParseError as error:  # only the node's line changed, so the error points there or later
+        assert_located(error, text, next(k for k, line in enumerate(str(graph).split("\n"), 1) if marker in line))
+    else:
+        assert parse(str(parsed)) == parsed

@@ -1,4 +1,5 @@
-"""specialize_flags' checks of its option and the graph's guards; constant_fold's evaluation and param folding."""
+"""specialize_flags' checks of its option and the graph's guards; drop_buffer_updates on training graphs and bad
+roles; constant_fold's evaluation and param folding."""
 from __future__ import annotations
 
 import numpy as np
@@ -45,6 +46,29 @@ def test_specialize_flags_report_lists_the_values() -> None:
     reports: list = []
     optimize(ir.parse(GUARDED), ["specialize_flags"], report=reports)
     assert reports[0]["specialize_flags"].notes == ("block.training=True",)
+
+
+UPDATING = """graph @g(%x: f32[4]) -> (f32[4], f32[4]) attributes {outputs=["output", "buffer_update:acc"]} {
+  %acc = param {buffer=true, id=0, path="acc", trainable=false} : f32[4]
+  %0 = exp %x : f32[4]
+  %1 = add %acc, %x : f32[4]
+  return %0, %1
+}
+"""
+
+
+def test_drop_buffer_updates_drops_updates_that_change_the_buffer() -> None:
+    reports: list = []
+    out = optimize(ir.parse(UPDATING), ["drop_buffer_updates"], report=reports)
+    assert list(out.attributes["outputs"]) == ["output"] and [n.op for n in out.nodes] == ["exp"]
+    assert reports[0]["drop_buffer_updates"].notes == ("dropped 1 buffer update(s): acc",)
+
+
+def test_drop_buffer_updates_refuses_roles_that_do_not_match_the_outputs() -> None:
+    graph = ir.parse(UPDATING)
+    bad = graph.replace(meta={**graph.attributes, "outputs": ["output"]})
+    with pytest.raises(ir.VerifyError, match=r"meta 'outputs' must hold one role string per output \(2\)"):
+        optimize(bad, ["drop_buffer_updates"])
 
 
 def test_constant_fold_leaves_a_node_whose_reference_raises() -> None:

@@ -32,8 +32,9 @@ def sample() -> ir.Graph:
 
 
 def test_manager_inference_pipeline_is_the_design_order() -> None:
-    assert PIPELINES["inference"] == ("specialize_flags", "fold_reparameterizations", "fold_batchnorm",
-                                      "constant_fold", "simplify", "cse", "dce", "fuse", "plan_memory")
+    assert PIPELINES["inference"] == ("drop_buffer_updates", "specialize_flags", "fold_reparameterizations",
+                                      "fold_batchnorm", "constant_fold", "simplify", "cse", "dce", "fuse",
+                                      "plan_memory")
 
 
 def test_manager_builtin_passes_are_found_by_name() -> None:
@@ -125,15 +126,28 @@ def test_manager_report_prints_a_table() -> None:
     assert lines[3].split()[0] == "total" and "7 -> 4" in lines[3]
 
 
-def test_manager_report_names_options_no_pass_read() -> None:
+def test_manager_refuses_an_option_no_pass_of_the_pipeline_declares() -> None:
+    with pytest.raises(BrazeError, match=r"braze.optimize: unknown keyword argument\(s\) 'fold_parms'; valid "
+                                         r"keywords \(with the options of the passes constant_fold, dce\): pipeline, "
+                                         r"dump, verify, report, fold_params$"):
+        optimize(sample(), ["constant_fold", "dce"], fold_parms=True)
+    with pytest.raises(BrazeError, match=r"PassManager: unknown keyword argument\(s\) 'flags'.*: none$"):
+        PassManager(["dce"], options={"flags": False})
+
+
+def test_manager_report_names_declared_options_no_pass_read() -> None:
+    @register_pass("test_optional_reader", options=("unread",))
+    def reads_nothing(graph: ir.Graph, ctx: PassContext) -> ir.Graph:
+        return graph
+
     reports: list = []
-    optimize(sample(), ["dce"], report=reports, fold_parms=True)
-    assert reports[0].unused_options == ("fold_parms",)
-    assert "options no pass read: fold_parms" in str(reports[0])
+    optimize(sample(), ["test_optional_reader"], report=reports, unread=1)
+    assert reports[0].unused_options == ("unread",)
+    assert "options no pass read: unread" in str(reports[0])
 
 
 def test_manager_user_pass_registers_and_runs_by_name() -> None:
-    @register_pass("test_negate_output")
+    @register_pass("test_negate_output", options=("scale",))
     def negate_output(graph: ir.Graph, ctx: PassContext) -> ir.Graph:
         b = ir.GraphBuilder(graph.name)
         (x,) = [b.input(v.name, v.type) for v in graph.inputs]

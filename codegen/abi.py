@@ -1,0 +1,71 @@
+"""The native calling convention between generated code and the runtime, stated once.
+
+Every exported function braze generates is described here by name, result and parameters; the module builder and
+the worker-pool emitter define their LLVM functions from these descriptions, and the runtime takes its ctypes
+signatures from them, so the three can never disagree about an argument's order or type.
+
+    void braze_entry_<digest>(ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
+                              i64 tid, i64 nthreads, ptr sync)        ENTRY
+    void braze_prepare_<digest>(ptr weights)                           PREPARE
+    i64 braze_pool_post(...), braze_pool_work(...), braze_pool_join(...)   POOL_POST, POOL_WORK, POOL_JOIN
+
+What the arguments mean is documented where the functions are emitted (codegen/module_builder.py, codegen/sync.py).
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.ir as ir
+
+from .loops import I64, PTR, VOID, define_function
+
+_LLVM = {"ptr": PTR, "i64": I64, "void": VOID}
+_CTYPES = {"ptr": ctypes.c_void_p, "i64": ctypes.c_int64, "void": None}
+
+
+@dataclass(frozen=True)
+class NativeSignature:
+    """A native function's result and its (name, kind) parameters; a kind is "ptr", "i64" or "void"."""
+
+    result: str
+    params: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.params)
+
+    def llvm_type(self) -> ir.FunctionType:
+        return ir.FunctionType(_LLVM[self.result], [_LLVM[kind] for _, kind in self.params])
+
+    def define(self, module: ir.Module, name: str) -> ir.Function:
+        """The exported function `name` in `module`, with this signature and named arguments."""
+        return define_function(module, name, [(n, _LLVM[kind]) for n, kind in self.params], ret=_LLVM[self.result])
+
+    def cfunc(self, library: Any, name: str) -> Any:
+        """A ctypes callable for the exported function `name` of a compiled library (codegen.jit)."""
+        return library.cfunc(name, _CTYPES[self.result], *self.ctypes_params())
+
+    def ctypes_params(self) -> tuple[Any, ...]:
+        """The ctypes argument types, in order."""
+        return tuple(_CTYPES[kind] for _, kind in self.params)
+
+
+def _signature(result: str, params: str) -> NativeSignature:
+    """A signature from "kind name, kind name, ..." text, the way the module docs write it."""
+    return NativeSignature(result, tuple((name, kind) for kind, name in (p.split() for p in params.split(","))))
+
+
+ENTRY = _signature("void", "ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch, i64 tid, i64 nthreads, "
+                           "ptr sync")
+PREPARE = _signature("void", "ptr weights")
+
+# The worker pool posts an entry call as task words: the entry's address, then every entry argument but the thread
+# id, which each worker supplies itself.
+TASK_FIELDS = ("fn", *(name for name in ENTRY.names if name != "tid"))
+_TASK_KINDS = {"fn": "ptr", **dict(ENTRY.params)}
+POOL_POST = NativeSignature("i64", (("task", "ptr"), *((f, _TASK_KINDS[f]) for f in TASK_FIELDS),
+                                    ("controls", "ptr"), ("workers", "i64"), ("call", "i64")))
+POOL_WORK = _signature("i64", "ptr task, ptr control, i64 tid, i64 seen, i64 spins")
+POOL_JOIN = _signature("i64", "ptr controls, i64 workers, i64 call, i64 spins")

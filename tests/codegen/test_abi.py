@@ -1,0 +1,51 @@
+"""The native calling convention (codegen/abi.py): the functions the builder and the pool emitter define have
+exactly the signatures the runtime calls them with."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from braze import ir
+from braze.codegen import host_target
+from braze.codegen.abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, PREPARE, TASK_FIELDS
+from braze.codegen.module_builder import build_module
+from braze.codegen.sync import emit_pool_module
+from braze.ir.passes import optimize
+
+
+def _gemm_graph() -> ir.Graph:
+    """x @ w with a param w: a GEMM that prepares (packs) its weight, so the module exports a prepare function."""
+    b = ir.GraphBuilder("gemm")
+    x = b.input("x", ir.TensorType((32, 512), ir.float32))
+    w = b.param("w", ir.TensorType((512, 256), ir.float32), id=0)
+    graph = b.finish([b.matmul(x, w)], weights={"w": np.ones((512, 256), np.float32)})
+    return optimize(graph)
+
+
+def test_abi_entry_and_prepare_functions_have_the_stated_signatures() -> None:
+    built = build_module(_gemm_graph())
+    entry = built.module.get_global(built.entry)
+    assert str(entry.function_type) == str(ENTRY.llvm_type())
+    assert [a.name for a in entry.args] == list(ENTRY.names)
+    assert built.prepare is not None
+    assert str(built.module.get_global(built.prepare).function_type) == str(PREPARE.llvm_type())
+
+
+def test_abi_pool_functions_have_the_stated_signatures() -> None:
+    module = emit_pool_module(host_target())
+    for name, signature in [("braze_pool_post", POOL_POST), ("braze_pool_work", POOL_WORK),
+                            ("braze_pool_join", POOL_JOIN)]:
+        fn = module.get_global(name)
+        assert str(fn.function_type) == str(signature.llvm_type()) and [a.name for a in fn.args] == list(
+            signature.names)
+
+
+def test_abi_task_words_are_every_entry_argument_but_the_thread_id() -> None:
+    assert TASK_FIELDS == ("fn", "inputs", "weights", "outputs", "arena", "scratch", "nthreads", "sync")
+    assert POOL_POST.names[1:1 + len(TASK_FIELDS)] == TASK_FIELDS
+
+
+def test_abi_ctypes_types_follow_the_llvm_kinds() -> None:
+    kinds = {ctypes.c_void_p: "ptr", ctypes.c_int64: "i64"}
+    assert [kinds[t] for t in ENTRY.ctypes_params()] == [kind for _, kind in ENTRY.params]
