@@ -33,6 +33,10 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     import braze
     if args.kernel is not None and args.stage == "ir":
         raise BrazeError("--kernel names a kernel of the compiled code: add --stage llvm or --stage asm")
+    if args.model.endswith(".braze"):
+        return _dump_artifact(args)
+    if not args.input:
+        raise BrazeError(f"{args.model}: give --input SHAPE for every input of the model's forward")
     model = build_model(args.model, args.seed)
     if args.mode == "train":
         model.train()
@@ -50,13 +54,38 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dump_artifact(args: argparse.Namespace) -> int:
+    """`braze dump FILE.braze`: the artifact's graph (after --passes, if given) or its compiled code."""
+    import braze
+    from braze.artifacts import read
+    if args.input:
+        raise BrazeError(f"{args.model} has its input types in it: give no --input")
+    if args.stage != "ir":
+        _check_code_options(args)
+        write_output(_code_listing(braze.load(args.model), args), args.output)
+        return 0
+    graph = read(args.model).graph
+    write_output(braze.dump(graph, passes=args.passes, after_each=args.after_each, format=args.format,
+                            provenance=args.provenance), args.output)
+    return 0
+
+
+def _check_code_options(args: argparse.Namespace) -> None:
+    if args.after_each or args.format != "text":
+        raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
+
+
 def _native_code(model: Any, inputs: list[Any], args: argparse.Namespace) -> str:
     """The optimized LLVM IR or the assembly of the compiled model, whole or of the kernel --kernel names."""
     import braze
-    if args.after_each or args.format != "text":
-        raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
+    _check_code_options(args)
     from braze.dumping import pipeline_of
     compiled = braze.compile(model, *inputs, pipeline=pipeline_of(args.passes or "inference"))
+    return _code_listing(compiled, args)
+
+
+def _code_listing(compiled: Any, args: argparse.Namespace) -> str:
+    """The LLVM IR or assembly of a compiled module, headed by its kernel list when it is shown whole."""
     text = compiled.llvm_ir(args.kernel) if args.stage == "llvm" else compiled.asm(args.kernel)
     if args.kernel is None:
         comment = ";" if args.stage == "llvm" else "#"
@@ -85,11 +114,13 @@ def command(sub: Any, name: str, help: str, description: str, example: str) -> a
 def _add_dump(sub: Any) -> None:
     dump = command(sub, "dump", "trace a model built by a factory function and print its IR or its code",
                    "Build the model by calling FACTORY() from FILE.py, trace it on random inputs of the given "
-                   "shapes and print (or write) the graph, or with --stage the compiled LLVM IR or assembly.",
+                   "shapes and print (or write) the graph, or with --stage the compiled LLVM IR or assembly. "
+                   "A .braze file shows its stored graph, or its compiled code.",
                    "braze dump model.py:make --input 1x3x32x32 --passes inference --after-each")
-    dump.add_argument("model", metavar="FILE.py:FACTORY", help="a Python file and a function in it returning a Module")
-    dump.add_argument("--input", action="append", type=parse_shape, required=True, metavar="SHAPE",
-                      help="an input shape like 1x3x32x32; repeat for several inputs")
+    dump.add_argument("model", metavar="FILE.py:FACTORY|FILE.braze",
+                      help="a Python file and a function in it returning a Module, or a .braze artifact")
+    dump.add_argument("--input", action="append", type=parse_shape, default=[], metavar="SHAPE",
+                      help="an input shape like 1x3x32x32; repeat for several inputs (not for a .braze file)")
     dump.add_argument("--dtype", default="float32", choices=["float32", "float64", "int32", "int64", "bool"],
                       help="element type of the inputs (default float32)")
     dump.add_argument("--format", default="text", choices=["text", "dot", "summary"],

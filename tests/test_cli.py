@@ -103,6 +103,12 @@ def test_cli_dump_as_the_readme_shows(folder: Path, capsys: pytest.CaptureFixtur
     assert braze.ir.parse(text).name == "Net" and "fused" in text
 
 
+def test_cli_dump_of_an_artifact_shows_its_graph_and_code(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "net.braze")
+    assert braze.ir.parse(ok(capsys, "dump", "net.braze")) == braze.artifacts.read("net.braze").graph
+    assert "; entry braze_entry_" in ok(capsys, "dump", "net.braze", "--stage", "llvm")
+
+
 def test_cli_bench_of_a_model_and_of_an_artifact(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = ok(capsys, "bench", "model.py:make", "--input", "4x8", "--threads", "1", "--seconds", "0.1")
     assert "p50 ms" in out and out.splitlines()[2].startswith("braze ") and "1.00x" in out
@@ -142,7 +148,7 @@ def test_cli_extra_input_names_the_forward_arguments(folder: Path, capsys: pytes
 
 
 def test_cli_missing_input_is_an_argument_error(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "required: --input" in error(capsys, "dump", "model.py:make")
+    assert "model.py:make: give --input SHAPE for every input" in error(capsys, "dump", "model.py:make")
 
 
 @pytest.mark.parametrize("command", ["dump", "export"])
@@ -186,6 +192,7 @@ def test_cli_debug_shows_the_traceback(folder: Path) -> None:
     (["info", "absent.braze"], "absent.braze: cannot read"),
     (["info", "cut.braze"], "truncated"),
     (["bench", "model.py:make"], "needs --input SHAPE"),
+    (["dump", "net.braze", "--input", "1x8"], "net.braze has its input types in it: give no --input"),
     (["bench", "net.braze", "--input", "3x3"], "takes inputs of shapes [(1, 8)]"),
     (["export", "model.py:make", "--input", "1x8"], "nothing to write"),
     (["export", "model.py:make", "--input", "1x8", "--onnx", "m.onnx"], "--onnx needs export_onnx"),
