@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import Any, NoReturn, Sequence
 
-from braze.cli_model import (UserCodeError, build_model, check_arity, load_factory, parse_shape,  # noqa: F401
-                             random_input, random_inputs, run_user_code, write_output)
+from braze.cli_model import (UserCodeError, build_model, check_arity, parse_shape, random_inputs, run_user_code,
+                             write_output)
 from braze.ir.errors import BrazeError
 
 EXIT_ERROR, EXIT_USER_CODE, EXIT_INTERNAL = 2, 1, 3

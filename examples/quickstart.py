@@ -11,7 +11,7 @@ Run: python examples/quickstart.py   (a few seconds on two cores)
 """
 from __future__ import annotations
 
-import time
+import timeit
 
 import numpy as np
 
@@ -35,13 +35,7 @@ class Classifier(nn.Module):
 def per_call(fn, calls: int = 200) -> float:
     """Median seconds per call over five batches of calls."""
     fn()
-    batches = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        batches.append((time.perf_counter() - start) / calls)
-    return float(np.median(batches))
+    return float(np.median(timeit.repeat(fn, number=calls, repeat=5))) / calls
 
 
 def run(seed: int = 0, show: bool = True) -> dict[str, float]:
