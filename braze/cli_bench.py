@@ -23,7 +23,8 @@ def add_command(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> No
                        help="an input shape like 64x784, one per input (a .braze file has its own)")
     bench.add_argument("--dtype", default="float32", choices=["float32", "float64", "int32", "int64", "bool"],
                        help="element type of the inputs (default float32)")
-    bench.add_argument("--threads", type=int, help="threads per call for every system (default: braze chooses)")
+    bench.add_argument("--threads", type=int, help="threads per call for every system (default: as many as braze "
+                                                   "chooses for the model)")
     bench.add_argument("--seconds", type=float, default=2.0, help="time spent measuring each system (default 2)")
     bench.add_argument("--seed", type=int, default=0, help="seed of the weights and random inputs (default 0)")
     bench.set_defaults(run=_cmd_bench)
@@ -50,15 +51,37 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             inputs = random_inputs(args.input, args.dtype, args.seed)
             compiled = run_user_code(args.model, braze.compile, model, *inputs, threads=args.threads)
         systems: dict[str, Callable[[], Any] | str] = {"braze": lambda: compiled(*inputs)}
-        systems["onnxruntime"] = _onnxruntime(model if model is not None else compiled.graph, inputs, args.threads)
-        systems["torch"] = _torch(args.model, model, inputs, args.threads)
+        threads = args.threads or compiled.threads  # the others get as many threads as braze chose
+        systems["onnxruntime"] = _onnxruntime(model if model is not None else compiled.graph, inputs, threads)
+        systems["torch"] = _torch(args.model, model, inputs, threads)
+        _check_outputs(systems)
         progress.step("measuring")
         rows = {name: _measure(fn, args.seconds, progress) if callable(fn) else fn for name, fn in systems.items()}
     batch = inputs[0].shape[0] if inputs and inputs[0].ndim else 1
     print(f"braze bench {args.model}: inputs {', '.join(f'{x.dtype}{list(x.shape)}' for x in inputs)}; "
-          f"braze threads {compiled.threads}")
+          f"threads {threads} (braze {compiled.threads})")
     print(_table(rows, batch))
     return 0
+
+
+def _check_outputs(systems: dict[str, Callable[[], Any] | str]) -> None:
+    """Replace a system whose first output differs from braze's (beyond 1e-3 relative) by a note; not timed."""
+    import numpy as np
+    reference = np.asarray(_first(systems["braze"]()), dtype=np.float64)
+    scale = max(1.0, float(np.max(np.abs(reference)))) if reference.size else 1.0
+    for name, fn in systems.items():
+        if name == "braze" or not callable(fn):
+            continue
+        got = np.asarray(_first(fn()), dtype=np.float64)
+        error = float(np.max(np.abs(got - reference))) if got.shape == reference.shape and got.size else np.inf
+        if got.shape != reference.shape or not error <= 1e-3 * scale:
+            systems[name] = f"skipped: its output differs from braze's (max abs error {error:.3g}); not timed"
+
+
+def _first(outputs: Any) -> Any:
+    if isinstance(outputs, (tuple, list)):
+        return outputs[0]
+    return outputs.detach().numpy() if hasattr(outputs, "detach") else outputs
 
 
 def _measure(fn: Callable[[], Any], seconds: float, progress: Progress) -> list[float]:
@@ -90,7 +113,7 @@ def _table(rows: dict[str, list[float] | str], batch: int) -> str:
     return "\n".join(lines)
 
 
-def _onnxruntime(source: Any, inputs: list[Any], threads: int | None) -> Callable[[], Any] | str:
+def _onnxruntime(source: Any, inputs: list[Any], threads: int) -> Callable[[], Any] | str:
     """A call of the model through onnxruntime (exported with braze.export_onnx), or why there is none."""
     import braze
     try:
@@ -105,8 +128,7 @@ def _onnxruntime(source: Any, inputs: list[Any], threads: int | None) -> Callabl
             path = f"{folder}/model.onnx"
             braze.export_onnx(source, path, *([] if isinstance(source, braze.ir.Graph) else inputs))
             options = ort.SessionOptions()
-            if threads:
-                options.intra_op_num_threads = threads
+            options.intra_op_num_threads = threads
             session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # a model ONNX cannot express is reported in the table, not fatal
         return f"skipped: {type(exc).__name__}: {exc}".splitlines()[0][:200]
@@ -114,7 +136,7 @@ def _onnxruntime(source: Any, inputs: list[Any], threads: int | None) -> Callabl
     return lambda: session.run(None, feed)
 
 
-def _torch(spec: str, model: Any, inputs: list[Any], threads: int | None) -> Callable[[], Any] | str:
+def _torch(spec: str, model: Any, inputs: list[Any], threads: int) -> Callable[[], Any] | str:
     """A call of the same model source run by torch (the file imported with `braze` standing for `torch`), with
     the braze model's weights, or why there is none."""
     if model is None:
@@ -127,8 +149,7 @@ def _torch(spec: str, model: Any, inputs: list[Any], threads: int | None) -> Cal
         twin = _as_torch(spec, model, torch)
     except Exception as exc:  # braze-only code in the model file: report, do not fail
         return f"skipped: the model file does not run under torch ({type(exc).__name__}: {exc})".splitlines()[0][:200]
-    if threads:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)
     tensors = [torch.from_numpy(x) for x in inputs]
 
     def call() -> Any:
