@@ -59,6 +59,17 @@ def test_export_manifest_reports_what_was_merged(exported) -> None:
     assert any("merged" in note for note in fold["notes"])
 
 
+def test_export_manifest_reports_the_merge_error_of_qlora(tmp_path: Path) -> None:
+    braze.manual_seed(0)
+    model = braze.nn.Sequential(braze.nn.Linear(64, 8)).apply_qlora(braze.nn.QLora(rank=2, alpha=4)).eval()
+    dict(model.named_parameters())["0.weight.lora_b"].assign(inputs(8, 2))
+    manifest = braze.export(model, tmp_path / "q.braze", inputs(2, 64), policy="merge")
+    fold = next(p for p in manifest["passes"] if p["name"] == "fold_reparameterizations")
+    report = fold["details"]["params"]["0.weight"]
+    assert report["choice"] == "merge" and report["scheme"] == "nf4"
+    assert isinstance(report["max_abs_error"], float) and report["max_abs_error"] < 1e-5
+
+
 def test_export_manifest_reports_folded_batch_norm(tmp_path: Path) -> None:
     manifest = braze.export(bn_cnn(), tmp_path / "cnn.braze", inputs(1, 3, 5, 5))
     fold = next(p for p in manifest["passes"] if p["name"] == "fold_batchnorm")

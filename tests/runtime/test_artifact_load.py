@@ -56,6 +56,16 @@ def test_load_gives_the_compiled_model_outputs_bit_for_bit(exported) -> None:
     np.testing.assert_array_equal(braze.load(path, threads=1)(x), braze.compile(model, x, threads=1)(x))
 
 
+@pytest.mark.parametrize("policy", ["merge", "keep"])
+def test_load_of_qlora_gives_the_compiled_outputs_bit_for_bit(tmp_path: Path, policy: str) -> None:
+    braze.manual_seed(0)
+    model = braze.nn.Sequential(braze.nn.Linear(64, 8)).apply_qlora(braze.nn.QLora(rank=2, alpha=4)).eval()
+    x = inputs(2, 64)
+    braze.export(model, tmp_path / "q.braze", x, policy=policy)
+    expected = braze.compile(model, x, threads=1, policy=policy)(x)
+    np.testing.assert_array_equal(braze.load(tmp_path / "q.braze", threads=1)(x), expected)
+
+
 def test_load_of_a_folded_batch_norm_cnn_matches_eager(tmp_path: Path) -> None:
     model, x = bn_cnn(), inputs(2, 3, 5, 5)
     braze.export(model, tmp_path / "cnn.braze", x)
