@@ -18,7 +18,8 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> N
                      "shapes, optimize it (LoRA merged, batch norm and constants folded) and write the artifact; "
                      "braze load / braze run need no model code to run it.",
                      "braze export model.py:make --input 1x3x32x32 -o model.braze --onnx model.onnx")
-    export.add_argument("model", metavar="FILE.py:FACTORY", help="a Python file and a function in it returning a Module")
+    export.add_argument("model", metavar="FILE.py:FACTORY",
+                        help="a Python file and a function in it returning a Module")
     export.add_argument("--input", action="append", type=parse_shape, required=True, metavar="SHAPE",
                         help="an input shape like 1x3x32x32; repeat for several inputs")
     export.add_argument("--dtype", default="float32", choices=["float32", "float64", "int32", "int64", "bool"],

@@ -185,7 +185,22 @@ def _manifest(text: str, source: str) -> dict[str, Any]:
                                 f"JSON {kind.__name__}")
     if version < 1:
         raise ArtifactError(f"{source}: corrupt braze artifact: format version {version} (versions start at 1)")
+    _check_passes(manifest, source)
     return manifest
+
+
+def _check_passes(manifest: Mapping[str, Any], source: str) -> None:
+    """The pipeline is pass names; each pass entry has the fields and types `pack` writes."""
+    if not all(isinstance(name, str) for name in manifest["pipeline"]):
+        raise ArtifactError(f"{source}: corrupt braze artifact: the manifest's pipeline is not a list of pass names")
+    for k, entry in enumerate(manifest["passes"]):
+        fine = (isinstance(entry, dict) and isinstance(entry.get("name"), str)
+                and isinstance(entry.get("details"), dict)
+                and all(type(entry.get(n)) is int for n in ("nodes_before", "nodes_after"))
+                and isinstance(entry.get("notes"), list) and all(isinstance(t, str) for t in entry["notes"]))
+        if not fine:
+            raise ArtifactError(f"{source}: corrupt braze artifact: pass entry {k} of the manifest lacks a name, node "
+                                f"counts, notes or details of the right types")
 
 
 def _graph(ir_text: str, source: str) -> Graph:

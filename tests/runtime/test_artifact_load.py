@@ -180,8 +180,11 @@ def test_load_refuses_a_manifest_that_disagrees_with_the_graph(exported, tmp_pat
     refused(rewrite(exported[1], tmp_path / "x.braze", manifest=wrong_inputs), "the manifest's inputs")
     refused(rewrite(exported[1], tmp_path / "y.braze", manifest=lambda m: {**m, "parameters": {}}),
             "parameter totals")
-    refused(rewrite(exported[1], tmp_path / "z.braze", manifest=lambda m: {k: v for k, v in m.items() if k != "passes"}),
-            "manifest's 'passes' is missing")
+    without_passes = rewrite(exported[1], tmp_path / "z.braze",
+                             manifest=lambda m: {k: v for k, v in m.items() if k != "passes"})
+    refused(without_passes, "manifest's 'passes' is missing")
+    refused(rewrite(exported[1], tmp_path / "p.braze", manifest=lambda m: {**m, "passes": [1]}),
+            "pass entry 0 of the manifest lacks")
 
 
 def test_load_refuses_ir_that_does_not_parse(exported, tmp_path: Path) -> None:
