@@ -38,8 +38,8 @@ def per_call(fn, calls: int = 200) -> float:
     return float(np.median(timeit.repeat(fn, number=calls, repeat=5))) / calls
 
 
-def run(seed: int = 0, show: bool = True) -> dict[str, float]:
-    """The whole walk-through; returns the numbers it prints."""
+def run(seed: int = 0, show: bool = True, calls: int = 200) -> dict[str, float]:
+    """The whole walk-through (timing batches of `calls` calls); returns the numbers it prints."""
     braze.manual_seed(seed)
     model = Classifier().eval()
     x = np.random.default_rng(seed).standard_normal((8, 16)).astype(np.float32)
@@ -62,7 +62,7 @@ def run(seed: int = 0, show: bool = True) -> dict[str, float]:
     def eager_call() -> None:
         with braze.no_grad():
             model(tensor)
-    eager_s, compiled_s = per_call(eager_call), per_call(lambda: compiled(x))
+    eager_s, compiled_s = per_call(eager_call, calls), per_call(lambda: compiled(x), calls)
     print(f"eager {eager_s * 1e6:.0f} us per call, compiled {compiled_s * 1e6:.1f} us per call "
           f"({eager_s / compiled_s:.0f}x faster)")
     return {"difference": difference, "eager_s": eager_s, "compiled_s": compiled_s,
