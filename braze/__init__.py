@@ -19,11 +19,13 @@ from braze.frontend.device import Device  # noqa: E402, F401
 from braze.ir.passes import optimize  # noqa: E402, F401
 from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
+from braze.artifacts import export, load  # noqa: E402, F401  (after the frontend: braze.load reads every file)
+from braze.runtime.artifact import ArtifactError  # noqa: E402, F401
 from braze import _aliases  # noqa: E402
 
 
 _aliases.install()
 
 __all__ = ["BrazeError", "DTypeError", "ParseError", "RecordError", "ShapeError", "TraceError", "VerifyError",
-           "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "bool_", "float32", "float64", "int8",
-           "int32", "int64", "uint8", *_frontend_all]
+           "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export", "load",
+           "bool_", "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]

@@ -1,12 +1,20 @@
-"""The `braze` command line: `braze demo`, `braze dump`, `braze version`."""
+"""The `braze` command line: `braze dump`, `export`, `info`, `run`, `bench`, `demo`, `version` and `--version`.
+
+Every error is one line, `braze: error: ...`, with a non-zero exit status and no traceback unless --debug is
+given; an exception raised by the user's own code (the model file, its factory, its forward) is shown as the
+traceback of the user's frames, then that line.
+"""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import sys
-import tempfile
-from typing import Any, Callable, Sequence
+from typing import Any, NoReturn, Sequence
+
+from braze.cli_model import (UserCodeError, build_model, check_arity, parse_shape, random_inputs, run_user_code,
+                             write_output)
+from braze.ir.errors import BrazeError
+
+EXIT_ERROR, EXIT_USER_CODE, EXIT_INTERNAL = 2, 1, 3
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
@@ -21,88 +29,62 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_factory(spec: str) -> Callable[[], Any]:
-    """FACTORY from FILE.py in `FILE.py:FACTORY`; the file runs as a fresh module with its folder importable."""
-    from braze.ir.errors import BrazeError
-    path, sep, name = spec.rpartition(":")
-    if not sep or not path or not name:
-        raise BrazeError(f"expected FILE.py:FACTORY (a Python file and a function in it), got {spec!r}")
-    if not os.path.isfile(path):
-        raise BrazeError(f"no such file: {path}")
-    stem = os.path.splitext(os.path.basename(path))[0]
-    module_name = "_braze_dump_" + "".join(c if c.isalnum() else "_" for c in stem)
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise BrazeError(f"cannot load {path} as Python source")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        module_spec.loader.exec_module(module)
-    finally:
-        sys.path.pop(0)
-    factory = getattr(module, name, None)
-    if not callable(factory):
-        raise BrazeError(f"{path} defines no function {name!r}")
-    return factory
-
-
-def parse_shape(text: str) -> tuple[int, ...]:
-    """`1x3x32x32` -> (1, 3, 32, 32); `scalar` (or an empty string) is a rank-0 input."""
-    if text in ("", "scalar"):
-        return ()
-    try:
-        dims = tuple(int(d) for d in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a shape like 1x3x32x32, got {text!r}") from None
-    if any(d < 0 for d in dims):
-        raise argparse.ArgumentTypeError(f"dimensions must be non-negative, got {text!r}")
-    return dims
-
-
-def random_input(shape: tuple[int, ...], dtype: str, rng: Any) -> Any:
-    """Example data: standard normal floats, 0/1 integers (valid class or token indices), random bools."""
-    import numpy as np
-    d = np.dtype(dtype)
-    if d.kind == "f":
-        return rng.standard_normal(shape).astype(d)
-    if d.kind == "b":
-        return rng.random(shape) < 0.5
-    return rng.integers(0, 2, shape).astype(d)
-
-
 def _cmd_dump(args: argparse.Namespace) -> int:
-    import numpy as np
-
     import braze
-    from braze.ir.errors import BrazeError
-    factory = load_factory(args.model)
-    braze.manual_seed(args.seed)  # initialization and dropout seeds repeat from run to run
-    model = factory()
-    if not isinstance(model, braze.nn.Module):
-        raise BrazeError(f"{args.model} returned a {type(model).__name__}, not a braze.nn.Module")
+    if args.kernel is not None and args.stage == "ir":
+        raise BrazeError("--kernel names a kernel of the compiled code: add --stage llvm or --stage asm")
+    if args.model.endswith(".braze"):
+        return _dump_artifact(args)
+    if not args.input:
+        raise BrazeError(f"{args.model}: give --input SHAPE for every input of the model's forward")
+    model = build_model(args.model, args.seed)
     if args.mode == "train":
         model.train()
     else:
         model.eval()
-    rng = np.random.default_rng(args.seed)
-    inputs = [braze.tensor(random_input(shape, args.dtype, rng)) for shape in args.input]
+    check_arity(args.model, model, len(args.input))
+    inputs = [braze.tensor(x) for x in random_inputs(args.input, args.dtype, args.seed)]
     if args.stage != "ir":
-        _write(_native_code(model, inputs, args), args.output)
+        write_output(run_user_code(args.model, _native_code, model, inputs, args), args.output)
         return 0
-    text = braze.dump(model, *inputs, passes=args.passes, after_each=args.after_each, format=args.format,
-                      provenance=args.provenance)
-    _write(text, args.output)
+    text = run_user_code(args.model, lambda: braze.dump(model, *inputs, passes=args.passes,
+                                                        after_each=args.after_each, format=args.format,
+                                                        provenance=args.provenance))
+    write_output(text, args.output)
     return 0
+
+
+def _dump_artifact(args: argparse.Namespace) -> int:
+    """`braze dump FILE.braze`: the artifact's graph (after --passes, if given) or its compiled code."""
+    import braze
+    from braze.artifacts import read
+    if args.input:
+        raise BrazeError(f"{args.model} has its input types in it: give no --input")
+    if args.stage != "ir":
+        _check_code_options(args)
+        write_output(_code_listing(braze.load(args.model), args), args.output)
+        return 0
+    graph = read(args.model).graph
+    write_output(braze.dump(graph, passes=args.passes, after_each=args.after_each, format=args.format,
+                            provenance=args.provenance), args.output)
+    return 0
+
+
+def _check_code_options(args: argparse.Namespace) -> None:
+    if args.after_each or args.format != "text":
+        raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
 
 
 def _native_code(model: Any, inputs: list[Any], args: argparse.Namespace) -> str:
     """The optimized LLVM IR or the assembly of the compiled model, whole or of the kernel --kernel names."""
     import braze
-    from braze.ir.errors import BrazeError
-    if args.after_each or args.format != "text":
-        raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
+    _check_code_options(args)
     compiled = braze.compile(model, *inputs, pipeline=args.passes or "inference")
+    return _code_listing(compiled, args)
+
+
+def _code_listing(compiled: Any, args: argparse.Namespace) -> str:
+    """The LLVM IR or assembly of a compiled module, headed by its kernel list when it is shown whole."""
     text = compiled.llvm_ir(args.kernel) if args.stage == "llvm" else compiled.asm(args.kernel)
     if args.kernel is None:
         comment = ";" if args.stage == "llvm" else "#"
@@ -111,37 +93,33 @@ def _native_code(model: Any, inputs: list[Any], args: argparse.Namespace) -> str
     return text if text.endswith("\n") else text + "\n"
 
 
-def _write(text: str, path: str | None) -> None:
-    """Standard output, or the file `path` written whole (a temporary file renamed into place)."""
-    if not path:
-        sys.stdout.write(text)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".braze-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `braze: error: <message> (see braze <command> --help)`."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"braze: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="braze", description="Capture neural-network modules as IR graphs and "
-                                                               "compile them to native CPU code.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="train a small CNN with LoRA, then trace, optimize, compile and time it")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
-    demo.set_defaults(run=_cmd_demo)
-    dump = sub.add_parser("dump", help="trace a model built by a factory function and print its IR or its code",
-                          description="Build the model by calling FACTORY() from FILE.py, trace it on random inputs "
-                                      "of the given shapes and print (or write) the graph, or with --stage the "
-                                      "compiled LLVM IR or assembly.")
-    dump.add_argument("model", metavar="FILE.py:FACTORY", help="a Python file and a function in it returning a Module")
-    dump.add_argument("--input", action="append", type=parse_shape, required=True, metavar="SHAPE",
-                      help="an input shape like 1x3x32x32; repeat for several inputs")
+def command(sub: Any, name: str, help: str, description: str, example: str) -> argparse.ArgumentParser:
+    """A subcommand parser whose --help ends with an example; --debug shows tracebacks."""
+    parser = sub.add_parser(name, help=help, description=description, epilog=f"example:\n  {example}",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of an error")
+    return parser
+
+
+def _add_dump(sub: Any) -> None:
+    dump = command(sub, "dump", "trace a model built by a factory function and print its IR or its code",
+                   "Build the model by calling FACTORY() from FILE.py, trace it on random inputs of the given "
+                   "shapes and print (or write) the graph, or with --stage the compiled LLVM IR or assembly. "
+                   "A .braze file shows its stored graph, or its compiled code.",
+                   "braze dump model.py:make --input 1x3x32x32 --passes inference --after-each")
+    dump.add_argument("model", metavar="FILE.py:FACTORY|FILE.braze",
+                      help="a Python file and a function in it returning a Module, or a .braze artifact")
+    dump.add_argument("--input", action="append", type=parse_shape, default=[], metavar="SHAPE",
+                      help="an input shape like 1x3x32x32; repeat for several inputs (not for a .braze file)")
     dump.add_argument("--dtype", default="float32", choices=["float32", "float64", "int32", "int64", "bool"],
                       help="element type of the inputs (default float32)")
     dump.add_argument("--format", default="text", choices=["text", "dot", "summary"],
@@ -161,21 +139,56 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "at the top of the whole module's output)")
     dump.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of standard output")
     dump.set_defaults(run=_cmd_dump)
-    version = sub.add_parser("version", help="print the braze version")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import braze
+    from braze import cli_artifact, cli_bench
+    parser = _Parser(prog="braze", description="Capture neural-network modules as IR graphs, compile them to "
+                                               "native CPU code and export merged inference graphs.")
+    parser.add_argument("--version", action="version", version=f"braze {braze.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_dump(sub)
+    cli_artifact.add_commands(sub, command)
+    cli_bench.add_command(sub, command)
+    demo = command(sub, "demo", "train a small CNN with LoRA, then trace, optimize, compile and time it",
+                   "Train a small CNN with LoRA adapters, then trace, optimize, compile and time it.",
+                   "braze demo --steps 50")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
+    demo.set_defaults(run=_cmd_demo)
+    version = command(sub, "version", "print the braze version", "Print the braze version.", "braze version")
     version.set_defaults(run=_cmd_version)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run one command; returns the exit status (0, or 1 for the user's exception, 2 for an error)."""
+    args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
     except BrokenPipeError:  # `braze ... | head` closes our stdout early
         return 0
-    except Exception as exc:  # a clean message instead of a traceback for braze's own errors
-        from braze.ir.errors import BrazeError
-        if isinstance(exc, BrazeError):
-            print(f"braze: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    except KeyboardInterrupt:
+        print("braze: error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        return _report(exc)
+
+
+def _report(exc: Exception) -> int:
+    """Print the one-line error (after the user's traceback for their own exception); the exit status."""
+    if isinstance(exc, UserCodeError):
+        sys.stderr.write(exc.user_traceback)
+        status = EXIT_USER_CODE
+    elif isinstance(exc, BrazeError):
+        status = EXIT_ERROR
+    else:
+        exc, status = RuntimeError(f"internal error: {type(exc).__name__}: {exc}"), EXIT_INTERNAL
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    more = " (run with --debug for the details)" if len(lines) > 1 or status == EXIT_INTERNAL else ""
+    print(f"braze: error: {lines[0]}{more}", file=sys.stderr)
+    return status

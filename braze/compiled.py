@@ -49,9 +49,9 @@ class CompiledModule:
     """Native code for a model, called like the model; one Executable per input signature (see the module doc)."""
 
     def __init__(self, source: Module | Callable[..., Any] | Graph, *, pipeline: str | Sequence[str],
-                 threads: int | None, fixed: bool, options: dict[str, Any]) -> None:
+                 threads: int | None, fixed: bool, options: dict[str, Any], untrusted: bool = False) -> None:
         self._source, self._pipeline, self._threads = source, pipeline, threads
-        self._fixed, self._options = fixed, options
+        self._fixed, self._options, self._untrusted = fixed, options, untrusted
         self._executables: dict[Signature, Executable] = {}
         self._latest: Executable | None = None
         self._lock = threading.Lock()
@@ -86,7 +86,8 @@ class CompiledModule:
     def _compile(self, examples: Sequence[np.ndarray] | None) -> Executable:
         graph = self._source if isinstance(self._source, Graph) else _trace(self._source, examples)
         from braze.runtime.compile_path import compile_graph
-        return compile_graph(graph, pipeline=self._pipeline, threads=self._threads, options=self._options)
+        return compile_graph(graph, pipeline=self._pipeline, threads=self._threads, untrusted=self._untrusted,
+                             options=self._options)
 
     # --- inspection ------------------------------------------------------------------------------------------
     @property
@@ -168,6 +169,16 @@ def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs
         executable = compiled._compile(examples)
         compiled._latest = executable
         compiled._executables[_types_signature(executable.input_types)] = executable
+    return compiled
+
+
+def compile_untrusted(graph: Graph, threads: int | None = None) -> CompiledModule:
+    """Compile an optimized graph that came from outside (a file, IR text) as it is: re-verified and re-planned."""
+    check_threads(threads)
+    compiled = CompiledModule(graph, pipeline=None, threads=threads, fixed=True, options={}, untrusted=True)
+    executable = compiled._compile(None)
+    compiled._latest = executable
+    compiled._executables[_types_signature(executable.input_types)] = executable
     return compiled
 
 

@@ -9,13 +9,20 @@
    loaded into a copy of the pretrained model given the same LoRA configuration: it computes the same outputs.
 6. `model.valid().materialize()` folds the adapters into dense weights: the merged model gives the adapted
    model's outputs, with no adapters left.
+7. `braze.export` writes the merged inference graph as one .braze file (the adapters merged by the inference
+   pipeline); a fresh Python process, which has none of this file's code, loads it with `braze.load` and gives
+   the compiled model's outputs bit for bit.
 
 Run: python examples/lora_finetune.py   (a few seconds on two cores)
 """
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -90,10 +97,40 @@ def run(seed: int = 0, steps: int = 300) -> dict[str, float]:
     difference = float(np.max(np.abs(adapted_out - merged_out)))
     left = sum(p.adapter is not None for p in merged.parameters())
     print(f"merged model: {left} adapters left, max |merged - adapted| = {difference:.2e}")
+    artifact_same = export_and_load_elsewhere(model, np.asarray(x_new))
     print(f"done in {time.perf_counter() - start:.1f} s")
     return {"base_accuracy": base_accuracy, "shifted_before": shifted_before, "shifted_after": shifted_after,
             "base_unchanged": float(unchanged), "merge_difference": difference, "adapters_left": float(left),
-            "adapter_tensors": float(len(adapters)), "reloaded_same": float(same)}
+            "adapter_tensors": float(len(adapters)), "reloaded_same": float(same),
+            "artifact_same": float(artifact_same)}
+
+
+LOAD_IN_A_FRESH_PROCESS = """
+import sys
+import numpy as np
+import braze
+compiled = braze.load(sys.argv[1], threads=1)
+np.save(sys.argv[3], compiled(np.load(sys.argv[2])))
+"""
+
+
+def export_and_load_elsewhere(model: nn.Module, x: np.ndarray) -> bool:
+    """Export the merged model, run the file in a new Python process; True if it matches the compiled model."""
+    compiled = braze.compile(model.valid(), x, threads=1)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "spirals.braze"
+        manifest = braze.export(model, path, x)
+        np.save(Path(folder) / "x.npy", x)
+        subprocess.run([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS, str(path), "x.npy", "y.npy"], cwd=folder,
+                       check=True)
+        loaded = np.load(Path(folder) / "y.npy")
+        size = path.stat().st_size
+    fold = next(p for p in manifest["passes"] if p["name"] == "fold_reparameterizations")
+    same = bool(np.array_equal(loaded, compiled(x)))
+    print(f"artifact: {size:,} bytes, {manifest['parameters']['count']:,} parameters, adapters merged into "
+          f"{', '.join(sorted(fold['details']['params']))}; in a fresh process its outputs are the compiled "
+          f"model's bit for bit: {same}")
+    return same
 
 
 if __name__ == "__main__":

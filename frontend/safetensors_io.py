@@ -8,6 +8,7 @@ the problem, and so that bfloat16 tensors (which numpy lacks) can be read as flo
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import struct
@@ -94,7 +95,7 @@ def _tensor(name: str, info: object, body: memoryview, source: str) -> tuple[np.
         raise RecordError(f"{source}: tensor {name!r} has invalid data offsets {offsets!r}")
     begin, end = offsets
     dtype = _DTYPES[dtype_name]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # exact: a crafted shape must not wrap around to a small size
     if end - begin != expected:
         raise RecordError(f"{source}: tensor {name!r} of dtype {dtype_name} and shape {tuple(shape)} needs "
                           f"{expected} bytes but its offsets span {end - begin}")

@@ -467,3 +467,4 @@ def test_lora_finetune_example_keeps_bases_and_merges_exactly():
     result = example["run"](steps=60)
     assert result["base_unchanged"] == 1.0 and result["reloaded_same"] == 1.0 and result["adapters_left"] == 0.0
     assert result["merge_difference"] <= 1e-5 and result["shifted_after"] > result["shifted_before"]
+    assert result["artifact_same"] == 1.0
