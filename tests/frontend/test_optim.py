@@ -334,7 +334,7 @@ def test_torch_style_param_groups_and_zero_grad():
     assert model.w1.grad is not None
     opt.zero_grad()
     assert all(p.grad is None for p in model.parameters())
-    with pytest.raises(BrazeError, match="more than one group"):
+    with pytest.raises(BrazeError, match="more than one parameter group"):
         opt.add_param_group({"params": [model.w1]})
 
 
