@@ -61,12 +61,12 @@ class Optimizer:
                 if initial is not None:
                     self._states[id(p)] = ParamState(config.name, value.device, initial)
 
-    def _check_options(self, group: dict[str, Any]) -> None:
-        """Raise OptionError unless the group's learning rate and hyper-parameters are valid."""
+    def _check_options(self, group: dict[str, Any]) -> OptimizerConfig:
+        """The group's rule config; OptionError unless its learning rate and hyper-parameters are valid."""
         lr = group["lr"]
         if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)) or not lr >= 0.0:
             raise OptionError(f"{type(self).__name__}: invalid learning rate {lr!r} (must be a number >= 0)")
-        self._config_of(group)
+        return self._config_of(group)
 
     def _config_of(self, group: dict[str, Any]) -> OptimizerConfig:
         return self.rule(**{k: group[k] for k in self.rule.option_names()})
@@ -135,8 +135,7 @@ class Optimizer:
                 loss = closure()
         self._opt_called = True
         for g, group in enumerate(self.param_groups):
-            self._check_options(group)
-            config, lr = self._config_of(group), float(group["lr"])
+            config, lr = self._check_options(group), float(group["lr"])
             for i, p in enumerate(group["params"]):
                 if p.grad is None:
                     continue

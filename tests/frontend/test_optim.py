@@ -8,8 +8,9 @@ import pytest
 import braze
 import braze.nn.functional as F
 from braze import BrazeError, RecordError, nn
-from braze.optim import (SGD, Adam, AdamConfig, AdamW, AdamWConfig, GradientsParams, ModuleOptimizer, OptimizerRecord,
-                         ParamState, SgdConfig)
+from braze.optim import (SGD, Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, Adamax, AdamaxConfig, AdamConfig,
+                         AdamW, AdamWConfig, GradientsParams, ModuleOptimizer, NAdam, NAdamConfig, OptimizerRecord,
+                         ParamState, RAdam, RAdamConfig, RMSprop, RmsPropConfig, SgdConfig)
 
 
 def run(config, lr, param, grads):
@@ -205,11 +206,19 @@ def arrays(model):
                                                                          weight_decay=1e-3)),
     (Adam, AdamConfig(amsgrad=True), dict(amsgrad=True)),
     (AdamW, AdamWConfig(weight_decay=0.05), dict(weight_decay=0.05)),
+    (RMSprop, RmsPropConfig(momentum=0.5, centered=True), dict(momentum=0.5, centered=True)),
+    (Adagrad, AdagradConfig(lr_decay=0.01), dict(lr_decay=0.01)),
+    (Adadelta, AdadeltaConfig(eps=1e-3, weight_decay=0.01), dict(lr=1.0, eps=1e-3, weight_decay=0.01)),
+    (Adamax, AdamaxConfig(), dict()),
+    (NAdam, NAdamConfig(decoupled_weight_decay=True, weight_decay=0.1), dict(decoupled_weight_decay=True,
+                                                                           weight_decay=0.1)),
+    (RAdam, RAdamConfig(), dict()),
 ])
 def test_mlp_trains_to_the_same_weights_with_both_front_ends(torch_cls, config, kwargs):
     x, y = data()
     a, b = MLP(), MLP()
-    opt = torch_cls(a.parameters(), lr=0.05, **kwargs)
+    lr = kwargs.get("lr", 0.05)
+    opt = torch_cls(a.parameters(), **{"lr": lr, **kwargs})
     optim = ModuleOptimizer(config)
     losses = []
     for _ in range(25):
@@ -220,7 +229,7 @@ def test_mlp_trains_to_the_same_weights_with_both_front_ends(torch_cls, config, 
         losses.append(float(loss))
         grads = F.mse_loss(b(x), y).backward()
         gp = GradientsParams.from_grads(grads, b)
-        b = optim.step(0.05, b, gp)
+        b = optim.step(lr, b, gp)
     assert losses[-1] < 0.5 * losses[0]
     after_a, after_b = arrays(a), arrays(b)
     for key in after_a:

@@ -182,4 +182,5 @@ class LRScheduler:
                                   f"{type(current[key]).__name__}")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(last_epoch={self.last_epoch}, lr={self.get_last_lr()})"
+        epoch = f"last_epoch={self.last_epoch}, " if hasattr(self, "last_epoch") else ""
+        return f"{type(self).__name__}({epoch}lr={self.get_last_lr()})"
