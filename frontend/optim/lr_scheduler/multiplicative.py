@@ -24,9 +24,16 @@ def _lambdas(owner: str, optimizer: Any, lr_lambda: Any) -> list[Callable[[int],
 
 
 class _LambdaScheduler(LRScheduler):
-    """Shared by LambdaLR and MultiplicativeLR: the functions are not saved, callable objects' attributes are."""
+    """Shared by LambdaLR and MultiplicativeLR: one function per group; in the state dict the functions are not
+    saved, callable objects' attributes are."""
 
     _not_saved = ("optimizer", "lr_lambdas")
+
+    def __init__(self, optimizer: Any, lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
+                 last_epoch: int = -1, **unknown: Any) -> None:
+        reject_unknown(type(self).__name__, unknown, type(self).__init__)
+        self.lr_lambdas = _lambdas(type(self).__name__, optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -46,12 +53,6 @@ class _LambdaScheduler(LRScheduler):
 class LambdaLR(_LambdaScheduler):
     """The initial learning rate times lr_lambda(epoch)."""
 
-    def __init__(self, optimizer: Any, lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
-                 last_epoch: int = -1, **unknown: Any) -> None:
-        reject_unknown("LambdaLR", unknown, LambdaLR.__init__)
-        self.lr_lambdas = _lambdas("LambdaLR", optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
-
     def get_lr(self) -> list[float]:
         self._warn_outside_step()
         return [base_lr * lmbda(self.last_epoch) for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs)]
@@ -59,12 +60,6 @@ class LambdaLR(_LambdaScheduler):
 
 class MultiplicativeLR(_LambdaScheduler):
     """The previous learning rate times lr_lambda(epoch)."""
-
-    def __init__(self, optimizer: Any, lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
-                 last_epoch: int = -1, **unknown: Any) -> None:
-        reject_unknown("MultiplicativeLR", unknown, MultiplicativeLR.__init__)
-        self.lr_lambdas = _lambdas("MultiplicativeLR", optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_outside_step()

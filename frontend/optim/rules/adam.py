@@ -22,38 +22,45 @@ def _decayed(param: np.ndarray, grad: np.ndarray, lr: float, weight_decay: float
     return param, l2_decayed(grad, param, weight_decay)
 
 
-def _moments(state: TensorState | None, param: np.ndarray, g: np.ndarray, beta1: float,
-             beta2: float) -> tuple[np.ndarray, np.ndarray]:
-    """The updated first and second moment estimates (zero before the first step)."""
+def _begin(rule: AdamConfig | NAdamConfig | RAdamConfig, lr: float, param: np.ndarray, grad: np.ndarray,
+           state: TensorState | None) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The first half of a step: the step number, the decayed parameter and gradient, and the updated first and
+    second moment estimates (zero before the first step)."""
+    beta1, beta2 = rule.betas
+    param, g = _decayed(param, signed(grad, param, rule.maximize), lr, rule.weight_decay, rule.decoupled_weight_decay)
     exp_avg = state["exp_avg"] if state else np.zeros_like(param)
     exp_avg_sq = state["exp_avg_sq"] if state else np.zeros_like(param)
-    return lerp(exp_avg, g, 1 - beta1), addcmul(exp_avg_sq * beta2, g, g, 1 - beta2)
+    return (step_count(state), param, g, lerp(exp_avg, g, 1 - beta1),
+            addcmul(exp_avg_sq * beta2, g, g, 1 - beta2))
 
 
 @dataclass(frozen=True)
-class AdamConfig(OptimizerConfig):
-    """Adam with bias correction, L2 or decoupled weight decay and optional AMSGrad (torch.optim.Adam)."""
+class _MomentRule(OptimizerConfig):
+    """The options every rule of the family starts with (betas, eps, weight_decay), checked as torch does."""
 
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "betas", checked_betas(self.label, self.betas))
+        check_nonnegative(self.label, eps=self.eps, weight_decay=self.weight_decay)
+
+
+@dataclass(frozen=True)
+class AdamConfig(_MomentRule):
+    """Adam with bias correction, L2 or decoupled weight decay and optional AMSGrad (torch.optim.Adam)."""
+
     amsgrad: bool = False
     maximize: bool = False
     decoupled_weight_decay: bool = False
     name: ClassVar[str] = "adam"
     label: ClassVar[str] = "Adam"
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", checked_betas(self.label, self.betas))
-        check_nonnegative(self.label, eps=self.eps, weight_decay=self.weight_decay)
-
     def step(self, lr: float, param: np.ndarray, grad: np.ndarray,
              state: TensorState | None) -> tuple[np.ndarray, TensorState]:
         beta1, beta2 = self.betas
-        step = step_count(state)
-        param, g = _decayed(param, signed(grad, param, self.maximize), lr, self.weight_decay,
-                            self.decoupled_weight_decay)
-        exp_avg, exp_avg_sq = _moments(state, param, g, beta1, beta2)
+        step, param, g, exp_avg, exp_avg_sq = _begin(self, lr, param, grad, state)
         step_size = lr / (1 - beta1 ** step)
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
         new_state: TensorState = {"step": step, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
@@ -81,19 +88,12 @@ class AdamWConfig(AdamConfig):
 
 
 @dataclass(frozen=True)
-class AdamaxConfig(OptimizerConfig):
+class AdamaxConfig(_MomentRule):
     """Adamax: Adam with the infinity norm in place of the second moment (torch.optim.Adamax)."""
 
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
     maximize: bool = False
     name: ClassVar[str] = "adamax"
     label: ClassVar[str] = "Adamax"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", checked_betas(self.label, self.betas))
-        check_nonnegative(self.label, eps=self.eps, weight_decay=self.weight_decay)
 
     def step(self, lr: float, param: np.ndarray, grad: np.ndarray,
              state: TensorState | None) -> tuple[np.ndarray, TensorState]:
@@ -110,12 +110,9 @@ class AdamaxConfig(OptimizerConfig):
 
 
 @dataclass(frozen=True)
-class NAdamConfig(OptimizerConfig):
+class NAdamConfig(_MomentRule):
     """NAdam: Adam with Nesterov momentum and a momentum schedule (torch.optim.NAdam)."""
 
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
     momentum_decay: float = 4e-3
     decoupled_weight_decay: bool = False
     maximize: bool = False
@@ -123,9 +120,8 @@ class NAdamConfig(OptimizerConfig):
     label: ClassVar[str] = "NAdam"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", checked_betas(self.label, self.betas))
-        check_nonnegative(self.label, eps=self.eps, weight_decay=self.weight_decay,
-                          momentum_decay=self.momentum_decay)
+        super().__post_init__()
+        check_nonnegative(self.label, momentum_decay=self.momentum_decay)
 
     def _mu(self, step: int) -> float:
         """The momentum coefficient of step `step`."""
@@ -133,14 +129,10 @@ class NAdamConfig(OptimizerConfig):
 
     def step(self, lr: float, param: np.ndarray, grad: np.ndarray,
              state: TensorState | None) -> tuple[np.ndarray, TensorState]:
-        beta1, beta2 = self.betas
-        step = step_count(state)
-        bias_correction2 = 1 - beta2 ** step
-        param, g = _decayed(param, signed(grad, param, self.maximize), lr, self.weight_decay,
-                            self.decoupled_weight_decay)
+        step, param, g, exp_avg, exp_avg_sq = _begin(self, lr, param, grad, state)
+        bias_correction2 = 1 - self.betas[1] ** step
         mu, mu_next = self._mu(step), self._mu(step + 1)
         mu_product = (float(state["mu_product"]) if state else 1.0) * mu
-        exp_avg, exp_avg_sq = _moments(state, param, g, beta1, beta2)
         denom = np.sqrt(exp_avg_sq / bias_correction2) + self.eps
         param = addcdiv(param, g, denom, -lr * (1.0 - mu) / (1.0 - mu_product))
         param = addcdiv(param, exp_avg, denom, (-lr * mu_next) / (1.0 - mu_product * mu_next))
@@ -151,28 +143,18 @@ class NAdamConfig(OptimizerConfig):
 
 
 @dataclass(frozen=True)
-class RAdamConfig(OptimizerConfig):
+class RAdamConfig(_MomentRule):
     """RAdam: Adam with the variance of the adaptive learning rate rectified (torch.optim.RAdam)."""
 
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
     decoupled_weight_decay: bool = False
     maximize: bool = False
     name: ClassVar[str] = "radam"
     label: ClassVar[str] = "RAdam"
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", checked_betas(self.label, self.betas))
-        check_nonnegative(self.label, eps=self.eps, weight_decay=self.weight_decay)
-
     def step(self, lr: float, param: np.ndarray, grad: np.ndarray,
              state: TensorState | None) -> tuple[np.ndarray, TensorState]:
         beta1, beta2 = self.betas
-        step = step_count(state)
-        param, g = _decayed(param, signed(grad, param, self.maximize), lr, self.weight_decay,
-                            self.decoupled_weight_decay)
-        exp_avg, exp_avg_sq = _moments(state, param, g, beta1, beta2)
+        step, param, g, exp_avg, exp_avg_sq = _begin(self, lr, param, grad, state)
         bias_correction1, bias_correction2 = 1 - beta1 ** step, 1 - beta2 ** step
         corrected = exp_avg / bias_correction1
         rho_inf = 2 / (1 - beta2) - 1  # the maximum length of the approximated simple moving average
