@@ -53,13 +53,13 @@ class Optimizer:
 
     def _create_initial_states(self) -> None:
         """The states a rule creates before the first step (torch's Adagrad), for the parameters given now."""
+        if not self.rule.eager_state:
+            return
         for group in self.param_groups:
             config = self._config_of(group)
             for p in group["params"]:
                 value = value_of(p)
-                initial = config.initial_state(np.asarray(value))
-                if initial is not None:
-                    self._states[id(p)] = ParamState(config.name, value.device, initial)
+                self._states[id(p)] = ParamState(config.name, value.device, config.initial_state(np.asarray(value)))
 
     def _check_options(self, group: dict[str, Any]) -> OptimizerConfig:
         """The group's rule config; OptionError unless its learning rate and hyper-parameters are valid."""

@@ -66,6 +66,7 @@ class AdagradConfig(OptimizerConfig):
     maximize: bool = False
     name: ClassVar[str] = "adagrad"
     label: ClassVar[str] = "Adagrad"
+    eager_state: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_nonnegative(self.label, lr_decay=self.lr_decay, weight_decay=self.weight_decay,

@@ -94,6 +94,7 @@ class OptimizerConfig:
 
     name: ClassVar[str]
     label: ClassVar[str]  # torch's class name, for messages
+    eager_state: ClassVar[bool] = False  # whether torch's optimizer creates the state with the optimizer
 
     def step(self, lr: float, param: np.ndarray, grad: np.ndarray,
              state: TensorState | None) -> tuple[np.ndarray, TensorState]:
@@ -104,9 +105,9 @@ class OptimizerConfig:
         """The entries of the state this rule keeps for a parameter."""
         raise NotImplementedError
 
-    def initial_state(self, param: np.ndarray) -> TensorState | None:
-        """The state before the first step, for rules whose torch optimizer creates it eagerly (else None)."""
-        return None
+    def initial_state(self, param: np.ndarray) -> TensorState:
+        """The state before the first step (empty: most rules create their state on the first step)."""
+        return {}
 
     def check_state(self, state: TensorState, shape: tuple[int, ...]) -> None:
         """Raise RecordError unless `state` is a state this rule produces for a parameter of `shape`."""
