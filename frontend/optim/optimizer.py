@@ -95,7 +95,7 @@ class Optimizer:
         if isinstance(params, set):
             raise OptionError(f"{type(self).__name__}: parameters must be in an ordered collection, not a set")
         items = [params] if isinstance(params, (Param, Tensor)) else list(params)
-        named = [isinstance(p, tuple) for p in items]
+        named = [isinstance(p, tuple) and len(p) == 2 for p in items]
         if any(named) and not all(named):
             raise OptionError(f"{type(self).__name__}: give every parameter of a group with a name, or none")
         names = [str(p[0]) for p in items] if any(named) else []

@@ -193,3 +193,22 @@ def test_bad_scheduler_options_are_refused(make, message):
 def test_reduce_lr_on_plateau_needs_a_number():
     with pytest.raises(OptionError, match="metrics must be a number"):
         sched.ReduceLROnPlateau(0.1).step("low")
+
+
+def test_a_subclass_defining_get_lr_schedules_like_torchs():
+    class Warmup(sched.LRScheduler):
+        def __init__(self, optimizer, warmup):
+            self.warmup = warmup
+            super().__init__(optimizer)
+
+        def get_lr(self):
+            return [base * min(1.0, (self.last_epoch + 1) / self.warmup) for base in self.base_lrs]
+
+    opt = optim.SGD([braze.nn.Param(np.zeros(2))], lr=0.4)
+    s = Warmup(opt, warmup=4)
+    lrs = [s.get_last_lr()[0]]
+    for _ in range(5):
+        opt.step()
+        s.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    np.testing.assert_allclose(lrs, [0.1, 0.2, 0.3, 0.4, 0.4, 0.4], rtol=1e-15)
