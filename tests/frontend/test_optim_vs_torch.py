@@ -149,3 +149,20 @@ def test_fresh_adagrad_state_dict_matches_torchs():
     assert ours.state_dict()["state"].keys() == theirs.state_dict()["state"].keys()
     np.testing.assert_array_equal(ours.state_dict()["state"][2]["sum"], theirs.state_dict()["state"][2]["sum"])
     assert ours.state_dict()["state"][2]["step"] == 0
+
+
+@pytest.mark.parametrize("name,kwargs", RESUMED[:4], ids=[n for n, _ in RESUMED[:4]])
+def test_torch_loads_a_braze_state_dict_and_the_next_steps_match(name, kwargs):
+    weights, x, y = problem(3)
+    ours = parameters("braze", weights)
+    opt = optimizer("braze", name, kwargs, ours)
+    train("braze", ours, opt, x, y, steps=5)
+    saved = opt.state_dict()
+    theirs = parameters("torch", values(ours))
+    topt = optimizer("torch", name, kwargs, theirs)
+    topt.load_state_dict({"state": {i: {k: torch.tensor(v, dtype=torch.float64) for k, v in s.items()}
+                                    for i, s in saved["state"].items()}, "param_groups": saved["param_groups"]})
+    train("braze", ours, opt, x, y, steps=3)
+    train("torch", theirs, topt, x, y, steps=3)
+    for a, b in zip(values(ours), values(theirs)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
