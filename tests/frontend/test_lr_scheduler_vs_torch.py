@@ -89,3 +89,24 @@ def test_reduce_lr_on_plateau_matches_torch_over_100_steps(mode, threshold_mode)
     assert len(set(ours[:, 0])) > 2
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
     assert sorted(our_state) == sorted(their_state)
+
+
+@pytest.mark.parametrize("name", ["StepLR", "MultiStepLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
+                                  "CyclicLR-triangular2", "SequentialLR"])
+def test_torch_scheduler_state_dict_resumes_in_braze(name):
+    topt = sgd(torch.optim.lr_scheduler)
+    theirs = CASES[name](torch.optim.lr_scheduler, topt)
+    for _ in range(40):
+        topt.step()
+        theirs.step()
+    opt = sgd(lr_scheduler)
+    ours = CASES[name](lr_scheduler, opt)
+    ours.load_state_dict(theirs.state_dict())
+    for group, torch_group in zip(opt.param_groups, topt.param_groups):
+        group.update({k: v for k, v in torch_group.items() if k != "params"})
+    for _ in range(40):
+        opt.step()
+        ours.step()
+        topt.step()
+        theirs.step()
+        np.testing.assert_allclose(ours.get_last_lr(), theirs.get_last_lr(), rtol=1e-12, atol=0)
