@@ -8,8 +8,8 @@ _root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(_os.path.join(_root, "ir", "registry.py")):
     __path__.append(_root)  # noqa: F821 (the package's own search path)
 
-from braze.ir import (BrazeError, DTypeError, ParseError, RecordError, ShapeError, TraceError, VerifyError,  # noqa: E402
-                      bool_, float32, float64, int8, int32, int64, uint8)
+from braze.ir import (BrazeError, DTypeError, ExportError, ParseError, RecordError, ShapeError,  # noqa: E402
+                      TraceError, VerifyError, bool_, float32, float64, int8, int32, int64, uint8)
 
 __version__ = "0.1.0"
 
@@ -23,11 +23,12 @@ from braze.frontend.device import Device  # noqa: E402, F401
 from braze.ir.passes import optimize  # noqa: E402, F401
 from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
+from braze.onnx_export import export_onnx  # noqa: E402, F401
 from braze import _aliases  # noqa: E402
 
 
 _aliases.install()
 
-__all__ = ["BrazeError", "DTypeError", "ParseError", "RecordError", "ShapeError", "TraceError", "VerifyError",
-           "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "bool_", "float32", "float64", "int8",
-           "int32", "int64", "uint8", *_frontend_all]
+__all__ = ["BrazeError", "DTypeError", "ExportError", "ParseError", "RecordError", "ShapeError", "TraceError",
+           "VerifyError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export_onnx", "bool_",
+           "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]
