@@ -87,8 +87,8 @@ def convert(e: OnnxBuilder, nodes: Sequence[Node], names: dict[str, str], weight
         elif node.op in RULES:
             RULES[node.op](e, node, [names[v.name] for v in node.inputs], outs)
         else:
-            raise ExportError(f"ONNX export: {where(node)} has no ONNX form (ops that export: "
-                              f"{', '.join(sorted(supported_ops()))})")
+            raise ExportError(f"ONNX export: {where(node)} has no ONNX form (braze.runtime.onnx_export."
+                              f"supported_ops() lists the ops that export)")
 
 
 @register("fused")
