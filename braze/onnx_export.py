@@ -49,7 +49,8 @@ def export_onnx(model_or_graph: Module | Callable[..., Any] | Graph, path: str |
     options.setdefault("policy", "merge")
     graph = inference_graph(model_or_graph, example_inputs, options)
     from braze import __version__
-    model = converter.to_onnx(graph, opset, input_names=input_names, output_names=output_names, producer_version=__version__)
+    model = converter.to_onnx(graph, opset, input_names=input_names, output_names=output_names,
+                              producer_version=__version__)
     write_atomic(path, model.SerializeToString())
     return model
 
@@ -85,7 +86,7 @@ def _converter() -> ModuleType:
     try:
         from braze.runtime import onnx_export
     except ModuleNotFoundError as err:
-        if err.name != "onnx" and not (err.name or "").startswith("onnx."):
+        if (err.name or "").split(".")[0] != "onnx":
             raise
         raise ExportError("export_onnx needs the onnx package: pip install 'braze[onnx]' (or pip install onnx)") \
             from None

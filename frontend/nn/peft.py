@@ -136,7 +136,7 @@ def plan(module: Module, config: PeftLoraConfig, source: str) -> list[Target]:
     targets: list[Target] = []
     for key, owner in module.named_modules():
         if key and config.targets(key):
-            targets += _module_targets(module, key, owner, config, source)
+            targets += _module_targets(key, owner, config, source)
     twice = [t.param for k, t in enumerate(targets) if any(t.param == u.param for u in targets[:k])]
     if twice:
         raise RecordError(f"{source}: target_modules select {twice[0]} twice (directly and through its "
@@ -152,7 +152,7 @@ def _shown(targets: tuple[str, ...] | str) -> str:
     return repr(targets if isinstance(targets, str) else list(targets))
 
 
-def _module_targets(root: Module, key: str, owner: Module, config: PeftLoraConfig, source: str) -> list[Target]:
+def _module_targets(key: str, owner: Module, config: PeftLoraConfig, source: str) -> list[Target]:
     rank = config.rank(key)
     if isinstance(owner, MultiheadAttention):
         if not owner._qkv_same_embed_dim:
@@ -212,7 +212,9 @@ def _attach(module: Module, targets: list[Target], config: PeftLoraConfig, sourc
         apply_reparameterization(module, _Adapters(loras))
         return
     wanted = {t.param: t for t in targets}
-    for path in sorted(set(adapted) ^ set(wanted)):
+    mismatched = sorted(set(adapted) ^ set(wanted))
+    if mismatched:
+        path = mismatched[0]
         state = "has an adapter the PEFT adapter does not target" if path in adapted else \
             "has no adapter while other weights do"
         raise RecordError(f"{source}: {path} {state}; load a PEFT adapter onto a model without adapters or with "
@@ -264,7 +266,8 @@ def _peft_key(module: Module, path: str, owner: Module | None, adapter: LoraAdap
     if adapter.rule == "attention" and name == "in_proj_weight":
         return key, key
     parent, _, child = key.rpartition(".")
-    if adapter.rule == "linear" and child == "out_proj" and isinstance(module.get_submodule(parent), MultiheadAttention):
+    inside_attention = child == "out_proj" and isinstance(module.get_submodule(parent), MultiheadAttention)
+    if adapter.rule == "linear" and inside_attention:
         if module.get_parameter(f"{parent}.in_proj_weight").adapter is None:
             raise RecordError(f"save_peft_adapter: {path} is adapted but {parent}.in_proj_weight is not; PEFT adapts "
                               f"a MultiheadAttention's out_proj only together with its in_proj")

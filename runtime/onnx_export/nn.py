@@ -33,20 +33,19 @@ def _batched(e: OnnxBuilder, node: Node, x: str, out: str, pool: Callable[[str, 
     e.emit("Squeeze", [batched, e.ints([0])], [out])
 
 
-@register("max_pool2d")
-def _max_pool2d(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
-    a = node.attr
-    _batched(e, node, ins[0], outs[0], lambda x, out: e.emit(
-        "MaxPool", [x], [out], kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
-        pads=_pads(a["padding"]), dilations=list(a["dilation"]), ceil_mode=int(a["ceil_mode"])))
+_POOLS = {"max_pool2d": "MaxPool", "avg_pool2d": "AveragePool"}
 
 
-@register("avg_pool2d")
-def _avg_pool2d(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+@register(*_POOLS)
+def _pool2d(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     a = node.attr
-    _batched(e, node, ins[0], outs[0], lambda x, out: e.emit(
-        "AveragePool", [x], [out], kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
-        pads=_pads(a["padding"]), ceil_mode=int(a["ceil_mode"]), count_include_pad=int(a["count_include_pad"])))
+    attrs = dict(kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]), pads=_pads(a["padding"]),
+                 ceil_mode=int(a["ceil_mode"]))
+    if node.op == "max_pool2d":
+        attrs["dilations"] = list(a["dilation"])
+    else:
+        attrs["count_include_pad"] = int(a["count_include_pad"])
+    _batched(e, node, ins[0], outs[0], lambda x, out: e.emit(_POOLS[node.op], [x], [out], **attrs))
 
 
 @register("adaptive_avg_pool2d")

@@ -1,5 +1,7 @@
 """ONNX export: every exported model passes onnx.checker, runs in onnxruntime and agrees with braze; ops without an
-ONNX form, bad options and missing packages are refused with clear errors; files are written atomically.
+ONNX form, bad options and missing packages are refused with clear errors; files are written atomically. Every
+op with a rule runs its registry samples at opset 17 and at opset 21 (where Gelu and the reductions' axes
+operands differ).
 
 Tolerances: float32 results agree with braze to rtol 1e-5 / atol 1e-6 per op and rtol 1e-4 / atol 1e-5 for whole
 models (onnxruntime orders its float sums differently); integer and boolean results are equal.
@@ -50,11 +52,12 @@ def test_rules_cover_every_inference_op() -> None:
     assert supported_ops() == frozenset(op_names()) - NOT_EXPORTED
 
 
+@pytest.mark.parametrize("opset", [17, 21])
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
-def test_op_runs_in_onnxruntime_like_the_reference(sample: Any) -> None:
+def test_op_runs_in_onnxruntime_like_the_reference(sample: Any, opset: int) -> None:
     arrays = _float32([np.asarray(a) for a in sample.args])
     graph = sample_graph(sample, arrays)
-    got = run_onnx(to_onnx(graph), *arrays)
+    got = run_onnx(to_onnx(graph, opset), *arrays)
     for result, want in zip(got, interpret(graph, arrays), strict=True):
         assert result.dtype == want.dtype and result.shape == want.shape
         np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-6)
