@@ -13,7 +13,9 @@ Within a child, the systems of a model are timed interleaved: each round times a
 turn (with two or more threads, after a pause that lets the previous system's spinning worker threads go idle),
 and the figure reported is the median per-call time over the rounds. Ratios are another system's time over
 braze compiled's (above 1: braze compiled is faster), all from the same run. Every system's output is checked
-against braze eager before timing. Results go to benchmarks/results/results.json and results.md.
+against braze eager before timing. onnxruntime runs the model torch.onnx.export writes or, where that export fails
+(the transformer: the legacy exporter rejects is_causal as a Tensor) or torch is not installed, the model
+braze.export_onnx writes. Results go to benchmarks/results/results.json and results.md.
 """
 from __future__ import annotations
 
@@ -89,7 +91,7 @@ def _systems(case: Any, threads: int) -> tuple[dict[str, Callable[[], Any]], dic
         with braze.no_grad():
             return case.model(tensor)
     systems["braze eager"] = eager
-    _add_torch(systems, notes, case, threads)
+    _add_onnxruntime(systems, notes, case, _add_torch(systems, notes, case, threads), threads)
     with braze.no_grad():
         reference = case.model(tensor).numpy()
     for name, fn in list(systems.items()):
@@ -102,12 +104,13 @@ def _systems(case: Any, threads: int) -> tuple[dict[str, Callable[[], Any]], dic
     return systems, notes
 
 
-def _add_torch(systems: dict[str, Callable[[], Any]], notes: dict[str, Any], case: Any, threads: int) -> None:
+def _add_torch(systems: dict[str, Callable[[], Any]], notes: dict[str, Any], case: Any, threads: int) -> Any:
+    """Add torch eager; returns the torch module (None without torch) for the onnxruntime row."""
     try:
         import torch
     except ImportError:
         notes["torch eager"] = "not installed"
-        return
+        return None
     torch.set_num_threads(threads)
     module, tx = case.torch_model(), torch.from_numpy(case.x)
 
@@ -115,31 +118,57 @@ def _add_torch(systems: dict[str, Callable[[], Any]], notes: dict[str, Any], cas
         with torch.inference_mode():
             return module(tx).numpy()
     systems["torch eager"] = run
-    _add_onnxruntime(systems, notes, module, case.x, threads)
+    return module
 
 
-def _add_onnxruntime(systems: dict[str, Callable[[], Any]], notes: dict[str, Any], module: Any, x: Any,
+def _add_onnxruntime(systems: dict[str, Callable[[], Any]], notes: dict[str, Any], case: Any, module: Any,
                      threads: int) -> None:
+    """Add onnxruntime on the model torch.onnx.export writes, or braze.export_onnx's where torch's fails (or torch
+    is not installed); notes["onnx exporter"] says which."""
     try:
-        import io
-
         import onnxruntime as ort
-        import torch
     except ImportError:
         notes["onnxruntime"] = "not installed"
         return
     try:
-        buffer = io.BytesIO()
-        torch.onnx.export(module, (torch.from_numpy(x),), buffer, input_names=["x"], dynamo=False)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        runner = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # export or loading problems are reported, never fatal
+        model, notes["onnx exporter"] = _torch_onnx(module, case.x), "torch.onnx.export"
+    except Exception as exc:  # the legacy exporter cannot export every model (is_causal as a Tensor)
+        notes["torch.onnx.export"] = f"error: {type(exc).__name__}: {exc}"[:300]
+        try:
+            model, notes["onnx exporter"] = _braze_onnx(case), "braze.export_onnx"
+        except Exception as exc:  # export or loading problems are reported, never fatal
+            notes["onnxruntime"] = f"error: {type(exc).__name__}: {exc}"[:300]
+            return
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        runner = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
         notes["onnxruntime"] = f"error: {type(exc).__name__}: {exc}"[:300]
         return
-    feed = {"x": x}
+    feed = {runner.get_inputs()[0].name: case.x}
     systems["onnxruntime"] = lambda: runner.run(None, feed)[0]
+
+
+def _torch_onnx(module: Any, x: Any) -> bytes:
+    """The model's ONNX bytes from torch's legacy exporter (raises without torch or when the export fails)."""
+    import io
+
+    import torch
+    if module is None:
+        raise ImportError("torch is not installed")
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.from_numpy(x),), buffer, input_names=["x"], dynamo=False)
+    return buffer.getvalue()
+
+
+def _braze_onnx(case: Any) -> bytes:
+    import tempfile
+
+    import braze
+    with tempfile.TemporaryDirectory() as directory:
+        return braze.export_onnx(case.model, Path(directory) / "model.onnx", case.x).SerializeToString()
 
 
 def _sgemm(sizes: list[int], threads: int, rounds: int, budget: float, settle: float) -> list[dict[str, Any]]:
@@ -226,12 +255,14 @@ def markdown(results: dict[str, Any]) -> str:
             for system in present:
                 value = seconds.get(system)
                 ratio = f" ({value / base:.2f}x)" if value is not None and base and system != "braze compiled" else ""
-                cells.append(_time(value) + ratio)
+                braze_onnx = system == "onnxruntime" and entry["notes"].get("onnx exporter") == "braze.export_onnx"
+                cells.append(_time(value) + ratio + (" *" if braze_onnx and value is not None else ""))
             used = entry["notes"].get("braze threads")
             threads = f"{run['threads']}" + (f" (braze: {used})" if used is not None else "")
             lines.append(f"| {name} | {threads} | " + " | ".join(cells) + " |")
     lines += ["", "Ratios: the system's time over braze compiled's (above 1: braze compiled is faster). "
-              "threads: the CPUs every system may use (braze: the threads braze chose).", ""]
+              "threads: the CPUs every system may use (braze: the threads braze chose). onnxruntime runs the model "
+              "torch.onnx.export writes; * marks the model braze.export_onnx wrote, where torch's export fails.", ""]
     lines += ["| SGEMM n | threads | braze GFLOP/s | numpy GFLOP/s | braze / numpy |", "|---|---|---|---|---|"]
     for run in runs:
         for row in run.get("sgemm", []):

@@ -4,8 +4,8 @@ The component folders (ir/, frontend/, codegen/, runtime/) sit at the top of the
 as braze.ir, braze.frontend, ... by the package-dir mapping of pyproject.toml; a source checkout is used through
 `pip install -e .`.
 """
-from braze.ir import (BrazeError, DTypeError, ParseError, RecordError, ShapeError, TraceError, VerifyError,
-                      bool_, float32, float64, int8, int32, int64, uint8)
+from braze.ir import (BrazeError, DTypeError, ExportError, ParseError, RecordError, ShapeError, TraceError,
+                      VerifyError, bool_, float32, float64, int8, int32, int64, uint8)
 
 __version__ = "0.1.0"
 
@@ -21,11 +21,12 @@ from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
 from braze.artifacts import export, load  # noqa: E402, F401  (after the frontend: braze.load reads every file)
 from braze.runtime.artifact import ArtifactError  # noqa: E402, F401
+from braze.onnx_export import export_onnx  # noqa: E402, F401
 from braze import _aliases  # noqa: E402
 
 
 _aliases.install()
 
-__all__ = ["BrazeError", "DTypeError", "ParseError", "RecordError", "ShapeError", "TraceError", "VerifyError",
-           "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export", "load",
-           "bool_", "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]
+__all__ = ["BrazeError", "DTypeError", "ExportError", "ParseError", "RecordError", "ShapeError", "TraceError",
+           "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export",
+           "export_onnx", "load", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]

@@ -48,3 +48,8 @@ class RecordError(BrazeError, ValueError):
 
 class CodegenError(BrazeError, RuntimeError):
     """LLVM code that cannot be built, verified, loaded or looked up; never a crash in native code."""
+
+
+class ExportError(BrazeError, ValueError):
+    """A graph or model that cannot be written in an interchange format (an op with no ONNX form, an adapter
+    PEFT cannot express); the message names the op or parameter and where it came from."""

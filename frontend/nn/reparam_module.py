@@ -1,10 +1,12 @@
 """The reparameterization methods of Module (document 001): apply_reparameterization, apply_lora, apply_qlora,
-quantize_weights, quantize_weights_group and materialize. Each changes the module in place and returns it.
+quantize_weights, quantize_weights_group and materialize, each changing the module in place and returning it; and
+PEFT's adapter files in and out: load_peft_adapter and save_peft_adapter.
 
-The work is done in reparam.py, lora.py and quant.py.
+The work is done in reparam.py, lora.py, quant.py and peft.py.
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from . import reparam
@@ -48,3 +50,16 @@ class ReparamMixin:
         keeping its id, mappers and configured trainability, detached; other parameters stay lazy and flags are
         unchanged. `model.valid().materialize()` gives merged inference weights and leaves `model` as it was."""
         return reparam.materialize(self)  # type: ignore[arg-type]
+
+    def load_peft_adapter(self, path: str | os.PathLike[str]) -> Module:
+        """Read a PEFT LoRA adapter (its directory, or adapter_config.json or adapter_model.safetensors in it)
+        onto the modules of the same paths, attaching LoRA adapters where needed; raises RecordError naming the
+        bad key or module path, and then leaves the module unchanged."""
+        from . import peft
+        return peft.load_peft_adapter(self, path)  # type: ignore[arg-type]
+
+    def save_peft_adapter(self, path: str | os.PathLike[str]) -> None:
+        """Write the LoRA adapters as a PEFT adapter directory (adapter_config.json, adapter_model.safetensors),
+        which peft's PeftModel.from_pretrained loads onto a torch model of the same module paths."""
+        from . import peft
+        peft.save_peft_adapter(self, path)  # type: ignore[arg-type]

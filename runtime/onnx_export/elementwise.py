@@ -1,0 +1,72 @@
+"""ONNX rules for the elementwise ops (ir/ops/elementwise.py), matmul and copy: most are one ONNX operator with
+numpy's broadcasting; the rest are short compositions of them."""
+from __future__ import annotations
+
+import math
+
+from braze.ir.graph import Node
+
+from .builder import OnnxBuilder, onnx_dtype, register
+
+# Ops that are one ONNX operator of the same operands.
+ONE_TO_ONE = {
+    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "maximum": "Max", "minimum": "Min",
+    "neg": "Neg", "sign": "Sign", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "tanh": "Tanh",
+    "sigmoid": "Sigmoid", "erf": "Erf", "relu": "Relu", "eq": "Equal", "lt": "Less", "le": "LessOrEqual",
+    "gt": "Greater", "ge": "GreaterOrEqual", "where": "Where", "matmul": "MatMul", "copy": "Identity",
+}
+
+
+@register(*ONE_TO_ONE)
+def _one_to_one(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit(ONE_TO_ONE[node.op], ins, outs)
+
+
+@register("ne")
+def _ne(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("Not", [e.emit("Equal", ins)], outs)
+
+
+@register("rsqrt")
+def _rsqrt(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("Reciprocal", [e.emit("Sqrt", ins)], outs)
+
+
+@register("silu")
+def _silu(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("Mul", [ins[0], e.emit("Sigmoid", ins)], outs)
+
+
+@register("gelu")
+def _gelu(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """Gelu from opset 20; before, the decomposition onnxruntime's Gelu fusion recognizes."""
+    approximate, (x,), dtype = node.attr["approximate"], ins, node.inputs[0].dtype
+    if e.opset >= 20:
+        e.emit("Gelu", [x], outs, approximate=approximate)
+        return
+    if approximate == "tanh":
+        cubic = e.emit("Mul", [e.emit("Pow", [x, e.const(3.0, dtype)]), e.const(0.044715, dtype)])
+        inner = e.emit("Mul", [e.emit("Add", [x, cubic]), e.const(math.sqrt(2.0 / math.pi), dtype)])
+        one_plus = e.emit("Add", [e.emit("Tanh", [inner]), e.const(1.0, dtype)])
+    else:
+        one_plus = e.emit("Add", [e.emit("Erf", [e.emit("Div", [x, e.const(math.sqrt(2.0), dtype)])]),
+                                  e.const(1.0, dtype)])
+    e.emit("Mul", [e.emit("Mul", [x, one_plus]), e.const(0.5, dtype)], outs)
+
+
+@register("clamp")
+def _clamp(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    dtype = node.inputs[0].dtype
+    bounds = ["" if node.attr[k] is None else e.const(_bound(node.attr[k], dtype.is_float), dtype)
+              for k in ("min", "max")]
+    e.emit("Clip", [ins[0], *bounds], outs)
+
+
+def _bound(value: float, is_float: bool) -> float | int:
+    """A clamp bound in the operand's kind: numpy clips an integer operand at the bound and then truncates."""
+    return value if is_float else math.trunc(value)
+
+
+@register("cast")
+def _cast(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("Cast", ins, outs, to=onnx_dtype(node.attr["dtype"]))

@@ -1,0 +1,32 @@
+"""The interop examples run as written, each in a fresh process in a scratch directory; skipped without the
+optional packages they need."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_example(name: str, cwd: Path) -> str:
+    done = subprocess.run([sys.executable, str(EXAMPLES / name)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_export_onnx_example_runs(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    out = run_example("export_onnx.py", tmp_path)
+    assert "3. onnxruntime vs braze" in out and "5. refused: ONNX export: cross_entropy (from loss @" in out
+
+
+def test_peft_adapter_example_runs(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    out = run_example("peft_adapter.py", tmp_path)
+    assert "with the PEFT adapter 1.00" in out and "5. PEFT loads braze's adapter" in out
