@@ -24,6 +24,7 @@ from braze.ir.passes import optimize  # noqa: E402, F401
 from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
 from braze import _aliases  # noqa: E402
+from braze import utils  # noqa: E402, F401
 
 
 _aliases.install()
