@@ -23,6 +23,7 @@ from braze.frontend.device import Device  # noqa: E402, F401
 from braze.ir.passes import optimize  # noqa: E402, F401
 from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
+from braze.frontend.serialization import load, save  # noqa: E402, F401
 from braze import _aliases  # noqa: E402
 from braze import utils  # noqa: E402, F401
 
@@ -30,5 +31,5 @@ from braze import utils  # noqa: E402, F401
 _aliases.install()
 
 __all__ = ["BrazeError", "DTypeError", "ParseError", "RecordError", "ShapeError", "TraceError", "VerifyError",
-           "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "bool_", "float32", "float64", "int8",
+           "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "save", "load", "bool_", "float32", "float64", "int8",
            "int32", "int64", "uint8", *_frontend_all]
