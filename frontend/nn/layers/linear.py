@@ -42,3 +42,7 @@ class Linear(Module):
 
 
 __all__ = ["Identity", "Linear"]
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear under torch's name for MultiheadAttention's out_proj, so the model's repr reads as torch's."""
