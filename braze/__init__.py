@@ -31,5 +31,5 @@ from braze import utils  # noqa: E402, F401
 _aliases.install()
 
 __all__ = ["BrazeError", "DTypeError", "ParseError", "RecordError", "ShapeError", "TraceError", "VerifyError",
-           "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "save", "load", "bool_", "float32", "float64", "int8",
-           "int32", "int64", "uint8", *_frontend_all]
+           "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "save", "load", "utils", "bool_",
+           "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]

@@ -241,5 +241,5 @@ def rand_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) 
 
 
 __all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed", "get_rng_state", "set_rng_state",
-           "tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand", "randint", "randperm", "zeros_like",
-           "ones_like", "empty_like", "full_like", "randn_like", "rand_like"]
+           "tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand",
+           "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like"]

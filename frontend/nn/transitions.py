@@ -19,6 +19,7 @@ from ..tensor import Tensor
 from . import watch as _watch
 from .flag import Flag
 from .group import ParamGroup
+from .hooks import REGISTRIES as HOOK_REGISTRIES
 from .param import Param
 from .reparam import map_param, own_entries
 from .visitor import ModuleMapper, ModuleVisitor, join_path, tensor_kind
@@ -96,6 +97,8 @@ class TransitionsMixin:
         d["_flags"] = {n: _snapshot_flag(f, memo) for n, f in self.__dict__["_flags"].items()}
         if "_non_persistent" in d:
             d["_non_persistent"] = set(d["_non_persistent"])
+        for registry in HOOK_REGISTRIES:  # the snapshot runs the hooks it was taken with; later ones are its own
+            d[registry] = dict(d.get(registry, {}))
         d["_training"] = False
         return new
 
@@ -228,7 +231,7 @@ class TransitionsMixin:
 
     def to(self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False) -> Module:
         """Move every parameter and buffer to a device and/or cast floating ones to a dtype, in place; a tensor
-        argument gives both (its device and dtype), as torch's module.to(tensor).
+        argument gives both (its device and dtype), as torch's module.to(tensor); non_blocking changes nothing.
 
         Each value becomes a new tensor (build optimizers afterwards); gradients move and cast with it.
         """
@@ -263,6 +266,7 @@ class TransitionsMixin:
                          "float64 (use .float() or .double())")
 
     def bfloat16(self) -> Module:
+        """torch's bfloat16 cast; braze has no bfloat16, so this names the dtypes it has."""
         raise DTypeError("Module.bfloat16: bfloat16 is not a braze dtype; floating-point parameters are float32 or "
                          "float64 (use .float() or .double())")
 

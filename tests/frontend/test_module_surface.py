@@ -124,6 +124,18 @@ def test_handles_remove_hooks():
     assert log == ["hook", "scoped"] and not fc._forward_hooks and not fc._forward_pre_hooks
 
 
+def test_valid_snapshot_keeps_the_hooks_it_was_taken_with_and_owns_later_ones():
+    log = []
+    model = nn.Linear(2, 2)
+    handle = model.register_forward_hook(lambda m, a, o: log.append("original"))
+    snapshot = model.valid()
+    snapshot.register_forward_hook(lambda m, a, o: log.append("snapshot"))
+    handle.remove()
+    model(braze.ones(1, 2))
+    snapshot(braze.ones(1, 2))
+    assert log == ["original", "snapshot"]
+
+
 def test_always_call_hook_runs_when_forward_raises():
     class Broken(nn.Module):
         def forward(self, x):
