@@ -52,6 +52,7 @@ CASES = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:size_average and reduce args will be deprecated")
 @pytest.mark.parametrize("shape, target, kwargs", CASES)
 def test_nll_loss_matches_torch(shape, target, kwargs):
     torch = pytest.importorskip("torch")
