@@ -19,14 +19,17 @@ from braze.frontend.device import Device  # noqa: E402, F401
 from braze.ir.passes import optimize  # noqa: E402, F401
 from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
+from braze.frontend.serialization import save  # noqa: E402, F401
 from braze.artifacts import export, load  # noqa: E402, F401  (after the frontend: braze.load reads every file)
 from braze.runtime.artifact import ArtifactError  # noqa: E402, F401
 from braze.onnx_export import export_onnx  # noqa: E402, F401
 from braze import _aliases  # noqa: E402
+from braze import utils  # noqa: E402, F401
 
 
 _aliases.install()
 
 __all__ = ["BrazeError", "DTypeError", "ExportError", "ParseError", "RecordError", "ShapeError", "TraceError",
            "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export",
-           "export_onnx", "load", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]
+           "export_onnx", "save", "load", "utils", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8",
+           *_frontend_all]

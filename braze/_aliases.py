@@ -1,4 +1,5 @@
-"""`braze.nn` and `braze.optim` are the modules of `braze.frontend.nn` and `braze.frontend.optim` under short names.
+"""`braze.nn`, `braze.optim` and `braze.utils.data` are the modules of `braze.frontend.nn`, `braze.frontend.optim` and
+`braze.frontend.data` under short names.
 
 A finder makes `import braze.nn.x` return the very module object `braze.frontend.nn.x` (never a second copy with
 its own classes), at any depth.
@@ -13,7 +14,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any, Sequence
 
-ALIASES = {"braze.nn": "braze.frontend.nn", "braze.optim": "braze.frontend.optim"}
+ALIASES = {"braze.nn": "braze.frontend.nn", "braze.optim": "braze.frontend.optim",
+           "braze.utils.data": "braze.frontend.data"}
 
 
 def _target(name: str) -> str | None:

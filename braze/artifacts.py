@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, BinaryIO, Callable, Sequence
 
 import numpy as np
 
 from braze.compiled import CompiledModule, compile_untrusted
+from braze.frontend import serialization
 from braze.frontend.nn.module import Module
 from braze.frontend.safetensors_io import decode, encode, read_bytes, write_atomic
 from braze.frontend.tensor import Tensor
@@ -97,9 +98,11 @@ def _decoded(source: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         raise ArtifactError(str(err)) from None
 
 
-def load(path: str | os.PathLike[str], **kwargs: Any) -> Any:
+def load(path: str | os.PathLike[str] | BinaryIO, **kwargs: Any) -> Any:
     """A .braze artifact as a CompiledModule (validated, re-planned and compiled; threads= as braze.compile),
-    or what braze.save wrote, through braze.frontend.serialization.load(path, **kwargs)."""
+    or anything else braze.frontend.serialization.load reads (what braze.save wrote, safetensors, torch .pt)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return serialization.load(path, **kwargs)  # a file object: artifacts are read from paths only
     source = os.fspath(path)
     named = source.endswith(artifact_format.SUFFIX)
     try:
@@ -107,9 +110,9 @@ def load(path: str | os.PathLike[str], **kwargs: Any) -> Any:
     except ArtifactError:
         if named:
             raise
-        return _load_saved(source, kwargs)
+        return serialization.load(source, **kwargs)
     if not named and not artifact_format.is_artifact(metadata):
-        return _load_saved(source, kwargs)
+        return serialization.load(source, **kwargs)
     unknown = sorted(set(kwargs) - set(_LOAD_OPTIONS))
     if unknown:
         raise BrazeError(f"braze.load: unknown option(s) {', '.join(unknown)} for a braze artifact; valid: "
@@ -121,12 +124,3 @@ def load(path: str | os.PathLike[str], **kwargs: Any) -> Any:
 def _compile_artifact(graph: Graph, threads: int | None) -> CompiledModule:
     """The one place loaded graphs are compiled: as they are, re-verified and re-planned (untrusted)."""
     return compile_untrusted(graph, threads)
-
-
-def _load_saved(source: str, kwargs: dict[str, Any]) -> Any:
-    try:
-        from braze.frontend import serialization
-    except ImportError:
-        raise ArtifactError(f"{source}: not a braze artifact (and this braze reads no other files with "
-                            f"braze.load)") from None
-    return serialization.load(source, **kwargs)

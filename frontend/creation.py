@@ -5,33 +5,43 @@ Created tensors are leaves holding fresh data; nothing here computes an op's res
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Sequence
 
 import numpy as np
 
-from braze.ir.errors import DTypeError
+from braze.ir.errors import BrazeError, DTypeError
 from braze.ir.types import DType, as_dtype, float32, int64
 
-from .device import CPU
+from .device import CPU, Device, as_device
 from .tensor import Tensor, as_array
 
 _DEFAULT_SEED = 67280421310721  # torch's initial seed, so an unseeded run is still repeatable
 
 
 class Generator:
-    """A seedable stream of random numbers (numpy's PCG64), as torch.Generator."""
+    """A seedable stream of random numbers (numpy's PCG64), as torch.Generator; its streams are not torch's.
 
-    def __init__(self, seed: int | None = None) -> None:
+    `Generator()` starts from torch's default seed, `Generator(seed)` from `seed`; torch's `Generator(device)`
+    form is accepted for the braze devices (all host memory).
+    """
+
+    def __init__(self, seed: Any = None, *, device: Any = None) -> None:
+        if isinstance(seed, (str, Device)):
+            seed, device = None, seed
+        self.device = as_device(device)
         self.manual_seed(_DEFAULT_SEED if seed is None else seed)
 
     def manual_seed(self, seed: int) -> Generator:
         """Restart the stream from `seed`; returns self."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise BrazeError(f"Generator.manual_seed: the seed must be an int, got {type(seed).__name__}")
         self._seed = int(seed)
         self._rng = np.random.Generator(np.random.PCG64(self._seed & (2 ** 128 - 1)))
         return self
 
     def initial_seed(self) -> int:
-        """The seed the global generator was last seeded with."""
+        """The seed this generator was last seeded with."""
         return self._seed
 
     def seed(self) -> int:
@@ -41,13 +51,19 @@ class Generator:
         return new
 
     def get_state(self) -> dict[str, Any]:
-        """The generator state, for set_state."""
-        return {"seed": self._seed, "bit_generator": self._rng.bit_generator.state}
+        """The generator state (a dict of plain values, not torch's byte tensor), for set_state."""
+        return {"seed": self._seed, "bit_generator": copy.deepcopy(self._rng.bit_generator.state)}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a state from get_state."""
-        self._seed = state["seed"]
-        self._rng.bit_generator.state = state["bit_generator"]
+    def set_state(self, state: dict[str, Any]) -> Generator:
+        """Restore a state from get_state; returns self."""
+        try:
+            seed, bits = int(state["seed"]), state["bit_generator"]
+            rng = np.random.Generator(np.random.PCG64())
+            rng.bit_generator.state = bits
+        except (TypeError, KeyError, ValueError) as err:
+            raise BrazeError(f"Generator.set_state: not a state from Generator.get_state ({err})") from None
+        self._seed, self._rng = seed, rng
+        return self
 
     @property
     def numpy(self) -> np.random.Generator:
@@ -75,6 +91,16 @@ def initial_seed() -> int:
 def seed() -> int:
     """Reseed the global generator from fresh entropy and return the seed."""
     return default_generator.seed()
+
+
+def get_rng_state() -> dict[str, Any]:
+    """The global generator's state (see Generator.get_state)."""
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state: dict[str, Any]) -> None:
+    """Restore the global generator's state from get_rng_state."""
+    default_generator.set_state(new_state)
 
 
 def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
@@ -214,6 +240,6 @@ def rand_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) 
     return rand(shape, dtype=d, requires_grad=requires_grad)
 
 
-__all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed", "tensor", "from_numpy", "zeros",
-           "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand", "randint", "randperm", "zeros_like",
-           "ones_like", "empty_like", "full_like", "randn_like", "rand_like"]
+__all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed", "get_rng_state", "set_rng_state",
+           "tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand",
+           "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like"]

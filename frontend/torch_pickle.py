@@ -285,8 +285,11 @@ def _load_legacy(data: bytes, source: str) -> Any:
 
 def load_torch_file(path: str | os.PathLike[str]) -> Any:
     """The object saved in a torch file (containers of numpy arrays), read without torch and without running code."""
-    source = os.fspath(path)
-    data = read_bytes(path)
+    return load_torch_bytes(read_bytes(path), os.fspath(path))
+
+
+def load_torch_bytes(data: bytes, source: str) -> Any:
+    """The object of a torch file's contents; `source` names it in errors."""
     if len(data) >= 9 and data[8:9] == b"{":  # safetensors: a little-endian header length, then its JSON
         return decode(data, source)[0]
     if data[:4] == b"PK\x03\x04":

@@ -1,5 +1,5 @@
 """braze.nn: neural-network building blocks; `functional` holds the stateless layer functions."""
-from . import functional
+from . import functional, init, utils
 from .flag import Flag
 from .group import ParamGroup
 from .module import Module

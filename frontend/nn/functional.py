@@ -19,11 +19,13 @@ from ..creation import default_generator
 from ..dispatch import apply
 from ..promotion import as_operand, binary_operands, coerce
 from ..tensor import Tensor
+from .nll import class_last, picked_loss, reduce_weighted
+from .nll import nll_loss as _nll_loss
 from .param import Param
 
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
            "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "embedding", "one_hot", "pad",
-           "cross_entropy", "mse_loss", "scaled_dot_product_attention"]
+           "cross_entropy", "nll_loss", "mse_loss", "scaled_dot_product_attention"]
 
 
 def __dir__() -> list[str]:
@@ -330,32 +332,28 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     return _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
 
 
-def _class_last(t: Tensor, axis: int) -> Tensor:
-    return _f.permute(t, [a for a in range(t.ndim) if a != axis] + [axis]) if t.ndim > 1 else t
-
-
 def _weighted_cross_entropy(input: Tensor, target: Tensor, weight: Tensor, ignore_index: int, reduction: str,
                             label_smoothing: float) -> Tensor:
     """torch's weighted cross entropy: each class's log-probability scaled by its weight."""
     axis = 1 if input.ndim >= 2 else 0
     classes = input.shape[axis]
-    logp = _class_last(_f.log_softmax(input, axis), axis)  # (..., C)
+    logp = class_last(_f.log_softmax(input, axis), axis)  # (..., C)
     if target.dtype.is_float:
-        mix = _f.add(_f.mul(_class_last(target, axis), 1.0 - label_smoothing), label_smoothing / classes)
+        mix = _f.add(_f.mul(class_last(target, axis), 1.0 - label_smoothing), label_smoothing / classes)
         loss = _f.neg(_f.sum(_f.mul(_f.mul(logp, weight), mix), -1))
         return loss if reduction == "none" else (_f.sum(loss) if reduction == "sum" else _f.mean(loss))
-    valid = _f.ne(target, ignore_index)
-    safe = _f.where(valid, target, 0)
-    picked = _f.squeeze(_f.gather(logp, -1, _f.unsqueeze(safe, -1)), -1)
-    w_target = _f.where(valid, apply("index_select", weight, safe, axis=0), 0.0)
-    loss = _f.neg(_f.mul(picked, w_target))
+    loss, w_target = picked_loss(logp, target, weight, ignore_index)
     if label_smoothing:
         smooth = _f.neg(_f.sum(_f.mul(logp, weight), -1))
         loss = _f.add(_f.mul(loss, 1.0 - label_smoothing),
-                      _f.where(valid, _f.mul(smooth, label_smoothing / classes), 0.0))
-    if reduction == "none":
-        return loss
-    return _f.sum(loss) if reduction == "sum" else _f.div(_f.sum(loss), _f.sum(w_target))
+                      _f.where(_f.ne(target, ignore_index), _f.mul(smooth, label_smoothing / classes), 0.0))
+    return reduce_weighted(loss, w_target, reduction)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
+             ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class-index targets given log-probabilities over dim 1 (0 when unbatched)."""
+    return _nll_loss(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction))
 
 
 def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,

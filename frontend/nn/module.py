@@ -15,6 +15,8 @@ from braze.ir.errors import BrazeError
 
 from ..tensor import Tensor
 from ..trace_context import TRACE
+from . import display as _display
+from . import hooks as _hooks
 from .flag import Flag
 from .lazy import alias
 from .param import Param
@@ -36,13 +38,15 @@ def _buffer(value: Any, persistent: bool) -> Param:
     return p
 
 
-class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin):
+class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin, _hooks.HooksMixin):
     """Base class of layers and models: subclass it, assign parameters and children, define forward."""
 
     def __init__(self) -> None:
         d = self.__dict__
         d["_parameters"], d["_buffers"], d["_modules"], d["_flags"] = {}, {}, {}, {}
         d["_training"] = True
+        for registry in _hooks.REGISTRIES:
+            d[registry] = {}
 
     # --- registration ------------------------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -206,8 +210,9 @@ class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin):
             if child is not None:
                 yield from child.named_modules(memo, join_path(prefix, name), remove_duplicate)
 
-    def modules(self) -> Iterator[Module]:
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate: bool = True) -> Iterator[Module]:
+        """self, then every descendant depth-first (a shared module once unless remove_duplicate is False)."""
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
@@ -277,9 +282,13 @@ class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         watcher = TRACE.watcher
         if watcher is None:
+            if _hooks.has_hooks(self):
+                return _hooks.call_with_hooks(self, args, kwargs, tracing=False)
             return self.forward(*args, **kwargs)
         watcher.enter_module(self)  # a tracer tags the nodes forward creates with this module's path
         try:
+            if _hooks.has_hooks(self):
+                return _hooks.call_with_hooks(self, args, kwargs, tracing=True)
             return self.forward(*args, **kwargs)
         finally:
             watcher.exit_module(self)
@@ -296,37 +305,9 @@ class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin):
         return ""
 
     def __repr__(self) -> str:
-        d = self.__dict__
-        lines = [line for line in self.extra_repr().split("\n") if line]
-        for registry in ("_parameters", "_buffers"):
-            for name, p in d[registry].items():
-                lines.append(f"({name}): {_describe(p)}")
-        lines += [f"({name}): {flag!r}" for name, flag in d["_flags"].items()]
-        for name, child in d["_modules"].items():
-            lines.append(f"({name}): {child!r}".replace("\n", "\n  "))
-        count = self.num_params()
-        suffix = f"  # {count:,} params" if count else ""
-        if not lines:
-            return f"{type(self).__name__}(){suffix}"
-        if len(lines) == 1 and "\n" not in lines[0] and not lines[0].startswith("("):
-            return f"{type(self).__name__}({lines[0]}){suffix}"
-        body = "".join(f"\n  {line}" for line in lines)
-        return f"{type(self).__name__}({body}\n){suffix}"
+        """torch's format: `Name(extra_repr)`, with `(name): child` lines for children."""
+        return _display.torch_repr(self)
 
-
-def _describe(p: Param | None) -> str:
-    if p is None:
-        return "None"
-    notes = [] if p.is_initialized else ["lazy"]
-    if p._packed is not None:
-        notes.append(f"quantized {p._packed.scheme}")
-    if p.adapter is not None:
-        notes.append(repr(p.adapter))
-    if p.is_buffer:
-        notes.append("buffer" if p.persistent else "buffer, not persistent")
-    elif p.lazy_dtype.is_float and not p.requires_grad:
-        notes.append("requires_grad=False")
-    if p.lazy_device.index != 0:
-        notes.append(str(p.lazy_device))
-    extra = f" ({', '.join(notes)})" if notes else ""
-    return f"{p.lazy_dtype}[{', '.join(map(str, p.lazy_shape))}]{extra}"
+    def format(self) -> str:
+        """The detailed tree: extra_repr, each parameter's dtype, shape and state, flags, and the parameter count."""
+        return _display.detailed(self)

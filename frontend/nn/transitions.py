@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from braze.ir.errors import BrazeError
+from braze.ir.errors import BrazeError, DTypeError
 from braze.ir.types import as_dtype
 
 from ..device import Device, as_device, is_device_like
@@ -19,6 +19,7 @@ from ..tensor import Tensor
 from ..trace_context import TRACE
 from .flag import Flag
 from .group import ParamGroup
+from .hooks import REGISTRIES as HOOK_REGISTRIES
 from .param import Param
 from .reparam import map_param, own_entries
 from .visitor import ModuleMapper, ModuleVisitor, join_path, tensor_kind
@@ -97,6 +98,8 @@ class TransitionsMixin:
         d["_flags"] = {n: _snapshot_flag(f, memo) for n, f in self.__dict__["_flags"].items()}
         if "_non_persistent" in d:
             d["_non_persistent"] = set(d["_non_persistent"])
+        for registry in HOOK_REGISTRIES:  # the snapshot runs the hooks it was taken with; later ones are its own
+            d[registry] = dict(d.get(registry, {}))
         d["_training"] = False
         return new
 
@@ -227,13 +230,16 @@ class TransitionsMixin:
             p.fork(device)
         return self  # type: ignore[return-value]
 
-    def to(self, *args: Any, device: Any = None, dtype: Any = None) -> Module:
-        """Move every parameter and buffer to a device and/or cast floating ones to a dtype, in place.
+    def to(self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False) -> Module:
+        """Move every parameter and buffer to a device and/or cast floating ones to a dtype, in place; a tensor
+        argument gives both (its device and dtype), as torch's module.to(tensor); non_blocking changes nothing.
 
         Each value becomes a new tensor (build optimizers afterwards); gradients move and cast with it.
         """
         for a in args:
-            if is_device_like(a):
+            if isinstance(a, (Tensor, Param)):
+                device, dtype = a.device, a.dtype
+            elif is_device_like(a):
                 device = a
             else:
                 dtype = a
@@ -254,6 +260,16 @@ class TransitionsMixin:
 
     def double(self) -> Module:
         return self.to(dtype="float64")
+
+    def half(self) -> Module:
+        """torch's float16 cast; braze has no float16, so this names the dtypes it has."""
+        raise DTypeError("Module.half: float16 is not a braze dtype; floating-point parameters are float32 or "
+                         "float64 (use .float() or .double())")
+
+    def bfloat16(self) -> Module:
+        """torch's bfloat16 cast; braze has no bfloat16, so this names the dtypes it has."""
+        raise DTypeError("Module.bfloat16: bfloat16 is not a braze dtype; floating-point parameters are float32 or "
+                         "float64 (use .float() or .double())")
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear every parameter's gradient: None (as torch's default), or zeros when set_to_none is False."""

@@ -467,8 +467,8 @@ def test_module_without_forward_raises_when_called():
         Module()(1)
 
 
-def test_repr_is_a_tree_with_shapes_and_counts():
-    text = repr(Tree())
+def test_format_is_a_tree_with_shapes_and_counts():
+    text = Tree().format()
     assert "(a): Leaf(" in text and "(weight): float32[2, 2]" in text and "(stat): float32[2] (buffer)" in text
     assert text.endswith("# 13 params") and "(training): Flag(True" in text
 

@@ -83,6 +83,9 @@ FUNCTIONAL: list[Case] = [
         x, m.tensor([0, 2, -100, 1]), weight=w.detach(), label_smoothing=0.3), (n(4, 3), pos(3))),
     ("cross_entropy_weight_probs", lambda m, F, x, p, w: F.cross_entropy(
         x, F.softmax(p, 1), weight=w.detach(), label_smoothing=0.2), (n(3, 4), n(3, 4), pos(4))),
+    ("nll_loss", lambda m, F, x, t: F.nll_loss(F.log_softmax(x, 1), t), (n(5, 4), ints(4, 5))),
+    ("nll_loss_weight_ignore", lambda m, F, x, w: F.nll_loss(
+        F.log_softmax(x, 1), m.tensor([0, 2, -100, 1]), weight=w.detach(), reduction="sum"), (n(4, 3), pos(3))),
     ("mse_loss", lambda m, F, x, y: F.mse_loss(x, y), (n(3, 4), n(3, 4))),
     ("mse_loss_sum", lambda m, F, x, y: F.mse_loss(x, y, reduction="sum"), (n(3, 4), n(3, 4))),
     ("mse_loss_none", lambda m, F, x, y: F.mse_loss(x, y, reduction="none"), (n(3, 4), n(3, 4))),

@@ -382,7 +382,7 @@ def test_module_display_shows_parameters():
 
         def extra_repr(self):
             return "mode=fast"
-    text = repr(Scale())
+    text = Scale().format()
     assert text.splitlines() == ["Scale(", "  mode=fast", "  (gain): float32[2, 3] (lazy)", ")  # 6 params"]
 
 

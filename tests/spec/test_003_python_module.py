@@ -311,10 +311,11 @@ def test_forward_and_call():
 
 
 def test_repr_is_readable():
-    """ "__repr__" (an interface heading): a readable tree with shapes and parameter counts. """
+    """ "__repr__" (an interface heading): torch's readable tree of children; format() adds shapes and counts. """
     text = repr(Net())
-    assert text.startswith("Net(") and "(encoder): Block(" in text and "(weight): float32[3, 3]" in text
-    assert "# 27 params" in text
+    assert text == "Net(\n  (encoder): Block()\n  (head): Module(\n    (proj): Block()\n  )\n)"
+    detailed = Net().format()
+    assert "(encoder): Block(" in detailed and "(weight): float32[3, 3]" in detailed and "# 27 params" in detailed
 
 
 def test_setattr_routes_tensors_to_parameters_and_modules_to_modules():

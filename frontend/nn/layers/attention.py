@@ -15,7 +15,7 @@ from .. import functional as F
 from ..flag import Flag
 from ..module import Module
 from ._init import constant, float_dtype, lazy, normal, uniform, xavier_bound
-from .linear import Linear
+from .linear import NonDynamicallyQuantizableLinear
 
 
 class MultiheadAttention(Module):
@@ -54,7 +54,7 @@ class MultiheadAttention(Module):
             self.k_proj_weight = lazy((e, self.kdim), uniform(xavier_bound(self.kdim, e)), d, device)
             self.v_proj_weight = lazy((e, self.vdim), uniform(xavier_bound(self.vdim, e)), d, device)
         self.register_parameter("in_proj_bias", lazy((3 * e,), constant(0.0), d, device) if bias else None)
-        self.out_proj = Linear(e, e, bias=bias, device=device, dtype=d)
+        self.out_proj = NonDynamicallyQuantizableLinear(e, e, bias=bias, device=device, dtype=d)
         if bias:
             self.out_proj.bias = lazy((e,), constant(0.0), d, device)
         if add_bias_kv:  # xavier_normal on (1, 1, E): fan_in = fan_out = E

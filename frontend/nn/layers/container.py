@@ -5,6 +5,7 @@ import operator
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping
 
+from ..display import repeated_repr
 from ..module import Module
 
 
@@ -133,6 +134,10 @@ class ModuleList(_Indexed):
 
     def __add__(self, other: Iterable[Module]) -> ModuleList:
         return ModuleList([*self._items(), *other])
+
+    def __repr__(self) -> str:
+        """torch's ModuleList repr: runs of equal children fold into `(i-j): n x child`."""
+        return repeated_repr(self)
 
 
 class ModuleDict(Module):

@@ -41,4 +41,8 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-__all__ = ["Identity", "Linear"]
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear under torch's name for MultiheadAttention's out_proj, so the model's repr reads as torch's."""
+
+
+__all__ = ["Identity", "Linear", "NonDynamicallyQuantizableLinear"]
