@@ -17,11 +17,10 @@ from typing import Any, BinaryIO, Callable, Sequence
 
 import numpy as np
 
-from braze.compiled import CompiledModule, compile_untrusted
+from braze.compiled import CompiledModule, compile_untrusted, example_array
 from braze.frontend import serialization
 from braze.frontend.nn.module import Module
 from braze.frontend.safetensors_io import decode, encode, read_bytes, write_atomic
-from braze.frontend.tensor import Tensor
 from braze.frontend.trace import trace
 from braze.ir.errors import BrazeError, RecordError
 from braze.ir.graph import Graph
@@ -72,16 +71,9 @@ def _inference_graph(source: Any, example_inputs: Sequence[Any]) -> Graph:
         raise BrazeError(f"braze.export: expected a Module, a function or an ir.Graph, got {type(source).__name__}")
     if not example_inputs:
         raise BrazeError("braze.export: tracing needs example inputs")
-    examples = [_array(x, k) for k, x in enumerate(example_inputs)]
+    examples = [example_array(x, k, "braze.export") for k, x in enumerate(example_inputs)]
     return trace(source.valid() if isinstance(source, Module) else source, *examples)
 
-
-def _array(x: Any, k: int) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.detach().numpy()
-    if isinstance(x, (np.ndarray, np.generic)):
-        return np.asarray(x)
-    raise BrazeError(f"braze.export: example input {k} is a {type(x).__name__}; pass braze Tensors or numpy arrays")
 
 
 def read(path: str | os.PathLike[str]) -> Artifact:

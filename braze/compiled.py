@@ -159,11 +159,11 @@ def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs
         raise BrazeError("braze.compile: pipeline=None compiles a graph braze.optimize returned; a model or function "
                          "is traced and needs a pipeline (default 'inference')")
     want_eval = eval or mode == "eval"
-    source = _inference_source(model_or_graph, want_eval, mode == "train", options, passes)
+    source = inference_source(model_or_graph, want_eval, mode == "train", options, passes)
     fixed = bool(example_inputs) or isinstance(source, Graph)
     compiled = CompiledModule(source, pipeline=pipeline, threads=threads, fixed=fixed, options=options)
     if fixed:
-        examples = None if isinstance(source, Graph) else [_example(x, k) for k, x in enumerate(example_inputs)]
+        examples = None if isinstance(source, Graph) else [example_array(x, k) for k, x in enumerate(example_inputs)]
         if isinstance(source, Graph) and example_inputs:
             raise BrazeError("braze.compile: a Graph has its input types in it; pass no example inputs")
         executable = compiled._compile(examples)
@@ -182,9 +182,9 @@ def compile_untrusted(graph: Graph, threads: int | None = None) -> CompiledModul
     return compiled
 
 
-def _inference_source(source: Any, want_eval: bool, want_train: bool, options: dict[str, Any],
+def inference_source(source: Any, want_eval: bool, want_train: bool, options: dict[str, Any],
                       passes: Sequence[str]) -> Any:
-    """The model to trace (its valid() snapshot when asked), after refusing training mode."""
+    """The model to trace (its valid() snapshot when asked), after refusing training mode; shared by every export."""
     train_error = ("compiled code runs inference only (compiled training is not available yet); call "
                    "model.eval() first, or pass mode='eval' to compile the model's evaluation snapshot")
     if want_train:
@@ -216,13 +216,13 @@ def _trace(source: Any, examples: Sequence[np.ndarray] | None) -> Graph:
     return trace(source, *examples)
 
 
-def _example(x: Any, k: int) -> np.ndarray:
+def example_array(x: Any, k: int, caller: str = "braze.compile") -> np.ndarray:
+    """Example input k (a Tensor or an array) as an array; a BrazeError naming `caller` for anything else."""
     if isinstance(x, Tensor):
         return x.detach().numpy()
     if isinstance(x, (np.ndarray, np.generic)):
         return np.asarray(x)
-    raise BrazeError(f"braze.compile: example input {k} is a {type(x).__name__}; pass braze Tensors or numpy "
-                     f"arrays")
+    raise BrazeError(f"{caller}: example input {k} is a {type(x).__name__}; pass braze Tensors or numpy arrays")
 
 
 def _signature(arrays: Sequence[Any]) -> Signature:

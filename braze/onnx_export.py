@@ -15,12 +15,10 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
 
-from braze.compiled import _inference_source
+from braze.compiled import example_array, inference_source
 from braze.frontend.nn.module import Module
 from braze.frontend.safetensors_io import write_atomic
-from braze.frontend.tensor import Tensor
 from braze.frontend.trace import trace
 from braze.ir.errors import ExportError
 from braze.ir.graph import Graph
@@ -58,7 +56,7 @@ def export_onnx(model_or_graph: Module | Callable[..., Any] | Graph, path: str |
 def inference_graph(source: Module | Callable[..., Any] | Graph, example_inputs: Sequence[Any],
                     options: dict[str, Any]) -> Graph:
     """The graph to export: traced from the evaluation snapshot, optimized up to fusion (see the module doc)."""
-    source = _inference_source(source, True, False, options, EXPORT_PIPELINE)
+    source = inference_source(source, True, False, options, EXPORT_PIPELINE)
     if isinstance(source, Graph):
         if example_inputs:
             raise ExportError("export_onnx: a Graph has its input types in it; pass no example inputs")
@@ -66,17 +64,10 @@ def inference_graph(source: Module | Callable[..., Any] | Graph, example_inputs:
     elif not example_inputs:
         raise ExportError("export_onnx: tracing needs example inputs (arrays or Tensors of the input shapes)")
     else:
-        graph = trace(source, *(_array(x, k) for k, x in enumerate(example_inputs)))
+        graph = trace(source, *(example_array(x, k, "export_onnx") for k, x in enumerate(example_inputs)))
     # a graph compiled already keeps its fused regions (no pass undoes fusion): the converter inlines them
     return optimize(graph, EXPORT_PIPELINE, **options)
 
-
-def _array(x: Any, k: int) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.detach().numpy()
-    if isinstance(x, (np.ndarray, np.generic)):
-        return np.asarray(x)
-    raise ExportError(f"export_onnx: example input {k} is a {type(x).__name__}; pass braze Tensors or numpy arrays")
 
 
 def _converter() -> ModuleType:
