@@ -56,7 +56,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
         progress.step("building the model")
         model = build_model(args.model, args.seed).eval()
         if args.lora_adapter:
-            _needs(model, "load_peft_adapter", "--lora-adapter")
             run_user_code(args.model, model.load_peft_adapter, args.lora_adapter)
         check_arity(args.model, model, len(args.input))
         inputs = random_inputs(args.input, args.dtype, args.seed)
@@ -67,15 +66,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
             print(f"wrote {args.output}: {_signature(manifest)}; {_parameters(manifest['parameters'])}")
         if args.onnx:
             progress.step("writing ONNX")
-            _needs(braze, "export_onnx", "--onnx")
             run_user_code(args.model, braze.export_onnx, model, args.onnx, *inputs)
             print(f"wrote {args.onnx}")
     return 0
-
-
-def _needs(owner: Any, name: str, option: str) -> None:
-    if not hasattr(owner, name):
-        raise BrazeError(f"{option} needs {name}, which this braze does not have yet")
 
 
 # --- info -------------------------------------------------------------------------------------------------------

@@ -134,6 +134,29 @@ def test_cli_every_command_has_help_with_an_example(capsys: pytest.CaptureFixtur
         assert "example:\n  braze " + name in capsys.readouterr().out
 
 
+def test_cli_export_merges_a_peft_adapter_and_writes_onnx(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    onnxruntime = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    spec = importlib.util.spec_from_file_location("adapter_model", folder / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    braze.manual_seed(1)
+    tuned = module.make().apply_lora(braze.nn.Lora(rank=2, alpha=4, targets=["fc1"]))
+    with braze.no_grad():
+        tuned.fc1.weight.adapter.b.copy_(braze.randn(16, 2))  # a trained (non-zero) adapter
+    tuned.save_peft_adapter(str(folder / "adapter"))
+    ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "net.braze", "--onnx", "net.onnx",
+       "--lora-adapter", "adapter")
+    x = np.load(folder / "x.npy")
+    ours = braze.load(folder / "net.braze")(x)
+    session = onnxruntime.InferenceSession(str(folder / "net.onnx"), providers=["CPUExecutionProvider"])
+    (theirs,) = session.run(None, {session.get_inputs()[0].name: x})
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
+    plain = braze.load(folder / "net.braze")
+    ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "plain.braze")
+    assert not np.allclose(braze.load(folder / "plain.braze")(x), plain(x))  # the adapter changed the outputs
+
+
 def test_cli_export_and_run_in_fresh_processes(folder: Path) -> None:
     def braze_command(*argv: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "braze", *argv], capture_output=True, text=True, cwd=folder)
@@ -198,9 +221,7 @@ def test_cli_debug_shows_the_traceback(folder: Path) -> None:
     (["dump", "net.braze", "--input", "1x8"], "net.braze has its input types in it: give no --input"),
     (["bench", "net.braze", "--input", "3x3"], "takes inputs of shapes [(1, 8)]"),
     (["export", "model.py:make", "--input", "1x8"], "nothing to write"),
-    (["export", "model.py:make", "--input", "1x8", "--onnx", "m.onnx"], "--onnx needs export_onnx"),
-    (["export", "model.py:make", "--input", "1x8", "-o", "n.braze", "--lora-adapter", "a"],
-     "--lora-adapter needs load_peft_adapter"),
+    (["export", "model.py:make", "--input", "1x8", "-o", "n.braze", "--lora-adapter", "absent"], "absent"),
     (["dump", "model.py:make", "--input", "1xeight"], "expected a shape like 1x3x32x32"),
     (["nonsense"], "invalid choice: 'nonsense'"),
 ])
@@ -208,8 +229,4 @@ def test_cli_bad_arguments_and_files(folder: Path, capsys: pytest.CaptureFixture
                                      message: str) -> None:
     ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "net.braze")
     (folder / "cut.braze").write_bytes((folder / "net.braze").read_bytes()[:300])
-    if "export_onnx" in message and hasattr(braze, "export_onnx"):
-        pytest.skip("this braze has ONNX export")
-    if "load_peft_adapter" in message and hasattr(braze.nn.Module, "load_peft_adapter"):
-        pytest.skip("this braze reads PEFT adapters")
     assert message in error(capsys, *argv)
