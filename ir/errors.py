@@ -10,6 +10,10 @@ class ShapeError(BrazeError, ValueError):
     """Operand shapes that an op cannot accept; the message names the op and the shapes."""
 
 
+class TensorSizeError(ShapeError):
+    """A tensor type too large for the address space or the BRAZE_MAX_TENSOR_BYTES cap."""
+
+
 class DTypeError(BrazeError, TypeError):
     """Operand or attribute dtypes that an op cannot accept."""
 

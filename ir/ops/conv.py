@@ -15,9 +15,10 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
-from ..types import TensorType
+from ..types import TensorType, check_bytes
 from ._common import require_float, same_dtype
-from ._window import Pair, conv_out, crop, dims, needed, pad_spatial, pair, scatter_windows, span, windows
+from ._window import (Pair, check_padded, conv_out, crop, dims, needed, pad_spatial, pair, scatter_windows, span,
+                      windows)
 
 _GEOMETRY = (AttrSpec("stride", "ints", (1, 1)), AttrSpec("padding", "ints", (0, 0)),
              AttrSpec("dilation", "ints", (1, 1)), AttrSpec("groups", "int", 1))
@@ -49,6 +50,9 @@ def conv2d_output_shape(op: str, x: Sequence[int], w: Sequence[int], stride, pad
         kernel = tuple(span(w[2 + a], dilation[a]) for a in range(2))
         raise ShapeError(f"{op}: padded input size {padded[0]}x{padded[1]} (input {dims(x)}) is smaller than the "
                          f"dilated kernel size {kernel[0]}x{kernel[1]} (weight {dims(w)})")
+    check_padded(op, x, padding, needed(out, tuple(w[2:]), stride, dilation))
+    check_bytes(f"{op}: the im2col matrix of input {dims(x)} and weight {dims(w)}",
+                x[0] * out[0] * out[1] * x[1] * w[2] * w[3] * 8)
     return x[0], w[0], out[0], out[1]
 
 

@@ -18,6 +18,8 @@ Dequantization is not differentiable: quantized bases are frozen.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..attrs import AttrSpec
@@ -78,7 +80,7 @@ lora_merge = defop("lora_merge", ("base", "a", "b"), infer=_lora_infer, impl=_lo
 # --- dequantize -------------------------------------------------------------------------------------------------
 def packed_types(scheme: str, block_size: int, shape: tuple[int, ...]) -> tuple[TensorType, TensorType]:
     """The types of the codes and scales that hold a weight of `shape` quantized with `scheme`."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if scheme == "int8":
         return TensorType(shape, int8), TensorType(shape[:1], float32)
     if scheme == "int8-tensor":
@@ -117,7 +119,7 @@ def _dequantize_impl(codes: np.ndarray, scales: np.ndarray, scheme: str, block_s
         return codes.astype(np.float32) * scales[0]
     n = int(np.prod(shape, dtype=np.int64))
     levels = np.asarray(LEVELS[scheme], dtype=np.float32)
-    per_element = np.repeat(scales, block_size)[:n]
+    per_element = scales[np.arange(n) // block_size]  # not np.repeat: block_size may far exceed n
     return (levels[unpack_nibbles(codes, n)] * per_element).reshape(shape)
 
 
