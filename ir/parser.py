@@ -216,7 +216,7 @@ class _Parser:
         """The value of an integer token; one outside signed 64 bits is refused before Python converts it (a
         conversion of more than 4,300 digits would raise ValueError)."""
         digits = tok.text.lstrip("-").lstrip("0")
-        value = int(tok.text) if len(digits) <= _INT64_DIGITS else None
+        value = (-1 if tok.text.startswith("-") else 1) * int(digits or "0") if len(digits) <= _INT64_DIGITS else None
         if value is None or not -_INT64_MAX - 1 <= value <= _INT64_MAX:
             shown = tok.text if len(tok.text) <= 24 else f"{tok.text[:20]}... ({len(digits)} digits)"
             self.fail(f"integer {shown} does not fit in 64 bits", tok)
