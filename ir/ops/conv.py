@@ -8,6 +8,8 @@ one of the others: that keeps second derivatives available without a new op.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 import numpy as np
@@ -38,6 +40,8 @@ def conv2d_output_shape(op: str, x: Sequence[int], w: Sequence[int], stride, pad
         raise ShapeError(f"{op}: expected a 4-d input (N,C,H,W), got {dims(x)}")
     if len(w) != 4:
         raise ShapeError(f"{op}: expected a 4-d weight (C_out,C_in/groups,kH,kW), got {dims(w)}")
+    if min(w[2:]) < 1:
+        raise ShapeError(f"{op}: weight {dims(w)} has an empty kernel (kH and kW must be positive)")
     if w[0] % groups:
         raise ShapeError(f"{op}: weight {dims(w)} has {w[0]} output channels, not divisible by groups={groups}")
     if x[1] != w[1] * groups:
@@ -80,7 +84,7 @@ def _mat_to_out(m: np.ndarray, n: int, out: Pair) -> np.ndarray:
 
 def _weight_mat(w: np.ndarray, groups: int) -> np.ndarray:
     """(C_out, C_in/G, kH, kW) -> (G, C_out/G, C_in/G*kH*kW)."""
-    return w.reshape(groups, w.shape[0] // groups, -1)
+    return w.reshape(groups, w.shape[0] // groups, math.prod(w.shape[1:]))  # not -1: w may have no elements
 
 
 # --- conv2d -----------------------------------------------------------------------------------------------

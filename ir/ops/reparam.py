@@ -54,7 +54,8 @@ def _lora_infer(base: TensorType, a: TensorType, b: TensorType, scale: float) ->
 
 def _lora_delta(a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
     rank = a.shape[0]
-    return (b.reshape(b.shape[0], rank) @ a.reshape(rank, -1)).reshape(out_shape)
+    # No -1 in the reshape: numpy cannot infer it for a rank-0 factor of no elements.
+    return (b.reshape(b.shape[0], rank) @ a.reshape(rank, math.prod(a.shape[1:]))).reshape(out_shape)
 
 
 def _lora_impl(base: np.ndarray, a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
@@ -114,7 +115,7 @@ def _dequantize_impl(codes: np.ndarray, scales: np.ndarray, scheme: str, block_s
                      shape: tuple[int, ...]) -> np.ndarray:
     if scheme == "int8":
         rows = shape[0]
-        return (codes.reshape(rows, -1).astype(np.float32) * scales.reshape(rows, 1)).reshape(shape)
+        return (codes.reshape(rows, math.prod(shape[1:])).astype(np.float32) * scales.reshape(rows, 1)).reshape(shape)
     if scheme == "int8-tensor":
         return codes.astype(np.float32) * scales[0]
     n = int(np.prod(shape, dtype=np.int64))
