@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fuzz_run_compiles_mutants_like_the_interpreter_or_refuses_them(tmp_path: Path) -> None:
-    child = subprocess.run([sys.executable, "-m", "tests.ir.fuzz_ir", "--budget", "600", "--seed", "0", "--compile",
+    child = subprocess.run([sys.executable, "-m", "tests.ir.fuzz_ir", "--budget", "400", "--seed", "0", "--compile",
                             "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     findings = {p.name: p.read_text(errors="replace")[-2000:] for p in tmp_path.glob("*-0-*")}
     assert child.returncode == 0 and not findings, (child.stdout, child.stderr, findings)
