@@ -21,17 +21,14 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-from .fuzzing import EDITS, SNIPPETS, TYPED_EDITS, Edit, check_mutant, fuzz_size_limit, mutate, vocabulary
-from .test_parser_errors import FUZZ_BASES
-
-VOCABULARY = vocabulary([text for text, _, _ in FUZZ_BASES])
+from .fuzzing import BASES, EDITS, SNIPPETS, TYPED_EDITS, VOCABULARY, Edit, check_mutant, fuzz_size_limit, mutate
 
 
 def case(seed: int, k: int) -> tuple[int, list[Edit], int]:
     """Case k of a seed: the base graph's index, one to three edits, and the seed of generated inputs."""
     rng = random.Random(f"{seed}:{k}")
     edits = [_edit(rng) for _ in range(rng.choice((1, 1, 2, 3)))]
-    return rng.randrange(len(FUZZ_BASES)), edits, rng.randrange(2 ** 16)
+    return rng.randrange(len(BASES)), edits, rng.randrange(2 ** 16)
 
 
 def _edit(rng: random.Random) -> Edit:
@@ -47,7 +44,7 @@ def work(seed: int, start: int, stop: int, compile: bool, out: Path) -> None:
     """Run cases start..stop-1, saving each text to out/current.ir first and printing one JSON line per case."""
     for k in range(start, stop):
         base, edits, input_seed = case(seed, k)
-        text, graph, arrays = FUZZ_BASES[base]
+        text, graph, arrays = BASES[base]
         mutant = mutate(text, edits)
         (out / "current.ir").write_text(mutant, encoding="utf-8", errors="surrogatepass")
         try:

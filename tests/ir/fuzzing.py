@@ -1,10 +1,10 @@
 """Structured mutation of IR text and the property every mutant must keep, shared by the fuzz tests in the
 default suite and the longer run for maintainers (tests/ir/fuzz_ir.py).
 
-A mutation is a list of edits of a printed graph: characters (delete, insert, replace), tokens (replace, splice,
-drop, duplicate), lines (drop, duplicate), and typed edits that put another number or name in place of one;
-inserted pieces come from the graphs' own tokens and from snippets that probe the lexer, the checks and the
-size arithmetic (every op name, extreme and wrapping numbers).
+A mutation is a list of edits of a printed graph: the parser tests' edits of characters, tokens and lines
+(tests/ir/test_parser_errors.py), and typed edits that put another number or name in place of one; inserted
+pieces come from the graphs' own tokens and from snippets that probe the lexer, the checks and the size
+arithmetic (every op name, extreme and wrapping numbers).
 The property (`check_mutant`): the text parses to a verified graph or raises ParseError; a parsed graph prints
 and parses back to itself, interprets to the same result as its reparse (the original's result when the mutant
 equals the original) or raises a braze error, and, when compiled, runs to the interpreter's result or is refused
@@ -24,16 +24,16 @@ from braze import ir
 from braze.ir import BrazeError, Graph, ParseError, interpret, parse
 from braze.ir.types import MAX_TENSOR_BYTES_ENV
 
-TOKEN = re.compile(r'[%@]?"[^"\n]*"|%[\w.$-]+|[A-Za-z_]\w*|-?\d+(?:\.\d*)?(?:e[+-]?\d+)?|[ \t]+|\n|.')
+from .test_parser_errors import EDITS, FUZZ_BASES, SNIPPETS as PARSER_SNIPPETS, VOCABULARY as PARSER_VOCABULARY
+from .test_parser_errors import _TOKEN as TOKEN
+from .test_parser_errors import _mutate as mutate_text
+from .test_printer_parser import CASES, sample_graph
+
 # Numbers that wrap int64 products, exceed the size limit, or defeat Python's int() (more than 4,300 digits).
 HOSTILE_NUMBERS = ["4611686018427387905", "4294967296", "2147483648", "1099511627776", "1000000",
                    "9223372036854775807", "-9223372036854775808", "9" * 4400, "0" * 4400 + "1", "nan", "-0.0"]
-# Pieces that probe the lexer and the checks: odd characters, escapes, extreme numbers, every op name, types.
-SNIPPETS = [*'%@"{}[]()<>,:=-.#\\\n\t 0123456789aefilnrtx_', '\\q', '\\"', '"', "[" * 70, "99999999999999999999",
-            "-1", "1e999", "-nan", "inf", "f32[]", "bool[]", "i64[2]", "f64[2,3]", "%0", "%x", "%w", "%1", "%\"q\"",
-            "true", "none", "array<f32[1]>[1.0]", "{p=1}", "loc(\"m\" \"f\":1)", "param", "flag", "return",
-            *HOSTILE_NUMBERS, *ir.op_names()]
-EDITS = ["delete", "insert", "replace", "token", "splice", "drop-token", "dup-token", "dup-line", "drop-line"]
+SNIPPETS = PARSER_SNIPPETS + HOSTILE_NUMBERS
+VOCABULARY = sorted(set(PARSER_VOCABULARY) | set(HOSTILE_NUMBERS))
 # Typed edits replace one number (or one name) of the text by another, so the mutant stays well-formed text more
 # often and reaches the checks behind the parser: kind -> (the tokens it replaces, the pieces it puts instead).
 # "every-number" replaces each occurrence of the chosen number, so a dimension changes consistently in all types.
@@ -46,33 +46,20 @@ TYPED_EDITS = {
 }
 # Mutants are fuzzed under a low size limit, so no accepted graph allocates or loops over much memory.
 FUZZ_MAX_TENSOR_BYTES = 2 ** 20
+# (text, graph, input arrays): the parser tests' hand-written graphs and one graph per registry sample.
+BASES = [(text, parse(text), []) for text in FUZZ_BASES] + [
+    (str(g), g, arrays) for g, arrays in ((sample_graph(sample, arrays), arrays) for _, sample, arrays in CASES)]
 
 Edit = tuple[str, float, str]
 
 
-def vocabulary(texts: Sequence[str]) -> list[str]:
-    """The tokens of `texts` and the snippets, sorted: the pieces mutations insert."""
-    return sorted({t for text in texts for t in TOKEN.findall(text)} | set(SNIPPETS))
-
-
 def mutate(text: str, edits: Sequence[Edit]) -> str:
-    """Apply (kind, where in [0, 1), piece) edits: character, token and line edits (see the module doc)."""
+    """Apply (kind, where in [0, 1), piece) edits: typed edits here, the others as the parser tests apply them."""
     for kind, where, piece in edits:
         if kind in TYPED_EDITS:
             text = _replace_typed(text, TYPED_EDITS[kind][0], where, piece, every=kind.startswith("every"))
-            continue
-        if kind in ("delete", "insert", "replace"):
-            pos = int(where * (len(text) + 1))
-            keep = pos + (kind != "insert")
-            text = text[:pos] + ("" if kind == "delete" else piece) + text[keep:]
-            continue
-        parts = text.split("\n") if kind.endswith("line") else TOKEN.findall(text)
-        parts = parts or [""]
-        k = int(where * len(parts))
-        half = len(parts[k]) // 2
-        parts[k] = {"token": piece, "splice": parts[k][:half] + piece + parts[k][half:], "drop-token": "",
-                    "dup-token": parts[k] * 2, "drop-line": None, "dup-line": parts[k] + "\n" + parts[k]}[kind]
-        text = ("\n" if kind.endswith("line") else "").join(p for p in parts if p is not None)
+        else:
+            text = mutate_text(text, [(kind, where, piece)])
     return text
 
 
