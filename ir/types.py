@@ -86,8 +86,8 @@ def promote(a: DType, b: DType) -> DType:
 
 
 MAX_TENSOR_BYTES_ENV = "BRAZE_MAX_TENSOR_BYTES"
-# 1 TiB: more than any one tensor of a CPU run, and small enough that a byte offset times a dimension (2**40 *
-# 2**22) cannot wrap the signed 64-bit index arithmetic of kernels.
+# 1 TiB: more than any one tensor of a CPU run, and far enough below 2**63 that kernel index arithmetic on byte
+# offsets (an offset times a factor up to 2**22) cannot wrap.
 DEFAULT_MAX_TENSOR_BYTES = 2 ** 40
 # Tensors up to this size are always allowed, so the hot path of small eager tensors never reads the environment;
 # it is also the smallest cap the environment variable may set.
@@ -115,12 +115,14 @@ def _check_extent(shape: tuple[int, ...], dtype: DType) -> None:
     extent = math.prod(shape) * dtype.itemsize
     if not extent and shape:
         extent = math.prod(d or 1 for d in shape) * dtype.itemsize
-    if extent > MIN_MAX_TENSOR_BYTES:
+    if extent > MIN_MAX_TENSOR_BYTES:  # skip formatting the message on the hot path
         check_bytes(f"tensor type {dtype.name}[{','.join(map(str, shape))}]", extent)
 
 
 def check_bytes(what: str, nbytes: int) -> None:
     """Raise TensorSizeError naming `what` when `nbytes` exceeds the size limit."""
+    if nbytes <= MIN_MAX_TENSOR_BYTES:
+        return
     limit = max_tensor_bytes()
     if nbytes > limit:
         raise TensorSizeError(f"{what} needs {nbytes} bytes, more than the limit of {limit} bytes "
