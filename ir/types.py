@@ -86,9 +86,19 @@ def promote(a: DType, b: DType) -> DType:
 
 
 MAX_TENSOR_BYTES_ENV = "BRAZE_MAX_TENSOR_BYTES"
-# 1 TiB: more than any one tensor of a CPU run, and far enough below 2**63 that kernel index arithmetic on byte
-# offsets (an offset times a factor up to 2**22) cannot wrap.
-DEFAULT_MAX_TENSOR_BYTES = 2 ** 40
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows) or no such name
+        return None
+
+
+# The machine's memory, so a tensor that cannot be held is refused with a clear error instead of an allocation
+# that fails or swaps, and at most 1 TiB, which keeps kernel index arithmetic on byte offsets far from wrapping
+# (an offset times a factor up to 2**22 stays below 2**63).
+DEFAULT_MAX_TENSOR_BYTES = min(2 ** 40, _physical_memory() or 2 ** 40)
 # Tensors up to this size are always allowed, so the hot path of small eager tensors never reads the environment;
 # it is also the smallest cap the environment variable may set.
 MIN_MAX_TENSOR_BYTES = 2 ** 20
@@ -96,7 +106,8 @@ MAX_RANK = 64  # numpy's limit on array dimensions
 
 
 def max_tensor_bytes() -> int:
-    """The largest tensor in bytes: BRAZE_MAX_TENSOR_BYTES as read now (so a process can lower it), else 1 TiB."""
+    """The largest tensor in bytes: BRAZE_MAX_TENSOR_BYTES as read now (so a process can change it), else the
+    machine's memory up to 1 TiB."""
     raw = os.environ.get(MAX_TENSOR_BYTES_ENV)
     if raw is None or not raw.strip():
         return DEFAULT_MAX_TENSOR_BYTES

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+import braze
 from braze import ir
 from braze.ir import BrazeError, Graph, ParseError, interpret, parse
 from braze.ir.types import MAX_TENSOR_BYTES_ENV
@@ -143,7 +144,6 @@ def check_mutant(text: str, original: Graph, arrays: Sequence[np.ndarray], *, se
 
 
 def _check_compiled(graph: Graph, inputs: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> str:
-    import braze
     try:
         compiled = braze.compile(graph)
         got: Any = compiled(*inputs)

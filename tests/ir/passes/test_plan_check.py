@@ -90,8 +90,8 @@ def test_check_memory_plan_refuses_in_place_by_a_non_elementwise_node() -> None:
 
 
 def test_check_memory_plan_refuses_an_arena_of_four_exbibytes() -> None:
-    with pytest.raises(VerifyError, match=r"arena_bytes 4611686018427387904 is more than the limit of 1099511627776 "
-                                          r"bytes \(BRAZE_MAX_TENSOR_BYTES\)"):
+    with pytest.raises(VerifyError, match=r"arena_bytes 4611686018427387904 is more than the limit of \d+ bytes "
+                                          r"\(BRAZE_MAX_TENSOR_BYTES\)"):
         check_memory_plan(_with_plan(arena_bytes=4 * 2 ** 60))
 
 
