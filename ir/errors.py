@@ -11,7 +11,8 @@ class ShapeError(BrazeError, ValueError):
 
 
 class TensorSizeError(ShapeError):
-    """A tensor type too large for the address space or the BRAZE_MAX_TENSOR_BYTES cap."""
+    """A tensor type over the size limit (BRAZE_MAX_TENSOR_BYTES, at most the address space) or of more than
+    numpy's 64 dimensions."""
 
 
 class DTypeError(BrazeError, TypeError):

@@ -1,4 +1,5 @@
-"""The verifier: SSA, topological order, op schemas, types that agree with inference, well-formed leaves.
+"""The verifier: SSA, topological order, op schemas, types that agree with inference and fit the size limit,
+well-formed leaves.
 
 Nested graphs (attributes of kind "graph", such as a fusion region's body) are verified by the same rules; the op
 that holds one checks its operands against the body's inputs in its type inference.
