@@ -1,12 +1,12 @@
 """The long IR fuzz run for maintainers: mutated printed graphs through parse, verify, interpret (and compile).
 
-    python -m tests.ir.fuzz_ir --budget 20000 --seed 1 [--compile] [--out fuzz-out]
+    python -m tests.ir.fuzz_ir --budget 20000 --seed 1 [--compile] [--out DIR]
 
 Each case k of a seed is reproducible on its own (`--seed S --start k --budget 1`): its base graph, edits and
 inputs come from random.Random(f"{seed}:{k}"). Cases run in a worker process that reports each outcome on a line;
 a worker that dies (a crash in native code) or stays silent for --timeout seconds (a hang) is replaced, and the
 case's text is saved to the output directory, as is every case that broke the property of tests/ir/fuzzing.py
-(with its traceback). Exits 1 if any case crashed, hung or failed. The default suite runs a small budget of it.
+(with its traceback), named <crashed|hung|failed>-<seed>-<case>.ir. Exits 1 if any case crashed, hung or failed. The default suite runs a small budget of it.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import random
 import select
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -40,21 +41,30 @@ def _edit(rng: random.Random) -> Edit:
     return rng.choice(EDITS), rng.random(), rng.choice(pieces) if rng.random() < 0.9 else chr(rng.randrange(32, 0x2FFF))
 
 
+def mutant(seed: int, k: int) -> str:
+    """The text of case k."""
+    base, edits, _ = case(seed, k)
+    return mutate(BASES[base][0], edits)
+
+
 def work(seed: int, start: int, stop: int, compile: bool, out: Path) -> None:
-    """Run cases start..stop-1, saving each text to out/current.ir first and printing one JSON line per case."""
+    """Run cases start..stop-1, printing one JSON line per case."""
     for k in range(start, stop):
-        base, edits, input_seed = case(seed, k)
-        text, graph, arrays = BASES[base]
-        mutant = mutate(text, edits)
-        (out / "current.ir").write_text(mutant, encoding="utf-8", errors="surrogatepass")
+        base, _, input_seed = case(seed, k)
+        _, graph, arrays = BASES[base]
+        text = mutant(seed, k)
         try:
             with fuzz_size_limit():
-                outcome = check_mutant(mutant, graph, arrays, seed=input_seed, compile=compile)
+                outcome = check_mutant(text, graph, arrays, seed=input_seed, compile=compile)
         except Exception:  # noqa: BLE001  (the point: anything but a braze error is a finding)
             outcome = "failed"
-            (out / f"failed-{seed}-{k}.ir").write_text(mutant, encoding="utf-8", errors="surrogatepass")
+            _save(out / f"failed-{seed}-{k}.ir", text)
             (out / f"failed-{seed}-{k}.txt").write_text(traceback.format_exc(), encoding="utf-8")
         print(json.dumps([k, outcome]), flush=True)
+
+
+def _save(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
 
 
 def run(seed: int, start: int, budget: int, compile: bool, out: Path, timeout: float) -> Counter[str]:
@@ -78,7 +88,7 @@ def run(seed: int, start: int, budget: int, compile: bool, out: Path, timeout: f
             kind = "crashed" if ready else "hung"
             worker.kill()
             code = worker.wait()
-            (out / "current.ir").replace(out / f"{kind}-{seed}-{k}.ir")
+            _save(out / f"{kind}-{seed}-{k}.ir", mutant(seed, k))
             print(f"case {k}: {kind} (exit {code})", file=sys.stderr)
             counts[kind] += 1
             k += 1
@@ -93,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="first case index (to reproduce one case)")
     parser.add_argument("--compile", action="store_true", help="also compile accepted graphs and compare")
-    parser.add_argument("--out", type=Path, default=Path("fuzz-out"), help="where findings are saved")
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "braze-fuzz-ir",
+                        help="where findings are saved (default: braze-fuzz-ir in the temporary directory)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take before it hangs")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
