@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .errors import AttributeSchemaError
-from .graph import Graph
+from .graph import NAN, Graph
 from .types import DType, TensorType, as_dtype, type_of
 
 REQUIRED = object()
@@ -76,16 +76,11 @@ def _int(v: Any) -> int:
     return int(v)
 
 
-# Every NaN attribute is this one object, so attribute tuples holding NaN compare equal (tuples compare by identity
-# first); a parsed graph then equals the graph it was printed from.
-_NAN = float("nan")
-
-
 def _float(v: Any) -> float:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise TypeError(f"{type(v).__name__} is not a number")
     value = float(v)
-    return _NAN if value != value else value
+    return NAN if value != value else value
 
 
 def _bool(v: Any) -> bool:

@@ -10,6 +10,11 @@ class ShapeError(BrazeError, ValueError):
     """Operand shapes that an op cannot accept; the message names the op and the shapes."""
 
 
+class TensorSizeError(ShapeError):
+    """A tensor type over the size limit (BRAZE_MAX_TENSOR_BYTES, at most the address space) or of more than
+    numpy's 64 dimensions."""
+
+
 class DTypeError(BrazeError, TypeError):
     """Operand or attribute dtypes that an op cannot accept."""
 

@@ -77,8 +77,16 @@ def sorted_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(attrs.items()))
 
 
+# Every NaN attribute is this one object, so attributes holding NaN compare equal (tuples and dicts compare items
+# by identity first) and a parsed graph equals the graph it was printed from, as the text shows every NaN as nan.
+NAN = float("nan")
+
+
 def frozen_literal(value: Any) -> Any:
-    """Lists become tuples and dicts sorted pair-tuples, recursively, so graph attributes compare and hash."""
+    """Lists become tuples and dicts sorted pair-tuples, recursively, so graph attributes compare and hash;
+    every NaN becomes NAN."""
+    if isinstance(value, float) and value != value:
+        return NAN
     if isinstance(value, (list, tuple)):
         return tuple(frozen_literal(v) for v in value)
     if isinstance(value, Mapping):

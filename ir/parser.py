@@ -63,6 +63,7 @@ def _line_text(text: str, start: int) -> str:
 _MAX_NESTING = 64
 # Dimensions and attribute integers must fit a signed 64-bit integer.
 _INT64_MAX = 2 ** 63 - 1
+_INT64_DIGITS = len(str(_INT64_MAX))
 _IR_DTYPES = {d.name: d for d in DTYPES}
 
 
@@ -198,15 +199,28 @@ class _Parser:
         self.expect("[")
         dims = self.comma_list("]", lambda: self.integer("a dimension"))
         self.expect("]")
-        if any(not 0 <= d <= _INT64_MAX for d in dims):
+        if any(d < 0 for d in dims):
             self.fail("dimensions must be non-negative 64-bit integers", tok)
-        return TensorType(tuple(dims), dtype)
+        try:
+            return TensorType(tuple(dims), dtype)
+        except BrazeError as exc:
+            self.fail(str(exc), tok)
 
     def integer(self, what: str) -> int:
         tok = self.expect_kind("number", what)
         if not re.fullmatch(r"-?\d+", tok.text):
             self.fail(f"expected an integer for {what}, found '{tok.text}'", tok)
-        return int(tok.text)
+        return self.int64(tok)
+
+    def int64(self, tok: Token) -> int:
+        """The value of an integer token; one outside signed 64 bits is refused before Python converts it (a
+        conversion of more than 4,300 digits would raise ValueError)."""
+        digits = tok.text.lstrip("-").lstrip("0")
+        value = (-1 if tok.text.startswith("-") else 1) * int(digits or "0") if len(digits) <= _INT64_DIGITS else None
+        if value is None or not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+            shown = tok.text if len(tok.text) <= 24 else f"{tok.text[:20]}... ({len(digits)} digits)"
+            self.fail(f"integer {shown} does not fit in 64 bits", tok)
+        return value
 
     def node(self) -> Node:
         first = self.tok
@@ -298,9 +312,7 @@ class _Parser:
             self.next()
             if not re.fullmatch(r"-?\d+", tok.text):
                 return float(tok.text)
-            if not -_INT64_MAX - 1 <= int(tok.text) <= _INT64_MAX:
-                self.fail(f"integer {tok.text} does not fit in 64 bits", tok)
-            return int(tok.text)
+            return self.int64(tok)
         if tok.kind == "string":
             self.next()
             return self.string(tok, tok.text)

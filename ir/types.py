@@ -1,11 +1,14 @@
 """Element types and tensor types: the static facts every IR value carries."""
 from __future__ import annotations
 
+import math
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DTypeError
+from .errors import BrazeError, DTypeError, ShapeError, TensorSizeError
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +85,65 @@ def promote(a: DType, b: DType) -> DType:
     return as_dtype(np.result_type(a.numpy, b.numpy))
 
 
+MAX_TENSOR_BYTES_ENV = "BRAZE_MAX_TENSOR_BYTES"
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows) or no such name
+        return None
+
+
+# The machine's memory, so a tensor that cannot be held is refused with a clear error instead of an allocation
+# that fails or swaps, and at most 1 TiB, which keeps kernel index arithmetic on byte offsets far from wrapping
+# (an offset times a factor up to 2**22 stays below 2**63).
+DEFAULT_MAX_TENSOR_BYTES = min(2 ** 40, _physical_memory() or 2 ** 40)
+# Tensors up to this size are always allowed, so the hot path of small eager tensors never reads the environment;
+# it is also the smallest cap the environment variable may set.
+MIN_MAX_TENSOR_BYTES = 2 ** 20
+MAX_RANK = 64  # numpy's limit on array dimensions
+
+
+def max_tensor_bytes() -> int:
+    """The largest tensor in bytes: BRAZE_MAX_TENSOR_BYTES as read now (so a process can change it), else the
+    machine's memory up to 1 TiB."""
+    raw = os.environ.get(MAX_TENSOR_BYTES_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_TENSOR_BYTES
+    text = raw.strip()
+    if not text.isdigit() or len(text) > 19 or not MIN_MAX_TENSOR_BYTES <= int(text) <= sys.maxsize:
+        raise BrazeError(f"{MAX_TENSOR_BYTES_ENV}={raw!r}: expected a number of bytes from {MIN_MAX_TENSOR_BYTES} "
+                         f"(1 MiB) to {sys.maxsize}")
+    return int(text)
+
+
+def _check_extent(shape: tuple[int, ...], dtype: DType) -> None:
+    """Refuse a shape whose bytes (counting only its non-empty dimensions, because strides are products of the
+    dimensions even when one of them is 0) exceed the cap; Python ints, so the product cannot wrap."""
+    if len(shape) > MAX_RANK:
+        raise TensorSizeError(f"a tensor type of rank {len(shape)} has more than {MAX_RANK} dimensions")
+    extent = math.prod(shape) * dtype.itemsize
+    if not extent and shape:
+        extent = math.prod(d or 1 for d in shape) * dtype.itemsize
+    if extent > MIN_MAX_TENSOR_BYTES:  # skip formatting the message on the hot path
+        check_bytes(f"tensor type {dtype.name}[{','.join(map(str, shape))}]", extent)
+
+
+def check_bytes(what: str, nbytes: int) -> None:
+    """Raise TensorSizeError naming `what` when `nbytes` exceeds the size limit."""
+    if nbytes <= MIN_MAX_TENSOR_BYTES:
+        return
+    limit = max_tensor_bytes()
+    if nbytes > limit:
+        raise TensorSizeError(f"{what} needs {nbytes} bytes, more than the limit of {limit} bytes "
+                              f"({MAX_TENSOR_BYTES_ENV})")
+
+
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """The static type of an IR value: a shape of non-negative ints and an element type."""
+    """The static type of an IR value: a shape of non-negative ints and an element type, within the size limit
+    (`max_tensor_bytes`); a larger one raises TensorSizeError."""
 
     shape: tuple[int, ...]
     dtype: DType
@@ -92,9 +151,16 @@ class TensorType:
     def __post_init__(self) -> None:
         shape = tuple(map(int, self.shape))
         if shape and min(shape) < 0:
-            raise ValueError(f"negative dimension in shape {shape}")
+            raise ShapeError(f"negative dimension in shape {shape}")
+        dtype = as_dtype(self.dtype)
+        _check_extent(shape, dtype)
         object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", as_dtype(self.dtype))
+        object.__setattr__(self, "dtype", dtype)
+
+    def check_size(self) -> None:
+        """Raise TensorSizeError if the type exceeds the size limit as it is now (it may have been lowered since
+        the type was made)."""
+        _check_extent(self.shape, self.dtype)
 
     @property
     def rank(self) -> int:
@@ -102,7 +168,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:

@@ -1,4 +1,5 @@
-"""The verifier: SSA, topological order, op schemas, types that agree with inference, well-formed leaves.
+"""The verifier: SSA, topological order, op schemas, types that agree with inference and fit the size limit,
+well-formed leaves.
 
 Nested graphs (attributes of kind "graph", such as a fusion region's body) are verified by the same rules; the op
 that holds one checks its operands against the body's inputs in its type inference.
@@ -10,8 +11,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .attrs import AttrSpec
-from .errors import BrazeError, VerifyError
-from .graph import Graph, Node, sorted_attrs
+from .errors import BrazeError, TensorSizeError, VerifyError
+from .graph import Graph, Node, Value, sorted_attrs
 from .printer import format_node
 from .registry import get_op
 from .types import TensorType, bool_
@@ -105,6 +106,7 @@ def verify(graph: Graph) -> Graph:
     for v in graph.inputs:
         if v.name in defined:
             _fail(graph, None, f"input %{v.name} is declared twice")
+        _check_size(graph, None, v)
         defined[v.name] = v.type
     seen_paths: dict[str, set[str]] = {}
     for i, node in enumerate(graph.nodes):
@@ -119,12 +121,21 @@ def verify(graph: Graph) -> Graph:
         for v in node.outputs:
             if v.name in defined:
                 _fail(graph, i, f"value %{v.name} is defined twice")
+            _check_size(graph, i, v)
             defined[v.name] = v.type
     for v in graph.outputs:
         if v.name not in defined or defined[v.name] != v.type:
             _fail(graph, None, f"output %{v.name}: {v.type} is not a value of the graph")
     _verify_weights(graph)
     return graph
+
+
+def _check_size(graph: Graph, index: int | None, value: Value) -> None:
+    """A type is checked against the size limit when it is made; check again in case the limit was lowered since."""
+    try:
+        value.type.check_size()
+    except TensorSizeError as exc:
+        _fail(graph, index, f"%{value.name}: {exc}")
 
 
 def _verify_weights(graph: Graph) -> None:

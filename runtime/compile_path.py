@@ -20,6 +20,7 @@ from braze.codegen.module_builder import build_module
 from braze.ir.graph import Graph
 from braze.ir.passes import optimize
 from braze.ir.passes.manager import resolve_pipeline
+from braze.ir.passes.plan_check import check_memory_plan
 
 from .executable import Executable
 
@@ -36,9 +37,13 @@ def compile_passes(pipeline: str | Sequence[str] | None, *, untrusted: bool = Fa
 
 def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", untrusted: bool = False,
                   options: Mapping[str, Any] | None = None) -> Graph:
-    """The graph codegen builds: `graph` through compile_passes(pipeline), every step verified."""
+    """The graph codegen builds: `graph` through compile_passes(pipeline), every step verified; for an untrusted
+    graph the fresh plan is also checked by an independent liveness-overlap check before codegen reads it."""
     passes = compile_passes(pipeline, untrusted=untrusted)
-    return optimize(graph, passes, **dict(options or {})) if passes else graph
+    planned = optimize(graph, passes, **dict(options or {})) if passes else graph
+    if untrusted:
+        check_memory_plan(planned)
+    return planned
 
 
 def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", threads: int | None = None,

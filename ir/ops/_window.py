@@ -5,12 +5,14 @@ rows o*stride + i*dilation for i in range(kernel); "padded" coordinates count th
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import AttributeSchemaError, ShapeError
+from ..types import check_bytes
 
 Pair = tuple[int, int]
 
@@ -52,6 +54,14 @@ def needed(out: Pair, kernel: Pair, stride: Pair, dilation: Pair) -> Pair:
     """The padded (H, W) extent that `out` windows reach."""
     return ((out[0] - 1) * stride[0] + span(kernel[0], dilation[0]),
             (out[1] - 1) * stride[1] + span(kernel[1], dilation[1]))
+
+
+def check_padded(op: str, shape: Sequence[int], padding: Pair, extent: Pair) -> None:
+    """Refuse geometry whose padded input (what the reference builds) passes the size limit; counted in 8-byte
+    elements, the widest dtype, since geometry is checked from shapes alone."""
+    plane = tuple(max(extent[a], shape[-2 + a] + 2 * padding[a]) for a in range(2))
+    check_bytes(f"{op}: input {dims(shape)} padded to {dims(tuple(shape[:-2]) + plane)}",
+                math.prod(shape[:-2]) * plane[0] * plane[1] * 8)
 
 
 def pad_spatial(x: np.ndarray, padding: Pair, extent: Pair, value: float) -> np.ndarray:

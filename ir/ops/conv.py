@@ -8,6 +8,8 @@ one of the others: that keeps second derivatives available without a new op.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 import numpy as np
@@ -15,9 +17,10 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
-from ..types import TensorType
+from ..types import TensorType, check_bytes
 from ._common import require_float, same_dtype
-from ._window import Pair, conv_out, crop, dims, needed, pad_spatial, pair, scatter_windows, span, windows
+from ._window import (Pair, check_padded, conv_out, crop, dims, needed, pad_spatial, pair, scatter_windows, span,
+                      windows)
 
 _GEOMETRY = (AttrSpec("stride", "ints", (1, 1)), AttrSpec("padding", "ints", (0, 0)),
              AttrSpec("dilation", "ints", (1, 1)), AttrSpec("groups", "int", 1))
@@ -37,6 +40,8 @@ def conv2d_output_shape(op: str, x: Sequence[int], w: Sequence[int], stride, pad
         raise ShapeError(f"{op}: expected a 4-d input (N,C,H,W), got {dims(x)}")
     if len(w) != 4:
         raise ShapeError(f"{op}: expected a 4-d weight (C_out,C_in/groups,kH,kW), got {dims(w)}")
+    if min(w[2:]) < 1:
+        raise ShapeError(f"{op}: weight {dims(w)} has an empty kernel (kH and kW must be positive)")
     if w[0] % groups:
         raise ShapeError(f"{op}: weight {dims(w)} has {w[0]} output channels, not divisible by groups={groups}")
     if x[1] != w[1] * groups:
@@ -49,6 +54,9 @@ def conv2d_output_shape(op: str, x: Sequence[int], w: Sequence[int], stride, pad
         kernel = tuple(span(w[2 + a], dilation[a]) for a in range(2))
         raise ShapeError(f"{op}: padded input size {padded[0]}x{padded[1]} (input {dims(x)}) is smaller than the "
                          f"dilated kernel size {kernel[0]}x{kernel[1]} (weight {dims(w)})")
+    check_padded(op, x, padding, needed(out, tuple(w[2:]), stride, dilation))
+    check_bytes(f"{op}: the im2col matrix of input {dims(x)} and weight {dims(w)}",
+                x[0] * out[0] * out[1] * x[1] * w[2] * w[3] * 8)
     return x[0], w[0], out[0], out[1]
 
 
@@ -76,7 +84,7 @@ def _mat_to_out(m: np.ndarray, n: int, out: Pair) -> np.ndarray:
 
 def _weight_mat(w: np.ndarray, groups: int) -> np.ndarray:
     """(C_out, C_in/G, kH, kW) -> (G, C_out/G, C_in/G*kH*kW)."""
-    return w.reshape(groups, w.shape[0] // groups, -1)
+    return w.reshape(groups, w.shape[0] // groups, math.prod(w.shape[1:]))  # not -1: w may have no elements
 
 
 # --- conv2d -----------------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ def _cross_entropy_infer(x: TensorType, target: TensorType, *, reduction, ignore
     if x.rank == 0:
         raise ShapeError("cross_entropy: expected an input of shape (C,) or (N,C,d1,...), got ()")
     axis = _class_axis(x.rank)
+    if x.shape[axis] == 0:
+        raise ShapeError(f"cross_entropy: input {dims(x.shape)} has no classes (axis {axis} has size 0)")
     per_sample = x.shape[:axis] + x.shape[axis + 1:]
     if target.dtype.is_float:
         same_dtype("cross_entropy", x, target)

@@ -5,6 +5,8 @@ Slicing and padding, which also move elements, live in ir/ops/indexing.py.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..attrs import AttrSpec
@@ -15,7 +17,7 @@ from ._common import normalize_axis, same_dtype, shapes_text, unbroadcast
 
 
 def _size(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)  # exact: a product that wraps int64 could pass for the operand's size
 
 
 # --- reshape ----------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from ..errors import ShapeError
 from ..registry import defop
 from ..types import TensorType
 from ._common import require_float, same_dtype
-from ._window import (Pair, check_output, crop, dims, needed, pad_spatial, pair, pool_out, scatter_windows,
-                      windows)
+from ._window import (Pair, check_output, check_padded, crop, dims, needed, pad_spatial, pair, pool_out,
+                      scatter_windows, windows)
 
 
 def _check_input(op: str, shape: tuple[int, ...]) -> None:
@@ -34,6 +34,7 @@ def _pool_geometry(op: str, shape, kernel_size, stride, padding, dilation, ceil_
     out = tuple(pool_out(shape[-2 + a], kernel[a], stride[a], padding[a], dilation[a], ceil_mode) for a in range(2))
     check_output(op, shape, out, f"kernel_size {list(kernel)}, stride {list(stride)}, padding {list(padding)}, "
                                  f"dilation {list(dilation)}")
+    check_padded(op, shape, padding, needed(out, kernel, stride, dilation))
     return kernel, stride, padding, dilation, out
 
 

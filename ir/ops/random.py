@@ -25,7 +25,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import AttributeSchemaError, DTypeError
 from ..registry import defop
-from ..types import TensorType
+from ..types import TensorType, int64
 from ._common import require_bool, require_float, require_rank
 
 _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
@@ -90,8 +90,8 @@ def _dropout_infer(x: TensorType, training: TensorType, seed: TensorType, *, p) 
     require_float("dropout", x)
     require_bool("dropout", training, "the training flag")
     require_rank("dropout", training, 0, "the training flag")
-    if seed.dtype.kind != "int":
-        raise DTypeError(f"dropout: the seed must be a signed integer (i64[]), got {seed}")
+    if seed.dtype != int64:  # the kernels read the seed as 8 bytes
+        raise DTypeError(f"dropout: the seed must be i64[], got {seed}")
     require_rank("dropout", seed, 0, "the seed")
     return x
 

@@ -18,6 +18,8 @@ Dequantization is not differentiable: quantized bases are frozen.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..attrs import AttrSpec
@@ -52,7 +54,8 @@ def _lora_infer(base: TensorType, a: TensorType, b: TensorType, scale: float) ->
 
 def _lora_delta(a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
     rank = a.shape[0]
-    return (b.reshape(b.shape[0], rank) @ a.reshape(rank, -1)).reshape(out_shape)
+    # No -1 in the reshape: numpy cannot infer it for a rank-0 factor of no elements.
+    return (b.reshape(b.shape[0], rank) @ a.reshape(rank, math.prod(a.shape[1:]))).reshape(out_shape)
 
 
 def _lora_impl(base: np.ndarray, a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
@@ -78,7 +81,7 @@ lora_merge = defop("lora_merge", ("base", "a", "b"), infer=_lora_infer, impl=_lo
 # --- dequantize -------------------------------------------------------------------------------------------------
 def packed_types(scheme: str, block_size: int, shape: tuple[int, ...]) -> tuple[TensorType, TensorType]:
     """The types of the codes and scales that hold a weight of `shape` quantized with `scheme`."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if scheme == "int8":
         return TensorType(shape, int8), TensorType(shape[:1], float32)
     if scheme == "int8-tensor":
@@ -112,12 +115,12 @@ def _dequantize_impl(codes: np.ndarray, scales: np.ndarray, scheme: str, block_s
                      shape: tuple[int, ...]) -> np.ndarray:
     if scheme == "int8":
         rows = shape[0]
-        return (codes.reshape(rows, -1).astype(np.float32) * scales.reshape(rows, 1)).reshape(shape)
+        return (codes.reshape(rows, math.prod(shape[1:])).astype(np.float32) * scales.reshape(rows, 1)).reshape(shape)
     if scheme == "int8-tensor":
         return codes.astype(np.float32) * scales[0]
     n = int(np.prod(shape, dtype=np.int64))
     levels = np.asarray(LEVELS[scheme], dtype=np.float32)
-    per_element = np.repeat(scales, block_size)[:n]
+    per_element = scales[np.arange(n) // block_size]  # not np.repeat: block_size may far exceed n
     return (levels[unpack_nibbles(codes, n)] * per_element).reshape(shape)
 
 

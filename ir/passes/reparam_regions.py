@@ -259,7 +259,7 @@ def find_regions(graph: Graph) -> list[Region]:
             if base is not None:
                 regions.append(Region("bare", node, base, None, None, None, frozenset({node.out.name}),
                                       merged_uses(node.out, users, outputs)))
-    order = {n.out.name: i for i, n in enumerate(graph.nodes) if n.outputs}
+    order = {n.outputs[0].name: i for i, n in enumerate(graph.nodes) if n.outputs}  # multi-result nodes too
     return sorted(regions, key=lambda r: order[r.anchor.out.name])
 
 

@@ -214,5 +214,21 @@ def test_dropout_training_flag_is_a_scalar() -> None:
 
 
 def test_dropout_seed_is_an_integer() -> None:
-    with pytest.raises(DTypeError, match=re.escape("dropout: the seed must be a signed integer (i64[])")):
+    with pytest.raises(DTypeError, match=re.escape("dropout: the seed must be i64[], got f32[]")):
         _infer("dropout", f32(4), TensorType((), ir.bool_), f32())
+
+
+def test_conv2d_empty_kernel_is_refused() -> None:
+    with pytest.raises(ShapeError, match=re.escape("conv2d: weight (6,2,0,2) has an empty kernel")):
+        _infer("conv2d", f32(1, 4, 8, 8), f32(6, 2, 0, 2), groups=2)
+
+
+def test_cross_entropy_of_zero_classes_is_refused() -> None:
+    with pytest.raises(ShapeError, match=re.escape("cross_entropy: input (5,0) has no classes (axis 1 has size 0)")):
+        _infer("cross_entropy", f32(5, 0), i64(5))
+
+
+def test_dropout_seed_must_be_i64() -> None:
+    """Kernels read the seed as 8 bytes: an i32 seed was read past its buffer (found by the IR fuzzer)."""
+    with pytest.raises(DTypeError, match=re.escape("dropout: the seed must be i64[], got i32[]")):
+        _infer("dropout", f32(2, 3), TensorType((), ir.bool_), TensorType((), ir.int32), p=0.5)

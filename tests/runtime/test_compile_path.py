@@ -102,3 +102,12 @@ def test_optimize_refuses_an_unknown_keyword_and_lists_the_valid_ones() -> None:
     with pytest.raises(BrazeError, match=r"braze.optimize: unknown keyword argument\(s\) 'polcy'.*: pipeline, dump, "
                                          r"verify, report, flags, flops_per_byte, fold_params, policy$"):
         braze.optimize(two_gemms(), polcy="keep")
+
+
+def test_compile_path_checks_the_fresh_plan_of_an_untrusted_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    import braze.runtime.compile_path as path
+    planner = path.optimize
+    monkeypatch.setattr(path, "optimize", lambda graph, passes, **options: bogus_plan(planner(graph, passes)))
+    with pytest.raises(ir.VerifyError, match="memory_plan .* inside the 0-byte arena"):
+        path.planned_graph(two_gemms(), pipeline="inference", untrusted=True)
+    assert path.planned_graph(two_gemms(), pipeline="inference").attributes["memory_plan"]["arena_bytes"] == 0

@@ -209,3 +209,19 @@ def test_fold_reparam_a_weight_read_twice_folds_into_one_leaf() -> None:
     assert [(p.path, p.id) for p in out.params()] == [("w", 0)]
     assert list(params_of(report)) == ["w"]
     assert_equivalent(g, out)
+
+
+MULTI_RESULT_FIRST = """\
+graph @g(%x: f32[5,3], %w: f32[3], %b: f32[3], %q: u8[2], %s: f32[1]) -> (f32[5,3], f32[3], f32[3], f32[4]) {
+  %0, %1, %2 = batch_norm_train %x, %w, %b {eps=1e-05} : f32[5,3], f32[3], f32[3]
+  %3 = dequantize %q, %s {block_size=64, scheme="int4", shape=[4]} : f32[4]
+  return %0, %1, %2, %3
+}
+"""
+
+
+def test_fold_reparameterizations_orders_regions_after_a_multi_result_node() -> None:
+    """Regions are ordered by their anchor's position; a multi-result node before them once raised ValueError."""
+    g = ir.parse(MULTI_RESULT_FIRST)
+    out, _ = run(g)
+    assert [n.op for n in out.nodes] == ["batch_norm_train", "dequantize"]

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from braze.ir import Graph, GraphBuilder, TensorType, bool_, float32, get_op, parse
+from braze.ir import Graph, GraphBuilder, TensorType, bool_, float32, parse
 from braze.ir.passes import PassContext, optimize
+from braze.ir.passes.plan_check import check_memory_plan
 from braze.ir.passes.plan_memory import plan_memory
 
 from .harness import assert_equivalent, random_weights
 from .random_dags import random_dags
-
-LEAVES = {"param", "flag", "constant"}
 
 
 def planned(graph: Graph) -> Graph:
@@ -20,45 +19,6 @@ def planned(graph: Graph) -> Graph:
 
 def offsets(graph: Graph) -> dict[str, int]:
     return graph.attributes["memory_plan"]["offsets"]
-
-
-def check_plan(graph: Graph) -> None:
-    """Independently of the pass: the plan covers exactly the intermediates, offsets are aligned and inside the
-    arena, and two buffers whose live ranges overlap occupy disjoint bytes, unless the later one is the result of
-    an elementwise node (or elementwise region) written in place over an operand that dies at that node."""
-    plan = graph.attributes["memory_plan"]
-    returned = {v.name for v in graph.outputs}
-    defined, last, types, node_at = {}, {}, {}, {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.inputs:
-            last[v.name] = i
-        if node.op in LEAVES:
-            continue
-        for v in node.outputs:
-            if v.name not in returned:
-                defined[v.name], types[v.name], node_at[v.name] = i, v.type, node
-    assert set(plan["offsets"]) == set(defined)
-    assert plan["alignment"] == 64 and plan["naive_bytes"] == sum(t.nbytes for t in types.values())
-    live = {name: (start, max(start, last.get(name, start))) for name, start in defined.items()}
-    for name, offset in plan["offsets"].items():
-        assert offset % 64 == 0 and offset + types[name].nbytes <= plan["arena_bytes"]
-    names = sorted(defined, key=lambda n: live[n])
-    for k, a in enumerate(names):
-        for b in names[k + 1:]:
-            if live[b][0] > live[a][1]:
-                break
-            lo_a, lo_b = plan["offsets"][a], plan["offsets"][b]
-            disjoint = lo_a + types[a].nbytes <= lo_b or lo_b + types[b].nbytes <= lo_a
-            if not disjoint:
-                assert _in_place(a, b, live, types, node_at, plan["offsets"]), f"%{a} and %{b} overlap"
-
-
-def _in_place(a: str, b: str, live: dict, types: dict, node_at: dict, offsets: dict) -> bool:
-    node = node_at[b]
-    elementwise = node.attr["kind"] == "elementwise" if node.op == "fused" else \
-        get_op(node.op).category == "elementwise"
-    return (elementwise and live[a][1] == live[b][0] and a in {v.name for v in node.inputs}
-            and offsets[a] == offsets[b] and types[a].nbytes == types[b].nbytes and types[a].size == types[b].size)
 
 
 def transformer_layer(tokens: int = 8, dim: int = 16, heads: int = 2, hidden: int = 32) -> Graph:
@@ -98,14 +58,14 @@ def test_plan_memory_transformer_arena_is_smaller_than_the_naive_sum() -> None:
 
 
 def test_plan_memory_transformer_plan_has_no_overlap() -> None:
-    check_plan(planned(transformer_layer()))
+    check_memory_plan(planned(transformer_layer()))
 
 
 def test_plan_memory_fused_transformer_arena_is_smaller_than_the_naive_sum() -> None:
     g = optimize(transformer_layer(), ["fuse", "plan_memory"])
     plan = g.attributes["memory_plan"]
     assert any(n.op == "fused" for n in g.nodes) and plan["arena_bytes"] < plan["naive_bytes"]
-    check_plan(g)
+    check_memory_plan(g)
 
 
 def test_plan_memory_keeps_the_function() -> None:
@@ -150,7 +110,7 @@ def test_plan_memory_no_in_place_while_the_operand_is_still_read() -> None:
     g = b.finish([b.transpose(b.add(a, c), perm=(1, 0))])
     got = offsets(planned(g))
     assert got["0"] != got["1"]
-    check_plan(planned(g))
+    check_memory_plan(planned(g))
 
 
 def test_plan_memory_no_in_place_over_a_broadcast_operand_of_equal_bytes() -> None:
@@ -161,7 +121,7 @@ def test_plan_memory_no_in_place_over_a_broadcast_operand_of_equal_bytes() -> No
     assert mask.type == TensorType((4, 8), bool_) and mask.type.nbytes == row.type.nbytes
     g = planned(b.finish([b.where(mask, y, y)]))
     assert offsets(g)["0"] != offsets(g)["1"]
-    check_plan(g)
+    check_memory_plan(g)
 
 
 def test_plan_memory_reuses_dead_buffers() -> None:
@@ -172,7 +132,7 @@ def test_plan_memory_reuses_dead_buffers() -> None:
     g = planned(b.finish([h]))
     plan = g.attributes["memory_plan"]
     assert (plan["arena_bytes"], plan["naive_bytes"]) == (512, 5 * 256)
-    check_plan(g)
+    check_memory_plan(g)
 
 
 def test_plan_memory_report_states_arena_and_naive_bytes() -> None:
@@ -195,10 +155,10 @@ PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 @PROPERTY
 @given(random_dags(max_steps=32))
 def test_plan_memory_random_dags_have_no_overlap(g: Graph) -> None:
-    check_plan(planned(g))
+    check_memory_plan(planned(g))
 
 
 @PROPERTY
 @given(random_dags(max_steps=32))
 def test_plan_memory_random_fused_dags_have_no_overlap(g: Graph) -> None:
-    check_plan(optimize(g, ["fuse", "plan_memory"]))
+    check_memory_plan(optimize(g, ["fuse", "plan_memory"]))
