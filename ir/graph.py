@@ -157,8 +157,9 @@ class Graph:
         return [FlagLeaf(n.attr["path"], n.attr["id"], n.attr["value"], n.out) for n in self.nodes if n.op == "flag"]
 
     def ops(self) -> Iterator[Node]:
-        """The computing nodes (everything but param, flag and constant leaves)."""
-        return (n for n in self.nodes if n.op not in ("param", "flag", "constant"))
+        """The computing nodes (everything but the leaves: params, flags and constants)."""
+        from .registry import is_leaf
+        return (n for n in self.nodes if not is_leaf(n))
 
     # --- views --------------------------------------------------------------------------------------------
     def __str__(self) -> str:

@@ -6,7 +6,7 @@ node that defines it through the last top-level node that reads it (a result nob
 only). Walking the nodes in order, each node's results get blocks first, then the buffers whose last reader is
 that node are released, so a result shares no bytes with the operands it reads, with one exception:
 
-In place: a result of an elementwise node (registry category "elementwise") or of an elementwise fused region
+In place: a result of an elementwise node (the registry's `elementwise_like` trait) or of an elementwise fused region
 takes over the block of an operand that is itself an arena buffer, dies at that node, and has the same element
 count and byte size (equal bytes alone would let a broadcast operand be overwritten while still being read).
 That is safe for kernels that read element i of every operand before writing element i of their results, which
@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..graph import Graph, Node
-from ..registry import get_op
+from ..registry import get_op, is_leaf
 from .manager import PassContext, register_pass
 
 ALIGNMENT = 64
-_LEAVES = frozenset({"param", "flag", "constant"})
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ def intermediate_buffers(graph: Graph) -> dict[str, Buffer]:
         for v in node.inputs:
             last_read[v.name] = i
     return {v.name: Buffer(v.name, v.type.nbytes, v.type.size, i, max(i, last_read.get(v.name, i)))
-            for i, node in enumerate(graph.nodes) if node.op not in _LEAVES
+            for i, node in enumerate(graph.nodes) if not is_leaf(node)
             for v in node.outputs if v.name not in returned}
 
 
@@ -65,7 +64,7 @@ def in_place_capable(node: Node) -> bool:
     """Elementwise nodes and elementwise regions may write a result over an operand that dies there."""
     if node.op == "fused":
         return node.attr["kind"] == "elementwise"
-    return get_op(node.op).category == "elementwise"
+    return get_op(node.op).elementwise_like
 
 
 class _Arena:

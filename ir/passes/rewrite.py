@@ -230,7 +230,7 @@ def _name_leaves(graph: Graph) -> Graph:
     taken = {v.name for v in graph.inputs} | {v.name for n in graph.nodes for v in n.outputs}
     rename: dict[str, str] = {}
     for n in graph.nodes:
-        path = n.attr.get("path") if n.op in ("param", "flag") else None
+        path = n.attr.get("path") if get_op(n.op).is_leaf else None
         if path and not path.isdigit() and n.out.name != path and path not in taken:
             rename[n.out.name] = path
             taken.add(path)

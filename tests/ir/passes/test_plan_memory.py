@@ -11,7 +11,6 @@ from braze.ir.passes.plan_memory import plan_memory
 from .harness import assert_equivalent, random_weights
 from .random_dags import random_dags
 
-LEAVES = {"param", "flag", "constant"}
 
 
 def planned(graph: Graph) -> Graph:
@@ -32,7 +31,7 @@ def check_plan(graph: Graph) -> None:
     for i, node in enumerate(graph.nodes):
         for v in node.inputs:
             last[v.name] = i
-        if node.op in LEAVES:
+        if get_op(node.op).is_leaf:
             continue
         for v in node.outputs:
             if v.name not in returned:
@@ -56,7 +55,7 @@ def check_plan(graph: Graph) -> None:
 def _in_place(a: str, b: str, live: dict, types: dict, node_at: dict, offsets: dict) -> bool:
     node = node_at[b]
     elementwise = node.attr["kind"] == "elementwise" if node.op == "fused" else \
-        get_op(node.op).category == "elementwise"
+        get_op(node.op).elementwise_like
     return (elementwise and live[a][1] == live[b][0] and a in {v.name for v in node.inputs}
             and offsets[a] == offsets[b] and types[a].nbytes == types[b].nbytes and types[a].size == types[b].size)
 
