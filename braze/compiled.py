@@ -205,7 +205,7 @@ def _inference_outputs(graph: Graph) -> Graph:
         return graph
     keep = [k for k, r in enumerate(roles) if r == "output"]
     meta = {**graph.attributes, "outputs": ["output"] * len(keep)}
-    return graph.replace(outputs=tuple(graph.outputs[k] for k in keep), meta=meta)
+    return graph.replace(outputs=tuple(graph.outputs[k] for k in keep), attributes=meta)
 
 
 def _example(x: Any, k: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The whole optimized graph as one LLVM module: one entry function calling one kernel per top-level node.
 
 Input: a graph after the inference pipeline (braze.optimize): leaves (param, constant), `fused` regions and plain
-op nodes in topological order, with the memory plan of plan_memory in its meta. Output: a BuiltModule holding an
+op nodes in topological order, with the memory plan of plan_memory in its attributes. Output: a BuiltModule holding an
 llvmlite module that exports
 
     void braze_entry_<digest>(ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,

@@ -122,6 +122,6 @@ def constant_fold(graph: Graph, ctx: PassContext) -> Graph:
                 builder.add_node("constant", (), {"value": array}, names=[v.name], loc=node.loc)
                 counts["constant"] += 1
     outputs = [sub.get(v.name, v) for v in graph.outputs]
-    result = builder.finish(outputs, meta=dict(graph.meta), weights=weights, verify=False)
+    result = builder.finish(outputs, attributes=graph.attributes, weights=weights, verify=False)
     ctx.note(f"folded {len(folded)} node(s) into {counts['constant']} constant(s) and {counts['param']} param(s)")
     return finalize(result, graph, weights)

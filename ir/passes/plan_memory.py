@@ -16,7 +16,7 @@ Blocks are multiples of 64 bytes at 64-byte-aligned offsets. A new block takes t
 fits (best fit; the lowest offset among equals), else grows a free block that ends the arena, else starts at the
 end of the arena; released blocks merge with free neighbours. Zero-byte buffers get offset 0 and no block.
 
-The plan goes into the graph meta `memory_plan`: {"arena_bytes": the arena's size, "naive_bytes": the sum of
+The plan goes into the graph attribute `memory_plan`: {"arena_bytes": the arena's size, "naive_bytes": the sum of
 the buffers' sizes (one allocation each), "alignment": 64, "offsets": {value name: byte offset}}. The pass runs
 last and renumbers temporaries first, so the names in the plan are the graph's final names.
 """
@@ -101,7 +101,7 @@ class _Arena:
 
 
 def plan(graph: Graph) -> tuple[dict[str, Any], int]:
-    """The memory plan of `graph` (the `memory_plan` meta value) and how many results were placed in place."""
+    """The memory plan of `graph` (the `memory_plan` attribute) and how many results were placed in place."""
     buffers = intermediate_buffers(graph)
     arena, offsets, in_place = _Arena(), {}, 0
     blocks: dict[str, int] = {}  # the live buffers that own a block, by name -> block size
@@ -143,7 +143,7 @@ def _donor(node: Node, buffer: Buffer, buffers: dict[str, Buffer], dying: list[s
 
 @register_pass("plan_memory")
 def plan_memory(graph: Graph, ctx: PassContext) -> Graph:
-    """Record the arena plan in graph meta `memory_plan`; the report compares the arena with the naive sum."""
+    """Record the arena plan in the graph attribute `memory_plan`; the report compares the arena with the naive sum."""
     graph = graph.renumbered()
     memory_plan, in_place = plan(graph)
     arena, naive = memory_plan["arena_bytes"], memory_plan["naive_bytes"]
@@ -151,4 +151,4 @@ def plan_memory(graph: Graph, ctx: PassContext) -> Graph:
     ctx.note(f"arena {arena} bytes for {len(memory_plan['offsets'])} buffer(s), naive sum {naive} bytes{share}; "
              f"{in_place} in place")
     ctx.details.update(arena_bytes=arena, naive_bytes=naive, in_place=in_place)
-    return graph.replace(meta={**graph.attributes, "memory_plan": memory_plan})
+    return graph.replace(attributes={**graph.attributes, "memory_plan": memory_plan})

@@ -185,7 +185,7 @@ def _sweep(graph: Graph, by_op: Mapping[str | None, list[Rule]], names: Iterator
             builder.append(node)
         producers.update((v.name, n) for n in builder.nodes[start:] for v in n.outputs)
     outputs = [sub.get(v.name, v) for v in graph.outputs]
-    return builder.finish(outputs, meta=dict(graph.meta), weights=weights, verify=False), fired
+    return builder.finish(outputs, attributes=graph.attributes, weights=weights, verify=False), fired
 
 
 def _as_values(r: Rule, node: Node, result: Value | Sequence[Value]) -> tuple[Value, ...]:

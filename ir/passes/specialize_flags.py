@@ -2,8 +2,8 @@
 
 Option `flags`: a mapping flag path -> bool, or one bool for every flag; flags it does not name keep the value
 recorded in the graph (the module's mode when it was traced). Naming a path that is not a flag leaf of the graph
-is an error, and so is asking for a value that contradicts one of the graph's guards (meta "guards": a flag read
-in Python during tracing, so the graph only holds that branch). The guards stay in the graph's meta.
+is an error, and so is asking for a value that contradicts one of the graph's guards (attribute "guards": a flag read
+in Python during tracing, so the graph only holds that branch). The guards stay in the graph's attributes.
 
 After the flags are constants:
 - dropout(x, false, seed) and dropout with p = 0 are x;
@@ -14,7 +14,7 @@ After the flags are constants:
   batch_norm_train(x, w, b).
 The flag leaves disappear (replaced by their constants); folding what else reads them is constant_fold's job.
 
-Buffer updates that no longer change anything leave the graph's outputs: an output whose role in meta "outputs"
+Buffer updates that no longer change anything leave the graph's outputs: an output whose role in attribute "outputs"
 is "buffer_update:<path>" and whose value is then that buffer's own leaf (or the leaf plus or minus zeros, as
 num_batches_tracked + cast(false)) is dropped, with its role, so a graph specialized to evaluation returns no
 buffer updates; what only those outputs read disappears with them.
@@ -48,7 +48,7 @@ def flag_values(graph: Graph, requested: bool | Mapping[str, bool] | None) -> di
     for path, value in values.items():
         if path in guards and bool(guards[path]) != value:
             raise BrazeError(f"specialize_flags: flag '{path}' was read in Python while tracing with value "
-                             f"{bool(guards[path])} (graph meta 'guards'), so the graph only holds that branch and "
+                             f"{bool(guards[path])} (its 'guards' attribute), so the graph only holds that branch and "
                              f"cannot be specialized to {value}; trace the module in that mode instead")
     return values
 
@@ -71,7 +71,7 @@ def batch_norm_by_flag(m: Match) -> tuple[Value, ...] | None:
 
 
 def drop_unchanged_updates(graph: Graph) -> Graph:
-    """`graph` without its buffer-update outputs (meta "outputs" roles) that return their buffer unchanged."""
+    """`graph` without its buffer-update outputs (attribute "outputs" roles) that return their buffer unchanged."""
     roles = graph.attributes.get("outputs")
     if roles is None or len(roles) != len(graph.outputs):
         return graph
@@ -81,7 +81,7 @@ def drop_unchanged_updates(graph: Graph) -> Graph:
     if len(keep) == len(roles):
         return graph
     meta = {**graph.attributes, "outputs": [roles[i] for i in keep]}
-    return graph.replace(outputs=tuple(graph.outputs[i] for i in keep), meta=meta)
+    return graph.replace(outputs=tuple(graph.outputs[i] for i in keep), attributes=meta)
 
 
 def _unchanged(value: Value, path: str, producers: Mapping[str, Node]) -> bool:

@@ -180,7 +180,7 @@ def test_graph_attribute_rejects_other_values() -> None:
 
 
 def test_graph_attribute_rejects_unhashable_graph_attributes() -> None:
-    body = add_relu_body().replace(meta={"plan": {"a": 1}})
+    body = add_relu_body().replace(attributes={"plan": {"a": 1}})
     with pytest.raises(AttributeSchemaError, match="expects graph.*unhashable"):
         get_op("fused").check_attrs({"kind": "elementwise", "body": body})
 

@@ -243,7 +243,7 @@ META = {"source": "models/mlp.py", "passes": ["cse", "dce"], "opt_level": 2, "sc
 def _meta_graph() -> ir.Graph:
     b = GraphBuilder("with_meta")
     x = b.input("x", TensorType((2,), float32))
-    return b.finish([b.exp(x)], meta=META)
+    return b.finish([b.exp(x)], attributes=META)
 
 
 def test_graph_attributes_round_trip() -> None:
