@@ -2,14 +2,14 @@
 weight and bias.
 
 Pattern: batch_norm(y, mean, var, gamma, beta){eps} where y = conv2d(x, W[, bias]) (any geometry and groups) or
-y = matmul(x, transpose(W)) [+ bias] of rank 2 (batch norm's channel axis 1 is then the layer's output axis);
-W and the layer's bias are param leaves, mean, var, gamma and beta are param leaves (buffers) or constants, every
-such param leaf is frozen (trainable=false: a training graph keeps its structure) and has its array in the
-graph's weights, and y (and the matmul under a bias add) is read by the batch norm only. With
+y = matmul(x, transpose(W)) or linear(x, W) [+ bias] of rank 2 (batch norm's channel axis 1 is then the layer's
+output axis); W and the layer's bias are param leaves, mean, var, gamma and beta are param leaves (buffers) or
+constants, every such param leaf is frozen (trainable=false: a training graph keeps its structure) and has its
+array in the graph's weights, and y (and the matmul under a bias add) is read by the batch norm only. With
 k = gamma / sqrt(var + eps), computed by the registered batch_norm op in float64 and rounded once to the layer's
 dtype:
     W' = W * k (per output channel)        b' = (bias - mean) * k + beta    (bias 0 when the layer has none)
-and the batch norm's result is conv2d(x, W', b'), or matmul(x, transpose(W')) + b'.
+and the batch norm's result is conv2d(x, W', b'), or matmul(x, transpose(W')) + b' (linear(x, W') + b').
 New leaves (trainable=false, buffer=false): the weight keeps W's path and ParamId; the bias keeps the layer's
 bias path and id when it had a bias leaf, and is "<W path>.folded_bias" with a new id otherwise. When another node
 still reads the old W (or bias), the new leaf is "<path>.folded" with a new id, so both arrays stay.
@@ -149,6 +149,8 @@ def _fold(m: Match, fold: Fold) -> Value:
     w, b = fold.leaves
     if layer.kind == "conv2d":
         return e.conv2d(layer.x, w, b, **layer.geometry)
+    if layer.inner[0].op == "linear":  # the layer as simplify writes it, kept in that form
+        return e.add(e.linear(layer.x, w), b)
     return e.add(e.matmul(layer.x, e.transpose(w, perm=(1, 0))), b)
 
 
