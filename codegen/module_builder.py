@@ -1,7 +1,7 @@
 """The whole optimized graph as one LLVM module: one entry function calling one kernel per top-level node.
 
 Input: a graph after the inference pipeline (braze.optimize): leaves (param, constant), `fused` regions and plain
-op nodes in topological order, with the memory plan of plan_memory in its meta. Output: a BuiltModule holding an
+op nodes in topological order, with the memory plan of plan_memory in its attributes. Output: a BuiltModule holding an
 llvmlite module that exports
 
     void braze_entry_<digest>(ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
@@ -16,10 +16,9 @@ kernel processes its share and a native barrier (an atomic arrival counter and a
 `pause`) separates consecutive kernels. With nthreads == 1 the barrier returns at once.
 
 Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into an internal
-function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads)` taking the buffers of the
-values its KernelSpec lists (the node's results, then its operands, or what the lowering reads instead: a matmul
-may pack a param's transpose itself and read the param). A kernel whose results nothing reads then is not called.
-A value read that way must not live in the arena: the memory plan may have reused its bytes by then.
+function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads)` taking the buffers of the node's
+results, then its operands. Lowering is a pure function of the node and its context: whatever it needs (a region's
+domain, a weight stored transposed) the IR states, so the entry calls exactly the kernels of the graph's nodes.
 
 A kernel may read a param in a prepared form (KernelSpec.prepared: a GEMM's B packed once). Each distinct prepared
 form gets a buffer of its stated size after the weight slots, and the module exports
@@ -50,6 +49,7 @@ import numpy as np
 
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node, Value
+from braze.ir.registry import is_leaf
 from braze.ir.types import TensorType
 
 from .abi import ENTRY, PREPARE
@@ -60,7 +60,6 @@ from .target import Target, host_target
 
 BUILDER_VERSION = 1
 INLINE_CONSTANT_BYTES = 8192
-_LEAVES = ("param", "constant")
 
 
 @dataclass(frozen=True)
@@ -180,9 +179,9 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     module = target.new_module(f"braze_{digest[:16]}")
     _check_leaves(graph)
     places, weights = _places(graph, module)
-    lowered = [_lower_node(graph, node, index, module, target, digest, lower)
-               for index, node in enumerate(graph.nodes) if node.op not in _LEAVES]
-    kernels = _live_kernels(graph, lowered, places)
+    fixed = frozenset(p.out.name for p in graph.params())
+    kernels = [_lower_node(node, index, module, target, digest, lower, fixed)
+               for index, node in enumerate(graph.nodes) if not is_leaf(node)]
     prepared, packed = _prepared_slots(graph, kernels, places, weights)
     stride = max([_round64(k.info.scratch_bytes) for k in kernels] + [0])
     copies = _output_copies(graph, places)
@@ -263,38 +262,35 @@ class _Kernel:
     prepared: tuple[PreparedWeight, ...] = ()
 
 
-def _lower_node(graph: Graph, node: Node, index: int, module: ir.Module, target: Target, digest: str,
-                lower: Lowering) -> _Kernel:
-    """Lower one node and check that the function it emitted has the kernel signature for the values it lists."""
-    ctx = KernelContext(module, target, kernel_name(digest, index, node), producer=graph.producer)
+def _lower_node(node: Node, index: int, module: ir.Module, target: Target, digest: str, lower: Lowering,
+                fixed: frozenset[str]) -> _Kernel:
+    """Lower one node and check that the function it emitted has the kernel signature for its values."""
+    ctx = KernelContext(module, target, kernel_name(digest, index, node), fixed)
     spec = lower(node, ctx)
     fn = spec.function
     if not isinstance(fn, ir.Function) or fn.module is not module or fn.name != spec.name:
         raise CodegenError(f"lowering {node.op} (node {index}) returned a kernel {spec.name!r} that is not a "
                            f"function of the module being built")
-    want = [PTR] * (len(spec.outputs) + len(spec.inputs) + 1) + [I64, I64]
+    want = [PTR] * (len(node.outputs) + len(node.inputs) + 1) + [I64, I64]
     if list(fn.function_type.args) != want or fn.function_type.return_type != VOID:
         raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) has signature {fn.function_type}; "
                            f"expected void({', '.join(map(str, want))})")
-    if tuple(spec.outputs) != node.outputs:
-        raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) writes "
-                           f"{', '.join(str(v) for v in spec.outputs)}, not the node's results")
     _check_prepared(spec, node, index, module)
     fn.linkage = "internal"
     if "alwaysinline" not in fn.attributes and "noinline" not in fn.attributes:
         fn.attributes.add("noinline")  # one function per kernel in the optimized IR and the assembly
     what = f"fused:{node.attr['kind']}" if node.op == "fused" else spec.op
-    info = KernelInfo(spec.name, index, what, tuple(v.name for v in spec.outputs), int(spec.scratch_bytes),
+    info = KernelInfo(spec.name, index, what, tuple(v.name for v in node.outputs), int(spec.scratch_bytes),
                       str(node.loc) if node.loc is not None else "")
-    return _Kernel(info, fn, tuple(spec.outputs), tuple(spec.inputs), tuple(spec.prepared))
+    return _Kernel(info, fn, node.outputs, node.inputs, tuple(spec.prepared))
 
 
 def _check_prepared(spec: KernelSpec, node: Node, index: int, module: ir.Module) -> None:
     """Every prepared operand names an input of the kernel, a `void (ptr, ptr)` function of the module and a size."""
     for p in spec.prepared:
         where = f"kernel {spec.name!r} for {node.op} (node {index})"
-        if not 0 <= p.operand < len(spec.inputs):
-            raise CodegenError(f"{where} prepares operand {p.operand}, but it has {len(spec.inputs)} inputs")
+        if not 0 <= p.operand < len(node.inputs):
+            raise CodegenError(f"{where} prepares operand {p.operand}, but it has {len(node.inputs)} inputs")
         fn = p.function
         if not isinstance(fn, ir.Function) or fn.module is not module or \
                 list(fn.function_type.args) != [PTR, PTR] or fn.function_type.return_type != VOID:
@@ -307,7 +303,7 @@ def _check_prepared(spec: KernelSpec, node: Node, index: int, module: ir.Module)
 
 def _prepared_slots(graph: Graph, kernels: list[_Kernel], places: dict[str, _Place],
                     weights: list[WeightSlot]) -> tuple[list[PreparedSlot], dict[str, _Place]]:
-    """One buffer after the weight slots per distinct prepared form the live kernels read, and its place by key."""
+    """One buffer after the weight slots per distinct prepared form the kernels read, and its place by key."""
     slots: list[PreparedSlot] = []
     by_key: dict[str, PreparedSlot] = {}
     for kernel in kernels:
@@ -339,27 +335,6 @@ def _emit_prepare(module: ir.Module, name: str, prepared: list[PreparedSlot]) ->
         dst = _pointer(b, args, _Place("weights", slot.slot), f"w{slot.slot}")
         b.call(function, [src, dst])
     b.ret_void()
-
-
-def _live_kernels(graph: Graph, lowered: list[_Kernel], places: dict[str, _Place]) -> list[_Kernel]:
-    """The kernels whose results are read: a lowering that reads through a producer (a matmul packing a param's
-    transpose itself) leaves that producer's kernel without readers, and it is not called."""
-    needed = {v.name for v in graph.outputs}
-    live = []
-    for kernel in reversed(lowered):
-        if any(v.name in needed for v in kernel.outputs):
-            live.append(kernel)
-            needed.update(v.name for v in kernel.inputs)
-    for kernel in live:
-        node = graph.nodes[kernel.info.index]
-        for v in (*kernel.outputs, *kernel.inputs):
-            if v.name not in places:
-                raise CodegenError(f"kernel {kernel.info.name!r} reads or writes %{v.name}, which is not a value "
-                                   f"of graph @{graph.name}")
-            if v not in node.inputs and v not in node.outputs and places[v.name].where == "arena":
-                raise CodegenError(f"kernel {kernel.info.name!r} reads %{v.name} through a producer, but %{v.name} "
-                                   f"lives in the arena, whose bytes the memory plan may have reused by then")
-    return live[::-1]
 
 
 def _output_copies(graph: Graph, places: dict[str, _Place]) -> list[tuple[int, Value]]:

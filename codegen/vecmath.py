@@ -39,6 +39,8 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
+from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
+
 from .loops import CONTRACT, F32, I32, vec
 
 # Max error in ulp over all float32 inputs in ACCURATE_RANGE (default: all of them), asserted by the tests.
@@ -72,9 +74,8 @@ _ERF_R = (7.853900762182311e-05, -0.0008010206647209215, 0.005188329342266027, -
 _ERFC_G = (-2.1686764177766627e-05, 0.00028952796407418234, -0.002011966500740186, 0.010046452307475862,
            -0.04156348082585896, -0.8431070817217715, -2.6389675145313753, -1.8496055100665425)
 _ERF_ONE = 3.95                # erf(x) rounds to 1.0f for x >= 3.92
-_GELU_TANH_A = 1.5957691216057308        # 2 sqrt(2/pi)
-_GELU_TANH_B = 0.07135481627260025       # 2 sqrt(2/pi) 0.044715
-_SQRT_HALF = 0.7071067811865476
+_GELU_TANH_A = 2 * SQRT_2_OVER_PI
+_GELU_TANH_B = 2 * SQRT_2_OVER_PI * GELU_CUBIC
 
 
 class _Emit:
@@ -221,7 +222,7 @@ def _gelu_tanh(m: _Emit, x: ir.Value) -> ir.Value:
 
 def _gelu_erf(m: _Emit, x: ir.Value) -> ir.Value:
     """0.5 x (1 + erf(x / sqrt 2)), to 3 ulp for x >= -1."""
-    cdf = m.add(m.call("erf", m.mul(x, _SQRT_HALF)), 1.0)
+    cdf = m.add(m.call("erf", m.mul(x, SQRT_HALF)), 1.0)
     return m.mul(m.mul(x, 0.5), cdf)
 
 

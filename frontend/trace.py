@@ -18,8 +18,8 @@ exactly the ops the eager forward pass runs. The tracer maps each op's operands 
 
 Module calls, flag reads and buffer assignments reach the tracer through `nn.watch`: each node records the path
 of the module whose forward created it and the user's file and line (its Loc); reading a flag's value in
-Python specializes the graph and records a guard {path: value} in graph meta "guards"; `Param.assign` of a
-buffer becomes an extra graph output instead of a write. Graph meta "outputs" lists each output's role,
+Python specializes the graph and records a guard {path: value} in graph attribute "guards"; `Param.assign` of a
+buffer becomes an extra graph output instead of a write. Graph attribute "outputs" lists each output's role,
 "output" or "buffer_update:<path>". Nothing in the module changes.
 """
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Tracer(Watcher):
         meta: dict[str, Any] = {"outputs": roles}
         if self.guards:
             meta["guards"] = dict(self.guards)
-        return self.builder.finish(outputs + list(self.updates.values()), meta=meta, weights=self.weights)
+        return self.builder.finish(outputs + list(self.updates.values()), attributes=meta, weights=self.weights)
 
     # --- op applications (the dispatch interceptor) --------------------------------------------------------------
     def apply(self, name: str, operands: tuple[Any, ...], attrs: dict[str, Any]) -> Any:

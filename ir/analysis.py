@@ -6,6 +6,7 @@ from typing import Any
 import networkx as nx
 
 from .graph import Graph
+from .registry import is_leaf
 
 
 def to_networkx(graph: Graph) -> nx.DiGraph:
@@ -39,8 +40,8 @@ def to_dot(graph: Graph) -> str:
         where[v.name] = vid
     for i, node in enumerate(graph.nodes):
         nid = f"n{i}"
-        label = node.op + (f" {node.attr['path']}" if node.op in ("param", "flag") else "")
-        style = ", style=filled, fillcolor=lightyellow" if node.op in ("param", "flag", "constant") else ""
+        label = node.op + (f" {node.attr['path']}" if "path" in node.attr and is_leaf(node) else "")
+        style = ", style=filled, fillcolor=lightyellow" if is_leaf(node) else ""
         types = ", ".join(str(v.type) for v in node.outputs)
         lines.append(f"  {nid} [label={_quoted(label, types)}{style}];")
         for v in node.inputs:

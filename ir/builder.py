@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import BrazeError
-from .graph import Graph, Loc, Node, Value, sorted_attrs
+from .graph import Attributes, Graph, Loc, Node, Value, sorted_attrs
 from .registry import Emitter, get_op
 from .types import TensorType, bool_
 
@@ -115,10 +115,10 @@ class GraphBuilder(Emitter):
         self.nodes.append(node)
         return node
 
-    def finish(self, outputs: Sequence[Value], *, meta: Mapping[str, Any] | None = None,
+    def finish(self, outputs: Sequence[Value], *, attributes: Mapping[str, Any] | None = None,
                weights: Mapping[str, np.ndarray] | None = None, verify: bool = True) -> Graph:
         graph = Graph(self.name, tuple(self.inputs), tuple(self.nodes), tuple(outputs),
-                      sorted_attrs(meta or {}), dict(weights or {}))
+                      Attributes(attributes or {}), dict(weights or {}))
         if verify:
             from .verify import verify as check
             check(graph)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
@@ -94,6 +94,36 @@ def frozen_literal(value: Any) -> Any:
     return value
 
 
+class Attributes(Mapping[str, Any]):
+    """A graph's attributes: a read-only mapping ordered by name whose values are frozen literals, so a graph
+    holding it compares and hashes (fusion bodies are attribute values)."""
+
+    __slots__ = ("_items", "_lookup")
+
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self._items = tuple(sorted((k, frozen_literal(v)) for k, v in pairs))
+        self._lookup = dict(self._items)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._lookup[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lookup)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and self._lookup == dict(other.items())
+
+    def __repr__(self) -> str:
+        return f"Attributes({self._lookup!r})"
+
+
 class ParamLeaf(NamedTuple):
     """A parameter or buffer leaf of a graph, as `Graph.params()` lists it."""
 
@@ -122,20 +152,16 @@ class Graph:
     inputs: tuple[Value, ...]
     nodes: tuple[Node, ...]
     outputs: tuple[Value, ...]
-    meta: tuple[tuple[str, Any], ...] = ()
+    attributes: Attributes = Attributes()
     weights: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        meta = self.meta.items() if isinstance(self.meta, Mapping) else self.meta
-        object.__setattr__(self, "meta", tuple(sorted((k, frozen_literal(v)) for k, v in meta)))
+        if not isinstance(self.attributes, Attributes):
+            object.__setattr__(self, "attributes", Attributes(self.attributes))
 
     def replace(self, **changes: Any) -> Graph:
-        """A new graph with some fields replaced (`meta` may be given as a dict)."""
+        """A new graph with some fields replaced (`attributes` may be given as any mapping)."""
         return replace(self, **changes)
-
-    @cached_property
-    def attributes(self) -> dict[str, Any]:
-        return dict(self.meta)
 
     # --- lookups ----------------------------------------------------------------------------------------
     @cached_property
@@ -165,8 +191,9 @@ class Graph:
         return [FlagLeaf(n.attr["path"], n.attr["id"], n.attr["value"], n.out) for n in self.nodes if n.op == "flag"]
 
     def ops(self) -> Iterator[Node]:
-        """The computing nodes (everything but param, flag and constant leaves)."""
-        return (n for n in self.nodes if n.op not in ("param", "flag", "constant"))
+        """The computing nodes (everything but the leaves: params, flags and constants)."""
+        from .registry import is_leaf
+        return (n for n in self.nodes if not is_leaf(n))
 
     # --- views --------------------------------------------------------------------------------------------
     def __str__(self) -> str:

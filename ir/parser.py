@@ -10,7 +10,7 @@ import numpy as np
 
 from .attrs import ArrayAttr
 from .errors import BrazeError, ParseError, VerifyError
-from .graph import Graph, Loc, Node, Value, sorted_attrs
+from .graph import Attributes, Graph, Loc, Node, Value, sorted_attrs
 from .registry import get_op
 from .types import DTYPES, DType, TensorType
 
@@ -169,7 +169,7 @@ class _Parser:
         if got != result_types:
             self.fail(f"return types ({', '.join(map(str, got))}) do not match the signature "
                       f"({', '.join(map(str, result_types))})", return_tok)
-        return Graph(name, tuple(inputs), tuple(nodes), tuple(outputs), sorted_attrs(meta))
+        return Graph(name, tuple(inputs), tuple(nodes), tuple(outputs), Attributes(meta))
 
     def define(self, tok: Token, type: TensorType) -> Value:
         name = self.unquote(tok)

@@ -127,8 +127,8 @@ def print_graph(graph: Graph, provenance: bool = False) -> str:
     """The whole graph as text, ending with a newline."""
     head = f"graph @{format_name(graph.name)[1:]}({', '.join(_format_input(v) for v in graph.inputs)})"
     head += " -> (" + ", ".join(str(v.type) for v in graph.outputs) + ")"
-    if graph.meta:
-        head += " attributes " + format_attrs(graph.meta)
+    if graph.attributes:
+        head += " attributes " + format_attrs(tuple(graph.attributes.items()))
     lines = [head + " {"]
     lines += ["  " + line for n in graph.nodes for line in format_node(n, provenance).split("\n")]
     lines.append("  return" + ("" if not graph.outputs else " " + ", ".join(format_name(v.name) for v in graph.outputs)))

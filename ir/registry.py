@@ -4,17 +4,30 @@ An OpDef holds what eager execution, tracing, the verifier, constant folding, au
 reference interpreter need: the operand and attribute schema, type inference, a numpy reference
 implementation and a vector-Jacobian product written with other registered ops. Codegen keeps its
 own table of lowerings keyed by the same names; nothing here knows about it.
+
+An OpDef also states the facts passes, codegen and the runtime ask about an op, as data with defaults, so no
+consumer keeps a list of op names: whether it is a leaf (category "leaf"), the axes it reduces
+(`reduced_axes(node)`), whether fusion treats it as elementwise, whether it preserves values (reshape/cast-like),
+which operands are indices and their bound, the fusion kernel family it anchors, and a work estimate.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from .attrs import AttrSpec, check_attrs
 from .errors import BrazeError, ShapeError, UnknownOpError
 from .types import TensorType
+
+if TYPE_CHECKING:
+    from .graph import Node
+
+# (operand shape, checked attributes) -> the operand axes an op reduces over.
+AxesRule = Callable[[tuple[int, ...], dict[str, Any]], tuple[int, ...]]
+# node -> the exclusive upper bound of an index operand's values.
+BoundRule = Callable[["Node"], int]
 
 CATEGORIES = ("leaf", "elementwise", "reduction", "movement", "index", "matmul", "conv", "pool",
               "normalization", "random", "loss", "other")
@@ -29,6 +42,18 @@ class OpDef:
     impl: (*numpy arrays, **attrs) -> ndarray or tuple of ndarrays; the op's semantics.
     vjp: (emitter, g, out, *operands, **attrs) -> one gradient (or None) per operand. For multi-result ops
          g and out are tuples and an unused result's gradient is None. None marks a non-differentiable op.
+
+    Traits (each with a default, so a new op states only what differs):
+    reduces: (first operand's shape, attrs) -> the axes of it the op reduces over (a row reduction: sums, the
+         softmax family, layer norm); None for ops that reduce nothing.
+    elementwise_like: fusion may treat it as elementwise (one result element from the operands' elements at the
+         broadcast position); None means "category is elementwise".
+    preserves_values: every result element is an operand element, moved or converted (reshape, cast, ...).
+    index_operands: (operand position, rule giving the exclusive bound of its values) for integer operands that
+         select positions; compiled code cannot raise, so the runtime checks graph inputs feeding them.
+    anchor: the fusion kernel family ("gemm", "conv") a region starting with this op compiles to.
+    work: node -> a rough cost (multiply-adds plus elements written) for the thread heuristic; None means the
+         elements the node writes (nothing for leaves).
     """
 
     name: str
@@ -41,12 +66,42 @@ class OpDef:
     num_results: int = 1
     pure: bool = True
     doc: str = ""
+    reduces: AxesRule | None = None
+    elementwise_like: bool | None = None
+    preserves_values: bool = False
+    index_operands: tuple[tuple[int, BoundRule], ...] = ()
+    anchor: str | None = None
+    work: Callable[["Node"], int] | None = None
     attr_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
             raise ValueError(f"{self.name}: unknown category {self.category!r}")
         object.__setattr__(self, "attr_names", frozenset(s.name for s in self.attrs))
+        if self.elementwise_like is None:
+            object.__setattr__(self, "elementwise_like", self.category == "elementwise")
+
+    @property
+    def is_leaf(self) -> bool:
+        """Params, flags and constants: nodes without operands whose values are bound, not computed."""
+        return self.category == "leaf"
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.reduces is not None
+
+    def reduced_axes(self, node: Node) -> tuple[int, ...] | None:
+        """The axes of the node's first operand the op reduces over (none of a scalar); None if it reduces nothing."""
+        if self.reduces is None:
+            return None
+        shape = node.inputs[0].shape
+        return tuple(self.reduces(shape, node.attr)) if shape else ()
+
+    def work_estimate(self, node: Node) -> int:
+        """A rough cost of computing the node: its `work` rule, else the elements it writes (nothing for leaves)."""
+        if self.work is not None:
+            return int(self.work(node))
+        return 0 if self.is_leaf else sum(v.type.size for v in node.outputs)
 
     @property
     def declares_type(self) -> bool:
@@ -98,11 +153,12 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def defop(name: str, operands: Sequence[str], *, infer: Callable[..., Any] | None, impl: Callable[..., Any],
           vjp: Callable[..., tuple[Any, ...]] | None = None, attrs: Sequence[AttrSpec] = (),
-          category: str = "other", num_results: int = 1, pure: bool = True, doc: str = "") -> OpDef:
-    """Define and register an op; a name can be registered once."""
+          category: str = "other", num_results: int = 1, pure: bool = True, doc: str = "",
+          **traits: Any) -> OpDef:
+    """Define and register an op; a name can be registered once. `traits` are the OpDef trait fields."""
     if name in _REGISTRY:
         raise BrazeError(f"op {name!r} is already registered")
-    op = OpDef(name, tuple(operands), tuple(attrs), infer, impl, vjp, category, num_results, pure, doc)
+    op = OpDef(name, tuple(operands), tuple(attrs), infer, impl, vjp, category, num_results, pure, doc, **traits)
     _REGISTRY[name] = op
     return op
 
@@ -125,6 +181,22 @@ def op_names() -> list[str]:
 
 def is_op(name: str) -> bool:
     return name in _REGISTRY
+
+
+def is_leaf(node: Node) -> bool:
+    """Whether the node is a param, flag or constant leaf."""
+    return get_op(node.op).is_leaf
+
+
+def leaf_ops() -> frozenset[str]:
+    """The names of the leaf ops."""
+    return frozenset(name for name, op in _REGISTRY.items() if op.is_leaf)
+
+
+def reduction_domain(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(shape read, axes reduced) of a reducing node: its first operand's shape and its reduced axes; else None."""
+    axes = get_op(node.op).reduced_axes(node)
+    return None if axes is None else (node.inputs[0].shape, axes)
 
 
 class Emitter:

@@ -88,7 +88,8 @@ def promote(a: DType, b: DType) -> DType:
 MAX_TENSOR_BYTES_ENV = "BRAZE_MAX_TENSOR_BYTES"
 
 
-def _physical_memory() -> int | None:
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes, or None where the platform does not say."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):  # no sysconf (Windows) or no such name
@@ -98,7 +99,7 @@ def _physical_memory() -> int | None:
 # The machine's memory, so a tensor that cannot be held is refused with a clear error instead of an allocation
 # that fails or swaps, and at most 1 TiB, which keeps kernel index arithmetic on byte offsets far from wrapping
 # (an offset times a factor up to 2**22 stays below 2**63).
-DEFAULT_MAX_TENSOR_BYTES = min(2 ** 40, _physical_memory() or 2 ** 40)
+DEFAULT_MAX_TENSOR_BYTES = min(2 ** 40, physical_memory() or 2 ** 40)
 # Tensors up to this size are always allowed, so the hot path of small eager tensors never reads the environment;
 # it is also the smallest cap the environment variable may set.
 MIN_MAX_TENSOR_BYTES = 2 ** 20

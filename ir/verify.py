@@ -63,6 +63,8 @@ def _check_leaf(graph: Graph, i: int, node: Node, seen_paths: dict[str, set[str]
         _fail(graph, i, f"a {node.op} leaf takes no operands and has one result")
     if node.op == "flag" and node.out.type != TensorType((), bool_):
         _fail(graph, i, f"a flag has type bool[], not {node.out.type}")
+    if "path" not in node.attr:
+        return
     path = node.attr["path"]
     if path in seen_paths.setdefault(node.op, set()):
         _fail(graph, i, f"{node.op} path '{path}' appears twice")
@@ -116,7 +118,7 @@ def verify(graph: Graph) -> Graph:
             if defined[v.name] != v.type:
                 _fail(graph, i, f"operand %{v.name} is used as {v.type} but defined as {defined[v.name]}")
         verify_node(graph, i, node)
-        if node.op in ("param", "flag"):
+        if get_op(node.op).is_leaf:
             _check_leaf(graph, i, node, seen_paths)
         for v in node.outputs:
             if v.name in defined:

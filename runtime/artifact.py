@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import struct
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
@@ -39,7 +38,7 @@ from braze.ir.errors import BrazeError, RecordError
 from braze.ir.graph import Graph, Value
 from braze.ir.parser import parse
 from braze.ir.passes import PassReport, optimize
-from braze.ir.types import TensorType, as_dtype
+from braze.ir.types import TensorType, as_dtype, physical_memory
 from braze.ir.verify import verify
 
 FORMAT = "braze.artifact"
@@ -141,8 +140,7 @@ def is_artifact(metadata: Mapping[str, str]) -> bool:
     return metadata.get("format") == FORMAT
 
 
-def unpack(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], source: str,
-           memory_limit: int | None = None) -> Artifact:
+def unpack(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], source: str) -> Artifact:
     """The artifact in decoded safetensors content, after every check of the module doc (ArtifactError)."""
     if not is_artifact(metadata):
         raise ArtifactError(f"{source}: not a braze artifact (its safetensors metadata has no format "
@@ -155,8 +153,7 @@ def unpack(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], sourc
     if content_hash(ir_text, manifest, tensors) != manifest["content_hash"]:
         raise ArtifactError(f"{source}: the content hash does not match: the graph, the manifest or the weights "
                             f"were altered or corrupted after export")
-    graph = _graph(ir_text, source)
-    check_sizes(graph, memory_limit, source)
+    graph = _graph(ir_text, source)  # every type is checked against the size limit as it is parsed
     _check_signature(graph, manifest, source)
     weights = _weights(graph, tensors, manifest, source)
     graph = graph.replace(weights=weights)
@@ -217,7 +214,7 @@ def _graph(ir_text: str, source: str) -> Graph:
 def _without_plan(graph: Graph) -> Graph:
     if "memory_plan" not in graph.attributes:
         return graph
-    return graph.replace(meta={k: v for k, v in graph.attributes.items() if k != "memory_plan"})
+    return graph.replace(attributes={k: v for k, v in graph.attributes.items() if k != "memory_plan"})
 
 
 def _check_signature(graph: Graph, manifest: Mapping[str, Any], source: str) -> None:
@@ -260,33 +257,8 @@ def _weights(graph: Graph, tensors: Mapping[str, np.ndarray], manifest: Mapping[
 # --- sizes ----------------------------------------------------------------------------------------------------
 
 def memory_bytes() -> int:
-    """This machine's physical memory: the bound every size in an untrusted graph must respect."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return 1 << 40
-
-
-def check_sizes(graph: Graph, memory_limit: int | None = None, source: str = "graph") -> None:
-    """Every dimension and every value's byte size (inside fused bodies too) within `memory_limit` bytes
-    (default: this machine's memory), computed with exact integers (ArtifactError naming the value)."""
-    limit = memory_bytes() if memory_limit is None else memory_limit
-    for where, value in _values(graph, f"@{graph.name}"):
-        nbytes = math.prod(value.type.shape) * value.type.dtype.itemsize
-        if nbytes > limit or any(d > limit for d in value.type.shape):
-            raise ArtifactError(f"{source}: value %{value.name} in {where} is {value.type}: {nbytes} bytes, more "
-                                f"than this machine's {limit} bytes of memory")
-
-
-def _values(graph: Graph, where: str) -> Iterator[tuple[str, Value]]:
-    for v in graph.inputs:
-        yield where, v
-    for node in graph.nodes:
-        for v in node.outputs:
-            yield where, v
-        for name, attr in node.attrs:
-            if isinstance(attr, Graph):
-                yield from _values(attr, f"the {name} of %{node.outputs[0].name if node.outputs else node.op}")
+    """This machine's physical memory: the bound a loaded graph's arena, inputs, outputs and weights must fit."""
+    return physical_memory() or 1 << 40
 
 
 def planned(graph: Graph, memory_limit: int | None = None, source: str = "graph") -> Graph:

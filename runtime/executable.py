@@ -37,6 +37,7 @@ from braze.codegen.module_builder import BuiltModule, Lowering, build_module
 from braze.codegen.target import Target
 from braze.ir.errors import BrazeError, DTypeError, ShapeError
 from braze.ir.graph import Graph
+from braze.ir.registry import get_op
 from braze.ir.types import TensorType
 
 from . import pool as _pool
@@ -50,31 +51,22 @@ def _describe(t: TensorType) -> str:
     return f"a {t.dtype.numpy_name} array of shape {t.shape} ({t})"
 
 
-# Ops whose integer operand selects positions: (operand index of the indices, the bound it must stay under).
-_INDEXING = {
-    "index_select": lambda node: node.inputs[0].shape[node.attr["axis"]],
-    "gather": lambda node: node.inputs[0].shape[node.attr["axis"]],
-    "one_hot": lambda node: node.attr["num_classes"],
-}
-_SAME_VALUES = ("reshape", "squeeze", "unsqueeze", "cast", "broadcast_to", "transpose", "copy")
-
-
 def index_bounds(graph: Graph) -> dict[str, int]:
-    """Graph inputs used as indices (directly or through value-preserving reshapes and casts): the exclusive
-    upper bound their values must respect. Native kernels cannot raise, so the runtime checks these before a call
-    instead of letting an out-of-range token id read a clamped row."""
+    """Graph inputs used as indices (directly or through ops that preserve values, such as reshapes and casts): the
+    exclusive upper bound their values must respect, from the registry's index_operands trait. Native kernels
+    cannot raise, so the runtime checks these before a call instead of letting an out-of-range token id read a
+    clamped row."""
     origin = {v.name: v.name for v in graph.inputs}
     bounds: dict[str, int] = {}
     for node in graph.nodes:
-        if node.op in _SAME_VALUES and node.inputs and node.inputs[0].name in origin:
+        op = get_op(node.op)
+        if op.preserves_values and node.inputs and node.inputs[0].name in origin:
             origin[node.out.name] = origin[node.inputs[0].name]
-        rule = _INDEXING.get(node.op)
-        if rule is None:
-            continue
-        indices = node.inputs[0] if node.op == "one_hot" else node.inputs[1]
-        if indices.name in origin:
-            name = origin[indices.name]
-            bounds[name] = min(bounds.get(name, rule(node)), rule(node))
+        for position, bound in op.index_operands:
+            indices = node.inputs[position]
+            if indices.name in origin:
+                name = origin[indices.name]
+                bounds[name] = min(bounds.get(name, bound(node)), bound(node))
     return bounds
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 from braze.ir.errors import BrazeError
-from braze.ir.graph import Graph, Node
+from braze.ir.graph import Graph
+from braze.ir.registry import get_op
 
 NUM_THREADS_ENV = "BRAZE_NUM_THREADS"
 
@@ -62,19 +63,6 @@ def choose_threads(work: float, requested: int | None = None) -> int:
 
 
 def estimate_work(graph: Graph) -> float:
-    """A rough cost of one call: multiply-adds of matmuls and convolutions plus the elements every node writes."""
-    return float(sum(_node_work(node) for node in graph.nodes))
-
-
-def _node_work(node: Node) -> int:
-    if node.op in ("param", "constant", "flag"):
-        return 0
-    if node.op == "fused":
-        return sum(_node_work(n) for n in node.attr["body"].nodes)
-    written = sum(v.type.size for v in node.outputs)
-    if node.op == "matmul" and node.inputs[0].shape:
-        return written * node.inputs[0].shape[-1]
-    if node.op == "conv2d" and len(node.inputs) > 1 and node.inputs[1].shape:
-        w = node.inputs[1]
-        return written * (w.type.size // max(w.shape[0], 1))
-    return written
+    """A rough cost of one call: the registry's work estimate of every node (multiply-adds of matmuls and
+    convolutions, elements written by the others)."""
+    return float(sum(get_op(node.op).work_estimate(node) for node in graph.nodes))

@@ -79,7 +79,7 @@ def error(capsys: pytest.CaptureFixture[str], *argv: str, status: int = 2) -> st
 
 def test_cli_export_info_run_as_the_readme_shows(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "net.braze")
-    assert out == "wrote net.braze: (x: float32[1,8]) -> (3: float32[1,4]); 212 values in 4 tensor(s), 848 bytes\n"
+    assert out == "wrote net.braze: (x: float32[1,8]) -> (1: float32[1,4]); 212 values in 4 tensor(s), 848 bytes\n"
     info = ok(capsys, "info", "net.braze")
     assert info.startswith("net.braze: braze artifact, format version 1")
     assert "fuse" in info and "fused (gemm)                2" in info and "212 values in 4 tensor(s)" in info
@@ -95,7 +95,7 @@ def test_cli_export_info_run_as_the_readme_shows(folder: Path, capsys: pytest.Ca
 def test_cli_run_without_output_prints_a_summary(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "net.braze")
     out = ok(capsys, "run", "net.braze", "--input", "x.npy")
-    assert out.startswith("output 0 ('3'): float32[1, 4] min ")
+    assert out.startswith("output 0 ('1'): float32[1, 4] min ")
 
 
 def test_cli_dump_as_the_readme_shows(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:

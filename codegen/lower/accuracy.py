@@ -52,6 +52,7 @@ ACCURACY: dict[str, Accuracy] = {
     "layer_norm": Accuracy(ulps=8, sum_terms=16, note="mean and variance are sums of K terms: scale = "
                                                       "(|x - mean| / std + mean |x| / std + 1) |weight| + |bias|"),
     "matmul": Accuracy(sum_terms=8, note=_SUM + " (|A| @ |B|)"),
+    "linear": Accuracy(sum_terms=8, note=_SUM + " (|x| @ |W|^T)"),
     "conv2d": Accuracy(sum_terms=8, note=_SUM + " (the conv of |x| with |w|, plus |bias|)"),
     "lora_merge": Accuracy(ulps=2, sum_terms=8, note="base + scale (b @ a), a sum of r terms: scale = "
                                                      "|base| + |scale| (|b| @ |a|)"),

@@ -13,7 +13,7 @@ i8, read with unsigned semantics). A "lanes" count of 1 means a scalar, more mea
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 from typing import Callable, Iterator, Sequence
 
@@ -37,19 +37,19 @@ _SUFFIX = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64", "i8": "i8", "
 class KernelContext:
     """Where a lowering emits its kernel: the module, the target and the kernel's unique, deterministic name.
 
-    `producer` (optional) finds the top-level node that defines a value; a lowering may use it to read through a
-    transpose of a param (matmul folds it into B's packing) and then lists the param's value in KernelSpec.inputs.
+    `fixed` names the operand values whose buffers hold the same bytes for the module's life (params): a lowering
+    may read those in a prepared form (KernelSpec.prepared). A lowering reads nothing but its node and this context.
     """
 
     module: ir.Module
     target: Target
     name: str
-    producer: Callable[[Value], Node | None] | None = None
+    fixed: frozenset[str] = frozenset()
 
     def sub(self, suffix: str) -> KernelContext:
         """The context of an inner kernel (a region lowered op by op): same module and target, the name extended by
-        `suffix`."""
-        return KernelContext(self.module, self.target, f"{self.name}.{suffix}", None)
+        `suffix`, no fixed operands (an inner kernel's operands are the region's values)."""
+        return KernelContext(self.module, self.target, f"{self.name}.{suffix}")
 
 
 @dataclass(frozen=True)
@@ -69,17 +69,15 @@ class PreparedWeight:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """An emitted kernel: call `function(*outputs, *inputs, scratch, tid, nthreads)` with these values' buffers.
+    """An emitted kernel: call `function(*results, *operands, scratch, tid, nthreads)` with the buffers of the
+    lowered node's results and operands.
 
-    `inputs` is usually the node's operands; a lowering that reads through a producer lists what it really reads.
-    `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none). `prepared` lists the inputs
+    `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none). `prepared` lists the operands
     passed in a prepared form instead of their own buffer.
     """
 
     name: str
     function: ir.Function
-    outputs: tuple[Value, ...]
-    inputs: tuple[Value, ...]
     scratch_bytes: int
     op: str
     prepared: tuple[PreparedWeight, ...] = ()
@@ -87,7 +85,8 @@ class KernelSpec:
 
 @dataclass
 class Kernel:
-    """A kernel function being emitted: its builder and its arguments by role."""
+    """A kernel function being emitted: its builder and its arguments by role (`outs` and `ins` are the pointer
+    arguments of the node's results and operands)."""
 
     fn: ir.Function
     builder: ir.IRBuilder
@@ -97,8 +96,6 @@ class Kernel:
     tid: ir.Value
     nthreads: ir.Value
     target: Target
-    values_out: tuple[Value, ...] = field(default=())
-    values_in: tuple[Value, ...] = field(default=())
 
     @property
     def width(self) -> int:
@@ -109,8 +106,7 @@ class Kernel:
         """Close the function and describe it."""
         if not self.builder.block.is_terminated:
             self.builder.ret_void()
-        return KernelSpec(self.fn.name, self.fn, self.values_out, self.values_in, round_up(scratch_bytes), op,
-                          tuple(prepared))
+        return KernelSpec(self.fn.name, self.fn, round_up(scratch_bytes), op, tuple(prepared))
 
 
 def begin_kernel(ctx: KernelContext, outputs: Sequence[Value], inputs: Sequence[Value], *,
@@ -130,7 +126,7 @@ def begin_kernel(ctx: KernelContext, outputs: Sequence[Value], inputs: Sequence[
     n = len(outputs)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     return Kernel(fn, builder, list(fn.args[:n]), list(fn.args[n:n + len(inputs)]), fn.args[-3], fn.args[-2],
-                  fn.args[-1], ctx.target, tuple(outputs), tuple(inputs))
+                  fn.args[-1], ctx.target)
 
 
 class Unfusable(Exception):

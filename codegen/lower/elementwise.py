@@ -8,28 +8,25 @@ op exactly as the numpy reference does. max/min/relu/clamp propagate NaN like nu
 ordered (ne unordered), so NaN compares like numpy. float32 transcendentals are codegen.vecmath's vectorizable
 versions; float64 ones call libm per lane (float64 graphs are rare in inference, accuracy comes first there).
 
-The nest iterates the output shape with every operand read through broadcast strides. Axes are coalesced first,
-so the innermost loop is as long as possible; it is contiguous for every operand that is not broadcast along it
-(the others are loaded once per row and splatted) and runs W lanes at a time with a scalar remainder. Rows are
-the units threads split; when there are few long rows, the rows are cut into chunks so every thread gets work.
-Outer coordinates advance like an odometer: no division or modulo per element or per row.
+The kernels run on the elementwise loop nest (nest.py): the output shape iterated with every operand read through
+broadcast strides.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from math import prod, sqrt
+from math import sqrt
 from typing import Any, Callable, Sequence
 
 import llvmlite.ir as ir
 
 from braze.ir.graph import Graph, Node
-from braze.ir.types import DType, TensorType, float64, int32
+from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI
+from braze.ir.types import DType, float64, int32
 
 from .. import vecmath
-from ..loops import F32, i64, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, constant,
-                   contiguous_strides, intrinsic, lanes_of, load, offset_of, register, register_type, store,
-                   thread_share, unit_loop, unsupported, widen)
+from ..loops import F32
+from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of, register,
+                   register_type, unsupported, widen)
+from .nest import Operand, elementwise_nest
 
 Emit = Callable[[ir.IRBuilder, Sequence[ir.Value], dict[str, Any], DType], ir.Value]
 ELEMENTWISE: dict[str, Emit] = {}
@@ -43,7 +40,7 @@ def _emitter(*names: str) -> Callable[[Emit], Emit]:
     return wrap
 
 
-def _k(value: ir.Value, number: float | int) -> ir.Constant:
+def _constant_like(value: ir.Value, number: float | int) -> ir.Constant:
     """A constant of value's type (scalar or vector) holding `number` in every lane."""
     typ = value.type
     element = typ.element if isinstance(typ, ir.VectorType) else typ
@@ -152,15 +149,15 @@ ELEMENTWISE["minimum"] = lambda b, args, attrs, dtype: minimum(b, args[0], args[
 @_emitter("neg")
 def _neg(b, args, attrs, dtype):
     x = args[0]
-    return b.fneg(x) if dtype.is_float else b.sub(_k(x, 0), x)
+    return b.fneg(x) if dtype.is_float else b.sub(_constant_like(x, 0), x)
 
 
 @_emitter("sign")
 def _sign(b, args, attrs, dtype):
     x = args[0]
     if dtype.kind == "uint":
-        return b.zext(b.icmp_unsigned("!=", x, _k(x, 0)), x.type)
-    one, minus, zero = _k(x, 1), _k(x, -1), _k(x, 0)
+        return b.zext(b.icmp_unsigned("!=", x, _constant_like(x, 0)), x.type)
+    one, minus, zero = _constant_like(x, 1), _constant_like(x, -1), _constant_like(x, 0)
     signed = b.select(compare(b, ">", x, zero, dtype), one, b.select(compare(b, "<", x, zero, dtype), minus, zero))
     return b.select(b.fcmp_unordered("uno", x, x), x, signed) if dtype.is_float else signed
 
@@ -171,7 +168,7 @@ def _abs(b, args, attrs, dtype):
     if dtype.is_float:
         return intrinsic(b, f"llvm.fabs.{_suffix(x)}", [x])
     if dtype.kind == "int":
-        return b.select(b.icmp_signed("<", x, _k(x, 0)), b.sub(_k(x, 0), x), x)
+        return b.select(b.icmp_signed("<", x, _constant_like(x, 0)), b.sub(_constant_like(x, 0), x), x)
     return x
 
 
@@ -179,8 +176,8 @@ def _abs(b, args, attrs, dtype):
 def _relu(b, args, attrs, dtype):
     x = args[0]
     if dtype.is_float:
-        return b.select(b.fcmp_ordered("<", x, _k(x, 0)), _k(x, 0), x)
-    return b.select(b.icmp_signed("<", x, _k(x, 0)), _k(x, 0), x) if dtype.kind == "int" else x
+        return b.select(b.fcmp_ordered("<", x, _constant_like(x, 0)), _constant_like(x, 0), x)
+    return b.select(b.icmp_signed("<", x, _constant_like(x, 0)), _constant_like(x, 0), x) if dtype.kind == "int" else x
 
 
 @_emitter("clamp")
@@ -198,9 +195,9 @@ def _clamp(b, args, attrs, dtype):
 
 def _clip(b: ir.IRBuilder, x: ir.Value, attrs: dict[str, Any]) -> ir.Value:
     if attrs.get("min") is not None:
-        x = fmax(b, x, _k(x, attrs["min"]))
+        x = fmax(b, x, _constant_like(x, attrs["min"]))
     if attrs.get("max") is not None:
-        x = fmin(b, x, _k(x, attrs["max"]))
+        x = fmin(b, x, _constant_like(x, attrs["max"]))
     return x
 
 
@@ -209,17 +206,17 @@ def _clip(b: ir.IRBuilder, x: ir.Value, attrs: dict[str, Any]) -> ir.Value:
 
 def _f64_sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     e = libm(b, "exp", b.fneg(intrinsic(b, f"llvm.fabs.{_suffix(x)}", [x])))
-    d = b.fadd(e, _k(x, 1))
-    return b.select(b.fcmp_ordered(">=", x, _k(x, 0)), b.fdiv(_k(x, 1), d), b.fdiv(e, d))
+    d = b.fadd(e, _constant_like(x, 1))
+    return b.select(b.fcmp_ordered(">=", x, _constant_like(x, 0)), b.fdiv(_constant_like(x, 1), d), b.fdiv(e, d))
 
 
 def _f64_gelu(b: ir.IRBuilder, x: ir.Value, approximate: str) -> ir.Value:
-    half_x = b.fmul(_k(x, 0.5), x)
+    half_x = b.fmul(_constant_like(x, 0.5), x)
     if approximate == "tanh":
-        cubic = b.fmul(_k(x, 0.044715), b.fmul(b.fmul(x, x), x))
-        inner = b.fmul(_k(x, sqrt(2.0 / 3.141592653589793)), b.fadd(x, cubic))
-        return b.fmul(half_x, b.fadd(_k(x, 1), libm(b, "tanh", inner)))
-    return b.fmul(half_x, b.fadd(_k(x, 1), libm(b, "erf", b.fdiv(x, _k(x, sqrt(2.0))))))
+        cubic = b.fmul(_constant_like(x, GELU_CUBIC), b.fmul(b.fmul(x, x), x))
+        inner = b.fmul(_constant_like(x, SQRT_2_OVER_PI), b.fadd(x, cubic))
+        return b.fmul(half_x, b.fadd(_constant_like(x, 1), libm(b, "tanh", inner)))
+    return b.fmul(half_x, b.fadd(_constant_like(x, 1), libm(b, "erf", b.fdiv(x, _constant_like(x, sqrt(2.0))))))
 
 
 def _transcendental(name: str, f64: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> Emit:
@@ -251,13 +248,16 @@ def _sqrt(b, args, attrs, dtype):
 
 @_emitter("rsqrt")
 def _rsqrt(b, args, attrs, dtype):
-    return b.fdiv(_k(args[0], 1), _sqrt(b, args, attrs, dtype))
+    return b.fdiv(_constant_like(args[0], 1), _sqrt(b, args, attrs, dtype))
 
 
 # --- comparisons, selection, casts ----------------------------------------------------------------------------
 
 for _name, _op in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
     ELEMENTWISE[_name] = (lambda op: lambda b, args, attrs, dtype: compare(b, op, args[0], args[1], dtype))(_op)
+
+
+ELEMENTWISE["broadcast_to"] = lambda b, args, attrs, dtype: args[0]  # the nest reads x through broadcast strides
 
 
 @_emitter("where")
@@ -274,7 +274,8 @@ def _cast(b, args, attrs, dtype):
     if to == dtype:
         return x
     if to.name == "bool":
-        return b.fcmp_unordered("!=", x, _k(x, 0)) if dtype.is_float else b.icmp_unsigned("!=", x, _k(x, 0))
+        zero = _constant_like(x, 0)
+        return b.fcmp_unordered("!=", x, zero) if dtype.is_float else b.icmp_unsigned("!=", x, zero)
     if dtype.name == "bool":
         return b.uitofp(x, typ) if to.is_float else b.zext(x, typ)
     if dtype.is_float and to.is_float:
@@ -306,8 +307,6 @@ def apply_node(b: ir.IRBuilder, node: Node, args: Sequence[ir.Value], lanes: int
             raise Unfusable(f"a constant of shape {array.shape} inside a kernel body")
         return constant(node.out.dtype, array.item(), lanes)
     args = [widen(b, a, lanes) for a in args]
-    if node.op == "broadcast_to":
-        return args[0]
     emit = ELEMENTWISE.get(node.op)
     if emit is None:
         raise unsupported(node, "it is not an elementwise op")
@@ -324,71 +323,15 @@ def body_compute(body: Graph) -> Callable[[ir.IRBuilder, Sequence[ir.Value], int
     return compute
 
 
-# --- the loop nest --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Operand:
-    """A buffer pointer and the type of the dense array it holds."""
-
-    ptr: ir.Value
-    type: TensorType
-
-
-def _chunks(rows: int, inner: int, width: int) -> int:
-    """Chunk length of the inner axis: whole rows unless there are too few rows to share among threads."""
-    if rows >= 32 or inner < 8192:
-        return inner
-    pieces = min(-(-inner // 4096), -(-64 // rows))
-    per_piece = -(-inner // pieces)
-    return -(-per_piece // width) * width
-
-
-def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand], outputs: Sequence[Operand],
-                     compute: Callable[[ir.IRBuilder, Sequence[ir.Value], int], Sequence[ir.Value]]) -> None:
-    """Emit the threaded loop nest computing outputs (dense, of `shape`) from broadcast inputs, lane group by lane
-    group: every input of a lane group is loaded before any output of it is stored, so results may overwrite an
-    operand of the same shape (the memory plan's in-place rule)."""
-    if prod(shape) == 0:
-        return
-    b, width = k.builder, k.width
-    strides = [broadcast_strides(o.type.shape, shape) for o in inputs] + [contiguous_strides(shape)] * len(outputs)
-    dims, walks, _ = coalesce(shape, strides)
-    if not dims:
-        dims, walks = [1], [[0] for _ in strides]
-    inner, outer = dims[-1], dims[:-1]
-    chunk = _chunks(prod(outer), inner, width)
-    pieces = -(-inner // chunk)
-    first, last = thread_share(b, k.tid, k.nthreads, prod(outer) * pieces)
-    with unit_loop(b, outer + ([pieces] if pieces > 1 else []), first, last, name="row") as index:
-        bases = [offset_of(b, index[:len(outer)], w[:-1]) for w in walks]
-        start: ir.Value = i64(0)
-        stop: ir.Value = i64(inner)
-        if pieces > 1:
-            start = b.mul(index[-1], i64(chunk))
-            end = b.add(start, i64(chunk))
-            stop = b.select(b.icmp_signed("<", end, i64(inner)), end, i64(inner))
-        fixed = {i: load(b, o.ptr, bases[i], o.type.dtype) for i, o in enumerate(inputs) if walks[i][-1] == 0}
-
-        def body(i: ir.Value, lanes: int) -> None:
-            values = [widen(b, fixed[n], lanes) if n in fixed else
-                      load(b, o.ptr, b.add(bases[n], i), o.type.dtype, lanes) for n, o in enumerate(inputs)]
-            results = compute(b, values, lanes)
-            for n, (o, value) in enumerate(zip(outputs, results)):
-                store(b, value, o.ptr, b.add(bases[len(inputs) + n], i), o.type.dtype)
-        vector_loop(b, start, stop, width, body, name="e")
-
-
 def lower_body(ctx: KernelContext, node: Node, body: Graph, op: str) -> KernelSpec:
     """The kernel of an elementwise body applied to the node's operands (one result per body output)."""
-    shape = node.outputs[0].shape
     k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
-    elementwise_nest(k, shape, [Operand(p, v.type) for p, v in zip(k.ins, node.inputs)],
+    elementwise_nest(k, node.attr["shape"], [Operand(p, v.type) for p, v in zip(k.ins, node.inputs)],
                      [Operand(p, v.type) for p, v in zip(k.outs, node.outputs)], body_compute(body))
     return k.finish(op)
 
 
-@register(*sorted(ELEMENTWISE), "broadcast_to")
+@register(*sorted(ELEMENTWISE))
 def lower_elementwise(node: Node, ctx: KernelContext) -> KernelSpec:
     """A single elementwise (or broadcast_to) node: the nest with the op as its one-node body."""
     k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
@@ -397,5 +340,5 @@ def lower_elementwise(node: Node, ctx: KernelContext) -> KernelSpec:
     return k.finish(node.op)
 
 
-__all__ = ["ELEMENTWISE", "Operand", "apply_node", "body_compute", "compare", "elementwise_nest", "fmax", "fmin",
+__all__ = ["ELEMENTWISE", "apply_node", "body_compute", "compare", "elementwise_nest", "fmax", "fmin",
            "libm", "lower_body", "maximum", "minimum", "operand_dtype"]

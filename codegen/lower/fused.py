@@ -1,7 +1,7 @@
 """Fusion regions: one kernel per `fused` node, by kind.
 
-- elementwise: the elementwise nest over the region's shape with the body evaluated per lane group;
-- reduction: the row engine over the domain of the body's reductions;
+- elementwise: the elementwise nest over the region's stated shape with the body evaluated per lane group;
+- reduction: the row engine over the region's stated domain (shape and reduced axes);
 - gemm / conv: the GEMM or conv kernel with the rest of the body as its epilogue.
 
 A region those kernels cannot run as one nest (a body mixing per-row values and elements in a way the row engine
@@ -17,7 +17,6 @@ import llvmlite.ir as ir
 import numpy as np
 
 from braze.ir.graph import Graph, Node, Value
-from braze.ir.passes.fuse import reduction_domain
 
 from ..loops import I8, i64
 from .base import (LOWERINGS, KernelContext, KernelSpec, Unfusable, begin_kernel, memory_type, register, round_up,
@@ -26,9 +25,6 @@ from .elementwise import lower_body
 from .linalg import lower_anchored
 from .reduction import lower_rows
 
-_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "argmax", "argmin", "softmax", "log_softmax", "layer_norm"})
-
-
 @register("fused")
 def lower_fused(node: Node, ctx: KernelContext) -> KernelSpec:
     kind, body = node.attr["kind"], node.attr["body"]
@@ -36,8 +32,7 @@ def lower_fused(node: Node, ctx: KernelContext) -> KernelSpec:
         if kind == "elementwise":
             return lower_body(ctx, node, body, "fused")
         if kind == "reduction":
-            first = next(n for n in body.nodes if n.op in _REDUCTIONS)
-            return lower_rows(node, ctx, body, reduction_domain(first), "fused")
+            return lower_rows(node, ctx, body, (node.attr["shape"], node.attr["axes"]), "fused")
         return lower_anchored(node, ctx, body)
     except Unfusable:
         return lower_op_by_op(node, ctx)
@@ -62,13 +57,13 @@ def _constant(ctx: KernelContext, name: str, node: Node) -> ir.GlobalVariable:
 def lower_op_by_op(node: Node, ctx: KernelContext) -> KernelSpec:
     """The always-correct region kernel: the body's nodes as kernels of their own, run by thread 0."""
     body: Graph = node.attr["body"]
-    kernels: list[KernelSpec] = []
+    kernels: list[tuple[Node, KernelSpec]] = []
     for index, inner in enumerate(body.nodes):
         if inner.op == "constant":
             continue
         if inner.op not in LOWERINGS or inner.op == "fused":
             raise unsupported(inner, "no lowering is registered for this op inside a region")
-        kernels.append(LOWERINGS[inner.op](inner, ctx.sub(f"op{index}")))
+        kernels.append((inner, LOWERINGS[inner.op](inner, ctx.sub(f"op{index}"))))
     offsets: dict[str, int] = {}
     end = 0
     for inner in body.nodes:
@@ -77,7 +72,7 @@ def lower_op_by_op(node: Node, ctx: KernelContext) -> KernelSpec:
         for v in inner.outputs:
             offsets[v.name] = end
             end = round_up(end + v.type.nbytes)
-    inner_scratch = max((s.scratch_bytes for s in kernels), default=0)
+    inner_scratch = max((spec.scratch_bytes for _, spec in kernels), default=0)
     k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
     b = k.builder
     where: dict[str, ir.Value] = {v.name: p for v, p in zip(body.inputs, k.ins)}
@@ -89,8 +84,8 @@ def lower_op_by_op(node: Node, ctx: KernelContext) -> KernelSpec:
     first = b.icmp_signed("==", k.tid, i64(0))
     with b.if_then(first):
         sub_scratch = b.gep(k.scratch, [i64(end)], source_etype=I8)
-        for spec in kernels:
-            b.call(spec.function, [where[v.name] for v in spec.outputs + spec.inputs] +
+        for inner, spec in kernels:
+            b.call(spec.function, [where[v.name] for v in inner.outputs + inner.inputs] +
                    [sub_scratch, i64(0), i64(1)])
         for v, out in zip(body.outputs, k.outs):
             _copy(b, where[v.name], out, v)

@@ -1,15 +1,15 @@
-"""matmul and conv2d, alone or as the anchor of a gemm/conv region whose elementwise epilogue is fused into the
-store of every accumulator vector.
+"""matmul, linear and conv2d, alone or as the anchor of a gemm/conv region whose elementwise epilogue is fused into
+the store of every accumulator vector.
 
 float32 runs on codegen.gemm / codegen.conv (blocked, packed, register-tiled; threads split C's panels). The
 epilogue evaluates the region body after the anchor on each <W x float> accumulator at its tile position: operands
 are read through their broadcast strides (masked at the edge of C), every region result other than the one stored
 as C is written from the epilogue too. C is a float32 result of the region (the GEMM accumulates K blocks in it);
-a region without one accumulates in per-thread scratch. A matmul whose B is the transpose of a param reads the param
-with swapped strides (B's packing then does the transpose) and lists the param in KernelSpec.inputs. When B is a
-param (or its transpose) that the GEMM would pack on every call, the kernel instead reads B pre-packed: it lists a
+a region without one accumulates in per-thread scratch. linear(x, W) is matmul(x, W^T) with W stored (out, in): B
+is W read with swapped strides (B's packing then does the transpose). When B is a fixed operand (a param, see
+KernelContext.fixed) that the GEMM would pack on every call, the kernel instead reads B pre-packed: it lists a
 PreparedWeight whose prepack function the module runs once when it is loaded. A conv2d (other than depthwise,
-which reads its weight in place) whose weight is a param likewise reads the weight pre-packed as its GEMM's A.
+which reads its weight in place) whose weight is fixed likewise reads the weight pre-packed as its GEMM's A.
 
 Other dtypes (float64, integers) use a row kernel vectorized along C's columns, without FMA contraction so that
 every thread split rounds alike; conv2d in float64 uses direct loops. Regions of those dtypes are lowered op by op
@@ -23,6 +23,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from braze.ir.graph import Graph, Node, Value
+from braze.ir.registry import is_leaf
 from braze.ir.types import float32
 
 from ..conv import ConvSpec, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d, emit_conv_weight_prepack
@@ -41,25 +42,16 @@ Mapper = Callable[[tuple[int, ...]], tuple[Callable[[ir.IRBuilder, TilePos], ir.
 
 
 def anchor_of(body: Graph) -> Node:
-    return next(n for n in body.nodes if n.op != "constant")
+    return next(n for n in body.nodes if not is_leaf(n))
 
 
-def _transposed_param(ctx: KernelContext, value: Value) -> Value | None:
-    """The param whose last two axes `value` swaps (a transpose node reading a param leaf), if it is one."""
-    if ctx.producer is None or value.type.rank < 2:
-        return None
-    node = ctx.producer(value)
-    rank = value.type.rank
-    if node is None or node.op != "transpose" or tuple(node.attr["perm"]) != tuple(range(rank - 2)) + (rank - 1, rank - 2):
-        return None
-    source = ctx.producer(node.inputs[0])
-    return node.inputs[0] if source is not None and source.op == "param" else None
-
-
-def _is_param(ctx: KernelContext, value: Value) -> bool:
-    """Whether `value` is a param leaf (known through the producer lookup)."""
-    node = ctx.producer(value) if ctx.producer is not None else None
-    return node is not None and node.op == "param"
+def _b_operand(anchor: Node) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """B's shape and element strides as the GEMM reads it: a linear's (out, in) weight with its axes swapped."""
+    y = anchor.inputs[1]
+    if anchor.op != "linear":
+        return y.shape, None
+    rows, cols = contiguous_strides(y.shape)
+    return y.shape[::-1], (cols, rows)
 
 
 def _prepack_b(ctx: KernelContext, spec: GemmSpec, param: Value, operand: int,
@@ -145,19 +137,14 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     index = {v.name: i for i, v in enumerate(body.inputs)}
     if x.name not in index or y.name not in index or anchor.out.dtype != float32:
         raise Unfusable("the matmul's operands are not region operands of float32")
-    inputs = list(node.inputs)
-    y_strides = None
+    # B read pre-packed replaces the operand's buffer in the whole kernel, so nothing else may read it there.
     reads_y = any(y in n.inputs for n in body.nodes if n is not anchor) or x.name == y.name
-    param = None if reads_y else _transposed_param(ctx, node.inputs[index[y.name]])
-    if param is not None:
-        inputs[index[y.name]] = param
-        own = contiguous_strides(param.shape)
-        y_strides = own[:-2] + (own[-1], own[-2])
-    elif not reads_y and _is_param(ctx, node.inputs[index[y.name]]):
-        param = node.inputs[index[y.name]]
-    spec = matmul_spec(x.shape, y.shape, None, y_strides)
+    weight = node.inputs[index[y.name]]
+    y_shape, y_strides = _b_operand(anchor)
+    spec = matmul_spec(x.shape, y_shape, None, y_strides)
     tiling = tiling_for(ctx.target.vector_width)
-    prepared = _prepack_b(ctx, spec, param, index[y.name], tiling) if param is not None else None
+    fixed = not reads_y and weight.name in ctx.fixed
+    prepared = _prepack_b(ctx, spec, weight, index[y.name], tiling) if fixed else None
     if prepared is not None:
         spec = prepared[0]
     out_shape = anchor.out.shape
@@ -175,7 +162,7 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
         return offset, cols
     slots, c_name = _plan_region(body, anchor)
     epilogue = _epilogue(body, anchor, mapper, slots, c_name, None)
-    k = begin_kernel(ctx, node.outputs, inputs)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
     fn = emit_gemm(ctx.module, f"{ctx.name}.gemm", spec, tiling, epilogue, len(slots))
     fn.linkage = "internal"
     scratch = gemm_scratch_bytes(spec, tiling)
@@ -227,7 +214,7 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     epilogue = _epilogue(body, anchor, mapper, slots, c_name, bias_slot)
     tiling = tiling_for(ctx.target.vector_width)
     weight = node.inputs[index[w.name]]
-    prepared = _prepack_conv_weight(ctx, spec, weight, index[w.name], tiling) if _is_param(ctx, weight) else None
+    prepared = _prepack_conv_weight(ctx, spec, weight, index[w.name], tiling) if weight.name in ctx.fixed else None
     if prepared is not None:
         spec = prepared[0]
     k = begin_kernel(ctx, node.outputs, node.inputs)
@@ -243,8 +230,9 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
 
 def _generic_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
     """C[i, j..j+W] = sum_k A[i, k] B[k, j..j+W] per row of every batch, for dtypes the GEMM does not cover."""
-    x, y = node.inputs
-    spec = matmul_spec(x.shape, y.shape)
+    x = node.inputs[0]
+    y_shape, y_strides = _b_operand(node)
+    spec = matmul_spec(x.shape, y_shape, None, y_strides)
     dtype = node.out.dtype
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
@@ -307,7 +295,7 @@ def _direct_conv(node: Node, ctx: KernelContext) -> KernelSpec:
     return k.finish(node.op)
 
 
-@register("matmul")
+@register("matmul", "linear")
 def lower_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
     if node.out.dtype != float32:
         return _generic_matmul(node, ctx)

@@ -1,25 +1,15 @@
-"""Normalization: layer_norm on the row engine (mean pass, variance pass, normalizing pass over each row) and
-batch_norm at inference as an elementwise nest with the per-channel statistics broadcast along axis 1."""
+"""Normalization: batch_norm at inference as an elementwise nest with the per-channel statistics broadcast along
+axis 1 (layer_norm runs on the row engine, reduction.py: mean pass, variance pass, normalizing pass per row)."""
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from braze.ir.graph import Node
-from braze.ir.passes.fuse import reduction_domain
 from braze.ir.types import TensorType
 
-from .base import KernelContext, KernelSpec, Unfusable, begin_kernel, constant, register, unsupported
-from .elementwise import ELEMENTWISE, Operand, elementwise_nest
-from .reduction import lower_rows, single_body
-
-
-@register("layer_norm")
-def lower_layer_norm(node: Node, ctx: KernelContext) -> KernelSpec:
-    """Rows of the trailing normalized_shape: y = (x - mean) / sqrt(var + eps) * weight + bias, as the reference."""
-    try:
-        return lower_rows(node, ctx, single_body(node), reduction_domain(node), node.op)
-    except Unfusable as exc:
-        raise unsupported(node, str(exc)) from None
+from .base import KernelContext, KernelSpec, begin_kernel, constant, register
+from .elementwise import ELEMENTWISE
+from .nest import Operand, elementwise_nest
 
 
 @register("batch_norm")
@@ -40,4 +30,4 @@ def lower_batch_norm(node: Node, ctx: KernelContext) -> KernelSpec:
     return k.finish(node.op)
 
 
-__all__ = ["lower_batch_norm", "lower_layer_norm"]
+__all__ = ["lower_batch_norm"]

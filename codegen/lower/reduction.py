@@ -1,5 +1,5 @@
-"""Reductions (sum, mean, max, min, argmax, argmin over any axes), softmax and log_softmax, and reduction regions:
-the loop nests of the row engine (rows.py explains the plan), emitted for both layouts of a domain."""
+"""Reductions (sum, mean, max, min, argmax, argmin over any axes), softmax, log_softmax, layer norm and reduction
+regions: the loop nests of the row engine (rows.py explains the plan), emitted for both layouts of a domain."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -10,12 +10,12 @@ import llvmlite.ir as ir
 
 from braze.ir.builder import GraphBuilder
 from braze.ir.graph import Graph, Node
-from braze.ir.passes.fuse import reduction_domain
+from braze.ir.registry import reduction_domain
 
 from ..loops import I64, alloca, for_range, i64, loop_nest, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce,
                    contiguous_strides, iota, offset_of, register, store, thread_share, unit_loop, unsupported, widen)
-from .rows import Element, RowPlan, Rows
+from .rows import ROW_OPS, Element, RowPlan, Rows
 
 
 def single_body(node: Node) -> Graph:
@@ -211,9 +211,10 @@ def lower_rows(node: Node, ctx: KernelContext, body: Graph, domain: tuple[tuple[
     return k.finish(op)
 
 
-@register("sum", "mean", "max", "min", "argmax", "argmin", "softmax", "log_softmax")
+@register(*ROW_OPS)
 def lower_reduction(node: Node, ctx: KernelContext) -> KernelSpec:
-    """A reduction node: the row engine over its domain with the node as a one-node body."""
+    """A reducing node (layer norm included: y = (x - mean) / sqrt(var + eps) * weight + bias, as the reference):
+    the row engine over its domain with the node as a one-node body."""
     try:
         return lower_rows(node, ctx, single_body(node), reduction_domain(node), node.op)
     except Unfusable as exc:

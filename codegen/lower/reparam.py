@@ -16,7 +16,7 @@ from braze.ir.types import TensorType, float32, int8, uint8
 
 from ..loops import F32, I8, I64, alloca, for_range, i64, vector_loop
 from .base import KernelContext, KernelSpec, begin_kernel, constant, load, register, store, thread_share, widen
-from .elementwise import Operand, elementwise_nest
+from .nest import Operand, elementwise_nest
 
 
 @register("lora_merge")

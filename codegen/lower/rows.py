@@ -27,15 +27,19 @@ import llvmlite.ir as ir
 
 from braze.ir.graph import Graph, Node
 from braze.ir.ops._common import reduced_shape
-from braze.ir.passes.fuse import reduction_domain
+from braze.ir.registry import get_op, reduction_domain
 from braze.ir.types import DType, int64
 
 from .base import Unfusable, broadcast_strides, broadcasts_to, constant, lanes_of, load, register_type, widen
 from .elementwise import ELEMENTWISE, apply_node
 from .reducers import Reducer
 
+# The row engine's rules for reducing ops (the registry's `reduces` trait says which ops reduce and over which
+# axes): a plain reduction is one accumulator of this reducer; a normalizing op's result has the domain's shape and
+# is computed per element from row statistics.
 _REDUCERS = {"sum": "sum", "mean": "sum", "max": "max", "min": "min", "argmax": "argmax", "argmin": "argmin"}
 _NORMALIZING = ("softmax", "log_softmax", "layer_norm")
+ROW_OPS = (*_REDUCERS, *_NORMALIZING)
 
 
 @dataclass
@@ -100,9 +104,9 @@ class RowPlan:
         ins = [self.info[v.name] for v in node.inputs]
         if node.op == "constant":
             self.info[out.name] = Info("S", True, 0)
-        elif node.op in _REDUCERS or node.op in _NORMALIZING:
+        elif get_op(node.op).is_reduction:
             self._reduction(node, ins)
-        elif node.op in ELEMENTWISE or node.op == "broadcast_to":
+        elif node.op in ELEMENTWISE:
             self.info[out.name] = self._elementwise(node, ins)
         else:
             raise Unfusable(f"{node.op} cannot be computed row by row")
@@ -121,6 +125,8 @@ class RowPlan:
     def _reduction(self, node: Node, ins: list[Info]) -> None:
         if reduction_domain(node) != (self.shape, self.axes) or not self._as_s(ins[0], node.inputs[0].shape):
             raise Unfusable(f"{node.op} reduces another domain than {self.shape} over {self.axes}")
+        if node.op not in _REDUCERS and node.op not in _NORMALIZING:
+            raise Unfusable(f"the row engine has no rule for the reduction {node.op}")
         x, out = node.inputs[0], node.out
         stage = max(i.ready for i in ins)
         if node.op in _REDUCERS:
@@ -248,4 +254,4 @@ class Element:
         return result
 
 
-__all__ = ["Acc", "Element", "Info", "RowPlan", "Rows", "element_value"]
+__all__ = ["ROW_OPS", "Acc", "Element", "Info", "RowPlan", "Rows", "element_value"]

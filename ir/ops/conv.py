@@ -119,9 +119,15 @@ def _conv2d_vjp(e, g, out, x, w, b=None, *, stride, padding, dilation, groups):
     return dx, dw, e.sum(g, axes=(0, 2, 3), keepdim=False)
 
 
+def _conv2d_work(node) -> int:
+    """Multiply-adds: every result element sums C_in/groups * kH * kW products."""
+    w = node.inputs[1]
+    return node.out.type.size * (w.type.size // max(w.shape[0], 1))
+
+
 conv2d = defop(
     "conv2d", ("x", "w", "b?"), infer=_conv2d_infer, impl=_conv2d_impl, vjp=_conv2d_vjp, attrs=_GEOMETRY,
-    category="conv",
+    category="conv", anchor="conv", work=_conv2d_work,
     doc="Cross-correlation of an NCHW input with a (C_out, C_in/groups, kH, kW) weight plus an optional bias, "
         "as torch.nn.functional.conv2d.")
 

@@ -13,10 +13,12 @@ from ..registry import defop
 from ..types import TensorType, bool_
 from ._common import broadcast_shapes, require_bool, require_dtype_kind, require_float, same_dtype, unbroadcast
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# GELU's constants, for every rule that writes gelu out (the simplify recognizer, codegen's kernels).
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+SQRT_HALF = math.sqrt(0.5)
+GELU_CUBIC = 0.044715
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-_GELU_CUBIC = 0.044715
 
 
 def _binary_infer(name: str, *, floats_only: bool = False, result=None, numbers_only: bool = False):
@@ -136,7 +138,7 @@ silu = _unary("silu", lambda x: (x * _sigmoid_impl(x)).astype(x.dtype, copy=Fals
 
 def _gelu_impl(x, *, approximate):
     if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + _GELU_CUBIC * x ** 3)
+        inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * x ** 3)
         return (0.5 * x * (1.0 + np.tanh(inner))).astype(x.dtype, copy=False)
     return (0.5 * x * (1.0 + _erf_impl(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
 
@@ -144,8 +146,8 @@ def _gelu_impl(x, *, approximate):
 def _gelu_vjp(e, g, out, x, *, approximate):
     if approximate == "tanh":
         x2 = e.mul(x, x)
-        t = e.tanh(e.mul(e.add(x, e.mul(x2, e.mul(x, _GELU_CUBIC))), _SQRT_2_OVER_PI))
-        dt = e.mul(e.sub(1.0, e.mul(t, t)), e.mul(e.add(e.mul(x2, 3 * _GELU_CUBIC), 1.0), _SQRT_2_OVER_PI))
+        t = e.tanh(e.mul(e.add(x, e.mul(x2, e.mul(x, GELU_CUBIC))), SQRT_2_OVER_PI))
+        dt = e.mul(e.sub(1.0, e.mul(t, t)), e.mul(e.add(e.mul(x2, 3 * GELU_CUBIC), 1.0), SQRT_2_OVER_PI))
         d = e.add(e.mul(e.add(t, 1.0), 0.5), e.mul(e.mul(x, dt), 0.5))
     else:
         cdf = e.mul(e.add(e.erf(e.mul(x, 1 / math.sqrt(2.0))), 1.0), 0.5)
@@ -217,4 +219,4 @@ def _cast_vjp(e, g, out, x, *, dtype):
 
 cast = defop("cast", ("x",), infer=lambda x, *, dtype: x.with_dtype(dtype),
              impl=lambda x, *, dtype: x.astype(dtype.numpy), vjp=_cast_vjp, category="elementwise",
-             attrs=(AttrSpec("dtype", "dtype"),))
+             attrs=(AttrSpec("dtype", "dtype"),), preserves_values=True)

@@ -3,11 +3,15 @@
 `fused` is formed by the fuse pass (ir/passes/fuse.py) for inference graphs. Its operands are the region's
 external inputs in the order of the body's inputs and its results are the body's outputs, so a fused node has as
 many results as its body has outputs (the registry's `num_results` of 1 describes the common single-output case).
-`kind` tells codegen which kernel family to build:
-- "elementwise": elementwise ops and broadcasts over one iteration space;
-- "reduction": reductions over one set of axes of one shape, with their elementwise producers and consumers;
-- "gemm" / "conv": a matmul / conv2d as the body's first computing node, followed by an elementwise epilogue.
-The body holds no param or flag leaves (they stay outside and arrive as operands); scalar constants may be inside.
+`kind` tells codegen which kernel family to build, and `shape` and `axes` state the region's domain, so codegen
+reads it instead of re-deriving it from the body:
+- "elementwise": elementwise ops and broadcasts over the iteration space `shape` (every result has that shape);
+- "reduction": reductions of operands of shape `shape` over `axes`, with their elementwise producers and
+  consumers (every reducing node of the body has exactly that domain);
+- "gemm" / "conv": an op anchoring that kernel family (the registry's `anchor` trait: matmul or linear, conv2d) as
+  the body's first computing node, followed by an elementwise epilogue; `shape` is the anchor's result shape.
+`axes` is empty except for reductions. The body holds no param or flag leaves (they stay outside and arrive as
+operands); scalar constants may be inside.
 The reference implementation interprets the body, so the interpreter and constant folding need nothing special.
 """
 from __future__ import annotations
@@ -20,32 +24,49 @@ from ..attrs import AttrSpec
 from ..errors import DTypeError, ShapeError
 from ..graph import Graph
 from ..interpret import interpret
-from ..registry import defop
+from ..registry import defop, get_op, is_leaf, reduction_domain
 from ..types import TensorType
 
 FUSION_KINDS = ("elementwise", "reduction", "gemm", "conv")
 
-# The op a gemm or conv body starts with.
-_ANCHOR = {"gemm": "matmul", "conv": "conv2d"}
-_LEAVES = ("param", "flag", "constant")
-
 
 def _check_body(kind: str, body: Graph) -> None:
-    outside = sorted({n.op for n in body.nodes if n.op in ("param", "flag")})
+    outside = sorted({n.op for n in body.nodes if is_leaf(n) and n.op != "constant"})
     if outside:
         raise ShapeError(f"fused: the body of @{body.name} holds {' and '.join(outside)} leaves; "
                          f"params and flags stay outside a region and arrive as operands")
     if not body.outputs:
         raise ShapeError(f"fused: the body of @{body.name} has no outputs")
-    computing = [n.op for n in body.nodes if n.op not in _LEAVES]
-    anchor = _ANCHOR.get(kind)
-    if anchor is not None and (not computing or computing[0] != anchor):
-        first = computing[0] if computing else "nothing"
-        raise ShapeError(f"fused: a {kind} region's body starts with {anchor}, but @{body.name} starts with {first}")
+    computing = [n for n in body.nodes if not is_leaf(n)]
+    if kind in ("gemm", "conv") and (not computing or get_op(computing[0].op).anchor != kind):
+        first = computing[0].op if computing else "nothing"
+        raise ShapeError(f"fused: a {kind} region's body starts with an op anchoring {kind} kernels, but "
+                         f"@{body.name} starts with {first}")
 
 
-def _fused_infer(*operands: TensorType, kind: str, body: Graph) -> tuple[TensorType, ...]:
+def _check_domain(kind: str, body: Graph, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+    """The stated domain is the one the body computes (see the module docstring)."""
+    where = f"fused: the {kind} region @{body.name} states domain {list(shape)} over axes {list(axes)}"
+    if kind == "reduction":
+        domains = {reduction_domain(n) for n in body.nodes} - {None}
+        if domains != {(shape, axes)}:
+            found = ", ".join(f"{list(s)} over {list(a)}" for s, a in sorted(domains)) or "none"
+            raise ShapeError(f"{where}, but its reductions have domain(s) {found}")
+        return
+    if axes:
+        raise ShapeError(f"{where}; only reduction regions reduce")
+    if kind == "elementwise":
+        wrong = [v for v in body.outputs if v.shape != shape]
+    else:
+        wrong = [v for v in next(n for n in body.nodes if not is_leaf(n)).outputs if v.shape != shape]
+    if wrong:
+        raise ShapeError(f"{where}, but %{wrong[0].name} has shape {list(wrong[0].shape)}")
+
+
+def _fused_infer(*operands: TensorType, kind: str, body: Graph, shape: tuple[int, ...],
+                 axes: tuple[int, ...]) -> tuple[TensorType, ...]:
     _check_body(kind, body)
+    _check_domain(kind, body, shape, axes)
     expected = [v.type for v in body.inputs]
     if len(operands) != len(expected):
         raise ShapeError(f"fused: {len(operands)} operand(s) for a body taking {len(expected)} input(s) "
@@ -58,11 +79,18 @@ def _fused_infer(*operands: TensorType, kind: str, body: Graph) -> tuple[TensorT
     return tuple(v.type for v in body.outputs)
 
 
-def _fused_impl(*arrays: np.ndarray, kind: str, body: Graph) -> Any:
+def _fused_impl(*arrays: np.ndarray, kind: str, body: Graph, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
     return interpret(body, arrays)
+
+
+def _fused_work(node) -> int:
+    return sum(get_op(n.op).work_estimate(n) for n in node.attr["body"].nodes)
 
 
 fused = defop(
     "fused", ("*xs",), infer=_fused_infer, impl=_fused_impl, vjp=None,
-    attrs=(AttrSpec("kind", "str", choices=FUSION_KINDS), AttrSpec("body", "graph")),
-    doc="A fusion region: the nested graph `body` applied to the operands; one result per body output.")
+    attrs=(AttrSpec("kind", "str", choices=FUSION_KINDS), AttrSpec("body", "graph"), AttrSpec("shape", "shape"),
+           AttrSpec("axes", "ints", ())),
+    work=_fused_work,
+    doc="A fusion region: the nested graph `body` applied to the operands over the domain `shape` (reduced over "
+        "`axes`); one result per body output.")

@@ -110,6 +110,16 @@ pad = defop("pad", ("x",), infer=_pad_infer, impl=_pad_impl, vjp=_pad_vjp,
 # --- index checks -----------------------------------------------------------------------------------------
 
 
+def _operand_axis(node) -> int:
+    """The size of the indexed axis of the first operand: the bound of a gather or index_select's indices."""
+    return node.inputs[0].shape[node.attr["axis"]]
+
+
+def _target_axis(node) -> int:
+    """The size of the indexed axis of the target shape: the bound of a scatter_add or index_add's indices."""
+    return node.attr["shape"][node.attr["axis"]]
+
+
 def _require_index(op: str, t: TensorType) -> None:
     require_dtype_kind(op, t, ("int",), "indices")
 
@@ -158,7 +168,7 @@ def _gather_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray
 gather = defop("gather", ("x", "indices"), infer=_gather_infer, impl=_gather_impl,
                vjp=lambda e, g, out, x, indices, *, axis: (
                    e.scatter_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
-               attrs=(AttrSpec("axis", "int"),), category="index",
+               attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),
                doc="out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis` (torch.gather).")
 
 
@@ -180,6 +190,7 @@ def _scatter_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: t
 scatter_add = defop("scatter_add", ("g", "indices"), infer=_scatter_add_infer, impl=_scatter_add_impl,
                     vjp=lambda e, gg, out, g, indices, *, axis, shape: (e.gather(gg, indices, axis=axis), None),
                     attrs=(AttrSpec("axis", "int"), AttrSpec("shape", "shape")), category="index",
+                    index_operands=((1, _target_axis),),
                     doc="Zeros of `shape` with g added at the gather positions: the transpose of gather.")
 
 
@@ -203,7 +214,7 @@ def _index_select_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.n
 index_select = defop("index_select", ("x", "indices"), infer=_index_select_infer, impl=_index_select_impl,
                      vjp=lambda e, g, out, x, indices, *, axis: (
                          e.index_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
-                     attrs=(AttrSpec("axis", "int"),), category="index",
+                     attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),
                      doc="Pick whole slices of x along `axis` by an index tensor of any shape (numpy.take); "
                          "the embedding lookup.")
 
@@ -232,6 +243,7 @@ def _index_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: tup
 index_add = defop("index_add", ("g", "indices"), infer=_index_add_infer, impl=_index_add_impl,
                   vjp=lambda e, gg, out, g, indices, *, axis, shape: (e.index_select(gg, indices, axis=axis), None),
                   attrs=(AttrSpec("axis", "int"), AttrSpec("shape", "shape")), category="index",
+                  index_operands=((1, _target_axis),),
                   doc="Zeros of `shape` with the slices of g summed into the positions `indices` select: "
                       "the transpose of index_select.")
 
@@ -253,4 +265,5 @@ def _one_hot_impl(indices: np.ndarray, *, num_classes: int, dtype) -> np.ndarray
 
 one_hot = defop("one_hot", ("indices",), infer=_one_hot_infer, impl=_one_hot_impl,
                 attrs=(AttrSpec("num_classes", "int"), AttrSpec("dtype", "dtype", float32)), category="index",
+                index_operands=((0, lambda node: node.attr["num_classes"]),),
                 doc="A trailing axis of num_classes entries, 1 at each index and 0 elsewhere.")

@@ -1,4 +1,5 @@
-"""Matrix multiplication with numpy's matmul semantics: 1-D operands promoted, batch dimensions broadcast."""
+"""Matrix multiplication with numpy's matmul semantics (1-D operands promoted, batch dimensions broadcast), and
+linear: the matmul of x with a weight stored transposed, (out, in), as torch stores it."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,7 @@ import numpy as np
 from ..errors import DTypeError, ShapeError
 from ..registry import defop
 from ..types import TensorType, bool_
-from ._common import same_dtype, shapes_text, unbroadcast
+from ._common import require_rank, same_dtype, shapes_text, unbroadcast
 
 
 def _matmul_infer(x: TensorType, y: TensorType) -> TensorType:
@@ -51,6 +52,45 @@ def _restore(e, grad, operand):
     return grad if tuple(grad.shape) == tuple(operand.shape) else e.reshape(grad, shape=tuple(operand.shape))
 
 
+def _matmul_work(node) -> int:
+    """Multiply-adds: every result element sums K products (K the last axis of x)."""
+    return node.out.type.size * (node.inputs[0].shape[-1] if node.inputs[0].shape else 1)
+
+
 matmul = defop("matmul", ("x", "y"), infer=_matmul_infer, impl=np.matmul, vjp=_matmul_vjp, category="matmul",
+               anchor="gemm", work=_matmul_work,
                doc="numpy.matmul: 1-D operands are promoted to matrices and the added axis removed; "
                    "leading batch dimensions broadcast.")
+
+
+# --- linear: a matmul with the weight stored (out, in), as torch stores it ---------------------------------
+
+
+def _linear_infer(x: TensorType, weight: TensorType) -> TensorType:
+    require_rank("linear", weight, 2, "the weight (out_features, in_features)")
+    return _matmul_infer(x, weight.with_shape(weight.shape[::-1]))
+
+
+def _linear_impl(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    return np.matmul(x, weight.T)
+
+
+def _linear_vjp(e, g, out, x, weight):
+    """dx = g @ W; dW = g^T @ x over every leading axis flattened into rows."""
+    out_features, in_features = weight.shape
+    gx = e.matmul(g, weight)
+    g_rows = g if len(g.shape) == 2 else e.reshape(g, shape=(_rows(g.shape), out_features))
+    x_rows = x if len(x.shape) == 2 else e.reshape(x, shape=(_rows(x.shape), in_features))
+    gw = e.matmul(e.transpose(g_rows, perm=(1, 0)), x_rows)
+    return gx, gw
+
+
+def _rows(shape) -> int:
+    return int(np.prod(shape[:-1], dtype=np.int64))
+
+
+linear = defop("linear", ("x", "weight"), infer=_linear_infer, impl=_linear_impl, vjp=_linear_vjp,
+               category="matmul", anchor="gemm", work=_matmul_work,
+               doc="x @ weight.T with the weight stored (out_features, in_features), as torch.nn.functional.linear "
+                   "without bias; simplify writes matmul(x, transpose(param)) this way so codegen reads the "
+                   "stored weight directly.")

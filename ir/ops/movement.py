@@ -32,12 +32,13 @@ def _reshape_infer(x: TensorType, *, shape: tuple[int, ...]) -> TensorType:
 
 reshape = defop("reshape", ("x",), infer=_reshape_infer, impl=lambda x, *, shape: np.reshape(x, shape),
                 vjp=lambda e, g, out, x, *, shape: (e.reshape(g, shape=tuple(x.shape)),),
-                attrs=(AttrSpec("shape", "shape"),), category="movement",
+                attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
                 doc="The same elements in row-major order under a new shape of equal size.")
 
 
 copy = defop("copy", ("x",), infer=lambda x: x, impl=lambda x: np.array(x, copy=True), vjp=lambda e, g, out, x: (g,),
-             category="movement", doc="A copy of the operand: what moving a tensor to another device records.")
+             category="movement", preserves_values=True,
+             doc="A copy of the operand: what moving a tensor to another device records.")
 
 
 # --- transpose --------------------------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def _transpose_vjp(e, g, out, x, *, perm):
 
 
 transpose = defop("transpose", ("x",), infer=_transpose_infer, impl=lambda x, *, perm: np.transpose(x, perm),
-                  vjp=_transpose_vjp, attrs=(AttrSpec("perm", "ints"),), category="movement",
+                  vjp=_transpose_vjp, attrs=(AttrSpec("perm", "ints"),), category="movement", preserves_values=True,
                   doc="Permute the axes: result axis i is operand axis perm[i].")
 
 
@@ -72,7 +73,8 @@ def _broadcast_to_infer(x: TensorType, *, shape: tuple[int, ...]) -> TensorType:
 broadcast_to = defop("broadcast_to", ("x",), infer=_broadcast_to_infer,
                      impl=lambda x, *, shape: np.array(np.broadcast_to(x, shape)),
                      vjp=lambda e, g, out, x, *, shape: (unbroadcast(e, g, tuple(x.shape)),),
-                     attrs=(AttrSpec("shape", "shape"),), category="movement",
+                     attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
+                     elementwise_like=True,
                      doc="Repeat size-1 and missing leading dimensions to reach `shape` (numpy rules).")
 
 
@@ -109,12 +111,12 @@ def _reshape_back(e, g, out, x, *, axes):
 
 squeeze = defop("squeeze", ("x",), infer=_squeeze_infer,
                 impl=lambda x, *, axes: np.reshape(x, _squeeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
-                vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement",
+                vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
                 doc="Remove the listed size-1 axes.")
 unsqueeze = defop("unsqueeze", ("x",), infer=_unsqueeze_infer,
                   impl=lambda x, *, axes: np.reshape(
                       x, _unsqueeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
-                  vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement",
+                  vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
                   doc="Insert size-1 axes; `axes` index the result, as numpy.expand_dims with a tuple.")
 
 

@@ -84,6 +84,7 @@ def _layer_norm_vjp(e, g, out, x, weight=None, bias=None, *, normalized_shape, e
 layer_norm = defop(
     "layer_norm", ("x", "weight?", "bias?"), infer=_layer_norm_infer, impl=_layer_norm_impl, vjp=_layer_norm_vjp,
     attrs=(AttrSpec("normalized_shape", "shape"),) + _EPS, category="normalization",
+    reduces=lambda shape, attrs: _ln_axes(len(shape), attrs["normalized_shape"]),
     doc="Normalize over the trailing normalized_shape dims, then scale and shift, as "
         "torch.nn.functional.layer_norm (a bias needs a weight before it).")
 

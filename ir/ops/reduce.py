@@ -25,6 +25,19 @@ def _axes(name: str, axes: tuple[int, ...] | None, rank: int) -> tuple[int, ...]
     return norm if rank else ()
 
 
+def _axes_rule(name: str):
+    """The reduces trait of the `axes` reductions."""
+    return lambda shape, attrs: _axes(name, attrs["axes"], len(shape))
+
+
+def _axis_rule(name: str):
+    """The reduces trait of the single-`axis` reductions (argmax, argmin: every axis when None)."""
+    def rule(shape: tuple[int, ...], attrs: dict[str, Any]) -> tuple[int, ...]:
+        axis = attrs["axis"]
+        return tuple(range(len(shape))) if axis is None else (normalize_axis(name, axis, len(shape)),)
+    return rule
+
+
 def _reduce_infer(name: str, *, floats_only: bool = False, needs_elements: bool = False):
     def infer(x: TensorType, *, axes: tuple[int, ...] | None, keepdim: bool) -> TensorType:
         if floats_only:
@@ -78,14 +91,16 @@ def _extremum_vjp(name: str):
 
 
 sum = defop("sum", ("x",), infer=_reduce_infer("sum"), impl=_reduce_impl("sum", np.sum, cast_bool=True), vjp=_sum_vjp,
-            attrs=_REDUCE_ATTRS, category="reduction", doc="Sum over `axes` (all when None).")
+            attrs=_REDUCE_ATTRS, category="reduction", reduces=_axes_rule("sum"),
+            doc="Sum over `axes` (all when None).")
 mean = defop("mean", ("x",), infer=_reduce_infer("mean", floats_only=True), impl=_reduce_impl("mean", _mean_impl),
-             vjp=_mean_vjp, attrs=_REDUCE_ATTRS, category="reduction", doc="Arithmetic mean over `axes`.")
+             vjp=_mean_vjp, attrs=_REDUCE_ATTRS, category="reduction", reduces=_axes_rule("mean"),
+             doc="Arithmetic mean over `axes`.")
 max = defop("max", ("x",), infer=_reduce_infer("max", needs_elements=True), impl=_reduce_impl("max", np.max),
-            vjp=_extremum_vjp("max"), attrs=_REDUCE_ATTRS, category="reduction",
+            vjp=_extremum_vjp("max"), attrs=_REDUCE_ATTRS, category="reduction", reduces=_axes_rule("max"),
             doc="Largest element over `axes`; the gradient is shared evenly among ties.")
 min = defop("min", ("x",), infer=_reduce_infer("min", needs_elements=True), impl=_reduce_impl("min", np.min),
-            vjp=_extremum_vjp("min"), attrs=_REDUCE_ATTRS, category="reduction",
+            vjp=_extremum_vjp("min"), attrs=_REDUCE_ATTRS, category="reduction", reduces=_axes_rule("min"),
             doc="Smallest element over `axes`; the gradient is shared evenly among ties.")
 
 
@@ -117,9 +132,11 @@ def _arg_impl(fn: Any):
 
 
 argmax = defop("argmax", ("x",), infer=_arg_infer("argmax"), impl=_arg_impl(np.argmax), attrs=_ARG_ATTRS,
-               category="reduction", doc="Index of the first largest element along `axis` (flattened when None).")
+               category="reduction", reduces=_axis_rule("argmax"),
+               doc="Index of the first largest element along `axis` (flattened when None).")
 argmin = defop("argmin", ("x",), infer=_arg_infer("argmin"), impl=_arg_impl(np.argmin), attrs=_ARG_ATTRS,
-               category="reduction", doc="Index of the first smallest element along `axis` (flattened when None).")
+               category="reduction", reduces=_axis_rule("argmin"),
+               doc="Index of the first smallest element along `axis` (flattened when None).")
 
 
 # --- softmax family ---------------------------------------------------------------------------------------
@@ -129,6 +146,10 @@ def _softmax_axes(name: str, rank: int, axis: int) -> tuple[int, ...]:
     """The normalized softmax axis as a reduction tuple; a scalar normalizes over no axis."""
     ax = normalize_axis(name, axis, rank)
     return (ax,) if rank else ()
+
+
+def _softmax_rule(name: str):
+    return lambda shape, attrs: _softmax_axes(name, len(shape), attrs["axis"])
 
 
 def _softmax_infer(name: str):
@@ -170,8 +191,9 @@ def _log_softmax_vjp(e, g, out, x, *, axis):
 
 
 softmax = defop("softmax", ("x",), infer=_softmax_infer("softmax"), impl=_softmax_impl, vjp=_softmax_vjp,
-                attrs=(AttrSpec("axis", "int", -1),), category="reduction",
+                attrs=(AttrSpec("axis", "int", -1),), category="reduction", reduces=_softmax_rule("softmax"),
                 doc="exp(x) normalized to sum 1 along `axis`, computed with the maximum subtracted.")
 log_softmax = defop("log_softmax", ("x",), infer=_softmax_infer("log_softmax"), impl=_log_softmax_impl,
                     vjp=_log_softmax_vjp, attrs=(AttrSpec("axis", "int", -1),), category="reduction",
+                    reduces=_softmax_rule("log_softmax"),
                     doc="log(softmax(x)) along `axis`, computed stably as (x - max) - log(sum(exp(x - max))).")

@@ -25,12 +25,11 @@ from ..builder import GraphBuilder
 from ..errors import BrazeError
 from ..evaluate import conform
 from ..graph import Graph, Node, Value
-from ..registry import get_op
+from ..registry import get_op, is_leaf
 from .manager import PassContext, register_pass
 from .rewrite import RewriteEmitter, finalize
 
 FOLD_SMALL_ELEMENTS = 16
-_LEAVES = ("param", "flag", "constant")
 
 
 class _Known:
@@ -61,7 +60,7 @@ def _evaluate(graph: Graph, fold_params: bool, ctx: PassContext) -> _Known:
             path = node.attr["path"]
             if fold_params and not node.attr["trainable"] and path in graph.weights:
                 known.set(node.out, np.asarray(graph.weights[path]), (path,))
-        elif node.op != "flag" and all(v in known for v in node.inputs) and get_op(node.op).pure \
+        elif not is_leaf(node) and all(v in known for v in node.inputs) and get_op(node.op).pure \
                 and _within_size_rule(node):
             op = get_op(node.op)
             try:
@@ -87,7 +86,7 @@ def constant_fold(graph: Graph, ctx: PassContext) -> Graph:
     """Replace computable subgraphs by constants (or new frozen params, with fold_params=True)."""
     known = _evaluate(graph, bool(ctx.option("fold_params", False)), ctx)
     folded = {i for i, n in enumerate(graph.nodes)
-              if n.op not in _LEAVES and n.outputs and all(v in known for v in n.outputs)}
+              if not is_leaf(n) and n.outputs and all(v in known for v in n.outputs)}
     if not folded:
         return graph
     needed = {v.name for i, n in enumerate(graph.nodes) if i not in folded for v in n.inputs if v in known}
@@ -123,6 +122,6 @@ def constant_fold(graph: Graph, ctx: PassContext) -> Graph:
                 builder.add_node("constant", (), {"value": array}, names=[v.name], loc=node.loc)
                 counts["constant"] += 1
     outputs = [sub.get(v.name, v) for v in graph.outputs]
-    result = builder.finish(outputs, meta=dict(graph.meta), weights=weights, verify=False)
+    result = builder.finish(outputs, attributes=graph.attributes, weights=weights, verify=False)
     ctx.note(f"folded {len(folded)} node(s) into {counts['constant']} constant(s) and {counts['param']} param(s)")
     return finalize(result, graph, weights)

@@ -1,7 +1,7 @@
 """cse: common-subexpression elimination. Pure nodes applying the same op to the same operands with equal
 attributes compute the same results; later ones are dropped and their uses read the first one. Constants with
-equal dtype, shape and contents merge too. Param and flag leaves are unique per path already (the verifier
-enforces it), so they are left alone.
+equal dtype, shape and contents merge too. Param and flag leaves are unique per path (the verifier enforces it),
+and the path is an attribute, so they never merge.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
     nodes: list[Node] = []
     for node in graph.nodes:
         node = node.replace(inputs=tuple(sub.get(v.name, v) for v in node.inputs))
-        if node.op in ("param", "flag") or not get_op(node.op).pure:
+        if not get_op(node.op).pure:
             nodes.append(node)
             continue
         key = (node.op, tuple(v.name for v in node.inputs), node.attrs, tuple(v.type for v in node.outputs))

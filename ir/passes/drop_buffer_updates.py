@@ -30,4 +30,4 @@ def drop_buffer_updates(graph: Graph, ctx: PassContext) -> Graph:
     dropped = [role.split(":", 1)[-1] for role in roles if role != "output"]
     ctx.note(f"dropped {len(dropped)} buffer update(s): {', '.join(dropped)}")
     meta = {**graph.attributes, "outputs": ["output"] * len(keep)}
-    return finalize(graph.replace(outputs=tuple(graph.outputs[k] for k in keep), meta=meta), graph)
+    return finalize(graph.replace(outputs=tuple(graph.outputs[k] for k in keep), attributes=meta), graph)

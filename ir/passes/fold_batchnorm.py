@@ -2,13 +2,14 @@
 weight and bias.
 
 Pattern: batch_norm(y, mean, var, gamma, beta){eps} where y = conv2d(x, W[, bias]) (any geometry and groups) or
-y = matmul(x, transpose(W)) [+ bias] of rank 2 (batch norm's channel axis 1 is then the layer's output axis);
-W and the layer's bias are param leaves, mean, var, gamma and beta are param leaves (buffers) or constants, every
-such param leaf is frozen (trainable=false: a training graph keeps its structure) and has its array in the
-graph's weights, and y (and the matmul under a bias add) is read by the batch norm only. With
-k = gamma / sqrt(var + eps), computed in float64 and rounded once to the layer's dtype:
+y = matmul(x, transpose(W)) or linear(x, W) [+ bias] of rank 2 (batch norm's channel axis 1 is then the layer's
+output axis); W and the layer's bias are param leaves, mean, var, gamma and beta are param leaves (buffers) or
+constants, every such param leaf is frozen (trainable=false: a training graph keeps its structure) and has its
+array in the graph's weights, and y (and the matmul under a bias add) is read by the batch norm only. With
+k = gamma / sqrt(var + eps), computed by the registered batch_norm op in float64 and rounded once to the layer's
+dtype:
     W' = W * k (per output channel)        b' = (bias - mean) * k + beta    (bias 0 when the layer has none)
-and the batch norm's result is conv2d(x, W', b'), or matmul(x, transpose(W')) + b'.
+and the batch norm's result is conv2d(x, W', b'), or matmul(x, transpose(W')) + b' (linear(x, W') + b').
 New leaves (trainable=false, buffer=false): the weight keeps W's path and ParamId; the bias keeps the layer's
 bias path and id when it had a bias leaf, and is "<W path>.folded_bias" with a new id otherwise. When another node
 still reads the old W (or bias), the new leaf is "<path>.folded" with a new id, so both arrays stay.
@@ -23,6 +24,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import BrazeError
+from ..evaluate import evaluate
 from ..graph import Graph, Node, Value
 from .folded_leaves import Adoption, adopt_paths, fresh_path, next_id
 from .manager import PassContext, register_pass
@@ -93,12 +95,15 @@ def _array(value: Value, producer: Producer, weights: Mapping[str, Any]) -> tupl
 
 def folded_arrays(weight: np.ndarray, bias: np.ndarray | None, stats: list[np.ndarray], eps: float,
                   dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """(W * k, (bias - mean) * k + beta) with k = gamma / sqrt(var + eps), in float64, rounded to `dtype`."""
-    w = np.asarray(weight, dtype=np.float64)
+    """(W * k, (bias - mean) * k + beta) with k = gamma / sqrt(var + eps): the registered batch_norm applied in
+    float64 to the bias (a batch of one) and, with mean and beta zero, to W's output channels; rounded to `dtype`."""
     mean, var, gamma, beta = (np.asarray(s, dtype=np.float64) for s in stats)
-    k = gamma / np.sqrt(var + eps)
-    shift = (np.asarray(bias, dtype=np.float64) if bias is not None else 0.0) - mean
-    return (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(dtype), (shift * k + beta).astype(dtype)
+    zero = np.zeros_like(mean)
+    channels_second = np.moveaxis(np.asarray(weight, dtype=np.float64), 0, 1)  # batch_norm's channel axis is 1
+    scaled = evaluate("batch_norm", [channels_second, zero, var, gamma, zero], {"eps": eps})[0]
+    shift = zero if bias is None else np.asarray(bias, dtype=np.float64)
+    folded_bias = evaluate("batch_norm", [shift[None], mean, var, gamma, beta], {"eps": eps})[0][0]
+    return np.moveaxis(scaled, 1, 0).astype(dtype), folded_bias.astype(dtype)
 
 
 def _plan_one(bn: Node, graph: Graph, counts: Mapping[str, int], paths: set[str]) -> tuple[Fold | None, str]:
@@ -144,6 +149,8 @@ def _fold(m: Match, fold: Fold) -> Value:
     w, b = fold.leaves
     if layer.kind == "conv2d":
         return e.conv2d(layer.x, w, b, **layer.geometry)
+    if layer.inner[0].op == "linear":  # the layer as simplify writes it, kept in that form
+        return e.add(e.linear(layer.x, w), b)
     return e.add(e.matmul(layer.x, e.transpose(w, perm=(1, 0))), b)
 
 

@@ -1,11 +1,11 @@
 """fuse: group nodes into fusion regions; each region becomes one `fused` node (ir/ops/fused.py) holding the
 region's nodes as its body, and codegen compiles each region into one kernel.
 
-Which nodes take part:
-- elementwise: ops of registry category "elementwise", and broadcast_to;
-- reductions: ops of category "reduction" (sum, mean, max, min, argmax, argmin, softmax, log_softmax) and
-  layer_norm; each reduces its first operand, of shape S, over a set of axes (its *domain* is S and the axes);
-- anchors: matmul (kind "gemm") and conv2d (kind "conv");
+Which nodes take part (all by the registry's traits):
+- elementwise: ops whose `elementwise_like` trait is set (category "elementwise", and broadcast_to);
+- reductions: ops with a `reduces` trait (sum, mean, max, min, argmax, argmin, softmax, log_softmax, layer_norm);
+  each reduces its first operand, of shape S, over a set of axes (its *domain* is S and the axes);
+- anchors: ops with an `anchor` trait: matmul and linear (kind "gemm"), conv2d (kind "conv");
 - leaves (param, flag, constant) and every other op never join a region. Scalar constants read by a region are
   copied into its body (a constant left with no reader outside any body disappears); other leaves are operands.
 
@@ -19,7 +19,7 @@ A merge is legal when the merged region satisfies its kind's rule and creates no
   member's result broadcasts to S or has S's reduced shape (with or without the kept unit axes), and so does
   every value leaving the region. Softmax, layer norm and sum/mean written longhand, and a residual add before a
   layer norm, each become one such region;
-- "gemm" / "conv": the matmul/conv2d is the region's first op and the only anchor; every other member is an
+- "gemm" / "conv": the anchor is the region's first op and the only anchor; every other member is an
   elementwise op with the anchor's result shape that reads a value computed in the region (bias add, activation,
   residual add). Its other operands come from outside the region and so cannot depend on the anchor's result;
 - no cycles: regions A -> B merge only if B is not reachable from A through a third region (networkx
@@ -28,7 +28,9 @@ A merge is legal when the merged region satisfies its kind's rule and creates no
   topological order of that condensation, earliest original position first, so the output is deterministic.
 
 A region's operands are the values its members read but do not define, in order of first use; its results are
-the member values read outside the region or returned by the graph, in graph order. A region of one node (or
+the member values read outside the region or returned by the graph, in graph order. The fused node states the
+region's domain: `shape` (the iteration space, a reduction's operand shape or the anchor's result shape) and
+`axes` (the reduced axes; empty unless the region reduces). A region of one node (or
 one whose values are all unused) stays as plain nodes. The pass never changes weights.
 """
 from __future__ import annotations
@@ -42,54 +44,26 @@ import numpy as np
 from ..builder import GraphBuilder
 from ..errors import BrazeError
 from ..graph import Graph, Node, Value, sorted_attrs
-from ..ops._common import normalize_axes, normalize_axis, reduced_shape
-from ..registry import get_op
+from ..ops._common import reduced_shape
+from ..registry import get_op, reduction_domain
 from .manager import PassContext, register_pass
 
-_LEAVES = frozenset({"param", "flag", "constant"})
-_ANCHORS = {"matmul": "gemm", "conv2d": "conv"}
 # Which producer region an elementwise or reduction node joins first.
 _PRIORITY = {"gemm": 0, "conv": 0, "reduction": 1, "elementwise": 2}
 
 Domain = tuple[tuple[int, ...], tuple[int, ...]]
 
 
-def _axes_attr(node: Node, rank: int) -> tuple[int, ...]:
-    return normalize_axes(node.op, node.attr["axes"], rank)
-
-
-def _axis_attr(node: Node, rank: int) -> tuple[int, ...]:
-    axis = node.attr["axis"]
-    return tuple(range(rank)) if axis is None else (normalize_axis(node.op, axis, rank),)
-
-
-def _trailing_axes(node: Node, rank: int) -> tuple[int, ...]:
-    return tuple(range(rank - len(node.attr["normalized_shape"]), rank))
-
-
-# Reduction op -> the axes of its first operand it reduces over.
-_REDUCTION_AXES = {"sum": _axes_attr, "mean": _axes_attr, "max": _axes_attr, "min": _axes_attr,
-                   "argmax": _axis_attr, "argmin": _axis_attr, "softmax": _axis_attr, "log_softmax": _axis_attr,
-                   "layer_norm": _trailing_axes}
-
-
 def node_kind(node: Node) -> str:
     """How fusion sees a node: "leaf", "gemm", "conv", "reduction", "elementwise" or "opaque"."""
-    if node.op in _LEAVES:
+    op = get_op(node.op)
+    if op.is_leaf:
         return "leaf"
-    if node.op in _ANCHORS:
-        return _ANCHORS[node.op]
-    if node.op in _REDUCTION_AXES:
+    if op.anchor is not None:
+        return op.anchor
+    if op.is_reduction:
         return "reduction"
-    if node.op == "broadcast_to" or get_op(node.op).category == "elementwise":
-        return "elementwise"
-    return "opaque"
-
-
-def reduction_domain(node: Node) -> Domain:
-    """The shape a reduction reads and the axes it reduces over (none for a scalar)."""
-    shape = node.inputs[0].shape
-    return shape, (_REDUCTION_AXES[node.op](node, len(shape)) if shape else ())
+    return "elementwise" if op.elementwise_like else "opaque"
 
 
 def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
@@ -300,9 +274,20 @@ class _Fuser:
             env.update(zip((v.name for v in node.outputs), outs))
         results = [v for m in region.members if self._escapes(m, member_set) for v in self.nodes[m].outputs]
         body = b.finish([env[v.name] for v in results])
-        attrs = get_op("fused").check_attrs({"kind": region.kind, "body": body})
+        shape, axes = self._stated_domain(region)
+        attrs = get_op("fused").check_attrs({"kind": region.kind, "body": body, "shape": shape, "axes": axes})
         anchor = self.nodes[region.members[0]]
         return Node("fused", tuple(operands), tuple(results), sorted_attrs(attrs), anchor.loc), copied
+
+    def _stated_domain(self, region: _Region) -> Domain:
+        """The domain the fused node states: the anchor's result shape for gemm/conv regions, else _domain's."""
+        if region.kind in ("gemm", "conv"):
+            return self.nodes[region.members[0]].outputs[0].shape, ()
+        domain = self._domain(region.kind, region.members)
+        if domain is None:
+            raise BrazeError(f"fuse: the {region.kind} region of nodes {region.members} has no single domain; "
+                             f"this is a bug in the fuse pass")
+        return domain
 
 
 def fuse_regions(graph: Graph) -> tuple[Graph, list[tuple[str, list[int]]]]:

@@ -18,12 +18,10 @@ import math
 from typing import Iterable
 
 from ..graph import Node, Value
+from ..ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
 from .rewrite import Match, rule
 
 _ARITHMETIC = ("add", "sub", "mul", "div", "neg", "pow")
-_SQRT_HALF = 1.0 / math.sqrt(2.0)
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_GELU_CUBIC = 0.044715
 _MAX_DEPTH = 8
 _MAX_DEGREE = 4
 
@@ -203,8 +201,8 @@ def _atoms(m: Match, v: Value, depth: int = _MAX_DEPTH) -> set[Value]:
 # --- gelu, sigmoid, silu -------------------------------------------------------------------------------------
 
 
-_GELU_INNER = {"erf": ("none", {(1,): _SQRT_HALF}),
-               "tanh": ("tanh", {(1,): _SQRT_2_OVER_PI, (3,): _SQRT_2_OVER_PI * _GELU_CUBIC})}
+_GELU_INNER = {"erf": ("none", {(1,): SQRT_HALF}),
+               "tanh": ("tanh", {(1,): SQRT_2_OVER_PI, (3,): SQRT_2_OVER_PI * GELU_CUBIC})}
 
 
 def gelu_longhand(m: Match) -> Value | None:

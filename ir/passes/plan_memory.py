@@ -6,7 +6,7 @@ node that defines it through the last top-level node that reads it (a result nob
 only). Walking the nodes in order, each node's results get blocks first, then the buffers whose last reader is
 that node are released, so a result shares no bytes with the operands it reads, with one exception:
 
-In place: a result of an elementwise node (registry category "elementwise") or of an elementwise fused region
+In place: a result of an elementwise node (the registry's `elementwise_like` trait) or of an elementwise fused region
 takes over the block of an operand that is itself an arena buffer, dies at that node, and has the same element
 count and byte size (equal bytes alone would let a broadcast operand be overwritten while still being read).
 That is safe for kernels that read element i of every operand before writing element i of their results, which
@@ -16,7 +16,7 @@ Blocks are multiples of 64 bytes at 64-byte-aligned offsets. A new block takes t
 fits (best fit; the lowest offset among equals), else grows a free block that ends the arena, else starts at the
 end of the arena; released blocks merge with free neighbours. Zero-byte buffers get offset 0 and no block.
 
-The plan goes into the graph meta `memory_plan`: {"arena_bytes": the arena's size, "naive_bytes": the sum of
+The plan goes into the graph attribute `memory_plan`: {"arena_bytes": the arena's size, "naive_bytes": the sum of
 the buffers' sizes (one allocation each), "alignment": 64, "offsets": {value name: byte offset}}. The pass runs
 last and renumbers temporaries first, so the names in the plan are the graph's final names.
 """
@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..graph import Graph, Node
-from ..registry import get_op
+from ..registry import get_op, is_leaf
 from .manager import PassContext, register_pass
 
 ALIGNMENT = 64
-_LEAVES = frozenset({"param", "flag", "constant"})
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ def intermediate_buffers(graph: Graph) -> dict[str, Buffer]:
         for v in node.inputs:
             last_read[v.name] = i
     return {v.name: Buffer(v.name, v.type.nbytes, v.type.size, i, max(i, last_read.get(v.name, i)))
-            for i, node in enumerate(graph.nodes) if node.op not in _LEAVES
+            for i, node in enumerate(graph.nodes) if not is_leaf(node)
             for v in node.outputs if v.name not in returned}
 
 
@@ -65,7 +64,7 @@ def in_place_capable(node: Node) -> bool:
     """Elementwise nodes and elementwise regions may write a result over an operand that dies there."""
     if node.op == "fused":
         return node.attr["kind"] == "elementwise"
-    return get_op(node.op).category == "elementwise"
+    return get_op(node.op).elementwise_like
 
 
 class _Arena:
@@ -102,7 +101,7 @@ class _Arena:
 
 
 def plan(graph: Graph) -> tuple[dict[str, Any], int]:
-    """The memory plan of `graph` (the `memory_plan` meta value) and how many results were placed in place."""
+    """The memory plan of `graph` (the `memory_plan` attribute) and how many results were placed in place."""
     buffers = intermediate_buffers(graph)
     arena, offsets, in_place = _Arena(), {}, 0
     blocks: dict[str, int] = {}  # the live buffers that own a block, by name -> block size
@@ -144,7 +143,7 @@ def _donor(node: Node, buffer: Buffer, buffers: dict[str, Buffer], dying: list[s
 
 @register_pass("plan_memory")
 def plan_memory(graph: Graph, ctx: PassContext) -> Graph:
-    """Record the arena plan in graph meta `memory_plan`; the report compares the arena with the naive sum."""
+    """Record the arena plan in the graph attribute `memory_plan`; the report compares the arena with the naive sum."""
     graph = graph.renumbered()
     memory_plan, in_place = plan(graph)
     arena, naive = memory_plan["arena_bytes"], memory_plan["naive_bytes"]
@@ -152,4 +151,4 @@ def plan_memory(graph: Graph, ctx: PassContext) -> Graph:
     ctx.note(f"arena {arena} bytes for {len(memory_plan['offsets'])} buffer(s), naive sum {naive} bytes{share}; "
              f"{in_place} in place")
     ctx.details.update(arena_bytes=arena, naive_bytes=naive, in_place=in_place)
-    return graph.replace(meta={**graph.attributes, "memory_plan": memory_plan})
+    return graph.replace(attributes={**graph.attributes, "memory_plan": memory_plan})

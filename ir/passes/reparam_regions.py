@@ -121,8 +121,11 @@ def base_of(value: Value, producer: Producer) -> Base | None:
     return None
 
 
-def linear_form(node: Node | None, producer: Producer) -> tuple[Value, Value, Node] | None:
-    """(x, w, the transpose) when `node` is matmul(x, transpose(w)) with w a matrix: a linear layer."""
+def linear_form(node: Node | None, producer: Producer) -> tuple[Value, Value, Node | None] | None:
+    """(x, w, the transpose) when `node` is matmul(x, transpose(w)) with w a matrix, or (x, w, None) when it is
+    linear(x, w) (simplify's form of the same layer): a linear layer."""
+    if node is not None and node.op == "linear" and node.inputs[0] != node.inputs[1]:
+        return node.inputs[0], node.inputs[1], None
     if node is None or node.op != "matmul":
         return None
     t = producer(node.inputs[1])

@@ -185,7 +185,7 @@ def _sweep(graph: Graph, by_op: Mapping[str | None, list[Rule]], names: Iterator
             builder.append(node)
         producers.update((v.name, n) for n in builder.nodes[start:] for v in n.outputs)
     outputs = [sub.get(v.name, v) for v in graph.outputs]
-    return builder.finish(outputs, meta=dict(graph.meta), weights=weights, verify=False), fired
+    return builder.finish(outputs, attributes=graph.attributes, weights=weights, verify=False), fired
 
 
 def _as_values(r: Rule, node: Node, result: Value | Sequence[Value]) -> tuple[Value, ...]:
@@ -230,7 +230,7 @@ def _name_leaves(graph: Graph) -> Graph:
     taken = {v.name for v in graph.inputs} | {v.name for n in graph.nodes for v in n.outputs}
     rename: dict[str, str] = {}
     for n in graph.nodes:
-        path = n.attr.get("path") if n.op in ("param", "flag") else None
+        path = n.attr.get("path") if get_op(n.op).is_leaf else None
         if path and not path.isdigit() and n.out.name != path and path not in taken:
             rename[n.out.name] = path
             taken.add(path)

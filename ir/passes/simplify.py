@@ -9,9 +9,9 @@ reshape/squeeze/unsqueeze become one reshape (none when the shape comes back); b
 becomes one broadcast_to; broadcast_to, reshape, squeeze, unsqueeze and transpose that change nothing and
 cast to the operand's own dtype disappear.
 
-The linear form: a linear layer stays matmul(x, transpose(w)). Folding the transpose into the matmul would
-need a transposed-operand matmul op, which the registry does not have; codegen recognizes this canonical form
-(and constant_fold with fold_params=True can pre-transpose a frozen weight instead).
+The linear form: matmul(x, transpose(w)) with w a param matrix becomes linear(x, w), which reads the weight as
+stored, (out, in); the transpose goes when nothing else reads it. The IR then says that the GEMM reads a weight
+stored transposed, and codegen compiles exactly that.
 """
 from __future__ import annotations
 
@@ -110,6 +110,16 @@ def broadcast_chain(m: Match) -> Value | None:
     return None if inner is None else m.e.broadcast_to(inner.inputs[0], shape=m.node.out.shape)
 
 
+@rule("matmul")
+def linear_weight(m: Match) -> Value | None:
+    """matmul(x, transpose(w)) with w a rank-2 param is linear(x, w)."""
+    x, y = m.node.inputs
+    t = m.producer(y, "transpose")
+    if t is None or t.attr["perm"] != (1, 0) or m.producer(t.inputs[0], "param") is None:
+        return None
+    return m.e.linear(x, t.inputs[0])
+
+
 @rule("cast")
 def cast_to_same_dtype(m: Match) -> Value | None:
     (x,) = m.node.inputs
@@ -117,7 +127,7 @@ def cast_to_same_dtype(m: Match) -> Value | None:
 
 
 ALGEBRA_RULES = [multiply_by_one, add_zero, subtract_zero, divide_by_one, double_negation, select_constant_condition,
-                 compose_transposes, *SHAPE_RULES, broadcast_chain, cast_to_same_dtype]
+                 compose_transposes, *SHAPE_RULES, broadcast_chain, linear_weight, cast_to_same_dtype]
 
 
 @register_pass("simplify")

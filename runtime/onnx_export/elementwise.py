@@ -22,6 +22,12 @@ def _one_to_one(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> 
     e.emit(ONE_TO_ONE[node.op], ins, outs)
 
 
+@register("linear")
+def _linear(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """x @ W.T with W stored (out, in): MatMul over a Transpose, which runtimes fold for a constant weight."""
+    e.emit("MatMul", [ins[0], e.emit("Transpose", [ins[1]], perm=[1, 0])], outs)
+
+
 @register("ne")
 def _ne(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     e.emit("Not", [e.emit("Equal", ins)], outs)

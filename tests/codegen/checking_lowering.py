@@ -55,7 +55,7 @@ def checking_lower(node: Node, ctx: KernelContext, scratch_bytes: int = 0, check
                   for p, s in zip(ins, scalar)]
         b.store(_apply(b, node.op, values), b.gep(out, [i], source_etype=F32), align=4)
     b.ret_void()
-    return KernelSpec(ctx.name, fn, node.outputs, node.inputs, scratch_bytes, node.op)
+    return KernelSpec(ctx.name, fn, scratch_bytes, node.op)
 
 
 def _poison_if_misaligned(b: ir.IRBuilder, fn: ir.Function, size: int) -> None:

@@ -77,17 +77,16 @@ class Compiled:
 _compiled: dict[str, Compiled] = {}
 
 
-def compile_node(node: Node, target=None, producers: dict[str, Node] | None = None) -> Compiled:
-    """Lower and compile `node` (once per process for equal nodes); `producers` (value name -> node) is what the
-    lowering may look up through KernelContext.producer."""
-    key = describe(node) + repr(sorted((k, describe(v)) for k, v in (producers or {}).items()))
+def compile_node(node: Node, target=None, fixed: frozenset[str] = frozenset()) -> Compiled:
+    """Lower and compile `node` (once per process for equal nodes); `fixed` names the operands the lowering may
+    read in a prepared form (KernelContext.fixed: params in a module)."""
+    key = describe(node) + repr(sorted(fixed))
     if key in _compiled:
         return _compiled[key]
     digest = hashlib.sha256(key.encode()).hexdigest()
     target = target or host_target()
     module = target.new_module(f"t_{digest[:16]}")
-    lookup = (lambda value: producers.get(value.name)) if producers else None
-    spec = lower_node(node, KernelContext(module, target, f"k_{digest[:8]}_{node.op}", lookup))
+    spec = lower_node(node, KernelContext(module, target, f"k_{digest[:8]}_{node.op}", fixed))
     wrapper = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I64]), f"t_{digest[:16]}")
     outs, ins, scratches, tid, nthreads = wrapper.args
     b = ir.IRBuilder(wrapper.append_basic_block("entry"))
@@ -95,12 +94,12 @@ def compile_node(node: Node, target=None, producers: dict[str, Node] | None = No
     def pointer_at(array: ir.Value, index: ir.Value | int) -> ir.Value:
         slot = b.gep(array, [index if isinstance(index, ir.Value) else ir.Constant(I64, index)], source_etype=PTR)
         return b.load(slot, typ=PTR)
-    args = [pointer_at(outs, i) for i in range(len(spec.outputs))] + \
-           [pointer_at(ins, i) for i in range(len(spec.inputs))]
+    args = [pointer_at(outs, i) for i in range(len(node.outputs))] + \
+           [pointer_at(ins, i) for i in range(len(node.inputs))]
     for j, prepared in enumerate(spec.prepared):  # packed forms follow the inputs; filled before every call
-        packed = pointer_at(ins, len(spec.inputs) + j)
-        b.call(prepared.function, [args[len(spec.outputs) + prepared.operand], packed])
-        args[len(spec.outputs) + prepared.operand] = packed
+        packed = pointer_at(ins, len(node.inputs) + j)
+        b.call(prepared.function, [args[len(node.outputs) + prepared.operand], packed])
+        args[len(node.outputs) + prepared.operand] = packed
     b.call(spec.function, args + [pointer_at(scratches, tid), tid, nthreads])
     b.ret_void()
     library = compile_ir(module, use_cache=False)
@@ -111,11 +110,11 @@ def compile_node(node: Node, target=None, producers: dict[str, Node] | None = No
     return compiled
 
 
-def run_node(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *, producers: dict[str, Node] | None = None,
-             values: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
-    """The node's results computed by its kernel, thread 0..nthreads-1 called one after another. `values` holds
-    arrays of the values a kernel reads through a producer instead of an operand (KernelSpec.inputs)."""
-    compiled = compile_node(node, producers=producers)
+def run_node(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *,
+             fixed: frozenset[str] = frozenset()) -> tuple[np.ndarray, ...]:
+    """The node's results computed by its kernel, thread 0..nthreads-1 called one after another; operands named
+    in `fixed` may be read in a prepared form (prepared before every call here)."""
+    compiled = compile_node(node, fixed=fixed)
     spec = compiled.spec
     if len(arrays) != len(node.inputs):
         raise ValueError(f"{node.op}: {len(arrays)} arrays for {len(node.inputs)} operands")
@@ -125,14 +124,10 @@ def run_node(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *, pro
         if array.shape != value.shape or array.dtype != value.dtype.numpy:
             raise ValueError(f"{node.op}: operand %{value.name} is {value.type}, got {array.dtype}{list(array.shape)}")
         operands.append(array)
-    by_name = {v.name: a for v, a in zip(node.inputs, operands)} | dict(values or {})
-    missing = [v.name for v in spec.inputs if v.name not in by_name]
-    if missing:
-        raise ValueError(f"{node.op}: the kernel reads values {missing} that are not operands")
     keep = []
     in_views = []
-    for value in spec.inputs:
-        storage, view = aligned_copy(by_name[value.name])
+    for array in operands:
+        storage, view = aligned_copy(array)
         keep.append(storage)
         in_views.append(view)
     for prepared in spec.prepared:
@@ -140,7 +135,7 @@ def run_node(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *, pro
         keep.append(storage)
         in_views.append(storage)
     out_views = []
-    for value in spec.outputs:
+    for value in node.outputs:
         storage = aligned_empty(value.type.nbytes)
         storage[...] = GARBAGE
         keep.append(storage)
@@ -163,7 +158,12 @@ def reference(node: Node, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...
 
 
 def accuracy_of(node: Node) -> Accuracy:
-    return ACCURACY.get(node.op, Accuracy())
+    """The node's bound from the accuracy table; a fused region takes the loosest of its body's ops."""
+    if node.op != "fused":
+        return ACCURACY.get(node.op, Accuracy())
+    body = [accuracy_of(n) for n in node.attr["body"].nodes]
+    return Accuracy(max((a.ulps for a in body), default=0.0), max((a.sum_terms for a in body), default=0.0),
+                    max((a.input_abs for a in body), default=0.0), "the loosest bound of the region's ops")
 
 
 def assert_close(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float, label: str) -> None:

@@ -1,6 +1,6 @@
-"""matmul and conv2d lowerings against the numpy reference: numpy.matmul's shapes (1-d operands, broadcast batch
-dimensions, empty axes), float32 on the GEMM and conv kernels, other dtypes on the fallback kernels, and a
-transposed param read in place through KernelContext.producer. Sums within the accuracy table's bound."""
+"""matmul, linear and conv2d lowerings against the numpy reference: numpy.matmul's shapes (1-d operands, broadcast
+batch dimensions, empty axes), float32 on the GEMM and conv kernels, other dtypes on the fallback kernels, and a
+fixed linear weight read pre-packed. Sums within the accuracy table's bound."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from braze.ir.evaluate import evaluate
-from braze.ir.graph import Node, Value
-from braze.ir.types import TensorType, float32
-from tests.codegen.lowering_harness import check_node, compile_node, make_node, random_array, reference, run_node
+from tests.codegen.lowering_harness import check_node, compile_node, make_node, random_array, run_node
 
 EXAMPLES = settings(max_examples=12, deadline=None, derandomize=True)
 dims = st.sampled_from([0, 1, 2, 5, 13, 17, 40])
@@ -71,19 +69,27 @@ def test_depthwise_conv2d_matches_reference() -> None:
     check_node(node, [x, w, b], terms=9, scale=scale)
 
 
-def test_matmul_reads_a_transposed_param_in_place() -> None:
-    """matmul(x, transpose(W)) with W a param: the kernel reads W itself (B's packing transposes it)."""
+@EXAMPLES
+@given(shapes=matmul_shapes(), dtype=st.sampled_from(["float32", "float64", "int32"]))
+def test_linear_matches_reference(shapes, dtype) -> None:
+    """linear(x, W) reads W (out, in) as stored, with swapped strides, on the GEMM and on the fallback kernel."""
+    x_shape, y_shape = shapes
+    if len(y_shape) != 2:
+        y_shape = (x_shape[-1], 3)
     rng = np.random.default_rng(9)
-    x, weight = random_array(rng, (7, 24), "f32"), random_array(rng, (37, 24), "f32")
-    w_value = Value("fc.weight", TensorType((37, 24), float32))
-    param = Node("param", (), (w_value,), (("buffer", False), ("id", 1), ("path", "fc.weight"), ("trainable", True)))
-    wt = Value("wt", TensorType((24, 37), float32))
-    transpose = Node("transpose", (w_value,), (wt,), (("perm", (1, 0)),))
-    node = make_node("matmul", x, wt.type).replace(inputs=(Value("in0", TensorType((7, 24), float32)), wt))
-    producers = {"wt": transpose, "fc.weight": param}
-    assert [v.name for v in compile_node(node, producers=producers).spec.inputs] == ["in0", "fc.weight"]
-    got = run_node(node, [x, weight.T.copy()], producers=producers, values={"fc.weight": weight})[0]
-    want = reference(node, [x, weight.T.copy()])[0]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    split = run_node(node, [x, weight.T.copy()], 3, producers=producers, values={"fc.weight": weight})[0]
-    assert got.tobytes() == split.tobytes()
+    x, weight = random_array(rng, x_shape, dtype), random_array(rng, y_shape[::-1], dtype)
+    node = make_node("linear", x, weight)
+    scale = evaluate("linear", [np.abs(x.astype(np.float64)), np.abs(weight.astype(np.float64))])[0]
+    check_node(node, [x, weight], terms=x_shape[-1], scale=scale)
+
+
+def test_linear_reads_a_fixed_weight_prepacked() -> None:
+    """A fixed (param) weight is read pre-packed; the results equal those of the weight read in place."""
+    rng = np.random.default_rng(9)
+    x, weight = random_array(rng, (37, 24), "f32"), random_array(rng, (40, 24), "f32")
+    node = make_node("linear", x, weight)
+    assert compile_node(node, fixed=frozenset({"in1"})).spec.prepared
+    assert not compile_node(node).spec.prepared
+    packed = run_node(node, [x, weight], fixed=frozenset({"in1"}))[0]
+    assert packed.tobytes() == run_node(node, [x, weight])[0].tobytes()
+    assert packed.tobytes() == run_node(node, [x, weight], 3, fixed=frozenset({"in1"}))[0].tobytes()

@@ -62,10 +62,12 @@ def test_graph_equality_ignores_weights() -> None:
     assert g == g.replace(weights={"fc.weight": np.zeros((16, 8), np.float32)})
 
 
-def test_graph_meta_is_normalized_to_sorted_tuples() -> None:
-    g = _mlp().replace(meta={"b": [1, [2, 3]], "a": {"z": 1, "y": [4]}})
-    assert g.meta == (("a", {"y": (4,), "z": 1}), ("b", (1, (2, 3))))
+def test_graph_attributes_are_sorted_frozen_and_hashable() -> None:
+    g = _mlp().replace(attributes={"b": [1, [2, 3]], "a": {"z": 1, "y": [4]}})
+    assert list(g.attributes.items()) == [("a", {"y": (4,), "z": 1}), ("b", (1, (2, 3)))]
     assert g.attributes == {"a": {"y": (4,), "z": 1}, "b": (1, (2, 3))}
+    plain = _mlp().replace(attributes={"b": [1, [2, 3]]})
+    assert hash(plain.attributes) == hash(_mlp().replace(attributes={"b": (1, (2, 3))}).attributes)
 
 
 def test_graph_producers_and_users() -> None:
@@ -203,10 +205,10 @@ def test_renumber_is_idempotent() -> None:
     assert once.renumbered() is once
 
 
-def test_renumber_keeps_weights_meta_and_results() -> None:
-    g = _scrambled().replace(meta={"k": 1}, weights={"w": np.ones(1)})
+def test_renumber_keeps_weights_attributes_and_results() -> None:
+    g = _scrambled().replace(attributes={"k": 1}, weights={"w": np.ones(1)})
     r = g.renumbered()
-    assert r.meta == g.meta and r.weights is g.weights
+    assert r.attributes == g.attributes and r.weights is g.weights
     x = np.array([0.5, -1.0, 2.0], np.float32)
     for got, want in zip(interpret(r, [x]), interpret(g, [x])):
         np.testing.assert_array_equal(got, want)

@@ -30,17 +30,17 @@ def outer(body: Graph, kind: str = "elementwise", *, loc: Loc | None = None) -> 
     b = GraphBuilder("main")
     x, y = b.input("x", F34), b.input("y", F4)
     operands = [x, y][:len(body.inputs)]
-    outs = b.add_node("fused", operands, {"kind": kind, "body": body}, loc=loc)
+    outs = b.add_node("fused", operands, {"kind": kind, "body": body, "shape": (3, 4)}, loc=loc)
     return b.finish([b.exp(outs[0]), *outs[1:]])
 
 
 NESTED_TEXT = """\
 graph @main(%x: f32[3,4], %y: f32[4]) -> (f32[3,4]) {
-  %0 = fused %x, %y {body=graph @elementwise(%in0: f32[3,4], %in1: f32[4]) -> (f32[3,4]) {
+  %0 = fused %x, %y {axes=[], body=graph @elementwise(%in0: f32[3,4], %in1: f32[4]) -> (f32[3,4]) {
     %0 = add %in0, %in1 : f32[3,4]
     %1 = relu %0 : f32[3,4]
     return %1
-  }, kind="elementwise"} : f32[3,4]
+  }, kind="elementwise", shape=[3, 4]} : f32[3,4]
   %1 = exp %0 : f32[3,4]
   return %1
 }
@@ -70,7 +70,7 @@ def test_region_inside_a_region_round_trips() -> None:
     inner = add_relu_body()
     b = GraphBuilder("elementwise")
     x, y = b.input("in0", F34), b.input("in1", F4)
-    (r,) = b.add_node("fused", [x, y], {"kind": "elementwise", "body": inner})
+    (r,) = b.add_node("fused", [x, y], {"kind": "elementwise", "body": inner, "shape": (3, 4)})
     g = outer(b.finish([b.neg(r)]))
     assert "\n      %0 = add %in0, %in1 : f32[3,4]\n" in str(g)
     assert parse(str(g)) == g and str(parse(str(g))) == str(g)
@@ -99,7 +99,7 @@ def test_separately_built_bodies_are_equal_and_hash_alike() -> None:
 
 def test_bodies_that_differ_are_unequal() -> None:
     assert add_relu_body() != add_relu_body("other")
-    assert outer(add_relu_body()).nodes[0] != outer(add_relu_body(), "reduction").nodes[0]
+    assert outer(add_relu_body()).nodes[0] != outer(add_relu_body("other")).nodes[0]
 
 
 def test_fused_interprets_its_body() -> None:
@@ -121,7 +121,7 @@ def test_fused_has_one_result_per_body_output() -> None:
 
 def _fused_types(body: Graph, *types: TensorType, kind: str = "elementwise") -> tuple[TensorType, ...]:
     op = get_op("fused")
-    return op.infer_types(list(types), op.check_attrs({"kind": kind, "body": body}))
+    return op.infer_types(list(types), op.check_attrs({"kind": kind, "body": body, "shape": (3, 4)}))
 
 
 def test_fused_rejects_an_operand_count_unlike_the_body() -> None:
@@ -147,9 +147,26 @@ def test_fused_rejects_param_leaves_in_the_body() -> None:
         _fused_types(body, F34)
 
 
-def test_fused_gemm_body_must_start_with_matmul() -> None:
-    with pytest.raises(ShapeError, match="a gemm region's body starts with matmul, but @elementwise starts with add"):
+def test_fused_gemm_body_must_start_with_a_gemm_anchor() -> None:
+    with pytest.raises(ShapeError, match="a gemm region's body starts with an op anchoring gemm kernels, but "
+                                         "@elementwise starts with add"):
         _fused_types(add_relu_body(), F34, F4, kind="gemm")
+
+
+def test_fused_elementwise_domain_is_the_results_shape() -> None:
+    op = get_op("fused")
+    with pytest.raises(ShapeError, match=r"states domain \[4\] over axes \[\], but %1 has shape \[3, 4\]"):
+        op.infer_types([F34, F4], op.check_attrs({"kind": "elementwise", "body": add_relu_body(), "shape": (4,)}))
+
+
+def test_fused_reduction_domain_is_its_reductions_domain() -> None:
+    b = GraphBuilder("reduction")
+    x = b.input("in0", F34)
+    body = b.finish([b.sub(x, b.max(x, axes=(1,), keepdim=True))])
+    op = get_op("fused")
+    assert op.infer_types([F34], op.check_attrs({"kind": "reduction", "body": body, "shape": (3, 4), "axes": (1,)}))
+    with pytest.raises(ShapeError, match=r"over axes \[0\], but its reductions have domain\(s\) \[3, 4\] over \[1\]"):
+        op.infer_types([F34], op.check_attrs({"kind": "reduction", "body": body, "shape": (3, 4), "axes": (0,)}))
 
 
 def test_fused_kind_is_checked() -> None:
@@ -163,7 +180,7 @@ def test_graph_attribute_rejects_other_values() -> None:
 
 
 def test_graph_attribute_rejects_unhashable_graph_attributes() -> None:
-    body = add_relu_body().replace(meta={"plan": {"a": 1}})
+    body = add_relu_body().replace(attributes={"plan": {"a": 1}})
     with pytest.raises(AttributeSchemaError, match="expects graph.*unhashable"):
         get_op("fused").check_attrs({"kind": "elementwise", "body": body})
 
@@ -173,7 +190,8 @@ def test_verifier_checks_the_body() -> None:
     bad = Value("0", TensorType((3, 4), float64))  # the add node declares the wrong type
     broken = body.replace(nodes=(body.nodes[0].replace(outputs=(bad,)),) + body.nodes[1:])
     x, y = Value("x", F34), Value("y", F4)
-    node = Node("fused", (x, y), (Value("0", F34),), sorted_attrs({"kind": "elementwise", "body": broken}))
+    attrs = sorted_attrs({"kind": "elementwise", "body": broken, "shape": (3, 4), "axes": ()})
+    node = Node("fused", (x, y), (Value("0", F34),), attrs)
     with pytest.raises(VerifyError, match=r"attribute 'body' holds an invalid graph: graph @elementwise, node 0 "
                                           r"\(add\): declared type\(s\) f64\[3,4\]"):
         verify(Graph("main", (x, y), (node,), node.outputs))
@@ -205,7 +223,7 @@ def test_body_whose_types_disagree_with_the_operands_is_a_parse_error() -> None:
 
 def test_verifier_checks_operands_against_the_body_inputs() -> None:
     x, y = Value("x", F34), Value("y", TensorType((3,), float32))
-    attrs = sorted_attrs({"kind": "elementwise", "body": add_relu_body()})
+    attrs = sorted_attrs({"kind": "elementwise", "body": add_relu_body(), "shape": (3, 4), "axes": ()})
     node = Node("fused", (x, y), (Value("0", F34),), attrs)
     with pytest.raises(VerifyError, match=r"node 0 \(fused\): fused: operand 1 is f32\[3\], the body's input %in1"):
         verify(Graph("main", (x, y), (node,), node.outputs))

@@ -10,7 +10,7 @@ from braze.ir.evaluate import evaluate, vjp_numpy
 from .samples import Sample, all_samples
 
 SAMPLES = all_samples()
-LEAVES = {"param", "flag", "constant"}
+LEAVES = ir.registry.leaf_ops()
 FD_EPS = 1e-6
 
 

@@ -160,7 +160,7 @@ def _fuzz_bases() -> list[str]:
     t = b.flag("enc.training", id=5, value=False)
     c = b.constant(np.array([np.inf, -np.nan], np.float32))
     b.loc = ir.Loc("enc.0", "models/enc.py", 12)
-    leaves = b.finish([b.where(t, b.add(x, w), c)], meta={"passes": ["dce"], "note": "x"})
+    leaves = b.finish([b.where(t, b.add(x, w), c)], attributes={"passes": ["dce"], "note": "x"})
     return [BASE, MLP_TEXT, leaves.dump(provenance=True)]
 
 

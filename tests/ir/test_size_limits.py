@@ -199,7 +199,7 @@ def test_parse_graph_attributes_holding_nan_round_trip() -> None:
 def test_builder_graph_attributes_holding_nan_equal_their_parse() -> None:
     b = GraphBuilder("g")
     x = b.input("x", TensorType((4,), float32))
-    g = b.finish([x], meta={"a": float("nan"), "b": [np.float64("nan")]})
+    g = b.finish([x], attributes={"a": float("nan"), "b": [np.float64("nan")]})
     assert parse(str(g)) == g
 
 

@@ -81,7 +81,7 @@ def test_export_graph_text_is_the_optimized_graph_without_a_memory_plan(exported
     model, path, _ = exported
     _, text, _ = parts(path)
     compiled = braze.compile(model, inputs(4, 6))
-    expected = compiled.graph.replace(meta={k: v for k, v in compiled.graph.attributes.items() if k != "memory_plan"})
+    expected = compiled.graph.replace(attributes={k: v for k, v in compiled.graph.attributes.items() if k != "memory_plan"})
     assert text == str(expected)
 
 

@@ -60,7 +60,7 @@ def bogus_plan(graph: ir.Graph) -> ir.Graph:
     plan = optimized.attributes["memory_plan"]
     assert plan["offsets"] and plan["arena_bytes"] > 0  # the graph has intermediates, so the plan matters
     wrong = {**plan, "arena_bytes": 0, "offsets": dict.fromkeys(plan["offsets"], 0)}
-    return optimized.replace(meta={**optimized.attributes, "memory_plan": wrong})
+    return optimized.replace(attributes={**optimized.attributes, "memory_plan": wrong})
 
 
 @pytest.mark.parametrize("how", [dict(pipeline=None, untrusted=True), dict(pipeline="inference")])

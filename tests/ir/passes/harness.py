@@ -60,7 +60,7 @@ def assert_equivalent(before: ir.Graph, after: ir.Graph, seed: int = 1, rtol: fl
                       flags: bool | dict[str, bool] | None = None) -> None:
     """Both graphs compute the same outputs on seeded random inputs (NaN where the other has NaN); `before` runs
     with `flags` (one bool for all, or path -> bool), as specialize_flags was asked to fix them. Outputs pair up
-    by their meta "outputs" roles when both graphs have them: a buffer update `after` dropped must leave the
+    by their "outputs" attribute roles when both graphs have them: a buffer update `after` dropped must leave the
     buffer as it was."""
     rng = np.random.default_rng(seed)
     inputs = [random_array(v.type, rng) for v in before.inputs]

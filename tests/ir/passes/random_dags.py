@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from braze.ir import Graph, GraphBuilder, TensorType, Value, float64
+from braze.ir import Graph, GraphBuilder, TensorType, Value, float64, get_op
 
 SHAPES = [(4, 8), (8,), (4, 1), (1, 8), (8, 8)]
 UNARY = ["neg", "tanh", "relu", "sigmoid", "abs"]
@@ -61,7 +61,7 @@ def random_dags(draw: st.DrawFn, max_steps: int = 24) -> Graph:
         value = _step(draw, b, pool, k)
         if value is not None:
             pool.append(value)
-    computed = [n.out for n in b.nodes if n.op not in ("param", "constant")] or pool
+    computed = [n.out for n in b.nodes if not get_op(n.op).is_leaf] or pool
     outputs = list(dict.fromkeys([pool[-1], *draw(st.lists(st.sampled_from(computed), max_size=2))]))
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
     weights = {n.attr["path"]: rng.standard_normal(n.out.shape) for n in b.nodes if n.op == "param"}

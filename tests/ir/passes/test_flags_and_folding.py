@@ -66,7 +66,7 @@ def test_drop_buffer_updates_drops_updates_that_change_the_buffer() -> None:
 
 def test_drop_buffer_updates_refuses_roles_that_do_not_match_the_outputs() -> None:
     graph = ir.parse(UPDATING)
-    bad = graph.replace(meta={**graph.attributes, "outputs": ["output"]})
+    bad = graph.replace(attributes={**graph.attributes, "outputs": ["output"]})
     with pytest.raises(ir.VerifyError, match=r"meta 'outputs' must hold one role string per output \(2\)"):
         optimize(bad, ["drop_buffer_updates"])
 

@@ -31,7 +31,7 @@ def _with_plan(**changes: Any) -> Graph:
     g = _planned()
     plan = {**g.attributes["memory_plan"], **changes}
     plan = {k: v for k, v in plan.items() if v is not None}
-    return g.replace(meta={**g.attributes, "memory_plan": plan})
+    return g.replace(attributes={**g.attributes, "memory_plan": plan})
 
 
 def _with_offsets(**offsets: int) -> Graph:
@@ -73,7 +73,7 @@ def test_check_memory_plan_refuses_in_place_over_an_operand_read_later() -> None
     c = b.neg(a)  # elementwise, but %0 is read again by the add
     g = plan_memory(b.finish([b.transpose(b.add(a, c), perm=(1, 0))]), PassContext("plan_memory"))
     plan = g.attributes["memory_plan"]
-    bad = g.replace(meta={"memory_plan": {**plan, "offsets": {**plan["offsets"], "1": plan["offsets"]["0"]}}})
+    bad = g.replace(attributes={"memory_plan": {**plan, "offsets": {**plan["offsets"], "1": plan["offsets"]["0"]}}})
     with pytest.raises(VerifyError, match="puts %1 and %0 in overlapping bytes"):
         check_memory_plan(bad)
 
@@ -84,7 +84,7 @@ def test_check_memory_plan_refuses_in_place_by_a_non_elementwise_node() -> None:
     h = b.transpose(b.exp(x), perm=(1, 0))
     g = plan_memory(b.finish([b.exp(b.transpose(h, perm=(1, 0)))]), PassContext("plan_memory"))
     plan = g.attributes["memory_plan"]
-    bad = g.replace(meta={"memory_plan": {**plan, "offsets": {"0": 0, "1": 0, "2": 0}}})
+    bad = g.replace(attributes={"memory_plan": {**plan, "offsets": {"0": 0, "1": 0, "2": 0}}})
     with pytest.raises(VerifyError, match="puts %1 and %0 in overlapping bytes"):
         check_memory_plan(bad)
 
@@ -129,7 +129,7 @@ def test_check_memory_plan_refuses_a_malformed_plan(key: str, value: Any, patter
 
 @pytest.mark.parametrize("plan,pattern", [(None, "is missing"), ((1, 2), "must be a dict, got tuple")])
 def test_check_memory_plan_refuses_a_missing_or_non_dict_plan(plan: Any, pattern: str) -> None:
-    g = _graph() if plan is None else _graph().replace(meta={"memory_plan": plan})
+    g = _graph() if plan is None else _graph().replace(attributes={"memory_plan": plan})
     with pytest.raises(VerifyError, match=pattern):
         check_memory_plan(g)
 

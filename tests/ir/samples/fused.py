@@ -22,6 +22,7 @@ def _body(kind: str, shapes: list[tuple[int, ...]], build) -> Graph:
 
 _ELEMENTWISE = _body("elementwise", [(3, 4), (4,)], lambda b, x, y: b.relu(b.add(x, y)))
 _GEMM = _body("gemm", [(2, 3), (3, 4), (4,)], lambda b, x, w, c: b.tanh(b.add(b.matmul(x, w), c)))
+_LINEAR = _body("gemm", [(5, 3), (4, 3), (4,)], lambda b, x, w, c: b.relu(b.add(b.linear(x, w), c)))
 
 
 def _softmax_longhand(b: GraphBuilder, x):
@@ -40,12 +41,15 @@ def _softmax_expected(x: np.ndarray) -> np.ndarray:
 
 
 SAMPLES = [
-    Sample("fused", (_f32((3, 4), 1), _f32((4,), 2)), {"kind": "elementwise", "body": _ELEMENTWISE},
+    Sample("fused", (_f32((3, 4), 1), _f32((4,), 2)), {"kind": "elementwise", "body": _ELEMENTWISE, "shape": (3, 4)},
            expected=lambda x, y: np.maximum(x + y, np.float32(0)), torch=lambda x, y: (x + y).relu(),
            label="elementwise"),
-    Sample("fused", (_f32((2, 3), 3), _f32((3, 4), 4), _f32((4,), 5)), {"kind": "gemm", "body": _GEMM},
+    Sample("fused", (_f32((2, 3), 3), _f32((3, 4), 4), _f32((4,), 5)), {"kind": "gemm", "body": _GEMM, "shape": (2, 4)},
            expected=lambda x, w, c: np.tanh(np.matmul(x, w) + c), torch=lambda x, w, c: (x @ w + c).tanh(),
            label="gemm"),
-    Sample("fused", (_f32((3, 5), 6),), {"kind": "reduction", "body": _REDUCTION}, expected=_softmax_expected,
-           torch=lambda x: (x * 0.5).softmax(1), label="reduction"),
+    Sample("fused", (_f32((5, 3), 7), _f32((4, 3), 8), _f32((4,), 9)),
+           {"kind": "gemm", "body": _LINEAR, "shape": (5, 4)}, expected=lambda x, w, c: np.maximum(np.matmul(x, w.T) + c, np.float32(0)),
+           torch=lambda x, w, c: (x @ w.T + c).relu(), label="gemm-linear"),
+    Sample("fused", (_f32((3, 5), 6),), {"kind": "reduction", "body": _REDUCTION, "shape": (3, 5), "axes": (1,)},
+           expected=_softmax_expected, torch=lambda x: (x * 0.5).softmax(1), label="reduction"),
 ]

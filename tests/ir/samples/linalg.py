@@ -1,4 +1,4 @@
-"""Samples for matmul: every promotion case and broadcast batch dimensions."""
+"""Samples for matmul (every promotion case and broadcast batch dimensions) and linear (x @ weight.T)."""
 import numpy as np
 
 from . import Sample, normal
@@ -21,6 +21,11 @@ def _naive_matmul(x, y):
     return out
 
 
+def _linear(x_shape, out_features, label):
+    return Sample("linear", (normal(x_shape, 3), normal((out_features, x_shape[-1]), 4)),
+                  expected=lambda x, w: _naive_matmul(x, w.T.copy()), torch=lambda x, w: x @ w.T, label=label)
+
+
 def _mm(x_shape, y_shape, label):
     return Sample("matmul", (normal(x_shape, 1), normal(y_shape, 2)), expected=_naive_matmul,
                   torch=lambda x, y: x @ y, label=label)
@@ -38,4 +43,9 @@ SAMPLES = [
     _mm((4,), (2, 4, 3), "1d-batch"),
     Sample("matmul", (np.arange(6, dtype=np.int32).reshape(2, 3), np.arange(3, dtype=np.int32)),
            expected=lambda x, y: np.array([5, 14], np.int32), label="int32"),
+    _linear((3, 4), 5, "2d"),
+    _linear((4,), 3, "1d"),
+    _linear((2, 3, 4), 5, "batch"),
+    Sample("linear", (np.arange(6, dtype=np.int32).reshape(2, 3), np.arange(6, dtype=np.int32).reshape(2, 3)),
+           expected=lambda x, w: np.array([[5, 14], [14, 50]], np.int32), label="int32"),
 ]

@@ -1,0 +1,76 @@
+"""The elementwise loop nest: the threaded iteration of an output shape with every operand read through broadcast
+strides, which elementwise kernels, fused elementwise regions, batch norm and dequantization share.
+
+Axes are coalesced first, so the innermost loop is as long as possible; it is contiguous for every operand that is
+not broadcast along it (the others are loaded once per row and splatted) and runs W lanes at a time with a scalar
+remainder. Rows are the units threads split; when there are few long rows, the rows are cut into chunks so every
+thread gets work. Outer coordinates advance like an odometer: no division or modulo per element or per row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Callable, Sequence
+
+import llvmlite.ir as ir
+
+from braze.ir.types import TensorType
+
+from ..loops import i64, vector_loop
+from .base import Kernel, broadcast_strides, coalesce, contiguous_strides, load, offset_of, store, thread_share, \
+    unit_loop, widen
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A buffer pointer and the type of the dense array it holds."""
+
+    ptr: ir.Value
+    type: TensorType
+
+
+def _chunks(rows: int, inner: int, width: int) -> int:
+    """Chunk length of the inner axis: whole rows unless there are too few rows to share among threads."""
+    if rows >= 32 or inner < 8192:
+        return inner
+    pieces = min(-(-inner // 4096), -(-64 // rows))
+    per_piece = -(-inner // pieces)
+    return -(-per_piece // width) * width
+
+
+def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand], outputs: Sequence[Operand],
+                     compute: Callable[[ir.IRBuilder, Sequence[ir.Value], int], Sequence[ir.Value]]) -> None:
+    """Emit the threaded loop nest computing outputs (dense, of `shape`) from broadcast inputs, lane group by lane
+    group: every input of a lane group is loaded before any output of it is stored, so results may overwrite an
+    operand of the same shape (the memory plan's in-place rule)."""
+    if prod(shape) == 0:
+        return
+    b, width = k.builder, k.width
+    strides = [broadcast_strides(o.type.shape, shape) for o in inputs] + [contiguous_strides(shape)] * len(outputs)
+    dims, walks, _ = coalesce(shape, strides)
+    if not dims:
+        dims, walks = [1], [[0] for _ in strides]
+    inner, outer = dims[-1], dims[:-1]
+    chunk = _chunks(prod(outer), inner, width)
+    pieces = -(-inner // chunk)
+    first, last = thread_share(b, k.tid, k.nthreads, prod(outer) * pieces)
+    with unit_loop(b, outer + ([pieces] if pieces > 1 else []), first, last, name="row") as index:
+        bases = [offset_of(b, index[:len(outer)], w[:-1]) for w in walks]
+        start: ir.Value = i64(0)
+        stop: ir.Value = i64(inner)
+        if pieces > 1:
+            start = b.mul(index[-1], i64(chunk))
+            end = b.add(start, i64(chunk))
+            stop = b.select(b.icmp_signed("<", end, i64(inner)), end, i64(inner))
+        fixed = {i: load(b, o.ptr, bases[i], o.type.dtype) for i, o in enumerate(inputs) if walks[i][-1] == 0}
+
+        def body(i: ir.Value, lanes: int) -> None:
+            values = [widen(b, fixed[n], lanes) if n in fixed else
+                      load(b, o.ptr, b.add(bases[n], i), o.type.dtype, lanes) for n, o in enumerate(inputs)]
+            results = compute(b, values, lanes)
+            for n, (o, value) in enumerate(zip(outputs, results)):
+                store(b, value, o.ptr, b.add(bases[len(inputs) + n], i), o.type.dtype)
+        vector_loop(b, start, stop, width, body, name="e")
+
+
+__all__ = ["Operand", "elementwise_nest"]
