@@ -10,8 +10,7 @@ same array, but each clone then owns its own Tensor object, so later transforms 
 from __future__ import annotations
 
 import copy
-import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -23,67 +22,8 @@ from ..tensor import Tensor, as_array
 from ..trace_context import TRACE
 from . import _tensorlike
 from .lazy import Init, LazyInit, alias, as_tensor
+from .param_id import ParamId, ParamMapper, TensorFn
 from .param_module import ParamAsModule
-
-_ID_LOCK = threading.Lock()
-_NEXT_ID = 0
-
-
-class ParamId(int):
-    """A parameter's identity: `ParamId()` draws a new one; `ParamId(n)` restores a loaded one.
-
-    New ids come from a process-wide counter that moves past every restored id, so they never collide.
-    """
-
-    def __new__(cls, value: int | None = None) -> ParamId:
-        global _NEXT_ID
-        with _ID_LOCK:
-            if value is None:
-                value, _NEXT_ID = _NEXT_ID, _NEXT_ID + 1
-            else:
-                value = int(value)
-                if value < 0:
-                    raise BrazeError(f"ParamId: ids are non-negative, got {value}")
-                _NEXT_ID = max(_NEXT_ID, value + 1)
-        return super().__new__(cls, value)
-
-    def __repr__(self) -> str:
-        return f"ParamId({int(self)})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return ParamId, (int(self),)
-
-
-TensorFn = Callable[[Tensor], Tensor]
-
-
-class ParamMapper:
-    """The transformations a parameter's value goes through when loaded and when saved (applied in order)."""
-
-    __slots__ = ("load", "save")
-
-    def __init__(self, load: Iterable[TensorFn] = (), save: Iterable[TensorFn] = ()) -> None:
-        self.load, self.save = tuple(load), tuple(save)
-
-    def on_load(self, tensor: Tensor) -> Tensor:
-        for fn in self.load:
-            tensor = as_tensor(fn(tensor))
-        return tensor
-
-    def on_save(self, tensor: Tensor) -> Tensor:
-        for fn in self.save:
-            tensor = as_tensor(fn(tensor))
-        return tensor
-
-    def with_load(self, fn: TensorFn) -> ParamMapper:
-        return ParamMapper(self.load + (fn,), self.save)
-
-    def with_save(self, fn: TensorFn) -> ParamMapper:
-        return ParamMapper(self.load, self.save + (fn,))
-
-    def __repr__(self) -> str:
-        return f"ParamMapper(load={len(self.load)}, save={len(self.save)})"
-
 
 class Param(ParamAsModule, _tensorlike.TensorLike):
     """A module parameter (or buffer): a value Tensor with an id, usable wherever a Tensor is."""
