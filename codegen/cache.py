@@ -149,7 +149,7 @@ def load(key: str) -> CacheEntry | None:
     path = directory / f"{key}{SUFFIX}"
     try:
         data = _read_entry_file(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         count("misses")
         return None
     entry = decode_entry(key, data) if data is not None else None
@@ -187,10 +187,10 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...]) -> bool:
 
 def _read_entry_file(path: Path) -> bytes | None:
     """The bytes of an entry file, or None when it is not a regular file of the user's within the size limit
-    (raises FileNotFoundError when there is none)."""
+    (raises FileNotFoundError or NotADirectoryError when there is none)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise
     except OSError:  # a symlink (ELOOP), or unreadable
         return None
