@@ -5,7 +5,8 @@ optimization level, llvmlite version). Its file holds a magic line, a JSON heade
 symbols and the sha256 and size of the payload, then the object file itself. A truncated, altered or foreign entry
 fails those checks, and one whose object does not link or does not export the module's functions fails in the JIT:
 either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
-os.replace), so concurrent processes never see half an entry.
+os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
+removed by a later store once they are an hour old.
 
 Only what the user's own directory holds is trusted: the directory is created private (0700), and a directory
 that another user owns, or that others may write to, is not used (a UntrustedCacheWarning says why, once, and
@@ -23,6 +24,7 @@ import os
 import stat
 import tempfile
 import threading
+import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,6 +34,8 @@ CACHE_DIR_ENV = "BRAZE_CACHE_DIR"
 MAGIC = b"BRAZE-OBJECT 1\n"
 SUFFIX = ".bzo"
 MAX_ENTRY_BYTES = 256 * 2 ** 20  # far above the object of any one model
+TEMP_SUFFIX = ".tmp"
+STALE_TEMP_SECONDS = 3600.0
 
 _lock = threading.Lock()
 _warned: set[str] = set()
@@ -170,7 +174,8 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...]) -> bool:
     try:
         if not _trusted(directory, create=True):
             return False
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=directory)
+        _remove_abandoned_temporaries(directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=TEMP_SUFFIX, dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(encode_entry(key, payload, symbols))
@@ -183,6 +188,18 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...]) -> bool:
         return False
     count("stores")
     return True
+
+
+def _remove_abandoned_temporaries(directory: Path) -> None:
+    """Delete the temporary files of stores that were killed: an entry is written in one call, so a temporary
+    file older than STALE_TEMP_SECONDS belongs to no live store."""
+    now = time.time()
+    for path in directory.glob(f".*{TEMP_SUFFIX}"):
+        try:
+            if path.is_file() and not path.is_symlink() and now - path.stat().st_mtime > STALE_TEMP_SECONDS:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _read_entry_file(path: Path) -> bytes | None:

@@ -49,7 +49,8 @@ def encode(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> by
         if dtype_name is None:
             raise RecordError(f"cannot encode tensor {name!r} as safetensors: unsupported dtype {array.dtype}")
         data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": dtype_name, "shape": list(array.shape), "data_offsets": [position, position + len(data)]}
+        header[name] = {"dtype": dtype_name, "shape": list(array.shape),
+                        "data_offsets": [position, position + len(data)]}
         chunks.append(data)
         position += len(data)
     text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")

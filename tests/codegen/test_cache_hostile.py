@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 import pytest
 
@@ -137,3 +138,15 @@ def test_cache_directory_others_may_write_is_refused(cache_root):
     with pytest.warns(cache.UntrustedCacheWarning, match="others may write to it"):
         run_add(compile_ir(add_module(name)), name)
     assert entries(cache_root) == []
+
+
+def test_cache_store_removes_temporary_files_of_killed_stores(cache_root):
+    cache_root.mkdir(mode=0o700)
+    old = cache_root / f".0123456789abcdef.x1{cache.TEMP_SUFFIX}"
+    fresh = cache_root / f".fedcba9876543210.y2{cache.TEMP_SUFFIX}"
+    for path in (old, fresh):
+        path.write_bytes(b"half an entry")
+    then = time.time() - 2 * cache.STALE_TEMP_SECONDS
+    os.utime(old, (then, then))
+    compile_ir(add_module(unique_name()))
+    assert not old.exists() and fresh.exists() and len(entries(cache_root)) == 1

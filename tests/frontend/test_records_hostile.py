@@ -188,7 +188,8 @@ def test_record_load_refuses_a_fifo(tmp_path):
 edits = st.lists(st.tuples(st.integers(0, 10 ** 5), st.integers(1, 255), st.booleans()), min_size=1, max_size=4)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=edits)
 def test_record_damaged_bytes_raise_only_record_errors(edits):
     data = bytearray(VALID)

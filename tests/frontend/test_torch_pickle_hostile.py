@@ -200,8 +200,8 @@ def test_torch_reader_refuses_nesting_deeper_than_the_limit(tmp_path):
 @pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64", "complex64"])
 def test_torch_reader_matches_torch_for_more_dtypes(tmp_path, dtype):
     torch = pytest.importorskip("torch")
-    state = {"w": torch.arange(6).reshape(2, 3).to(getattr(torch, dtype)), "scalar": torch.tensor(1.5, dtype=torch.bfloat16),
-             "expanded": torch.ones(1).expand(4)}
+    state = {"w": torch.arange(6).reshape(2, 3).to(getattr(torch, dtype)),
+             "scalar": torch.tensor(1.5, dtype=torch.bfloat16), "expanded": torch.ones(1).expand(4)}
     path = str(tmp_path / "more.pt")
     torch.save(state, path)
     loaded = braze.load_torch_state_dict(path)
@@ -223,8 +223,8 @@ def _valid_files() -> dict[str, bytes]:
 
 
 VALID = _valid_files()
-mutations = st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 255), st.sampled_from(["flip", "cut", "insert"])),
-                     min_size=1, max_size=4)
+mutations = st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 255),
+                               st.sampled_from(["flip", "cut", "insert"])), min_size=1, max_size=4)
 
 
 def _mutate(data: bytes, edits: list[tuple[int, int, str]]) -> bytes:
@@ -240,7 +240,8 @@ def _mutate(data: bytes, edits: list[tuple[int, int, str]]) -> bytes:
     return bytes(out)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fmt=st.sampled_from(sorted(VALID)), edits=mutations)
 def test_torch_reader_damaged_files_raise_only_record_errors(tmp_path, fmt, edits):
     path = tmp_path / "fuzz.pt"
