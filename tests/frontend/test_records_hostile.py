@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from braze import RecordError
@@ -22,6 +22,7 @@ from braze.frontend import atomic_files
 from braze.frontend.records import ModuleRecord
 from braze.frontend.safetensors_io import decode
 from tests.frontend.limited_run import ROOT
+from tests.frontend.reader_fuzz import fuzz_settings
 from tests.frontend.test_records import Net
 
 VALID = Net(1).into_record().to_bytes()
@@ -188,8 +189,7 @@ def test_record_load_refuses_a_fifo(tmp_path):
 edits = st.lists(st.tuples(st.integers(0, 10 ** 5), st.integers(1, 255), st.booleans()), min_size=1, max_size=4)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@fuzz_settings(200)
 @given(edits=edits)
 def test_record_damaged_bytes_raise_only_record_errors(edits):
     data = bytearray(VALID)
@@ -203,5 +203,27 @@ def test_record_damaged_bytes_raise_only_record_errors(edits):
             data[at] ^= value
     try:
         Net(2).load_record(ModuleRecord.from_bytes(bytes(data)))
+    except RecordError:
+        pass
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats(allow_nan=False)
+                           | st.text(max_size=8) | st.sampled_from([2 ** 63, 2 ** 64, -1, 0, "F32", "BF16"]),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                      max_size=3), max_leaves=8)
+
+
+@fuzz_settings(200)
+@given(entry=st.sampled_from(["bias", "block.weight", "block.steps", "__metadata__"]),
+       field=st.sampled_from(["dtype", "shape", "data_offsets", "param_ids", "metadata", "format_version"]),
+       value=json_values)
+def test_record_header_with_any_json_value_raises_only_record_errors(entry, field, value):
+    header, body = split(VALID)
+    if entry == "__metadata__":
+        header[entry][field] = json.dumps(value)
+    else:
+        header[entry][field] = value
+    try:
+        Net(2).load_record(ModuleRecord.from_bytes(rebuilt(header, body)))
     except RecordError:
         pass

@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import braze
@@ -20,6 +20,7 @@ from braze import RecordError
 from braze.frontend import torch_pickle
 from braze.frontend.torch_pickle import load_torch_file
 from tests.frontend.limited_run import run_limited
+from tests.frontend.reader_fuzz import fuzz_settings
 from tests.frontend.test_torch_pickle import (ARRAYS, FakeTensor, Global, Storage, dumps, tensors_of, write_legacy,
                                               write_zip)
 
@@ -231,7 +232,7 @@ def _mutate(data: bytes, edits: list[tuple[int, int, str]]) -> bytes:
     out = bytearray(data)
     for at, value, kind in edits:
         at %= max(len(out), 1)
-        if kind == "flip":
+        if kind == "flip" and out:
             out[at] ^= value or 1
         elif kind == "cut":
             del out[at:]
@@ -240,8 +241,7 @@ def _mutate(data: bytes, edits: list[tuple[int, int, str]]) -> bytes:
     return bytes(out)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@fuzz_settings(150)
 @given(fmt=st.sampled_from(sorted(VALID)), edits=mutations)
 def test_torch_reader_damaged_files_raise_only_record_errors(tmp_path, fmt, edits):
     path = tmp_path / "fuzz.pt"
