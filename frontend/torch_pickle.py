@@ -17,6 +17,7 @@ import pickle
 import pickletools
 import re
 import struct
+import warnings
 import zipfile
 from collections import OrderedDict
 from typing import Any, Callable
@@ -147,10 +148,12 @@ def _unpickle(stream: io.BytesIO, on_storage: Callable[[tuple[Any, ...]], Storag
     largest index, so a few bytes could otherwise make it allocate gigabytes."""
     start = stream.tell()
     count = 0
-    for opcode, argument, _ in pickletools.genops(stream):
-        count += 1
-        if opcode.name in _MEMO_OPS and argument is not None and argument > count:
-            raise RecordError(f"the pickle uses memo index {argument} after only {count} opcodes")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # genops decodes damaged STRING escapes noisily
+        for opcode, argument, _ in pickletools.genops(stream):
+            count += 1
+            if opcode.name in _MEMO_OPS and argument is not None and argument > count:
+                raise RecordError(f"the pickle uses memo index {argument} after only {count} opcodes")
     stream.seek(start)
     return _Unpickler(stream, on_storage).load()
 
