@@ -17,7 +17,17 @@ from typing import Any
 from braze.ir.errors import BrazeError, RecordError
 
 MAX_TENSOR_BYTES_ENV = "BRAZE_MAX_TENSOR_BYTES"
-DEFAULT_MAX_TENSOR_BYTES = 2 ** 40  # 1 TiB, the same cap the IR's tensor types use
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows) or no such name
+        return None
+
+
+# the same cap as the IR's tensor types: the machine's memory, at most 1 TiB
+DEFAULT_MAX_TENSOR_BYTES = min(2 ** 40, _physical_memory() or 2 ** 40)
 MIN_MAX_TENSOR_BYTES = 2 ** 20
 MAX_RANK = 64  # numpy's limit on array dimensions
 MAX_ID = 2 ** 63 - 1  # ParamIds are printed into IR text as signed 64-bit integers
@@ -27,7 +37,7 @@ _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 def max_tensor_bytes() -> int:
-    """The largest tensor in bytes: BRAZE_MAX_TENSOR_BYTES as read now, else 1 TiB."""
+    """The largest tensor in bytes: BRAZE_MAX_TENSOR_BYTES as read now, else the machine's memory up to 1 TiB."""
     raw = os.environ.get(MAX_TENSOR_BYTES_ENV)
     if raw is None or not raw.strip():
         return DEFAULT_MAX_TENSOR_BYTES
