@@ -20,7 +20,8 @@ import numpy as np
 from braze.compiled import CompiledModule, compile_untrusted, example_array
 from braze.frontend import serialization
 from braze.frontend.nn.module import Module
-from braze.frontend.safetensors_io import decode, encode, read_bytes, write_atomic
+from braze.frontend.atomic_files import read_bytes, write_atomic
+from braze.frontend.safetensors_io import decode, encode
 from braze.frontend.trace import trace
 from braze.ir.errors import BrazeError, RecordError
 from braze.ir.graph import Graph

@@ -139,7 +139,7 @@ def write_output(data: bytes | str, path: str | None) -> None:
     if not path:
         sys.stdout.write(data if isinstance(data, str) else data.decode())
         return
-    from braze.frontend.safetensors_io import write_atomic
+    from braze.frontend.atomic_files import write_atomic
     write_atomic(path, data.encode("utf-8") if isinstance(data, str) else data)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from braze.compiled import example_array, inference_source
 from braze.frontend.nn.module import Module
-from braze.frontend.safetensors_io import write_atomic
+from braze.frontend.atomic_files import write_atomic
 from braze.frontend.trace import trace
 from braze.ir.errors import ExportError
 from braze.ir.graph import Graph

@@ -1,15 +1,16 @@
-"""The process-wide JIT: LLVM IR in, callable machine code out.
+"""The JIT: LLVM IR in, callable machine code out.
 
 `compile_ir(module)` parses and verifies an llvmlite module, optimizes it at level 3 with loop and SLP
-vectorization for the target, verifies it again, emits an object file and links that object into one long-lived
-MCJIT engine. With the disk cache (codegen/cache.py) a module compiled before, in any process, skips parsing and
-optimization: its object is loaded directly. The engine is created once and never freed (an engine owns its target
-machine; freeing it would leave dangling machines), so every compiled function stays valid for the life of the
-process. Compiling the same IR for the same target twice in one process returns the same library.
+vectorization for the target, verifies it again, emits an object file and links that object into an MCJIT engine
+of its own. With the disk cache (codegen/cache.py) a module compiled before, in any process, skips parsing and
+optimization: its object is loaded directly, after checking that it exports exactly the module's functions; an
+entry that does not link or exports anything else is deleted and the module rebuilt.
 
-Symbol names are global across the engine: two different modules that export the same function name are an error
-(kernel names are `k_<hash8>_<op>`, derived from what they compute). Addresses are resolved at load time; a
-missing symbol or an address of 0 raises CodegenError and is never called.
+Each library owns its engine (with a fresh target machine, which the engine takes ownership of), so the machine
+code of a library is freed when the last reference to it goes: an Executable holds its library, and dropping a
+compiled model returns its native code. While a library is alive, compiling the same IR for the same target
+returns it again. Engines never share symbols, so two modules may export the same name. Addresses are resolved at
+load time; a missing symbol or an address of 0 raises CodegenError and is never called.
 
 `BRAZE_DUMP_LLVM=1` and `BRAZE_DUMP_ASM=1` print the optimized LLVM IR and the assembly of every module compiled.
 """
@@ -18,8 +19,10 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import struct
 import sys
 import threading
+import weakref
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -31,13 +34,11 @@ from . import cache
 from .target import OPT_LEVEL, Target, create_jit_machine, host_target, init_llvm, target_of
 
 _lock = threading.RLock()
-_engine: llvm.ExecutionEngine | None = None
-_libraries: dict[str, "CompiledLibrary"] = {}
-_symbol_owner: dict[str, str] = {}  # exported symbol -> the module name that defines it
+_libraries: weakref.WeakValueDictionary[str, CompiledLibrary] = weakref.WeakValueDictionary()
 
 
 class CompiledLibrary:
-    """The machine code of one LLVM module, linked into the process-wide engine.
+    """The machine code of one LLVM module, linked into an engine that lives as long as the library.
 
     `address(name)` and `cfunc(name, restype, *argtypes)` give callable entry points; `llvm_ir()` and `asm()`
     return the optimized IR and the host assembly, whole or for one function. A library loaded from the disk cache
@@ -45,10 +46,11 @@ class CompiledLibrary:
     """
 
     def __init__(self, name: str, key: str, target: Target, source_ir: str, symbols: tuple[str, ...],
-                 addresses: dict[str, int], from_cache: bool, optimized: llvm.ModuleRef | None) -> None:
+                 linked: tuple[llvm.ExecutionEngine, dict[str, int]], from_cache: bool,
+                 optimized: llvm.ModuleRef | None) -> None:
         self.name, self.key, self.target, self.source_ir = name, key, target, source_ir
         self.symbols, self.from_cache = symbols, from_cache
-        self._addresses = addresses
+        self._engine, self._addresses = linked
         self._optimized = optimized
         self._asm: str | None = None
 
@@ -61,8 +63,11 @@ class CompiledLibrary:
                                f"it exports {', '.join(self.symbols)}") from None
 
     def cfunc(self, name: str, restype: Any, *argtypes: Any) -> Any:
-        """A ctypes function for an exported function with the given C signature (ctypes releases the GIL)."""
-        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+        """A ctypes function for an exported function with the given C signature (ctypes releases the GIL); it
+        keeps the library, and so its machine code, alive. A bare address() does not: hold the library with it."""
+        function = ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+        function.library = self
+        return function
 
     def llvm_ir(self, function: str | None = None) -> str:
         """The optimized LLVM IR of the module, or of one function in it."""
@@ -94,7 +99,7 @@ class CompiledLibrary:
 
 def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None
                ) -> CompiledLibrary:
-    """Compile an llvmlite module (or LLVM IR text) for `target` and link it into the process-wide engine.
+    """Compile an llvmlite module (or LLVM IR text) for `target` and link it into an engine of its own.
 
     The target defaults to the one the module was created for (Target.new_module), else host_target().
 
@@ -109,11 +114,8 @@ def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cac
         if known is not None:
             return known
         caching = cache.enabled() if use_cache is None else use_cache
-        entry = cache.load(key) if caching else None
-        optimized = None
-        if entry is not None:
-            payload, symbols = entry.payload, entry.symbols
-        else:
+        library = _from_cache(module, name, key, target, text) if caching else None
+        if library is None:
             optimized = _optimize(_parse(text, name, target), target)
             symbols = _exported_functions(optimized)
             if not symbols:
@@ -121,11 +123,31 @@ def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cac
             payload = target.machine().emit_object(optimized)
             if caching:
                 cache.store(key, payload, symbols)
-        addresses = _link(name, payload, symbols)
-        library = CompiledLibrary(name, key, target, text, symbols, addresses, entry is not None, optimized)
+            library = CompiledLibrary(name, key, target, text, symbols, _link(name, payload, symbols), False,
+                                      optimized)
         _libraries[key] = library
     _dump(library)
     return library
+
+
+def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, text: str) -> CompiledLibrary | None:
+    """The library of the cached object for `key`, or None; an entry that exports other functions than the module
+    defines, or that fails to link, is discarded (its engine, and so its code, freed with it)."""
+    entry = cache.load(key)
+    if entry is None:
+        return None
+    expected = (_defined_functions(module) if isinstance(module, ir.Module)
+                else _exported_functions(_parse(text, name, target)))
+    try:
+        if set(entry.symbols) != set(expected):
+            raise CodegenError(f"module {name!r}: the cached object exports {list(entry.symbols)}, "
+                               f"the module defines {list(expected)}")
+        linked = _link(name, entry.payload, entry.symbols)
+    except CodegenError:
+        cache.discard(key)
+        return None
+    cache.count("hits")
+    return CompiledLibrary(name, key, target, text, entry.symbols, linked, True, None)
 
 
 def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:
@@ -159,33 +181,46 @@ def _exported_functions(ref: llvm.ModuleRef) -> tuple[str, ...]:
                  if not f.is_declaration and f.linkage == llvm.Linkage.external)
 
 
-def _link(name: str, payload: bytes, symbols: tuple[str, ...]) -> dict[str, int]:
-    """Add an object file to the engine and resolve every exported symbol; never returns an address of 0."""
-    for symbol in symbols:
-        owner = _symbol_owner.get(symbol)
-        if owner is not None:
-            raise CodegenError(f"module {name!r} exports {symbol!r}, already defined by module {owner!r}; "
-                               "exported names must be unique per process (name kernels after what they compute)")
-    engine = _get_engine()
-    engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
-    engine.finalize_object()
+def _defined_functions(module: ir.Module) -> tuple[str, ...]:
+    """The functions an llvmlite module defines with external linkage: what its object exports."""
+    return tuple(f.name for f in module.functions if not f.is_declaration and f.linkage in ("", "external"))
+
+
+def _link(name: str, payload: bytes, symbols: tuple[str, ...]) -> tuple[llvm.ExecutionEngine, dict[str, int]]:
+    """A new engine holding the object, and the address of every exported symbol; never an address of 0."""
+    if not _plausible_object(payload):
+        raise CodegenError(f"module {name!r}: its object is not a well-formed ELF file")
+    engine = _new_engine()
+    try:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
+        engine.finalize_object()
+    except RuntimeError as exc:
+        raise CodegenError(f"module {name!r}: its object does not load: {exc}") from None
     addresses = {s: engine.get_function_address(s) for s in symbols}
     missing = [s for s, a in addresses.items() if not a]
     if missing:
         raise CodegenError(f"module {name!r}: no address for {', '.join(missing)} after loading its object")
-    _symbol_owner.update((s, name) for s in symbols)
-    return addresses
+    return engine, addresses
 
 
-def _get_engine() -> llvm.ExecutionEngine:
-    """The one MCJIT engine, created on first use with a target machine of its own and never freed."""
-    global _engine
-    if _engine is None:
-        init_llvm()
-        triple = llvm.get_process_triple()
-        placeholder = llvm.parse_assembly(f'target triple = "{triple}"\n')
-        _engine = llvm.create_mcjit_compiler(placeholder, create_jit_machine(Target(triple, "", "", 4)))
-    return _engine
+def _plausible_object(payload: bytes) -> bool:
+    """On Linux, whether the payload is a 64-bit little-endian ELF file whose section table lies inside it: LLVM
+    crashes on an object it cannot parse instead of reporting it (objects elsewhere are not checked)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    if len(payload) < 64 or payload[:6] != b"\x7fELF\x02\x01":
+        return False
+    (shoff,) = struct.unpack_from("<Q", payload, 40)
+    shentsize, shnum = struct.unpack_from("<HH", payload, 58)
+    return shentsize == 64 and 0 < shnum and shoff + shnum * shentsize <= len(payload)
+
+
+def _new_engine() -> llvm.ExecutionEngine:
+    """An MCJIT engine with a target machine of its own (an engine owns its machine; it is never shared)."""
+    init_llvm()
+    triple = llvm.get_process_triple()
+    placeholder = llvm.parse_assembly(f'target triple = "{triple}"\n')
+    return llvm.create_mcjit_compiler(placeholder, create_jit_machine(Target(triple, "", "", 4)))
 
 
 def _module_name(text: str) -> str:

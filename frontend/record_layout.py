@@ -15,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from braze.ir.errors import RecordError
+
 from .nn.param import Param, ParamId
+from .read_limits import load_json
 
 STRUCTURE_KEY = "reparameterizations"
 _PACKED_SUFFIXES = (".codes", ".scales")
@@ -114,9 +117,13 @@ def structure_problems(record_metadata: Mapping[str, str], slots: Mapping[str, P
     """Differences between the structure a record notes and the module's, for the parameters that the record
     paths being `loaded` touch."""
     try:
-        noted = json.loads(record_metadata.get(STRUCTURE_KEY, "{}"))
-    except ValueError:
-        return [f"the record's {STRUCTURE_KEY!r} metadata is not valid JSON"]
+        noted = load_json(record_metadata.get(STRUCTURE_KEY, "{}"), f"the record's {STRUCTURE_KEY!r} metadata")
+    except RecordError as err:
+        return [str(err)]
+    if not (isinstance(noted, dict) and all(isinstance(note, dict) and all(
+            isinstance(note.get(part, {}), dict) for part in ("adapter", "quantized")) for note in noted.values())):
+        return [f"the record's {STRUCTURE_KEY!r} metadata is not a mapping of parameter paths to "
+                f"{{'adapter': {{...}}, 'quantized': {{...}}}} notes"]
     mine = structure(slots.items(), loaded)
     problems = []
     for path in sorted(set(noted) & set(mine)):

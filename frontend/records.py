@@ -20,7 +20,9 @@ from braze.ir.errors import RecordError
 
 from . import record_layout as layout
 from .nn.param import Param, ParamId
-from .safetensors_io import decode, encode, read_bytes, write_atomic
+from .read_limits import checked_id, load_json
+from .atomic_files import read_bytes, write_atomic
+from .safetensors_io import decode, encode
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -93,8 +95,8 @@ class ModuleRecord(Mapping[str, RecordEntry]):
     def to_bytes(self) -> bytes:
         """The record as safetensors bytes (tensors by path; ids, format and metadata in the header)."""
         header = {"format": FORMAT, "format_version": str(VERSION),
-                  "param_ids": json.dumps({p: int(e.id) for p, e in self._entries.items()}),
-                  "metadata": json.dumps(self.metadata)}
+                  "param_ids": json.dumps({p: int(e.id) for p, e in self._entries.items()}, sort_keys=True),
+                  "metadata": json.dumps(self.metadata, sort_keys=True)}
         return encode(self.arrays(), header)
 
     @classmethod
@@ -108,16 +110,16 @@ class ModuleRecord(Mapping[str, RecordEntry]):
         if header.get("format_version") != str(VERSION):
             raise RecordError(f"{source}: unsupported module record version {header.get('format_version')!r} "
                               f"(this braze reads version {VERSION})")
-        try:
-            ids = json.loads(header["param_ids"])
-            metadata = json.loads(header.get("metadata", "{}"))
-            entries = {path: RecordEntry(ParamId(int(ids[path])), array) for path, array in tensors.items()}
-        except (KeyError, TypeError, ValueError) as err:
-            raise RecordError(f"{source}: corrupt module record header ({type(err).__name__}: {err})") from None
+        if "param_ids" not in header:
+            raise RecordError(f"{source}: corrupt module record header (no 'param_ids')")
+        ids = load_json(header["param_ids"], f"{source}: corrupt module record header 'param_ids'")
+        metadata = load_json(header.get("metadata", "{}"), f"{source}: corrupt module record header 'metadata'")
         if not (isinstance(ids, dict) and set(ids) == set(tensors)):
             raise RecordError(f"{source}: corrupt module record header (the ids do not match the tensors)")
         if not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
             raise RecordError(f"{source}: corrupt module record header (metadata is not a string mapping)")
+        entries = {path: RecordEntry(ParamId(checked_id(f"{source}: the ParamId of {path!r}", ids[path])), array)
+                   for path, array in tensors.items()}
         return cls(entries, dtype_policy=dtype_policy, validate=validate, allow_partial=allow_partial,
                    metadata=metadata, source=source)
 

@@ -26,7 +26,8 @@ from braze.ir.errors import BrazeError, RecordError
 
 from .device import Device, as_device
 from .nn.param import Param
-from .safetensors_io import decode, encode, read_bytes, write_atomic
+from .atomic_files import read_bytes, write_atomic
+from .safetensors_io import decode, encode
 from .tensor import Tensor
 from .torch_pickle import load_torch_bytes
 

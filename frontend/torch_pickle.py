@@ -2,17 +2,22 @@
 
 A torch checkpoint is a pickle, and unpickling runs whatever callables the file names. The unpickler here
 resolves only the globals a state dict needs (the tensor-rebuild functions, the storage types, the dtypes and
-a few plain containers) to inert stand-ins defined in this file, and refuses every other global with a
-RecordError, so a file can describe tensors but never run code. Tensors are rebuilt from their storages with
-bounds-checked strides and offsets; bfloat16 becomes float32, every other dtype keeps its numpy equivalent.
+a few plain containers) to immutable stand-ins defined here, and refuses every other global with a RecordError,
+so a file can describe tensors but never run code or change how later files load. Before unpickling, the memo
+indices are checked (the C unpickler sizes its memo by them); zip entries are read only up to the size the pickle
+declares; objects the pickle shares stay shared when tensor references become arrays. Tensors are views of their
+storages (torch_storage.py); bfloat16 becomes float32, every other dtype keeps its numpy equivalent, and dtypes
+numpy lacks (float8, quantized) are refused by name.
 """
 from __future__ import annotations
 
 import io
 import os
 import pickle
+import pickletools
 import re
 import struct
+import warnings
 import zipfile
 from collections import OrderedDict
 from typing import Any, Callable
@@ -21,132 +26,75 @@ import numpy as np
 
 from braze.ir.errors import RecordError
 
-from .safetensors_io import bfloat16_to_float32, decode, read_bytes
+from .atomic_files import read_bytes
+from .read_limits import is_int, max_tensor_bytes
+from .safetensors_io import decode
+from .torch_storage import STORAGE_TYPES, TORCH_DTYPES, Inert, Storage, TensorRef, check_readable
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
-_BF16 = "bfloat16"
-
-# element dtype of each storage type (little-endian layout; "bfloat16" is read as uint16 bits, then widened)
-_STORAGE_TYPES: dict[str, str] = {
-    "DoubleStorage": "f8", "FloatStorage": "f4", "HalfStorage": "f2", "BFloat16Storage": _BF16,
-    "LongStorage": "i8", "IntStorage": "i4", "ShortStorage": "i2", "CharStorage": "i1", "ByteStorage": "u1",
-    "BoolStorage": "?", "UntypedStorage": "u1",
-}
-_TORCH_DTYPES: dict[str, str] = {
-    "float64": "f8", "double": "f8", "float32": "f4", "float": "f4", "float16": "f2", "half": "f2",
-    "bfloat16": _BF16, "int64": "i8", "long": "i8", "int32": "i4", "int": "i4", "int16": "i2", "short": "i2",
-    "int8": "i1", "uint8": "u1", "bool": "?",
-}
+MAX_NESTING = 100  # containers in containers: a state dict needs a few levels
+_SMALL_ENTRY_BYTES = 4096  # the byteorder entry of a zip file
+_MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
 
 
-class _Inert:
-    """Base of the stand-ins a pickle may reference: pickle's BUILD opcode must not alter them."""
-
-    __slots__ = ()
-
-    def __setstate__(self, state: Any) -> None:
-        raise RecordError(f"the pickle tries to set the state of a {type(self).__name__.lstrip('_')}")
-
-
-class _StorageType(_Inert):
+class _StorageType(Inert):
     """Stands for torch.FloatStorage and its kind: names the element type of a storage."""
 
     __slots__ = ("name", "element")
 
-    def __init__(self, name: str, element: str) -> None:
+    def __init__(self, name: str, element: str | None) -> None:
         self.name, self.element = name, element
 
 
-class _DType(_Inert):
+class _DType(Inert):
     """Stands for torch.float32 and the other dtypes."""
 
     __slots__ = ("name", "element")
 
-    def __init__(self, name: str, element: str) -> None:
+    def __init__(self, name: str, element: str | None) -> None:
         self.name, self.element = name, element
 
 
-class _Storage(_Inert):
-    """A flat run of elements; its bytes arrive with the persistent id (zip) or after the pickle (legacy)."""
+class _Function(Inert):
+    """Stands for one of torch's rebuild functions; immutable, so a pickle cannot change it for later loads."""
 
-    __slots__ = ("key", "element", "numel", "root", "offset", "raw")
+    __slots__ = ("name", "_function")
 
-    def __init__(self, key: str, element: str, numel: int, root: _Storage | None = None, offset: int = 0) -> None:
-        self.key, self.element, self.numel, self.root, self.offset = key, element, numel, root, offset
-        self.raw: np.ndarray | None = None
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.name, self._function = function.__name__.lstrip("_"), function
 
-    @property
-    def storage_dtype(self) -> np.dtype:
-        return np.dtype("<u2" if self.element == _BF16 else "<" + self.element if len(self.element) > 1
-                        else self.element)
-
-    def fill(self, data: bytes, byteorder: str) -> None:
-        dtype = self.storage_dtype.newbyteorder(">" if byteorder == "big" else "<")
-        expected = self.numel * dtype.itemsize
-        if len(data) != expected:
-            raise RecordError(f"storage {self.key!r} holds {len(data)} bytes but the pickle declares {self.numel} "
-                              f"elements ({expected} bytes)")
-        self.raw = np.frombuffer(data, dtype=dtype)
-
-    def array(self) -> np.ndarray:
-        if self.root is not None:
-            return self.root.array()[self.offset:self.offset + self.numel]
-        if self.raw is None:
-            raise RecordError(f"the data of storage {self.key!r} is missing from the file")
-        return self.raw
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function(*args, **kwargs)
 
 
-class _TensorRef(_Inert):
-    """A tensor described by the pickle, rebuilt into an array once every storage holds its bytes."""
-
-    __slots__ = ("storage", "offset", "size", "stride")
-
-    def __init__(self, storage: Any, offset: Any, size: Any, stride: Any) -> None:
-        if not isinstance(storage, _Storage):
-            raise RecordError(f"a tensor is rebuilt from a {type(storage).__name__}, not from a tensor storage")
-        if not (_is_int(offset) and offset >= 0):
-            raise RecordError(f"a tensor has an invalid storage offset {offset!r}")
-        if not (isinstance(size, tuple) and isinstance(stride, tuple) and len(size) == len(stride)
-                and all(_is_int(d) and d >= 0 for d in size) and all(_is_int(s) and s >= 0 for s in stride)):
-            raise RecordError(f"a tensor has an invalid size {size!r} or stride {stride!r}")
-        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
-
-    def materialize(self) -> np.ndarray:
-        element = self.storage.element
-        flat = self.storage.array()
-        if 0 in self.size:
-            out = np.empty(self.size, dtype=flat.dtype)
-        else:
-            last = self.offset + sum((d - 1) * s for d, s in zip(self.size, self.stride))
-            if last >= flat.size:
-                raise RecordError(f"a tensor of size {self.size} with stride {self.stride} at offset {self.offset} "
-                                  f"reaches element {last} of storage {self.storage.key!r}, which has {flat.size}")
-            view = np.lib.stride_tricks.as_strided(flat[self.offset:], shape=self.size,
-                                                   strides=tuple(s * flat.itemsize for s in self.stride))
-            out = np.array(view, copy=True)
-        out = out.astype(out.dtype.newbyteorder("="), copy=False)
-        return bfloat16_to_float32(out) if element == _BF16 else out
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any) -> _TensorRef:
-    return _TensorRef(storage, offset, size, stride)
+def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any) -> TensorRef:
+    return TensorRef(storage, offset, size, stride)
 
 
 def _rebuild_tensor_v2(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any = False,
-                       backward_hooks: Any = None, metadata: Any = None) -> _TensorRef:
-    return _TensorRef(storage, offset, size, stride)
+                       backward_hooks: Any = None, metadata: Any = None) -> TensorRef:
+    return TensorRef(storage, offset, size, stride)
+
+
+def _rebuild_tensor_v3(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any = False,
+                       backward_hooks: Any = None, dtype: Any = None, metadata: Any = None) -> TensorRef:
+    """torch >= 2.3 writes tensors of dtypes without a typed storage (uint16/32/64, float8) over an untyped one."""
+    if not isinstance(dtype, _DType):
+        raise RecordError(f"a tensor is rebuilt with dtype {str(dtype)[:40]}, not a torch dtype")
+    return TensorRef(storage, offset, size, stride, check_readable("dtype", dtype.name, dtype.element))
 
 
 def _rebuild_parameter(data: Any, requires_grad: Any = True, backward_hooks: Any = None,
-                       state: Any = None) -> _TensorRef:
-    if not isinstance(data, _TensorRef):
+                       state: Any = None) -> TensorRef:
+    if not isinstance(data, TensorRef):
         raise RecordError(f"a parameter wraps a {type(data).__name__}, not a tensor")
     return data
+
+
+def _rebuild_qtensor(*args: Any) -> TensorRef:
+    raise RecordError("the file holds a quantized torch tensor (torch.quantize_per_tensor and kin), which braze "
+                      "cannot read: save its dequantize() instead")
 
 
 def _encode(text: Any, encoding: str = "latin1") -> bytes:
@@ -158,23 +106,25 @@ def _encode(text: Any, encoding: str = "latin1") -> bytes:
 
 _ALLOWED: dict[tuple[str, str], Any] = {
     ("collections", "OrderedDict"): OrderedDict,
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
-    ("_codecs", "encode"): _encode,
+    ("torch._utils", "_rebuild_tensor"): _Function(_rebuild_tensor),
+    ("torch._utils", "_rebuild_tensor_v2"): _Function(_rebuild_tensor_v2),
+    ("torch._utils", "_rebuild_tensor_v3"): _Function(_rebuild_tensor_v3),
+    ("torch._utils", "_rebuild_parameter"): _Function(_rebuild_parameter),
+    ("torch._utils", "_rebuild_parameter_with_state"): _Function(_rebuild_parameter),
+    ("torch._utils", "_rebuild_qtensor"): _Function(_rebuild_qtensor),
+    ("_codecs", "encode"): _Function(_encode),
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
-    **{("torch", name): _StorageType(name, element) for name, element in _STORAGE_TYPES.items()},
+    **{("torch", name): _StorageType(name, element) for name, element in STORAGE_TYPES.items()},
     ("torch.storage", "UntypedStorage"): _StorageType("UntypedStorage", "u1"),
-    **{("torch", name): _DType(name, element) for name, element in _TORCH_DTYPES.items()},
+    **{("torch", name): _DType(name, element) for name, element in TORCH_DTYPES.items()},
 }
 
 
 class _Unpickler(pickle.Unpickler):
     """An unpickler that resolves only the globals in _ALLOWED and hands storages to `on_storage`."""
 
-    def __init__(self, file: io.BytesIO, on_storage: Callable[[tuple[Any, ...]], _Storage] | None) -> None:
+    def __init__(self, file: io.BytesIO, on_storage: Callable[[tuple[Any, ...]], Storage] | None) -> None:
         super().__init__(file)
         self._on_storage = on_storage
 
@@ -189,8 +139,23 @@ class _Unpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> Any:
         if (self._on_storage is None or not isinstance(pid, tuple) or not pid
                 or _text(pid[0]) != "storage"):
-            raise RecordError(f"the pickle has an unsupported persistent id {pid!r:.80}")
+            raise RecordError(f"the pickle has an unsupported persistent id {str(pid)[:80]}")
         return self._on_storage(pid[1:])
+
+
+def _unpickle(stream: io.BytesIO, on_storage: Callable[[tuple[Any, ...]], Storage] | None = None) -> Any:
+    """The next pickle in `stream`, after checking its memo indices: the C unpickler sizes its memo table by the
+    largest index, so a few bytes could otherwise make it allocate gigabytes."""
+    start = stream.tell()
+    count = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # genops decodes damaged STRING escapes noisily
+        for opcode, argument, _ in pickletools.genops(stream):
+            count += 1
+            if opcode.name in _MEMO_OPS and argument is not None and argument > count:
+                raise RecordError(f"the pickle uses memo index {argument} after only {count} opcodes")
+    stream.seek(start)
+    return _Unpickler(stream, on_storage).load()
 
 
 def _text(value: Any) -> Any:
@@ -199,19 +164,45 @@ def _text(value: Any) -> Any:
 
 def _storage_type(value: Any) -> _StorageType:
     if not isinstance(value, _StorageType):
-        raise RecordError(f"a storage has type {value!r:.60}, not a torch storage type")
+        raise RecordError(f"a storage has type {str(value)[:60]}, not a torch storage type")
+    check_readable("storage type", value.name, value.element)
     return value
 
 
-def _materialize(obj: Any) -> Any:
-    """The unpickled object with every tensor reference replaced by its array."""
-    if isinstance(obj, _TensorRef):
-        return obj.materialize()
-    if isinstance(obj, dict):
-        return {k: _materialize(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_materialize(v) for v in obj)
-    return obj
+def _materialize(obj: Any, memo: dict[int, Any], depth: int = 0) -> Any:
+    """The unpickled object with every tensor reference replaced by its array. An object the pickle references
+    twice is converted once and stays shared (so a shared-list DAG stays as small as the pickle)."""
+    if not isinstance(obj, (TensorRef, dict, list, tuple)):
+        return obj
+    if id(obj) in memo:
+        return memo[id(obj)]
+    if depth > MAX_NESTING:
+        raise RecordError(f"the pickle nests containers more than {MAX_NESTING} levels deep")
+    if isinstance(obj, TensorRef):
+        out: Any = obj.materialize()
+    elif isinstance(obj, dict):
+        out = memo[id(obj)] = {}  # registered before its items, so a cycle ends here
+        out.update((k, _materialize(v, memo, depth + 1)) for k, v in obj.items())
+    elif isinstance(obj, list):
+        out = memo[id(obj)] = []
+        out.extend(_materialize(v, memo, depth + 1) for v in obj)
+    else:
+        out = tuple(_materialize(v, memo, depth + 1) for v in obj)
+    memo[id(obj)] = out
+    return out
+
+
+def _read_entry(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    """An archive entry of at most `limit` bytes, checked before it is read (its declared size) and while it is
+    read (never inflating past limit + 1 bytes, whatever it declares)."""
+    info = archive.getinfo(name)
+    if info.file_size > limit:
+        raise RecordError(f"the archive entry {name} declares {info.file_size} bytes, more than the {limit} expected")
+    with archive.open(info) as entry:
+        data = entry.read(limit + 1)
+    if len(data) > limit:
+        raise RecordError(f"the archive entry {name} inflates to more than the {limit} bytes expected")
+    return data
 
 
 def _load_zip(data: bytes, source: str) -> Any:
@@ -222,64 +213,69 @@ def _load_zip(data: bytes, source: str) -> Any:
             raise RecordError(f"{source}: the zip archive has no <root>/data.pkl entry; not a torch state-dict file")
         root = pickles[0][: -len("data.pkl")]
         names = set(archive.namelist())
-        byteorder = archive.read(root + "byteorder").decode().strip() if root + "byteorder" in names else "little"
-        storages: dict[str, _Storage] = {}
+        byteorder = "little"
+        if root + "byteorder" in names:
+            byteorder = _read_entry(archive, root + "byteorder", _SMALL_ENTRY_BYTES).decode("ascii", "replace").strip()
+        storages: dict[str, Storage] = {}
 
-        def on_storage(fields: tuple[Any, ...]) -> _Storage:
+        def on_storage(fields: tuple[Any, ...]) -> Storage:
             if len(fields) != 4:
                 raise RecordError(f"a storage id has {len(fields)} fields, 4 expected")
             kind, key, _location, numel = _storage_type(fields[0]), _text(fields[1]), fields[2], fields[3]
-            if not (isinstance(key, str) and re.fullmatch(r"\w+", key) and _is_int(numel) and numel >= 0):
-                raise RecordError(f"a storage id names key {key!r:.40} with {numel!r:.20} elements")
+            if not (isinstance(key, str) and re.fullmatch(r"\w+", key) and is_int(numel) and numel >= 0):
+                raise RecordError(f"a storage id names key {str(key)[:40]!r} with {str(numel)[:20]} elements")
             if key not in storages:
                 entry = f"{root}data/{key}"
                 if entry not in names:
                     raise RecordError(f"the archive lacks the data of storage {key!r} ({entry})")
-                storage = storages[key] = _Storage(key, kind.element, numel)
-                storage.fill(archive.read(entry), byteorder)
+                storage = storages[key] = Storage(key, kind.element, numel)
+                storage.fill(_read_entry(archive, entry, storage.nbytes), byteorder)
             return storages[key]
 
-        return _Unpickler(io.BytesIO(archive.read(pickles[0])), on_storage).load()
+        return _unpickle(io.BytesIO(_read_entry(archive, pickles[0], max_tensor_bytes())), on_storage)
 
 
 def _load_legacy(data: bytes, source: str) -> Any:
     """The object of a pre-1.6 file: magic, protocol and system pickles, the object, its storage keys, the data."""
     stream = io.BytesIO(data)
-    if _Unpickler(stream, None).load() != _LEGACY_MAGIC:
+    if _unpickle(stream) != _LEGACY_MAGIC:
         raise RecordError(f"{source}: not a torch file (a pickle, but without torch's magic number)")
-    if _Unpickler(stream, None).load() != _LEGACY_PROTOCOL:
+    if _unpickle(stream) != _LEGACY_PROTOCOL:
         raise RecordError(f"{source}: unsupported legacy torch protocol version")
-    info = _Unpickler(stream, None).load()
+    info = _unpickle(stream)
     byteorder = "little" if not isinstance(info, dict) or info.get("little_endian", True) else "big"
-    storages: dict[str, _Storage] = {}
+    storages: dict[str, Storage] = {}
 
-    def on_storage(fields: tuple[Any, ...]) -> _Storage:
+    def on_storage(fields: tuple[Any, ...]) -> Storage:
         if len(fields) != 5:
             raise RecordError(f"a legacy storage id has {len(fields)} fields, 5 expected")
         kind, key, _location, numel, view = _storage_type(fields[0]), _text(fields[1]), *fields[2:]
-        if not (isinstance(key, str) and _is_int(numel) and numel >= 0):
-            raise RecordError(f"a storage id names key {key!r:.40} with {numel!r:.20} elements")
-        root = storages.setdefault(key, _Storage(key, kind.element, numel))
+        if not (isinstance(key, str) and is_int(numel) and numel >= 0):
+            raise RecordError(f"a storage id names key {str(key)[:40]!r} with {str(numel)[:20]} elements")
+        root = storages.setdefault(key, Storage(key, kind.element, numel))
         if view is None:
             return root
-        if not (isinstance(view, tuple) and len(view) == 3 and _is_int(view[1]) and _is_int(view[2])
+        if not (isinstance(view, tuple) and len(view) == 3 and is_int(view[1]) and is_int(view[2])
                 and 0 <= view[1] and view[1] + view[2] <= root.numel):
-            raise RecordError(f"storage view {view!r:.60} lies outside storage {key!r}")
-        return storages.setdefault(_text(view[0]), _Storage(_text(view[0]), root.element, view[2], root, view[1]))
+            raise RecordError(f"storage view {str(view)[:60]} lies outside storage {key!r}")
+        return storages.setdefault(_text(view[0]), Storage(_text(view[0]), root.element, view[2], root, view[1]))
 
-    obj = _Unpickler(stream, on_storage).load()
-    keys = _Unpickler(stream, None).load()
+    obj = _unpickle(stream, on_storage)
+    keys = _unpickle(stream)
     if not isinstance(keys, list):
         raise RecordError(f"{source}: corrupt legacy torch file (the storage key list is missing)")
     for key in keys:
         storage = storages.get(_text(key))
         if storage is None or storage.root is not None:
-            raise RecordError(f"{source}: the data section names storage {key!r:.40}, which no tensor uses")
+            raise RecordError(f"{source}: the data section names storage {str(key)[:40]!r}, which no tensor uses")
         header = stream.read(8)
         if len(header) != 8:
             raise RecordError(f"{source}: truncated legacy torch file (storage {key!r} has no size)")
         (numel,) = struct.unpack("<q" if byteorder == "little" else ">q", header)
-        storage.fill(stream.read(max(numel, 0) * storage.storage_dtype.itemsize), byteorder)
+        if numel != storage.numel:
+            raise RecordError(f"{source}: storage {key!r} holds {numel} elements but the pickle declares "
+                              f"{storage.numel}")
+        storage.fill(stream.read(storage.nbytes), byteorder)
     return obj
 
 
@@ -303,7 +299,7 @@ def load_torch_bytes(data: bytes, source: str) -> Any:
         raise RecordError(f"{source}: not a torch state-dict file (neither a zip archive, a legacy pickle nor "
                           f"safetensors)")
     try:
-        return _materialize(loader(data, source))
+        return _materialize(loader(data, source), {})
     except RecordError as err:
         message = str(err)
         raise RecordError(message if message.startswith(source) else f"{source}: {message}") from None

@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterable
 
 from braze.ir.errors import BrazeError
 
+from ..read_limits import MAX_ID
 from ..tensor import Tensor
 from .lazy import as_tensor
 
@@ -23,13 +24,11 @@ class ParamId(int):
     def __new__(cls, value: int | None = None) -> ParamId:
         global _NEXT_ID
         with _ID_LOCK:
-            if value is None:
-                value, _NEXT_ID = _NEXT_ID, _NEXT_ID + 1
-            else:
-                value = int(value)
-                if value < 0:
-                    raise BrazeError(f"ParamId: ids are non-negative, got {value}")
-                _NEXT_ID = max(_NEXT_ID, value + 1)
+            value = _NEXT_ID if value is None else int(value)
+            if not 0 <= value <= MAX_ID:
+                raise BrazeError(f"ParamId: ids are non-negative and at most {MAX_ID} (a signed 64-bit integer in "
+                                 f"IR text), got {value}")
+            _NEXT_ID = max(_NEXT_ID, value + 1)
         return super().__new__(cls, value)
 
     def __repr__(self) -> str:

@@ -30,7 +30,8 @@ import numpy as np
 
 from braze.ir.errors import RecordError
 
-from ..safetensors_io import decode, encode, read_bytes, write_atomic
+from ..atomic_files import read_bytes, write_atomic
+from ..safetensors_io import decode, encode
 from .layers import Conv2d, Embedding, Linear, MultiheadAttention
 from .lora import Lora, LoraAdapter, weight_rule
 from .param import Param

@@ -15,7 +15,9 @@ from braze.ir.errors import BrazeError, RecordError
 
 from ..device import as_device
 from ..nn.param import ParamId
-from ..safetensors_io import decode, encode, read_bytes, write_atomic
+from ..read_limits import load_json
+from ..atomic_files import read_bytes, write_atomic
+from ..safetensors_io import decode, encode
 from .rules import TensorState
 from .state import ParamState
 
@@ -62,8 +64,8 @@ class OptimizerRecord(Mapping[ParamId, ParamState]):
                     scalars[key] = value.item() if isinstance(value, np.number) else value
             entries[str(int(pid))] = {"optimizer": ps.optimizer, "device": str(ps.device), "scalars": scalars,
                                       "arrays": arrays}
-        header = {"format": FORMAT, "format_version": str(VERSION), "states": json.dumps(entries),
-                  "metadata": json.dumps(self.metadata)}
+        header = {"format": FORMAT, "format_version": str(VERSION), "states": json.dumps(entries, sort_keys=True),
+                  "metadata": json.dumps(self.metadata, sort_keys=True)}
         return encode(tensors, header)
 
     @classmethod
@@ -75,17 +77,22 @@ class OptimizerRecord(Mapping[ParamId, ParamState]):
                               f"expected {FORMAT!r})")
         if header.get("format_version") != str(VERSION):
             raise RecordError(f"{source}: unsupported optimizer record version {header.get('format_version')!r}")
+        if "states" not in header:
+            raise RecordError(f"{source}: corrupt optimizer record (no 'states')")
+        entries = load_json(header["states"], f"{source}: corrupt optimizer record 'states'")
+        metadata = load_json(header.get("metadata", "{}"), f"{source}: corrupt optimizer record 'metadata'")
+        if not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+            raise RecordError(f"{source}: corrupt optimizer record (metadata is not a string mapping)")
         try:
-            entries = json.loads(header["states"])
-            metadata = json.loads(header.get("metadata", "{}"))
             states = {int(pid): _param_state(entry, pid, tensors) for pid, entry in entries.items()}
+            used = {f"{pid}/{k}" for pid, e in entries.items() for k in e["arrays"]}
+            record = cls(states, metadata)
         except (KeyError, TypeError, ValueError, AttributeError, BrazeError) as err:
             raise RecordError(f"{source}: corrupt optimizer record ({type(err).__name__}: {err})") from None
-        used = {f"{pid}/{k}" for pid, e in entries.items() for k in e["arrays"]}
         if set(tensors) != used:
             raise RecordError(f"{source}: corrupt optimizer record (tensors without an entry: "
                               f"{sorted(set(tensors) - used)})")
-        return cls(states, metadata)
+        return record
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the record to `path` atomically (a temporary file in the same directory, then a rename)."""

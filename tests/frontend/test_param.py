@@ -47,6 +47,12 @@ def test_param_id_rejects_negative_ids():
         ParamId(-1)
 
 
+def test_param_id_rejects_ids_beyond_64_bits_without_moving_the_counter():
+    with pytest.raises(braze.BrazeError, match="at most 9223372036854775807"):
+        ParamId(2 ** 63)
+    assert int(ParamId()) < 2 ** 62
+
+
 def test_param_id_repr_names_the_value():
     assert repr(ParamId(7)) == "ParamId(7)"
 
