@@ -7,9 +7,9 @@ Steps: trace the forward pass on the example inputs (braze.trace), then the one 
 (runtime/compile_path.py): drop the buffer-update outputs (running statistics are a training concern), optimize
 with the pass pipeline (braze.optimize, "inference" by default), plan memory, build one LLVM module for the whole
 graph, compile it through the JIT (an engine per compiled library) and the disk cache, and wrap it in a runtime
-Executable. A Graph passed in goes through the same pipeline (pipeline=None compiles a graph braze.optimize returned as it is). The
-weights are copied when a signature is compiled: later changes to the model do not reach code compiled before
-them. Keyword arguments other than compile's own are options of the pipeline's passes; unknown ones are refused.
+Executable. A Graph passed in goes through the same pipeline (pipeline=None compiles a graph braze.optimize
+returned as it is). The weights are copied when a signature is compiled: later changes to the model do not reach
+code compiled before them. Keyword arguments other than compile's own are options of the pipeline's passes; unknown ones are refused.
 
 With example inputs, the signature (shapes and dtypes) is fixed and every call is checked against it, with errors
 naming the input and the expected type. Without them, each new signature compiles on its first call and is kept,
