@@ -1,0 +1,90 @@
+"""braze.grad_graph against eager autodiff: the benchmark MLP, CNN (batch norm in training mode) and transformer
+layer (dropout off), plain and with LoRA, in float64; gradients and loss equal loss.backward()'s to 1e-10."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import braze
+import braze.nn as nn
+import braze.nn.functional as F
+from benchmarks import models
+from braze.ir import interpret
+from braze.ir.autodiff import gradient_paths
+
+TOL = 1e-10
+
+
+def _mlp() -> tuple[nn.Module, np.ndarray, np.ndarray]:
+    model = models.mlp(1).model
+    x = np.random.default_rng(1).standard_normal((8, 784))
+    return model, x, np.random.default_rng(2).integers(0, 10, 8)
+
+
+def _cnn() -> tuple[nn.Module, np.ndarray, np.ndarray]:
+    model = models.cnn(1).model
+    x = np.random.default_rng(1).standard_normal((4, 3, 8, 8))
+    return model, x, np.random.default_rng(2).integers(0, 10, 4)
+
+
+def _transformer() -> tuple[nn.Module, np.ndarray, np.ndarray]:
+    model = models.transformer(1).model
+    for _, m in model.named_modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    model.self_attn.dropout = 0.0
+    x = np.random.default_rng(1).standard_normal((2, 5, 256))
+    return model, x, np.random.default_rng(2).standard_normal((2, 5, 256))
+
+
+def _loss(name: str):
+    return F.mse_loss if name == "transformer" else F.cross_entropy
+
+
+CASES = {"mlp": _mlp, "cnn": _cnn, "transformer": _transformer}
+
+
+def _with_lora(model: nn.Module) -> nn.Module:
+    model.apply_lora(nn.Lora(2, 4))
+    rng = np.random.default_rng(3)
+    for path, p in model.named_parameters():
+        if path.endswith("lora_b"):  # B starts at zero, which would leave A's gradient zero
+            p.assign(rng.standard_normal(p.shape) * 0.1)
+    return model
+
+
+def _eager(model: nn.Module, loss_fn, x: np.ndarray, y: np.ndarray) -> tuple[float, dict[int, np.ndarray]]:
+    loss = loss_fn(model(braze.tensor(x)), braze.tensor(y))
+    loss.backward()
+    grads = {int(p.id): p.grad.numpy() for _, p in model.named_parameters() if p.grad is not None}
+    return float(loss.item()), grads
+
+
+def _compare(model: nn.Module, loss_fn, x: np.ndarray, y: np.ndarray) -> set[str]:
+    graph = braze.grad_graph(model, loss_fn, x, y)  # traced before the eager step moves the running statistics
+    outputs = interpret(graph, [x, y])
+    loss, eager = _eager(model, loss_fn, x, y)
+    ids = {p.path: p.id for p in graph.params()}
+    paths = gradient_paths(graph)
+    assert sorted(ids[path] for path in paths) == sorted(eager)
+    assert abs(float(outputs[0]) - loss) <= TOL * max(1.0, abs(loss))
+    for path, k in paths.items():
+        np.testing.assert_allclose(outputs[k], eager[ids[path]], rtol=TOL, atol=TOL, err_msg=path)
+    return set(paths)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_grad_graph_equals_eager_backward(name: str) -> None:
+    model, x, y = CASES[name]()
+    model = model.double().train()
+    paths = _compare(model, _loss(name), x, y)
+    assert paths == {path for path, p in model.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_grad_graph_with_lora_has_only_adapter_gradients(name: str) -> None:
+    model, x, y = CASES[name]()
+    model = _with_lora(model.double().train())
+    paths = _compare(model, _loss(name), x, y)
+    assert paths == {path for path, p in model.named_parameters() if p.requires_grad}
+    assert paths and all(".lora_" in path for path in paths)
