@@ -24,6 +24,14 @@ from .passes.manager import optimize
 from .registry import get_op
 
 GRADIENT_ROLE = "gradient:"
+# the output roles of a training graph: gradients, and a training step's new weights and optimizer state
+PARAM_UPDATE, STATE_UPDATE = "param_update:", "state_update:"
+TRAINING_ROLES = (GRADIENT_ROLE, PARAM_UPDATE, STATE_UPDATE)
+
+
+def is_training_graph(graph: Graph) -> bool:
+    """Whether some output of the graph is a gradient or a training step's update (meta "outputs" roles)."""
+    return any(isinstance(role, str) and role.startswith(TRAINING_ROLES) for role in graph.attributes.get("outputs", ()))
 
 
 def trainable_params(graph: Graph) -> list[tuple[str, Value]]:

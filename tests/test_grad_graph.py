@@ -88,3 +88,26 @@ def test_grad_graph_with_lora_has_only_adapter_gradients(name: str) -> None:
     paths = _compare(model, _loss(name), x, y)
     assert paths == {path for path, p in model.named_parameters() if p.requires_grad}
     assert paths and all(".lora_" in path for path in paths)
+
+
+def test_compiled_grad_graph_of_cnn_with_lora_equals_eager_in_float32() -> None:
+    """Batch norm on batch statistics, adapter gradients only, running statistics as outputs (the transformer and
+    MLP compile the same way; the MLP's compiled step is tested in test_train_step.py)."""
+    from braze.runtime.compile_path import compile_graph
+    model, x, y = _cnn()
+    model = _with_lora(model.train())
+    x = x.astype(np.float32)
+    graph = braze.grad_graph(model, F.cross_entropy, x, y)
+    outputs = compile_graph(graph, pipeline="training").run([x, y])
+    loss, eager = _eager(model, F.cross_entropy, x, y)  # also moves the model's running statistics
+    ids = {p.path: p.id for p in graph.params()}
+    np.testing.assert_allclose(outputs[0], loss, rtol=1e-5)
+    for path, k in gradient_paths(graph).items():
+        want = eager[ids[path]]
+        np.testing.assert_allclose(outputs[k], want, rtol=1e-4, atol=1e-5 * np.abs(want).max(), err_msg=path)
+    buffers = dict(model.named_buffers())
+    updated = [(role.split(":", 1)[1], out) for role, out in zip(graph.attributes["outputs"], outputs)
+               if role.startswith("buffer_update:")]
+    assert {path for path, _ in updated} == set(buffers)
+    for path, out in updated:
+        np.testing.assert_allclose(out, buffers[path].numpy(), rtol=1e-5, atol=1e-6, err_msg=path)

@@ -32,8 +32,11 @@ PassFn = Callable[[Graph, "PassContext"], Graph]
 PIPELINES: dict[str, tuple[str, ...]] = {
     "inference": ("drop_buffer_updates", "specialize_flags", "fold_reparameterizations", "fold_batchnorm",
                   "constant_fold", "simplify", "cse", "dce", "fuse", "plan_memory"),
+    # a graph with its gradients (ir/autodiff.py): its buffer updates are kept, ops without kernels decomposed
+    "training": ("specialize_flags", "decompose", "fold_reparameterizations", "constant_fold", "simplify", "cse",
+                 "dce", "fuse", "plan_memory"),
 }
-BUILTIN_PASSES = PIPELINES["inference"]
+BUILTIN_PASSES = tuple(dict.fromkeys(name for names in PIPELINES.values() for name in names))
 _MODULES = {"fold_reparameterizations": "fold_reparam"}  # built-in passes whose module is not named after them
 
 _PASSES: dict[str, PassFn] = {}
