@@ -55,7 +55,8 @@ class OpDef:
     work: node -> a rough cost (multiply-adds plus elements written) for the thread heuristic; None means the
          elements the node writes (nothing for leaves).
     decomposition: (emitter, *operands, **attrs) -> the same result(s) written with other registered ops, for an
-         op compiled as the ops that compose it (the decompose pass) rather than by a kernel of its own.
+         op compiled as the ops that compose it (the decompose pass) rather than by a kernel of its own; it may
+         return None for operands it does not cover, and the node stays.
     """
 
     name: str

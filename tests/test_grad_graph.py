@@ -90,13 +90,26 @@ def test_grad_graph_with_lora_has_only_adapter_gradients(name: str) -> None:
     assert paths and all(".lora_" in path for path in paths)
 
 
-def test_compiled_grad_graph_of_cnn_with_lora_equals_eager_in_float32() -> None:
-    """Batch norm on batch statistics, adapter gradients only, running statistics as outputs (the transformer and
-    MLP compile the same way; the MLP's compiled step is tested in test_train_step.py)."""
+class SmallCNN(nn.Module):
+    """The benchmark CNN's layer kinds at a size that compiles quickly: a strided padded conv, batch norm, ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4, 10)
+
+    def forward(self, x):
+        return self.fc(F.relu(self.b1(self.c1(x))).mean(dim=(2, 3)))
+
+
+def test_compiled_grad_graph_of_a_cnn_equals_eager_in_float32() -> None:
+    """Convolution gradients and batch norm on batch statistics (both decomposed), running statistics as outputs
+    (the benchmark models compile the same way; the MLP's compiled step is tested in test_train_step.py)."""
     from braze.runtime.compile_path import compile_graph
-    model, x, y = _cnn()
-    model = _with_lora(model.train())
-    x = x.astype(np.float32)
+    braze.manual_seed(0)
+    model = SmallCNN().train()
+    x = np.random.default_rng(1).standard_normal((4, 3, 7, 7)).astype(np.float32)
+    y = np.random.default_rng(2).integers(0, 10, 4)
     graph = braze.grad_graph(model, F.cross_entropy, x, y)
     outputs = compile_graph(graph, pipeline="training").run([x, y])
     loss, eager = _eager(model, F.cross_entropy, x, y)  # also moves the model's running statistics
@@ -104,7 +117,8 @@ def test_compiled_grad_graph_of_cnn_with_lora_equals_eager_in_float32() -> None:
     np.testing.assert_allclose(outputs[0], loss, rtol=1e-5)
     for path, k in gradient_paths(graph).items():
         want = eager[ids[path]]
-        np.testing.assert_allclose(outputs[k], want, rtol=1e-4, atol=1e-5 * np.abs(want).max(), err_msg=path)
+        # a conv bias before batch norm has a zero gradient: only rounding noise is left to compare there
+        np.testing.assert_allclose(outputs[k], want, rtol=1e-4, atol=1e-6, err_msg=path)
     buffers = dict(model.named_buffers())
     updated = [(role.split(":", 1)[1], out) for role, out in zip(graph.attributes["outputs"], outputs)
                if role.startswith("buffer_update:")]
