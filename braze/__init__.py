@@ -31,6 +31,7 @@ from braze import utils  # noqa: E402, F401
 _aliases.install()
 
 __all__ = ["BrazeError", "DTypeError", "ExportError", "ParseError", "RecordError", "ShapeError", "TensorSizeError",
-           "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "grad_graph", "trace_loss", "train_step_graph", "compile_train_step", "TrainStep", "dump", "export",
+           "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export",
+           "grad_graph", "trace_loss", "train_step_graph", "compile_train_step", "TrainStep",
            "export_onnx", "save", "load", "utils", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8",
            *_frontend_all]

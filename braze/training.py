@@ -67,9 +67,11 @@ def _sgd_options(optimizer: Any, model: Module) -> dict[str, Any]:
         raise BrazeError(f"compile_train_step: the optimizer has {len(optimizer.param_groups)} parameter groups; "
                          f"a compiled step supports one")
     group = optimizer.param_groups[0]
-    trained = {id(p) for _, p in model.named_parameters() if p.requires_grad}
-    if {id(p) for p in group["params"]} != trained:
-        raise BrazeError("compile_train_step: the optimizer must hold exactly the model's trainable parameters")
+    held = {id(p) for p in group["params"]}
+    missing = [path for path, p in model.named_parameters() if p.requires_grad and id(p) not in held]
+    if missing:  # frozen parameters the optimizer holds get no gradient and stay, as in an eager step
+        raise BrazeError(f"compile_train_step: the optimizer does not hold the trainable parameters "
+                         f"{', '.join(missing)}; a compiled step updates every parameter it computes a gradient for")
     return {k: group[k] for k in ("momentum", "dampening", "weight_decay", "nesterov", "maximize")}
 
 
@@ -82,7 +84,10 @@ def _optimizer_state(optimizer: Any, model: Module) -> dict[str, np.ndarray]:
 
 class TrainStep:
     """A compiled training step: `loss = step(*batch)` runs forward, loss, backward and the update in one native
-    call on weights, buffers and optimizer state the executable owns; `step.sync(model)` writes them back."""
+    call on weights, buffers and optimizer state the executable owns; `step.sync(model)` writes them back.
+
+    The native call returns new values as outputs, which are then copied over the executable's weights
+    (Executable.write_weights): a failing call changes nothing. Call a step from one thread at a time."""
 
     def __init__(self, graph: Graph, executable: Executable, optimizer: Any) -> None:
         self.graph, self.executable, self.optimizer = graph, executable, optimizer

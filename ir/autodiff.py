@@ -31,7 +31,8 @@ TRAINING_ROLES = (GRADIENT_ROLE, PARAM_UPDATE, STATE_UPDATE)
 
 def is_training_graph(graph: Graph) -> bool:
     """Whether some output of the graph is a gradient or a training step's update (meta "outputs" roles)."""
-    return any(isinstance(role, str) and role.startswith(TRAINING_ROLES) for role in graph.attributes.get("outputs", ()))
+    roles = graph.attributes.get("outputs", ())
+    return any(isinstance(role, str) and role.startswith(TRAINING_ROLES) for role in roles)
 
 
 def trainable_params(graph: Graph) -> list[tuple[str, Value]]:

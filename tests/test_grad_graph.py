@@ -11,6 +11,7 @@ import braze.nn.functional as F
 from benchmarks import models
 from braze.ir import interpret
 from braze.ir.autodiff import gradient_paths
+from tests.models import SmallCNN
 
 TOL = 1e-10
 
@@ -88,18 +89,6 @@ def test_grad_graph_with_lora_has_only_adapter_gradients(name: str) -> None:
     paths = _compare(model, _loss(name), x, y)
     assert paths == {path for path, p in model.named_parameters() if p.requires_grad}
     assert paths and all(".lora_" in path for path in paths)
-
-
-class SmallCNN(nn.Module):
-    """The benchmark CNN's layer kinds at a size that compiles quickly: a strided padded conv, batch norm, ReLU."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.c1, self.b1 = nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.BatchNorm2d(4)
-        self.fc = nn.Linear(4, 10)
-
-    def forward(self, x):
-        return self.fc(F.relu(self.b1(self.c1(x))).mean(dim=(2, 3)))
 
 
 def test_compiled_grad_graph_of_a_cnn_equals_eager_in_float32() -> None:

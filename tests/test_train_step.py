@@ -12,6 +12,7 @@ import braze.nn.functional as F
 from benchmarks import models
 from braze.ir import BrazeError, interpret
 from braze.ir.train_step import updated_leaves
+from tests.models import SmallCNN
 
 STEPS = 20
 SGD = dict(lr=0.05, momentum=0.9, weight_decay=1e-3, nesterov=True)
@@ -107,3 +108,36 @@ def test_compile_train_step_refuses_dropout_in_training_mode() -> None:
     with pytest.raises(BrazeError, match="dropout \\(p=0.5\\) at module '1' is in training mode"):
         braze.compile_train_step(model, F.mse_loss, braze.optim.SGD(model.parameters(), lr=0.1),
                                  np.zeros((4, 3), np.float32), np.zeros((4, 2), np.float32))
+
+
+def test_compiled_train_step_writes_batch_norm_statistics_back() -> None:
+    """A small CNN in training mode: running statistics move every step inside the executable, and sync writes
+    them, the weights and the momentum buffers into the model and optimizer, as 5 eager steps leave them."""
+    x = np.random.default_rng(1).standard_normal((4, 3, 7, 7)).astype(np.float32)
+    y = np.random.default_rng(2).integers(0, 10, 4)
+    runs = []
+    for compiled in (True, False):
+        braze.manual_seed(0)
+        model = SmallCNN().train()
+        opt = braze.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        if compiled:
+            step = braze.compile_train_step(model, F.cross_entropy, opt, x, y)
+            for _ in range(5):
+                step(x, y)
+            step.sync(model)
+        else:
+            for _ in range(5):
+                opt.zero_grad()
+                F.cross_entropy(model(braze.tensor(x)), braze.tensor(y)).backward()
+                opt.step()
+        runs.append({path: np.asarray(p.detach().numpy()) for path, p in model.named_param_slots()})
+    assert set(runs[0]) == set(runs[1])
+    for path, want in runs[1].items():
+        np.testing.assert_allclose(runs[0][path], want, rtol=1e-4, atol=1e-5, err_msg=path)
+
+
+def test_compile_train_step_refuses_an_optimizer_missing_a_trainable_parameter() -> None:
+    model = nn.Sequential(nn.Linear(3, 2))
+    opt = braze.optim.SGD([model[0].weight], lr=0.1)
+    with pytest.raises(BrazeError, match="does not hold the trainable parameters 0.bias"):
+        braze.compile_train_step(model, F.mse_loss, opt, np.zeros((4, 3), np.float32), np.zeros((4, 2), np.float32))
