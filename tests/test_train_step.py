@@ -141,3 +141,37 @@ def test_compile_train_step_refuses_an_optimizer_missing_a_trainable_parameter()
     opt = braze.optim.SGD([model[0].weight], lr=0.1)
     with pytest.raises(BrazeError, match="does not hold the trainable parameters 0.bias"):
         braze.compile_train_step(model, F.mse_loss, opt, np.zeros((4, 3), np.float32), np.zeros((4, 2), np.float32))
+
+
+def _lora_mlp() -> nn.Module:
+    braze.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 4)).train().apply_lora(nn.Lora(2, 4))
+    rng = np.random.default_rng(3)
+    for path, p in model.named_parameters():
+        if path.endswith("lora_b"):  # B starts at zero, which would leave A's first gradient zero
+            p.assign((rng.standard_normal(p.shape) * 0.1).astype(np.float32))
+        p.detach()  # materialize now: lazy parameters draw from the generator when first read
+    return model
+
+
+def test_compiled_train_step_with_lora_trains_only_the_adapters() -> None:
+    """The optimizer holds every parameter, as a LoRA script passes model.parameters(); the frozen bases and
+    biases keep their values and the adapters follow 10 eager steps."""
+    x = np.random.default_rng(0).standard_normal((8, 12)).astype(np.float32)
+    y = np.random.default_rng(1).integers(0, 4, 8)
+    compiled, eager = _lora_mlp(), _lora_mlp()
+    bases = {path: p.base().numpy().copy() for path, p in compiled.named_parameters() if not p.requires_grad}
+    step = braze.compile_train_step(compiled, F.cross_entropy, braze.optim.SGD(compiled.parameters(), **SGD), x, y)
+    for _ in range(10):
+        step(x, y)
+    step.sync(compiled)
+    opt = braze.optim.SGD(eager.parameters(), **SGD)
+    for _ in range(10):
+        opt.zero_grad()
+        F.cross_entropy(eager(braze.tensor(x)), braze.tensor(y)).backward()
+        opt.step()
+    for (path, p), q in zip(compiled.named_parameters(), eager.parameters()):
+        if path in bases:
+            np.testing.assert_array_equal(p.base().numpy(), bases[path], err_msg=path)
+        else:
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=path)
