@@ -54,6 +54,9 @@ class OpDef:
     anchor: the fusion kernel family ("gemm", "conv") a region starting with this op compiles to.
     work: node -> a rough cost (multiply-adds plus elements written) for the thread heuristic; None means the
          elements the node writes (nothing for leaves).
+    decomposition: (emitter, *operands, **attrs) -> the same result(s) written with other registered ops, for an
+         op compiled as the ops that compose it (the decompose pass) rather than by a kernel of its own; it may
+         return None for operands it does not cover, and the node stays.
     """
 
     name: str
@@ -72,6 +75,7 @@ class OpDef:
     index_operands: tuple[tuple[int, BoundRule], ...] = ()
     anchor: str | None = None
     work: Callable[["Node"], int] | None = None
+    decomposition: Callable[..., Any] | None = None
     attr_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -3,9 +3,10 @@
     graph -> drop_buffer_updates -> the pass pipeline -> plan_memory -> build module -> JIT -> Executable
 
 braze.compile (after tracing), `braze dump --stage llvm|asm` and artifact loading all come through compile_graph,
-so what one of them compiles is what the others would. Compiled code runs inference only, so drop_buffer_updates
-always runs first; memory is always planned afresh by plan_memory, so a memory plan found in a graph's meta is
-never what codegen reads. Every pass is verified by the pass manager, the input graph included.
+so what one of them compiles is what the others would. drop_buffer_updates always runs first: an inference graph
+loses its buffer updates there, a training graph (with gradients, ir/autodiff.py) keeps them. Memory is always
+planned afresh by plan_memory, so a memory plan found in a graph's meta is never what codegen reads. Every pass is
+verified by the pass manager, the input graph included.
 
 pipeline=None states that the graph is the output of braze.optimize already; a trusted graph is then compiled as it
 is, while an untrusted one (from a file or from IR text, untrusted=True) is still verified and re-planned.

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -213,6 +213,35 @@ class Executable:
         """Fill the prepared weights from the weight copies, once, before the first call of the entry."""
         PREPARE.cfunc(library, self.built.prepare)(self._weight_ptrs)
         self.prepare_calls += 1
+
+    # --- weights ---------------------------------------------------------------------------------------------
+    def weight(self, path: str) -> np.ndarray:
+        """A copy of the current value of param `path` as this executable holds it."""
+        return self._weights[self._weight_index(path)].copy()
+
+    def write_weights(self, values: Mapping[str, np.ndarray]) -> None:
+        """Overwrite params by path (a training step's new weights, optimizer state and buffers), then refill
+        the prepared forms read from them. Every value is checked before anything is written, and a call in
+        progress finishes first, so no call sees half-written weights."""
+        checked = []
+        for path, value in values.items():
+            target = self._weights[self._weight_index(path)]
+            array = np.asarray(value)
+            if array.shape != target.shape or array.dtype != target.dtype:
+                raise BrazeError(f"weight '{path}' is {target.dtype}{list(target.shape)}; got "
+                                 f"{array.dtype}{list(array.shape)}")
+            checked.append((target, array))
+        with self._lock:
+            for target, array in checked:
+                np.copyto(target, array)
+            if self.built.prepare is not None:
+                self._prepare(self.library)
+
+    def _weight_index(self, path: str) -> int:
+        for k, slot in enumerate(self.built.weights):
+            if slot.kind == "param" and slot.path == path:
+                return k
+        raise BrazeError(f"@{self.graph.name} holds no weight '{path}'")
 
     # --- inspection ------------------------------------------------------------------------------------------
     @property

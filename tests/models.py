@@ -16,3 +16,15 @@ class MLP(nn.Module):
 
     def forward(self, x: Any) -> Any:
         return self.fc2(self.drop(F.relu(self.fc1(x))))
+
+
+class SmallCNN(nn.Module):
+    """The benchmark CNN's layer kinds at a size that compiles quickly: a strided padded conv, batch norm, ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4, 10)
+
+    def forward(self, x: Any) -> Any:
+        return self.fc(F.relu(self.b1(self.c1(x))).mean(dim=(2, 3)))

@@ -126,9 +126,36 @@ def _cross_entropy_vjp(e, g, out, x, target, *, reduction, ignore_index, label_s
     return e.mul(e.sub(e.softmax(x, axis=axis), weights), per_sample), None
 
 
+def _reduced(e, loss, reduction: str, count):
+    """A per-sample loss reduced as `reduction` says; a mean divides by `count` (a number or a value)."""
+    if reduction == "none":
+        return loss
+    total = e.sum(loss, axes=None, keepdim=False)
+    return total if reduction == "sum" else e.div(total, count)
+
+
+def _cross_entropy_decomposition(e, x, target, *, reduction, ignore_index, label_smoothing):
+    """-sum(weights * log_softmax(x)) over the class axis, the weights a (smoothed) one-hot or the probabilities."""
+    rank = len(x.shape)
+    axis, classes = _class_axis(rank), x.shape[_class_axis(rank)]
+    logp = e.log_softmax(x, axis=axis)
+    if target.dtype.is_float:
+        weights = e.add(e.mul(target, 1.0 - label_smoothing), label_smoothing / classes)
+        loss = e.neg(e.sum(e.mul(weights, logp), axes=(axis,), keepdim=False))
+        return _reduced(e, loss, reduction, float(int(np.prod(x.shape)) // classes))
+    valid = e.ne(target, ignore_index)
+    onehot = e.one_hot(e.where(valid, target, e.scalar(0, target)), num_classes=classes, dtype=x.dtype)
+    weights = _class_last_to_axis(e, onehot, rank)
+    if label_smoothing:
+        weights = e.add(e.mul(weights, 1.0 - label_smoothing), label_smoothing / classes)
+    picked = e.neg(e.sum(e.mul(weights, logp), axes=(axis,), keepdim=False))
+    loss = e.where(valid, picked, e.scalar(0.0, picked))
+    return _reduced(e, loss, reduction, e.sum(e.cast(valid, dtype=x.dtype), axes=None, keepdim=False))
+
+
 cross_entropy = defop(
     "cross_entropy", ("input", "target"), infer=_cross_entropy_infer, impl=_cross_entropy_impl,
-    vjp=_cross_entropy_vjp, category="loss",
+    vjp=_cross_entropy_vjp, category="loss", decomposition=_cross_entropy_decomposition,
     attrs=(_REDUCTION, AttrSpec("ignore_index", "int", -100), AttrSpec("label_smoothing", "float", 0.0)),
     doc="Softmax cross entropy over the class axis, as torch.nn.functional.cross_entropy; mean reduction "
         "divides by the number of non-ignored class-index targets.")
@@ -160,8 +187,13 @@ def _mse_vjp(e, g, out, x, target, *, reduction):
     return unbroadcast(e, g_diff, tuple(x.shape)), unbroadcast(e, e.neg(g_diff), tuple(target.shape))
 
 
+def _mse_decomposition(e, x, target, *, reduction):
+    diff = e.sub(x, target)
+    return _reduced(e, e.mul(diff, diff), reduction, float(int(np.prod(diff.shape))))
+
+
 mse_loss = defop(
     "mse_loss", ("input", "target"), infer=_mse_infer, impl=_mse_impl, vjp=_mse_vjp, attrs=(_REDUCTION,),
-    category="loss",
+    category="loss", decomposition=_mse_decomposition,
     doc="Squared difference, reduced by mean or sum or kept per element, as torch.nn.functional.mse_loss "
         "(operands broadcast).")

@@ -190,6 +190,18 @@ def _batch_norm_train_vjp(e, g, out, x, weight, bias, *, eps):
     return dx, g_w, g_b
 
 
+def _batch_norm_train_decomposition(e, x, weight, bias, *, eps):
+    """The batch statistics, then the affine normalization, as registered ops (the reference's steps)."""
+    rank = len(x.shape)
+    axes, shape = _stat_axes(rank), (1, x.shape[1]) + (1,) * (rank - 2)
+    mean = e.mean(x, axes=axes, keepdim=False)
+    centered = e.sub(x, e.reshape(mean, shape=shape))
+    var = e.mean(e.mul(centered, centered), axes=axes, keepdim=False)
+    scale = e.div(weight, e.sqrt(e.add(var, eps)))
+    y = e.add(e.mul(centered, e.reshape(scale, shape=shape)), e.reshape(bias, shape=shape))
+    return y, mean, var
+
+
 def _accumulate(e, total, term, shape: tuple[int, ...]):
     """total + term at the input's shape (term may be a per-channel broadcast); total None means zero."""
     if total is None:
@@ -200,6 +212,7 @@ def _accumulate(e, total, term, shape: tuple[int, ...]):
 batch_norm_train = defop(
     "batch_norm_train", ("x", "weight", "bias"), infer=_batch_norm_train_infer, impl=_batch_norm_train_impl,
     vjp=_batch_norm_train_vjp, attrs=_EPS, category="normalization", num_results=3,
+    decomposition=_batch_norm_train_decomposition,
     doc="Batch norm in training: normalize with the batch statistics; returns (y, batch mean, biased batch "
         "variance) so the caller can update running statistics.")
 

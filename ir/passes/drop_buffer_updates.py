@@ -3,11 +3,13 @@
 A traced module returns its forward outputs (meta "outputs" role "output") followed by the new values of the
 buffers its forward assigned (role "buffer_update:<path>": batch norm's running statistics). Inference reads
 buffers and never writes them, so this pass drops those outputs with their roles, and the nodes only they read.
-A graph without roles, or with forward outputs only, is returned as it is; roles that do not match the outputs one
-to one are refused.
+A graph without roles, or with forward outputs only, is returned as it is, and so is a training graph (one with
+gradient or update outputs, ir/autodiff.py): a training step writes its buffer updates back. Roles
+that do not match the outputs one to one are refused.
 """
 from __future__ import annotations
 
+from ..autodiff import is_training_graph
 from ..errors import VerifyError
 from ..graph import Graph
 from .manager import PassContext, register_pass
@@ -24,7 +26,7 @@ def drop_buffer_updates(graph: Graph, ctx: PassContext) -> Graph:
             isinstance(role, str) for role in roles):
         raise VerifyError(f"graph @{graph.name}: meta 'outputs' must hold one role string per output "
                           f"({len(graph.outputs)}), got {roles!r}")
-    if all(role == "output" for role in roles):
+    if all(role == "output" for role in roles) or is_training_graph(graph):
         return graph
     keep = [k for k, role in enumerate(roles) if role == "output"]
     dropped = [role.split(":", 1)[-1] for role in roles if role != "output"]

@@ -32,8 +32,11 @@ PassFn = Callable[[Graph, "PassContext"], Graph]
 PIPELINES: dict[str, tuple[str, ...]] = {
     "inference": ("drop_buffer_updates", "specialize_flags", "fold_reparameterizations", "fold_batchnorm",
                   "constant_fold", "simplify", "cse", "dce", "fuse", "plan_memory"),
+    # a graph with its gradients (ir/autodiff.py): its buffer updates are kept, ops without kernels decomposed
+    "training": ("specialize_flags", "decompose", "fold_reparameterizations", "constant_fold", "simplify", "cse",
+                 "dce", "fuse", "plan_memory"),
 }
-BUILTIN_PASSES = PIPELINES["inference"]
+BUILTIN_PASSES = tuple(dict.fromkeys(name for names in PIPELINES.values() for name in names))
 _MODULES = {"fold_reparameterizations": "fold_reparam"}  # built-in passes whose module is not named after them
 
 _PASSES: dict[str, PassFn] = {}
@@ -266,8 +269,9 @@ def optimize(graph: Graph, pipeline: str | Sequence[str] = "inference", *,
     """Run a pass pipeline over `graph` and return the new graph; the input graph is not changed.
 
     pipeline: "inference" (drop_buffer_updates, specialize_flags, fold_reparameterizations, fold_batchnorm,
-    constant_fold, simplify, cse, dce, fuse, plan_memory) or a list of pass names. dump: None, "after-each" (print
-    the IR after each pass) or a directory for NN-passname.bir files. verify: check the graph after every pass.
+    constant_fold, simplify, cse, dce, fuse, plan_memory), "training" (for a graph with gradients: PIPELINES) or a
+    list of pass names. dump: None, "after-each" (print the IR after each pass) or a directory for
+    NN-passname.bir files. verify: check the graph after every pass.
     report: a list to which the run's PassReport (times, node counts, the passes' notes) is appended. Other keyword
     arguments are options for the passes, e.g. flags={"drop.training": False} or fold_params=True; one that no pass
     of the pipeline declares is refused with a BrazeError listing the valid ones.
