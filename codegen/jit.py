@@ -7,6 +7,11 @@ optimization: its object is loaded directly. The engine is created once and neve
 machine; freeing it would leave dangling machines), so every compiled function stays valid for the life of the
 process. Compiling the same IR for the same target twice in one process returns the same library.
 
+A caller that can name the module without its IR (the object of a whole graph, keyed by codegen/module_layout.py)
+passes `cache_key=` and `meta=`: the entry is stored under that key with the meta object beside the code, and
+`load_cached(key)` links it in a later process without any LLVM IR being built. Every library records the wall time
+of its steps in `timings` (print IR, parse, optimize, emit object, cache read and write, link).
+
 Symbol names are global across the engine: two different modules that export the same function name are an error
 (kernel names are `k_<hash8>_<op>`, derived from what they compute). Addresses are resolved at load time; a
 missing symbol or an address of 0 raises CodegenError and is never called.
@@ -20,7 +25,9 @@ import os
 import re
 import sys
 import threading
-from typing import Any
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -44,13 +51,26 @@ class CompiledLibrary:
     rebuilds its optimized IR from the source IR the first time it is inspected.
     """
 
-    def __init__(self, name: str, key: str, target: Target, source_ir: str, symbols: tuple[str, ...],
-                 addresses: dict[str, int], from_cache: bool, optimized: llvm.ModuleRef | None) -> None:
-        self.name, self.key, self.target, self.source_ir = name, key, target, source_ir
+    def __init__(self, name: str, key: str, target: Target, source_ir: str | Callable[[], str],
+                 symbols: tuple[str, ...], addresses: dict[str, int], from_cache: bool,
+                 optimized: llvm.ModuleRef | None, timings: dict[str, float] | None = None,
+                 meta: dict[str, Any] | None = None) -> None:
+        self.name, self.key, self.target = name, key, target
         self.symbols, self.from_cache = symbols, from_cache
+        self.timings, self.meta = dict(timings or {}), dict(meta or {})
+        self._source = source_ir
         self._addresses = addresses
         self._optimized = optimized
         self._asm: str | None = None
+
+    @property
+    def source_ir(self) -> str:
+        """The LLVM IR the library was compiled from; built again on first use for a library linked from a
+        whole-graph cache entry."""
+        with _lock:
+            if callable(self._source):
+                self._source = self._source()
+            return self._source
 
     def address(self, name: str) -> int:
         """The address of an exported function; raises CodegenError for unknown names."""
@@ -92,40 +112,106 @@ class CompiledLibrary:
         return f"CompiledLibrary({self.name!r}, {origin}, symbols={list(self.symbols)}, target={self.target})"
 
 
-def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None
-               ) -> CompiledLibrary:
+def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None,
+               cache_key: str | None = None, meta: dict[str, Any] | None = None) -> CompiledLibrary:
     """Compile an llvmlite module (or LLVM IR text) for `target` and link it into the process-wide engine.
 
     The target defaults to the one the module was created for (Target.new_module), else host_target().
-
     `use_cache=None` follows BRAZE_CACHE; True or False forces the disk cache on or off for this call.
+    `cache_key` (with `meta`, stored beside the object) keys the disk entry instead of the IR text: see the module
+    doc; the caller promises that the key determines the IR, and has looked it up with load_cached already, so the
+    entry is only written.
     """
     target = target or (target_of(module) if isinstance(module, ir.Module) else None) or host_target()
-    text = str(module)
+    timings: dict[str, float] = {}
+    with _timed(timings, "print IR"):
+        text = str(module)
     name = module.name if isinstance(module, ir.Module) else _module_name(text)
-    key = cache.make_key(text, target.identity)
+    ir_key = cache.make_key(text, target.identity)
+    key = cache_key or ir_key
     with _lock:
-        known = _libraries.get(key)
+        known = _libraries.get(key) or _libraries.get(ir_key)
         if known is not None:
+            _libraries.setdefault(key, known)
             return known
         caching = cache.enabled() if use_cache is None else use_cache
-        entry = cache.load(key) if caching else None
+        with _timed(timings, "cache read"):
+            entry = cache.load(key) if caching and cache_key is None else None
         optimized = None
         if entry is not None:
             payload, symbols = entry.payload, entry.symbols
         else:
-            optimized = _optimize(_parse(text, name, target), target)
-            symbols = _exported_functions(optimized)
-            if not symbols:
-                raise CodegenError(f"module {name!r} defines no exported function")
-            payload = target.machine().emit_object(optimized)
+            optimized, symbols, payload = _compile_object(text, name, target, timings)
             if caching:
-                cache.store(key, payload, symbols)
-        addresses = _link(name, payload, symbols)
-        library = CompiledLibrary(name, key, target, text, symbols, addresses, entry is not None, optimized)
-        _libraries[key] = library
+                with _timed(timings, "cache write"):
+                    cache.store(key, payload, symbols, meta)
+        library = _linked(name, key, target, text, payload, symbols, entry is not None, optimized, timings,
+                          entry.meta if entry is not None else meta)
+        _libraries[ir_key] = library
     _dump(library)
     return library
+
+
+def load_cached(key: str, target: Target, source_ir: Callable[[], str], *, use_cache: bool | None = None,
+                accept: Callable[[dict[str, Any], tuple[str, ...]], bool] = lambda meta, symbols: True
+                ) -> CompiledLibrary | None:
+    """The library stored under `key` by compile_ir(cache_key=key), linked, its `meta` the entry's; None when the
+    cache is off (use_cache as in compile_ir) or holds no valid entry. An entry whose meta and symbols `accept`
+    refuses counts as a rebuild and is never linked. `source_ir` builds the IR if the library is ever inspected."""
+    with _lock:
+        known = _libraries.get(key)
+        if known is not None:
+            return known
+        if not (cache.enabled() if use_cache is None else use_cache):
+            return None
+        timings: dict[str, float] = {}
+        with _timed(timings, "cache read"):
+            entry = cache.load(key)
+        if entry is None:
+            return None
+        if not accept(entry.meta, entry.symbols):
+            cache.count("rebuilds")
+            return None
+        name = str(entry.meta.get("name", key[:16]))
+        library = _linked(name, key, target, source_ir, entry.payload, entry.symbols, True, None, timings,
+                          entry.meta)
+    _dump(library)
+    return library
+
+
+def _compile_object(text: str, name: str, target: Target, timings: dict[str, float]
+                    ) -> tuple[llvm.ModuleRef, tuple[str, ...], bytes]:
+    """Parse, verify, optimize and emit one module: its optimized form, its exported symbols and its object."""
+    with _timed(timings, "LLVM parse"):
+        ref = _parse(text, name, target)
+    with _timed(timings, "LLVM optimize"):
+        optimized = _optimize(ref, target)
+    symbols = _exported_functions(optimized)
+    if not symbols:
+        raise CodegenError(f"module {name!r} defines no exported function")
+    with _timed(timings, "emit object"):
+        payload = target.machine().emit_object(optimized)
+    return optimized, symbols, payload
+
+
+def _linked(name: str, key: str, target: Target, source: str | Callable[[], str], payload: bytes,
+            symbols: tuple[str, ...], from_cache: bool, optimized: llvm.ModuleRef | None,
+            timings: dict[str, float], meta: dict[str, Any] | None) -> CompiledLibrary:
+    """Link an object into the engine and remember its library under `key`; the caller holds the lock."""
+    with _timed(timings, "link"):
+        addresses = _link(name, payload, symbols)
+    library = CompiledLibrary(name, key, target, source, symbols, addresses, from_cache, optimized, timings, meta)
+    _libraries[key] = library
+    return library
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
 
 
 def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:
