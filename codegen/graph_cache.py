@@ -52,6 +52,7 @@ def _cached(graph: Graph, target: Target, key: str, use_cache: bool | None,
     """The module and library from the entry under `key`; None when there is none or its layout does not fit the
     graph and the object's symbols (the entry is then rebuilt, never linked)."""
     found: list[BuiltModule] = []
+    start = time.perf_counter()
 
     def accept(meta: dict, symbols: tuple[str, ...]) -> bool:
         built = built_from_meta(graph, target, meta)
@@ -62,9 +63,11 @@ def _cached(graph: Graph, target: Target, key: str, use_cache: bool | None,
     library = load_cached(key, target, lambda: _source_ir(graph, target), use_cache=use_cache, accept=accept)
     if library is None:
         return None
-    timings.update(library.timings)
-    # a library linked earlier in this process was accepted then: its layout is rebuilt for this graph object
-    built = found[0] if found else built_from_meta(graph, target, library.meta)
+    if found:  # read and linked now; a library linked earlier in this process was accepted then
+        timings.update(library.timings)
+        return found[0], library
+    timings["linked before"] = time.perf_counter() - start
+    built = built_from_meta(graph, target, library.meta)
     return (built, library) if built is not None else None
 
 

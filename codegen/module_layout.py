@@ -148,9 +148,17 @@ def builder_version() -> str:
 
 
 def graph_digest(graph: Graph, target: Target) -> str:
-    """A hex digest naming everything the module depends on: the graph text (with its memory plan), the target
-    and the builder version."""
-    return _digest(f"braze-module {builder_version()}", target.identity, str(graph))
+    """A hex digest naming everything the module depends on: the graph text (with its memory plan, without param
+    ids), the target and the builder version."""
+    return _digest(f"braze-module {builder_version()}", target.identity, str(_without_param_ids(graph)))
+
+
+def _without_param_ids(graph: Graph) -> Graph:
+    """The graph with every param's id set to 0: ids count the parameters a process created before this model, and
+    no code depends on them, so the same model traced in another process finds the same cache entry."""
+    nodes = tuple(n.replace(attrs=tuple((k, 0 if k == "id" else v) for k, v in n.attrs)) if n.op == "param" else n
+                  for n in graph.nodes)
+    return graph.replace(nodes=nodes)
 
 
 def module_key(digest: str) -> str:

@@ -75,7 +75,7 @@ def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     steps: dict[str, float] = {}
     built, library = compile_module(graph, timings=steps)
     timings.update(steps)
-    timings.cache_hit = library.from_cache and built.module is None
+    timings.cache_hit = built.module is None
     # the runtime object: aligned weights, prepared weights, arena, thread count, input checks
     with timings.stage("prepare"):
         executable = Executable(built, library, threads=threads)

@@ -2,7 +2,7 @@
 
 Stages: "trace" (braze.compile of a model), "pass <name>" for each pass of the pipeline, "verify" (the verifier and
 plan checks around the passes), "cache key", then either "cache read" and "link" (a warm hit: no LLVM IR is
-built) or "build IR", "print IR", "LLVM parse", "LLVM optimize", "emit object", "cache write" and "link", and last
+built), or "linked before" (the same code is already linked in this process), or "build IR", "print IR", "LLVM parse", "LLVM optimize", "emit object", "cache write" and "link", and last
 "prepare" (the runtime's weight copies, prepared weights and buffers). `str()` is a table with each stage's share;
 `braze dump --timings` prints it and benchmarks/compile_time.py sums it over processes.
 """
@@ -16,7 +16,8 @@ from typing import Iterator, Mapping
 
 @dataclass
 class CompileTimings:
-    """Seconds per stage of one compile, and whether its native code came from the whole-graph disk cache."""
+    """Seconds per stage of one compile, and whether its native code was found (in the whole-graph disk cache or
+    linked before in this process) rather than compiled."""
 
     stages: dict[str, float] = field(default_factory=dict)
     cache_hit: bool = False
@@ -50,6 +51,6 @@ class CompileTimings:
         total = self.total or 1.0
         lines = [f"{'stage':<{width}}{'ms':>10}  {'share':>6}"]
         lines += [f"{name:<{width}}{s * 1e3:>10.2f}  {s / total:>6.1%}" for name, s in self.stages.items()]
-        origin = "native code from the disk cache" if self.cache_hit else "native code compiled"
+        origin = "native code found, not compiled" if self.cache_hit else "native code compiled"
         lines.append(f"{'total':<{width}}{self.total * 1e3:>10.2f}  ({origin})")
         return "\n".join(lines)
