@@ -14,7 +14,6 @@ shares, not as lone absolute claims about a machine that may be busy.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from benchmarks.load_artifact import run_command
 
 MODELS = ("mlp", "cnn", "transformer")
 
@@ -94,13 +95,7 @@ def measure(repeats: int) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="processes per model and kind (default 3)")
-    parser.add_argument("--json", metavar="OUT", help="also write the rows as JSON")
-    args = parser.parse_args()
-    rows = measure(args.repeats)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    run_command(__doc__, measure, "processes per model, cold and warm")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,15 @@ text, the target and the code generator's version (codegen/module_layout.py), so
 without building LLVM IR. Its file holds a magic line, a JSON header with the key, the exported symbols, the
 sha256 and size of the payload and a `meta` object (what the runtime needs beside the code: a whole graph's module
 layout; empty for a plain module), then the object file itself. A truncated, altered or foreign entry
-fails those checks: it is deleted and rebuilt, never handed to the linker. Entries are written atomically (a
-temporary file, then os.replace), so concurrent processes never see half an entry.
+fails those checks, and one whose object does not link or does not export the module's functions fails in the JIT:
+either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
+os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
+removed by a later store once they are an hour old.
+
+Only what the user's own directory holds is trusted: the directory is created private (0700), and a directory
+that another user owns, or that others may write to, is not used (a UntrustedCacheWarning says why, once, and
+compiles proceed without the cache), because a planted entry would run as the user's code. Entries are read only
+if they are regular files owned by the user, no larger than MAX_ENTRY_BYTES (no FIFOs, devices or symlinks).
 
 Environment: BRAZE_CACHE=0 disables the cache; BRAZE_CACHE_DIR moves it (default: $XDG_CACHE_HOME/braze or
 ~/.cache/braze).
@@ -17,8 +24,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
+import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,8 +36,16 @@ CACHE_ENV = "BRAZE_CACHE"
 CACHE_DIR_ENV = "BRAZE_CACHE_DIR"
 MAGIC = b"BRAZE-OBJECT 1\n"
 SUFFIX = ".bzo"
+MAX_ENTRY_BYTES = 256 * 2 ** 20  # far above the object of any one model
+TEMP_SUFFIX = ".tmp"
+STALE_TEMP_SECONDS = 3600.0
 
 _lock = threading.Lock()
+_warned: set[str] = set()
+
+
+class UntrustedCacheWarning(UserWarning):
+    """The cache directory is not the user's own, so it is not used."""
 
 
 @dataclass
@@ -36,9 +54,10 @@ class CacheStats:
 
     hits: int = 0       # a valid entry was loaded
     misses: int = 0     # no entry: compiled and stored
-    rebuilds: int = 0   # a corrupt or foreign entry was deleted and rebuilt
+    rebuilds: int = 0   # a corrupt, foreign or unlinkable entry was deleted and rebuilt
     stores: int = 0     # entries written
     write_errors: int = 0  # entries that could not be written (read-only or full directory)
+    untrusted: int = 0  # lookups and stores skipped: the directory is not the user's own
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -131,32 +150,37 @@ def decode_entry(key: str, data: bytes) -> CacheEntry | None:
 
 
 def load(key: str) -> CacheEntry | None:
-    """The valid entry for `key`, or None; counts a hit, a miss, or a rebuild (a bad entry, which is deleted)."""
-    path = entry_path(key)
+    """The intact entry for `key`, or None (counting a miss, or a rebuild after deleting a bad entry). The caller
+    links it, then counts a hit, or discards it when it does not link."""
+    directory = cache_dir()
+    if not _trusted(directory, create=False):
+        return None
+    path = directory / f"{key}{SUFFIX}"
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = _read_entry_file(path)
+    except (FileNotFoundError, NotADirectoryError):
         count("misses")
         return None
-    except OSError:
-        count("rebuilds")
-        _remove(path)
-        return None
-    entry = decode_entry(key, data)
+    entry = decode_entry(key, data) if data is not None else None
     if entry is None:
-        count("rebuilds")
-        _remove(path)
-        return None
-    count("hits")
+        discard(key)
     return entry
+
+
+def discard(key: str) -> None:
+    """Delete the entry for `key` (one that is corrupt or did not link) and count a rebuild."""
+    count("rebuilds")
+    _remove(entry_path(key))
 
 
 def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None = None) -> bool:
     """Write an entry atomically; returns False (and counts a write error) when the directory is not writable."""
     directory = cache_dir()
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=directory)
+        if not _trusted(directory, create=True):
+            return False
+        _remove_abandoned_temporaries(directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=TEMP_SUFFIX, dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(encode_entry(key, payload, symbols, meta))
@@ -169,6 +193,70 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None 
         return False
     count("stores")
     return True
+
+
+def _remove_abandoned_temporaries(directory: Path) -> None:
+    """Delete the temporary files of stores that were killed: an entry is written in one call, so a temporary
+    file older than STALE_TEMP_SECONDS belongs to no live store."""
+    now = time.time()
+    for path in directory.glob(f".*{TEMP_SUFFIX}"):
+        try:
+            if path.is_file() and not path.is_symlink() and now - path.stat().st_mtime > STALE_TEMP_SECONDS:
+                path.unlink()
+        except OSError:
+            pass
+
+
+def _read_entry_file(path: Path) -> bytes | None:
+    """The bytes of an entry file, or None when it is not a regular file of the user's within the size limit
+    (raises FileNotFoundError or NotADirectoryError when there is none)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError:  # a symlink (ELOOP), or unreadable
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES
+                or (hasattr(os, "getuid") and info.st_uid != os.getuid())):
+            return None
+        try:
+            data = f.read(MAX_ENTRY_BYTES + 1)
+        except OSError:
+            return None
+    return data if len(data) <= MAX_ENTRY_BYTES else None
+
+
+def _trusted(directory: Path, create: bool) -> bool:
+    """Whether `directory` is the user's own and writable by nobody else (creating it private, 0700, if asked);
+    warns once per directory when it is not. A missing directory is trusted: it holds nothing."""
+    if create:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        info = os.stat(directory)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not hasattr(os, "getuid"):
+        return True
+    problem = None
+    if info.st_uid != os.getuid():
+        problem = f"it is owned by uid {info.st_uid}, not by you (uid {os.getuid()})"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = f"others may write to it (mode {stat.S_IMODE(info.st_mode):o})"
+    if problem is None:
+        return True
+    count("untrusted")
+    with _lock:
+        first = str(directory) not in _warned
+        _warned.add(str(directory))
+    if first:
+        warnings.warn(f"braze: not using the compile cache {directory}: {problem}, so an entry planted there would "
+                      f"run as your code. Set {CACHE_DIR_ENV} to a directory of your own (or {CACHE_ENV}=0); "
+                      f"compiling continues without the cache.", UntrustedCacheWarning, stacklevel=4)
+    return False
 
 
 def _remove(path: Path) -> None:

@@ -50,13 +50,14 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
 def _cached(graph: Graph, target: Target, key: str, use_cache: bool | None,
             timings: dict[str, float]) -> tuple[BuiltModule, CompiledLibrary] | None:
     """The module and library from the entry under `key`; None when there is none or its layout does not fit the
-    graph and the object's symbols (the entry is then rebuilt, never linked)."""
+    graph and the object's exports (exactly the entry and the prepare function): the entry is then rebuilt, never
+    linked."""
     found: list[BuiltModule] = []
     start = time.perf_counter()
 
     def accept(meta: dict, symbols: tuple[str, ...]) -> bool:
         built = built_from_meta(graph, target, meta)
-        if built is None or built.entry not in symbols or (built.prepare is not None and built.prepare not in symbols):
+        if built is None or set(symbols) != {built.entry, *((built.prepare,) if built.prepare else ())}:
             return False
         found.append(built)
         return True

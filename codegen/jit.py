@@ -1,20 +1,21 @@
-"""The process-wide JIT: LLVM IR in, callable machine code out.
+"""The JIT: LLVM IR in, callable machine code out.
 
 `compile_ir(module)` parses and verifies an llvmlite module, optimizes it at level 3 with loop and SLP
-vectorization for the target, verifies it again, emits an object file and links that object into one long-lived
-MCJIT engine. With the disk cache (codegen/cache.py) a module compiled before, in any process, skips parsing and
-optimization: its object is loaded directly. The engine is created once and never freed (an engine owns its target
-machine; freeing it would leave dangling machines), so every compiled function stays valid for the life of the
-process. Compiling the same IR for the same target twice in one process returns the same library.
+vectorization for the target, verifies it again, emits an object file and links that object into an MCJIT engine
+of its own. With the disk cache (codegen/cache.py) a module compiled before, in any process, skips parsing and
+optimization: its object is loaded directly, after checking that it exports exactly the module's functions; an
+entry that does not link or exports anything else is deleted and the module rebuilt.
+
+Each library owns its engine (with a fresh target machine, which the engine takes ownership of), so the machine
+code of a library is freed when the last reference to it goes: an Executable holds its library, and dropping a
+compiled model returns its native code. While a library is alive, compiling the same IR for the same target
+returns it again. Engines never share symbols, so two modules may export the same name. Addresses are resolved at
+load time; a missing symbol or an address of 0 raises CodegenError and is never called.
 
 A caller that can name the module without its IR (the object of a whole graph, keyed by codegen/module_layout.py)
 passes `cache_key=` and `meta=`: the entry is stored under that key with the meta object beside the code, and
 `load_cached(key)` links it in a later process without any LLVM IR being built. Every library records the wall time
-of its steps in `timings` (print IR, parse, optimize, emit object, cache read and write, link).
-
-Symbol names are global across the engine: two different modules that export the same function name are an error
-(kernel names are `k_<hash8>_<op>`, derived from what they compute). Addresses are resolved at load time; a
-missing symbol or an address of 0 raises CodegenError and is never called.
+of its steps in `timings` (print IR, cache read and write, LLVM parse and optimize, emit object, link).
 
 `BRAZE_DUMP_LLVM=1` and `BRAZE_DUMP_ASM=1` print the optimized LLVM IR and the assembly of every module compiled.
 """
@@ -23,9 +24,11 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import struct
 import sys
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -38,13 +41,11 @@ from . import cache
 from .target import OPT_LEVEL, Target, create_jit_machine, host_target, init_llvm, target_of
 
 _lock = threading.RLock()
-_engine: llvm.ExecutionEngine | None = None
-_libraries: dict[str, "CompiledLibrary"] = {}
-_symbol_owner: dict[str, str] = {}  # exported symbol -> the module name that defines it
+_libraries: weakref.WeakValueDictionary[str, CompiledLibrary] = weakref.WeakValueDictionary()
 
 
 class CompiledLibrary:
-    """The machine code of one LLVM module, linked into the process-wide engine.
+    """The machine code of one LLVM module, linked into an engine that lives as long as the library.
 
     `address(name)` and `cfunc(name, restype, *argtypes)` give callable entry points; `llvm_ir()` and `asm()`
     return the optimized IR and the host assembly, whole or for one function. A library loaded from the disk cache
@@ -52,21 +53,21 @@ class CompiledLibrary:
     """
 
     def __init__(self, name: str, key: str, target: Target, source_ir: str | Callable[[], str],
-                 symbols: tuple[str, ...], addresses: dict[str, int], from_cache: bool,
+                 symbols: tuple[str, ...], linked: tuple[llvm.ExecutionEngine, dict[str, int]], from_cache: bool,
                  optimized: llvm.ModuleRef | None, timings: dict[str, float] | None = None,
                  meta: dict[str, Any] | None = None) -> None:
         self.name, self.key, self.target = name, key, target
         self.symbols, self.from_cache = symbols, from_cache
         self.timings, self.meta = dict(timings or {}), dict(meta or {})
         self._source = source_ir
-        self._addresses = addresses
+        self._engine, self._addresses = linked
         self._optimized = optimized
         self._asm: str | None = None
 
     @property
     def source_ir(self) -> str:
-        """The LLVM IR the library was compiled from; built again on first use for a library linked from a
-        whole-graph cache entry."""
+        """The LLVM IR the library was compiled from; built on first use for a library linked from a whole-graph
+        cache entry."""
         with _lock:
             if callable(self._source):
                 self._source = self._source()
@@ -81,8 +82,11 @@ class CompiledLibrary:
                                f"it exports {', '.join(self.symbols)}") from None
 
     def cfunc(self, name: str, restype: Any, *argtypes: Any) -> Any:
-        """A ctypes function for an exported function with the given C signature (ctypes releases the GIL)."""
-        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+        """A ctypes function for an exported function with the given C signature (ctypes releases the GIL); it
+        keeps the library, and so its machine code, alive. A bare address() does not: hold the library with it."""
+        function = ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+        function.library = self
+        return function
 
     def llvm_ir(self, function: str | None = None) -> str:
         """The optimized LLVM IR of the module, or of one function in it."""
@@ -114,7 +118,7 @@ class CompiledLibrary:
 
 def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None,
                cache_key: str | None = None, meta: dict[str, Any] | None = None) -> CompiledLibrary:
-    """Compile an llvmlite module (or LLVM IR text) for `target` and link it into the process-wide engine.
+    """Compile an llvmlite module (or LLVM IR text) for `target` and link it into an engine of its own.
 
     The target defaults to the one the module was created for (Target.new_module), else host_target().
     `use_cache=None` follows BRAZE_CACHE; True or False forces the disk cache on or off for this call.
@@ -132,22 +136,20 @@ def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cac
     with _lock:
         known = _libraries.get(key) or _libraries.get(ir_key)
         if known is not None:
-            _libraries.setdefault(key, known)
             return known
         caching = cache.enabled() if use_cache is None else use_cache
         with _timed(timings, "cache read"):
-            entry = cache.load(key) if caching and cache_key is None else None
-        optimized = None
-        if entry is not None:
-            payload, symbols = entry.payload, entry.symbols
-        else:
+            library = _from_cache(module, name, key, target, text, timings) if caching and cache_key is None \
+                else None
+        if library is None:
             optimized, symbols, payload = _compile_object(text, name, target, timings)
             if caching:
                 with _timed(timings, "cache write"):
                     cache.store(key, payload, symbols, meta)
-        library = _linked(name, key, target, text, payload, symbols, entry is not None, optimized, timings,
-                          entry.meta if entry is not None else meta)
-        _libraries[ir_key] = library
+            with _timed(timings, "link"):
+                linked = _link(name, payload, symbols)
+            library = CompiledLibrary(name, key, target, text, symbols, linked, False, optimized, timings, meta)
+        _libraries[key] = _libraries[ir_key] = library
     _dump(library)
     return library
 
@@ -157,7 +159,8 @@ def load_cached(key: str, target: Target, source_ir: Callable[[], str], *, use_c
                 ) -> CompiledLibrary | None:
     """The library stored under `key` by compile_ir(cache_key=key), linked, its `meta` the entry's; None when the
     cache is off (use_cache as in compile_ir) or holds no valid entry. An entry whose meta and symbols `accept`
-    refuses counts as a rebuild and is never linked. `source_ir` builds the IR if the library is ever inspected."""
+    refuses, or whose object does not link, is discarded (rebuilt by the caller), never called. `source_ir` builds
+    the IR if the library is ever inspected."""
     with _lock:
         known = _libraries.get(key)
         if known is not None:
@@ -169,14 +172,42 @@ def load_cached(key: str, target: Target, source_ir: Callable[[], str], *, use_c
             entry = cache.load(key)
         if entry is None:
             return None
-        if not accept(entry.meta, entry.symbols):
-            cache.count("rebuilds")
-            return None
         name = str(entry.meta.get("name", key[:16]))
-        library = _linked(name, key, target, source_ir, entry.payload, entry.symbols, True, None, timings,
-                          entry.meta)
+        try:
+            if not accept(entry.meta, entry.symbols):
+                raise CodegenError(f"module {name!r}: the cached layout does not fit the graph or the object")
+            with _timed(timings, "link"):
+                linked = _link(name, entry.payload, entry.symbols)
+        except CodegenError:
+            cache.discard(key)
+            return None
+        cache.count("hits")
+        library = CompiledLibrary(name, key, target, source_ir, entry.symbols, linked, True, None, timings,
+                                  entry.meta)
+        _libraries[key] = library
     _dump(library)
     return library
+
+
+def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, text: str,
+                timings: dict[str, float]) -> CompiledLibrary | None:
+    """The library of the cached object for `key`, or None; an entry that exports other functions than the module
+    defines, or that fails to link, is discarded (its engine, and so its code, freed with it)."""
+    entry = cache.load(key)
+    if entry is None:
+        return None
+    expected = (_defined_functions(module) if isinstance(module, ir.Module)
+                else _exported_functions(_parse(text, name, target)))
+    try:
+        if set(entry.symbols) != set(expected):
+            raise CodegenError(f"module {name!r}: the cached object exports {list(entry.symbols)}, "
+                               f"the module defines {list(expected)}")
+        linked = _link(name, entry.payload, entry.symbols)
+    except CodegenError:
+        cache.discard(key)
+        return None
+    cache.count("hits")
+    return CompiledLibrary(name, key, target, text, entry.symbols, linked, True, None, timings, entry.meta)
 
 
 def _compile_object(text: str, name: str, target: Target, timings: dict[str, float]
@@ -192,17 +223,6 @@ def _compile_object(text: str, name: str, target: Target, timings: dict[str, flo
     with _timed(timings, "emit object"):
         payload = target.machine().emit_object(optimized)
     return optimized, symbols, payload
-
-
-def _linked(name: str, key: str, target: Target, source: str | Callable[[], str], payload: bytes,
-            symbols: tuple[str, ...], from_cache: bool, optimized: llvm.ModuleRef | None,
-            timings: dict[str, float], meta: dict[str, Any] | None) -> CompiledLibrary:
-    """Link an object into the engine and remember its library under `key`; the caller holds the lock."""
-    with _timed(timings, "link"):
-        addresses = _link(name, payload, symbols)
-    library = CompiledLibrary(name, key, target, source, symbols, addresses, from_cache, optimized, timings, meta)
-    _libraries[key] = library
-    return library
 
 
 @contextmanager
@@ -245,33 +265,46 @@ def _exported_functions(ref: llvm.ModuleRef) -> tuple[str, ...]:
                  if not f.is_declaration and f.linkage == llvm.Linkage.external)
 
 
-def _link(name: str, payload: bytes, symbols: tuple[str, ...]) -> dict[str, int]:
-    """Add an object file to the engine and resolve every exported symbol; never returns an address of 0."""
-    for symbol in symbols:
-        owner = _symbol_owner.get(symbol)
-        if owner is not None:
-            raise CodegenError(f"module {name!r} exports {symbol!r}, already defined by module {owner!r}; "
-                               "exported names must be unique per process (name kernels after what they compute)")
-    engine = _get_engine()
-    engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
-    engine.finalize_object()
+def _defined_functions(module: ir.Module) -> tuple[str, ...]:
+    """The functions an llvmlite module defines with external linkage: what its object exports."""
+    return tuple(f.name for f in module.functions if not f.is_declaration and f.linkage in ("", "external"))
+
+
+def _link(name: str, payload: bytes, symbols: tuple[str, ...]) -> tuple[llvm.ExecutionEngine, dict[str, int]]:
+    """A new engine holding the object, and the address of every exported symbol; never an address of 0."""
+    if not _plausible_object(payload):
+        raise CodegenError(f"module {name!r}: its object is not a well-formed ELF file")
+    engine = _new_engine()
+    try:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
+        engine.finalize_object()
+    except RuntimeError as exc:
+        raise CodegenError(f"module {name!r}: its object does not load: {exc}") from None
     addresses = {s: engine.get_function_address(s) for s in symbols}
     missing = [s for s, a in addresses.items() if not a]
     if missing:
         raise CodegenError(f"module {name!r}: no address for {', '.join(missing)} after loading its object")
-    _symbol_owner.update((s, name) for s in symbols)
-    return addresses
+    return engine, addresses
 
 
-def _get_engine() -> llvm.ExecutionEngine:
-    """The one MCJIT engine, created on first use with a target machine of its own and never freed."""
-    global _engine
-    if _engine is None:
-        init_llvm()
-        triple = llvm.get_process_triple()
-        placeholder = llvm.parse_assembly(f'target triple = "{triple}"\n')
-        _engine = llvm.create_mcjit_compiler(placeholder, create_jit_machine(Target(triple, "", "", 4)))
-    return _engine
+def _plausible_object(payload: bytes) -> bool:
+    """On Linux, whether the payload is a 64-bit little-endian ELF file whose section table lies inside it: LLVM
+    crashes on an object it cannot parse instead of reporting it (objects elsewhere are not checked)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    if len(payload) < 64 or payload[:6] != b"\x7fELF\x02\x01":
+        return False
+    (shoff,) = struct.unpack_from("<Q", payload, 40)
+    shentsize, shnum = struct.unpack_from("<HH", payload, 58)
+    return shentsize == 64 and 0 < shnum and shoff + shnum * shentsize <= len(payload)
+
+
+def _new_engine() -> llvm.ExecutionEngine:
+    """An MCJIT engine with a target machine of its own (an engine owns its machine; it is never shared)."""
+    init_llvm()
+    triple = llvm.get_process_triple()
+    placeholder = llvm.parse_assembly(f'target triple = "{triple}"\n')
+    return llvm.create_mcjit_compiler(placeholder, create_jit_machine(Target(triple, "", "", 4)))
 
 
 def _module_name(text: str) -> str:

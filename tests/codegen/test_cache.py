@@ -134,4 +134,4 @@ def test_cache_unwritable_dir_still_compiles(tmp_path, monkeypatch):
     monkeypatch.setenv("BRAZE_CACHE_DIR", str(blocker))
     name = unique_name()
     run_add(compile_ir(add_module(name)), name)
-    assert cache.stats().write_errors == 1
+    assert cache.stats().write_errors == 1 and cache.stats().rebuilds == 0

@@ -1,5 +1,6 @@
 """The whole-graph object cache: a warm compile links stored code without building LLVM IR, keys that change with
-everything the code depends on, damaged layouts rebuilt, kernel reuse, and outputs bit-identical warm and cold."""
+everything the code depends on, damaged layouts rebuilt, kernel reuse, two processes compiling into one cache at
+once, and outputs bit-identical warm and cold."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import llvmlite
 import numpy as np
-import pytest
 
 import braze
 from braze.codegen import cache, host_target, module_layout
@@ -22,18 +22,9 @@ from braze.codegen.module_builder import build_module
 from braze.codegen.module_layout import graph_digest, module_key
 from braze.runtime.compile_path import planned_graph
 from braze.runtime.executable import Executable
+from tests.codegen.test_cache import cache_root  # noqa: F401  (the isolated cache directory, autouse)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def cache_root(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv("BRAZE_CACHE_DIR", str(root))
-    monkeypatch.delenv("BRAZE_CACHE", raising=False)
-    monkeypatch.delenv("BRAZE_CPU", raising=False)
-    cache.reset_stats()
-    return root
 
 
 def stack(layers: int, width: int = 24, seed: int = 0) -> braze.nn.Module:
@@ -131,21 +122,32 @@ print(json.dumps({"stats": cache.stats().as_dict(), "hit": compiled.timings.cach
                   "module_built": compiled.executable.built.module is not None,
                   "lowerings_imported": "braze.codegen.module_builder" in sys.modules,
                   "stages": list(compiled.timings.stages), "y": y.tobytes().hex(),
-                  "llvm": compiled.executable.built.entry in compiled.llvm_ir()}))
+                  "llvm": compiled.executable.built.entry in compiled.llvm_ir()}))  # last: it builds the IR
 """
 
 
-def test_graph_cache_warm_compile_in_a_new_process_builds_no_llvm_module(cache_root) -> None:
+def _compile_in_processes(cache_root: Path, count: int) -> list[dict]:
+    """Run WARM_SCRIPT in `count` processes started together, sharing one cache directory."""
     env = dict(os.environ, BRAZE_CACHE_DIR=str(cache_root), PYTHONPATH=str(ROOT))
-    runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(WARM_SCRIPT)], env=env, capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    cold, warm = runs
-    assert not cold["hit"] and cold["module_built"] and "build IR" in cold["stages"]
-    assert warm["hit"] and not warm["module_built"] and "build IR" not in warm["stages"]
+    running = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(WARM_SCRIPT)], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(count)]
+    reports = []
+    for process in running:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+def test_graph_cache_warm_compile_in_a_new_process_builds_no_llvm_module(cache_root) -> None:
+    first, second = _compile_in_processes(cache_root, 2)  # compiling into one directory at once
+    (warm,) = _compile_in_processes(cache_root, 1)
+    assert not first["hit"] or not second["hit"]
+    cold = first if not first["hit"] else second
+    assert cold["module_built"] and "build IR" in cold["stages"]
+    assert warm["hit"] and not warm["module_built"] and not warm["lowerings_imported"]
+    assert "build IR" not in warm["stages"] and "link" in warm["stages"]
     assert (warm["stats"]["hits"], warm["stats"]["misses"], warm["stats"]["rebuilds"]) == (1, 0, 0)
-    assert warm["y"] == cold["y"]  # bit-identical outputs
+    assert warm["y"] == first["y"] == second["y"]  # bit-identical outputs
     assert warm["llvm"] and cold["llvm"]  # a warm library still shows its IR (built on demand)
+    assert [p.name for p in cache_root.iterdir() if p.suffix != cache.SUFFIX] == []  # no temporary left behind

@@ -1,9 +1,10 @@
-"""The process-wide JIT: compile, call through ctypes, inspect, and keep every library alive."""
+"""The JIT: compile, call through ctypes, inspect, keep live libraries callable and free dropped ones."""
 from __future__ import annotations
 
 import ctypes
 import gc
 import uuid
+import weakref
 
 import llvmlite.ir as ir
 import numpy as np
@@ -102,11 +103,21 @@ def test_jit_module_without_exports_raises():
         compile_ir(module)
 
 
-def test_jit_duplicate_symbol_from_another_module_raises():
+def test_jit_modules_exporting_the_same_name_keep_their_own_code():
     name = unique_name()
-    compile_ir(add_module(name))
-    with pytest.raises(CodegenError, match="already defined"):
-        compile_ir(add_module(name, scale=2.0))
+    once, twice = compile_ir(add_module(name)), compile_ir(add_module(name, scale=2.0))
+    run_add(once, name)
+    run_add(twice, name, scale=2.0)
+
+
+def test_jit_dropped_library_is_freed_and_compiles_again():
+    name = unique_name()
+    library = compile_ir(add_module(name))
+    engine = weakref.ref(library._engine)
+    del library
+    gc.collect()
+    assert engine() is None
+    run_add(compile_ir(add_module(name)), name)
 
 
 def test_jit_libraries_stay_callable_after_many_compiles():
