@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 LOADER = """
 import json, sys, time
@@ -72,14 +72,19 @@ def measure(repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="warm processes per model (default 3)")
+def run_command(doc: str, measure: Callable[[int], list[dict[str, Any]]], repeats_help: str) -> None:
+    """The command line of a process-per-measurement benchmark: --repeats N and --json OUT."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help=f"{repeats_help} (default 3)")
     parser.add_argument("--json", metavar="OUT", help="also write the rows as JSON")
     args = parser.parse_args()
     rows = measure(args.repeats)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def main() -> None:
+    run_command(__doc__, measure, "warm processes per model")
 
 
 if __name__ == "__main__":

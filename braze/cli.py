@@ -33,6 +33,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     import braze
     if args.kernel is not None and args.stage == "ir":
         raise BrazeError("--kernel names a kernel of the compiled code: add --stage llvm or --stage asm")
+    if args.timings and (args.stage != "ir" or args.after_each or args.format != "text"):
+        raise BrazeError("--timings prints the compile-time breakdown; it cannot be combined with --stage, "
+                         "--after-each or --format")
     if args.model.endswith(".braze"):
         return _dump_artifact(args)
     if not args.input:
@@ -44,6 +47,10 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         model.eval()
     check_arity(args.model, model, len(args.input))
     inputs = [braze.tensor(x) for x in random_inputs(args.input, args.dtype, args.seed)]
+    if args.timings:
+        compiled = run_user_code(args.model, braze.compile, model, *inputs, pipeline=args.passes or "inference")
+        write_output(f"{compiled.timings}\n", args.output)
+        return 0
     if args.stage != "ir":
         write_output(run_user_code(args.model, _native_code, model, inputs, args), args.output)
         return 0
@@ -60,6 +67,9 @@ def _dump_artifact(args: argparse.Namespace) -> int:
     from braze.artifacts import read
     if args.input:
         raise BrazeError(f"{args.model} has its input types in it: give no --input")
+    if args.timings:
+        write_output(f"{braze.load(args.model).timings}\n", args.output)
+        return 0
     if args.stage != "ir":
         _check_code_options(args)
         write_output(_code_listing(braze.load(args.model), args), args.output)
@@ -137,6 +147,9 @@ def _add_dump(sub: Any) -> None:
                            "host assembly (after the --passes pipeline, 'inference' by default)")
     dump.add_argument("--kernel", metavar="NAME", help="with --stage llvm|asm: only this kernel (names are listed "
                                                       "at the top of the whole module's output)")
+    dump.add_argument("--timings", action="store_true",
+                      help="compile (after the --passes pipeline, 'inference' by default) and print the wall time "
+                           "of every compile stage instead of the IR")
     dump.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of standard output")
     dump.set_defaults(run=_cmd_dump)
 

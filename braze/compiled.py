@@ -41,6 +41,7 @@ from braze.runtime.threads import check_threads
 if TYPE_CHECKING:  # codegen loads LLVM: imported on first compile, not with braze
     from braze.codegen.module_builder import KernelInfo
     from braze.runtime.executable import Executable
+    from braze.runtime.timings import CompileTimings
 
 Signature = tuple[tuple[tuple[int, ...], str], ...]
 
@@ -84,10 +85,16 @@ class CompiledModule:
         return executable
 
     def _compile(self, examples: Sequence[np.ndarray] | None) -> Executable:
-        graph = self._source if isinstance(self._source, Graph) else _trace(self._source, examples)
         from braze.runtime.compile_path import compile_graph
+        from braze.runtime.timings import CompileTimings
+        timings = CompileTimings()
+        if isinstance(self._source, Graph):
+            graph = self._source
+        else:
+            with timings.stage("trace"):
+                graph = _trace(self._source, examples)
         return compile_graph(graph, pipeline=self._pipeline, threads=self._threads, untrusted=self._untrusted,
-                             options=self._options)
+                             options=self._options, timings=timings)
 
     # --- inspection ------------------------------------------------------------------------------------------
     @property
@@ -102,6 +109,12 @@ class CompiledModule:
     def graph(self) -> Graph:
         """The optimized graph that was compiled (for the fixed signature, or the one called last)."""
         return self.executable.graph
+
+    @property
+    def timings(self) -> CompileTimings:
+        """Where the compile of the fixed signature (or the one called last) spent its time, stage by stage; str()
+        of it is a table."""
+        return self.executable.timings
 
     @property
     def threads(self) -> int:

@@ -1,8 +1,11 @@
 """The disk cache of compiled objects: a second compile of the same LLVM IR loads machine code in about a millisecond.
 
 An entry is keyed by the sha256 of the LLVM IR text and the target identity (triple, CPU name, feature string,
-optimization level, llvmlite version). Its file holds a magic line, a JSON header with the key, the exported
-symbols and the sha256 and size of the payload, then the object file itself. A truncated, altered or foreign entry
+optimization level, llvmlite version), or, for the object of a whole graph, by the digest of the optimized graph's
+text, the target and the code generator's version (codegen/module_layout.py), so that a warm load finds the object
+without building LLVM IR. Its file holds a magic line, a JSON header with the key, the exported symbols, the
+sha256 and size of the payload and a `meta` object (what the runtime needs beside the code: a whole graph's module
+layout; empty for a plain module), then the object file itself. A truncated, altered or foreign entry
 fails those checks, and one whose object does not link or does not export the module's functions fails in the JIT:
 either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
 os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
@@ -26,7 +29,7 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 CACHE_ENV = "BRAZE_CACHE"
@@ -65,11 +68,12 @@ _stats = CacheStats()
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """A validated cache entry: the object file bytes and the symbols it exports."""
+    """A validated cache entry: the object file bytes, the symbols it exports and its JSON meta object."""
 
     key: str
     payload: bytes
     symbols: tuple[str, ...]
+    meta: dict = field(default_factory=dict)
 
 
 def stats() -> CacheStats:
@@ -119,10 +123,10 @@ def entry_path(key: str) -> Path:
     return cache_dir() / f"{key}{SUFFIX}"
 
 
-def encode_entry(key: str, payload: bytes, symbols: tuple[str, ...]) -> bytes:
+def encode_entry(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None = None) -> bytes:
     """The bytes of a cache file: magic, a one-line JSON header, then the payload."""
     header = {"key": key, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
-              "symbols": list(symbols)}
+              "symbols": list(symbols), "meta": dict(meta or {})}
     return MAGIC + json.dumps(header, sort_keys=True).encode("ascii") + b"\n" + payload
 
 
@@ -139,9 +143,10 @@ def decode_entry(key: str, data: bytes) -> CacheEntry | None:
         valid = (isinstance(header, dict) and header.get("key") == key and header.get("size") == len(payload)
                  and header.get("sha256") == hashlib.sha256(payload).hexdigest())
         symbols = tuple(str(s) for s in header.get("symbols", ())) if valid else ()
+        meta = header.get("meta", {}) if valid else {}
     except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
         return None
-    return CacheEntry(key, payload, symbols) if valid and symbols else None
+    return CacheEntry(key, payload, symbols, meta) if valid and symbols and isinstance(meta, dict) else None
 
 
 def load(key: str) -> CacheEntry | None:
@@ -168,7 +173,7 @@ def discard(key: str) -> None:
     _remove(entry_path(key))
 
 
-def store(key: str, payload: bytes, symbols: tuple[str, ...]) -> bool:
+def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None = None) -> bool:
     """Write an entry atomically; returns False (and counts a write error) when the directory is not writable."""
     directory = cache_dir()
     try:
@@ -178,7 +183,7 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...]) -> bool:
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=TEMP_SUFFIX, dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(encode_entry(key, payload, symbols))
+                f.write(encode_entry(key, payload, symbols, meta))
             os.replace(tmp, directory / f"{key}{SUFFIX}")
         except BaseException:
             _remove(Path(tmp))

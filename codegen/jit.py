@@ -12,6 +12,11 @@ compiled model returns its native code. While a library is alive, compiling the 
 returns it again. Engines never share symbols, so two modules may export the same name. Addresses are resolved at
 load time; a missing symbol or an address of 0 raises CodegenError and is never called.
 
+A caller that can name the module without its IR (the object of a whole graph, keyed by codegen/module_layout.py)
+passes `cache_key=` and `meta=`: the entry is stored under that key with the meta object beside the code, and
+`load_cached(key)` links it in a later process without any LLVM IR being built. Every library records the wall time
+of its steps in `timings` (print IR, cache read and write, LLVM parse and optimize, emit object, link).
+
 `BRAZE_DUMP_LLVM=1` and `BRAZE_DUMP_ASM=1` print the optimized LLVM IR and the assembly of every module compiled.
 """
 from __future__ import annotations
@@ -22,8 +27,10 @@ import re
 import struct
 import sys
 import threading
+import time
 import weakref
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -45,14 +52,26 @@ class CompiledLibrary:
     rebuilds its optimized IR from the source IR the first time it is inspected.
     """
 
-    def __init__(self, name: str, key: str, target: Target, source_ir: str, symbols: tuple[str, ...],
-                 linked: tuple[llvm.ExecutionEngine, dict[str, int]], from_cache: bool,
-                 optimized: llvm.ModuleRef | None) -> None:
-        self.name, self.key, self.target, self.source_ir = name, key, target, source_ir
+    def __init__(self, name: str, key: str, target: Target, source_ir: str | Callable[[], str],
+                 symbols: tuple[str, ...], linked: tuple[llvm.ExecutionEngine, dict[str, int]], from_cache: bool,
+                 optimized: llvm.ModuleRef | None, timings: dict[str, float] | None = None,
+                 meta: dict[str, Any] | None = None) -> None:
+        self.name, self.key, self.target = name, key, target
         self.symbols, self.from_cache = symbols, from_cache
+        self.timings, self.meta = dict(timings or {}), dict(meta or {})
+        self._source = source_ir
         self._engine, self._addresses = linked
         self._optimized = optimized
         self._asm: str | None = None
+
+    @property
+    def source_ir(self) -> str:
+        """The LLVM IR the library was compiled from; built on first use for a library linked from a whole-graph
+        cache entry."""
+        with _lock:
+            if callable(self._source):
+                self._source = self._source()
+            return self._source
 
     def address(self, name: str) -> int:
         """The address of an exported function; raises CodegenError for unknown names."""
@@ -97,40 +116,81 @@ class CompiledLibrary:
         return f"CompiledLibrary({self.name!r}, {origin}, symbols={list(self.symbols)}, target={self.target})"
 
 
-def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None
-               ) -> CompiledLibrary:
+def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None,
+               cache_key: str | None = None, meta: dict[str, Any] | None = None) -> CompiledLibrary:
     """Compile an llvmlite module (or LLVM IR text) for `target` and link it into an engine of its own.
 
     The target defaults to the one the module was created for (Target.new_module), else host_target().
-
     `use_cache=None` follows BRAZE_CACHE; True or False forces the disk cache on or off for this call.
+    `cache_key` (with `meta`, stored beside the object) keys the disk entry instead of the IR text: see the module
+    doc; the caller promises that the key determines the IR, and has looked it up with load_cached already, so the
+    entry is only written.
     """
     target = target or (target_of(module) if isinstance(module, ir.Module) else None) or host_target()
-    text = str(module)
+    timings: dict[str, float] = {}
+    with _timed(timings, "print IR"):
+        text = str(module)
     name = module.name if isinstance(module, ir.Module) else _module_name(text)
-    key = cache.make_key(text, target.identity)
+    ir_key = cache.make_key(text, target.identity)
+    key = cache_key or ir_key
+    with _lock:
+        known = _libraries.get(key) or _libraries.get(ir_key)
+        if known is not None:
+            return known
+        caching = cache.enabled() if use_cache is None else use_cache
+        with _timed(timings, "cache read"):
+            library = _from_cache(module, name, key, target, text, timings) if caching and cache_key is None \
+                else None
+        if library is None:
+            optimized, symbols, payload = _compile_object(text, name, target, timings)
+            if caching:
+                with _timed(timings, "cache write"):
+                    cache.store(key, payload, symbols, meta)
+            with _timed(timings, "link"):
+                linked = _link(name, payload, symbols)
+            library = CompiledLibrary(name, key, target, text, symbols, linked, False, optimized, timings, meta)
+        _libraries[key] = _libraries[ir_key] = library
+    _dump(library)
+    return library
+
+
+def load_cached(key: str, target: Target, source_ir: Callable[[], str], *, use_cache: bool | None = None,
+                accept: Callable[[dict[str, Any], tuple[str, ...]], bool] = lambda meta, symbols: True
+                ) -> CompiledLibrary | None:
+    """The library stored under `key` by compile_ir(cache_key=key), linked, its `meta` the entry's; None when the
+    cache is off (use_cache as in compile_ir) or holds no valid entry. An entry whose meta and symbols `accept`
+    refuses, or whose object does not link, is discarded (rebuilt by the caller), never called. `source_ir` builds
+    the IR if the library is ever inspected."""
     with _lock:
         known = _libraries.get(key)
         if known is not None:
             return known
-        caching = cache.enabled() if use_cache is None else use_cache
-        library = _from_cache(module, name, key, target, text) if caching else None
-        if library is None:
-            optimized = _optimize(_parse(text, name, target), target)
-            symbols = _exported_functions(optimized)
-            if not symbols:
-                raise CodegenError(f"module {name!r} defines no exported function")
-            payload = target.machine().emit_object(optimized)
-            if caching:
-                cache.store(key, payload, symbols)
-            library = CompiledLibrary(name, key, target, text, symbols, _link(name, payload, symbols), False,
-                                      optimized)
+        if not (cache.enabled() if use_cache is None else use_cache):
+            return None
+        timings: dict[str, float] = {}
+        with _timed(timings, "cache read"):
+            entry = cache.load(key)
+        if entry is None:
+            return None
+        name = str(entry.meta.get("name", key[:16]))
+        try:
+            if not accept(entry.meta, entry.symbols):
+                raise CodegenError(f"module {name!r}: the cached layout does not fit the graph or the object")
+            with _timed(timings, "link"):
+                linked = _link(name, entry.payload, entry.symbols)
+        except CodegenError:
+            cache.discard(key)
+            return None
+        cache.count("hits")
+        library = CompiledLibrary(name, key, target, source_ir, entry.symbols, linked, True, None, timings,
+                                  entry.meta)
         _libraries[key] = library
     _dump(library)
     return library
 
 
-def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, text: str) -> CompiledLibrary | None:
+def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, text: str,
+                timings: dict[str, float]) -> CompiledLibrary | None:
     """The library of the cached object for `key`, or None; an entry that exports other functions than the module
     defines, or that fails to link, is discarded (its engine, and so its code, freed with it)."""
     entry = cache.load(key)
@@ -147,7 +207,31 @@ def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, te
         cache.discard(key)
         return None
     cache.count("hits")
-    return CompiledLibrary(name, key, target, text, entry.symbols, linked, True, None)
+    return CompiledLibrary(name, key, target, text, entry.symbols, linked, True, None, timings, entry.meta)
+
+
+def _compile_object(text: str, name: str, target: Target, timings: dict[str, float]
+                    ) -> tuple[llvm.ModuleRef, tuple[str, ...], bytes]:
+    """Parse, verify, optimize and emit one module: its optimized form, its exported symbols and its object."""
+    with _timed(timings, "LLVM parse"):
+        ref = _parse(text, name, target)
+    with _timed(timings, "LLVM optimize"):
+        optimized = _optimize(ref, target)
+    symbols = _exported_functions(optimized)
+    if not symbols:
+        raise CodegenError(f"module {name!r} defines no exported function")
+    with _timed(timings, "emit object"):
+        payload = target.machine().emit_object(optimized)
+    return optimized, symbols, payload
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
 
 
 def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:

@@ -31,8 +31,12 @@ first call of the entry. Kernels asking for the same form of the same param shar
 Graph outputs that no kernel writes (inputs, params, constants, or a value returned twice) are copied into their
 output buffers by thread 0 after the last kernel. Constants up to INLINE_CONSTANT_BYTES become private LLVM
 constants; larger ones are weight slots, so their bytes stay out of the IR text. Names derive from a digest of the
-graph text and the target, so the same graph compiles to the same IR (and the same disk-cache entry) in every
-process.
+graph text, the target and the builder version (module_layout.py), so the same graph compiles to the same IR (and
+the same disk-cache entry) in every process.
+
+Kernel reuse: nodes with equal kernel_key (same op, attributes, region body, operand and result types) share one
+kernel function, generated and optimized once per module; the entry calls it once per node with that node's
+buffers. Repeated layers (transformer blocks, ResNet stages) then cost one kernel per distinct shape.
 
 Promise to kernels: every buffer pointer they receive is 64-byte aligned (the runtime allocates or stages all of
 them) and refers to a dense row-major array of the value's static shape and dtype.
@@ -41,7 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import llvmlite.ir as ir
@@ -49,87 +53,16 @@ import numpy as np
 
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node, Value
+from braze.ir.printer import format_attrs
 from braze.ir.registry import is_leaf
-from braze.ir.types import TensorType
 
 from .abi import ENTRY, PREPARE
+from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, PreparedSlot,  # noqa: F401 (re-exported)
+                            WeightSlot, graph_digest, memory_plan, weight_slots)
 from .sync import SYNC_BYTES, declare, emit_barrier
 from .lower.base import KernelContext, KernelSpec, PreparedWeight
 from .loops import I1, I8, I64, PTR, VOID, i64
 from .target import Target, host_target
-
-BUILDER_VERSION = 1
-INLINE_CONSTANT_BYTES = 8192
-
-
-@dataclass(frozen=True)
-class WeightSlot:
-    """One entry of the weights array: a param leaf (by path) or a constant too large to inline."""
-
-    value: str
-    type: TensorType
-    kind: str            # "param" or "constant"
-    path: str            # the param's path; for constants the value name
-
-    def array(self, graph: Graph) -> np.ndarray:
-        """This slot's data: the param's array from the graph's weights, or the constant's value."""
-        if self.kind == "constant":
-            return graph.producers[self.value].attr["value"].array
-        try:
-            return np.asarray(graph.weights[self.path])
-        except KeyError:
-            raise CodegenError(f"graph @{graph.name} has no weight for param '{self.path}'; "
-                               f"its weights hold {', '.join(sorted(graph.weights)) or 'nothing'}") from None
-
-
-@dataclass(frozen=True)
-class PreparedSlot:
-    """A param in a prepared form: `function(weights[source], weights[slot])` fills `nbytes` bytes once per load."""
-
-    slot: int
-    source: int
-    function: str
-    nbytes: int
-    key: str
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """A kernel the entry calls: its function name, the node it computes and its scratch bytes per thread."""
-
-    name: str
-    index: int
-    op: str
-    results: tuple[str, ...]
-    scratch_bytes: int
-    loc: str = ""
-
-
-@dataclass(frozen=True)
-class BuiltModule:
-    """The LLVM module of a whole graph and what the runtime needs to call its entry."""
-
-    name: str
-    entry: str
-    module: ir.Module
-    target: Target
-    graph: Graph
-    inputs: tuple[Value, ...]
-    outputs: tuple[Value, ...]
-    weights: tuple[WeightSlot, ...]
-    arena_bytes: int
-    scratch_stride: int
-    kernels: tuple[KernelInfo, ...]
-    prepared: tuple[PreparedSlot, ...] = ()
-    prepare: str | None = None   # the exported prepare function, None when nothing is prepared
-
-    def kernel(self, name: str) -> KernelInfo:
-        """The kernel called `name`; raises CodegenError listing the kernels."""
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        raise CodegenError(f"module {self.name!r} has no kernel {name!r}; kernels: "
-                           f"{', '.join(k.name for k in self.kernels) or 'none'}")
 
 
 @dataclass(frozen=True)
@@ -145,34 +78,18 @@ class _Place:
 Lowering = Callable[[Node, KernelContext], KernelSpec]
 
 
-def graph_digest(graph: Graph, target: Target) -> str:
-    """A hex digest naming everything the module depends on: the graph text (with its memory plan) and the target."""
-    h = hashlib.sha256()
-    for part in (f"braze-module {BUILDER_VERSION}", target.identity, str(graph)):
-        data = part.encode("utf-8")
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    return h.hexdigest()
-
-
 def kernel_name(digest: str, index: int, node: Node) -> str:
     """k_<digest8>_<node index>_<op or fused kind>: unique in the module, the same in every process."""
     what = f"{node.attr['kind']}" if node.op == "fused" else node.op
     return f"k_{digest[:8]}_{index}_{re.sub(r'[^A-Za-z0-9_]', '_', what)}"
 
 
-def memory_plan(graph: Graph) -> tuple[int, dict[str, int]]:
-    """The arena size and offsets of plan_memory; raises CodegenError when the graph was not planned."""
-    plan = graph.attributes.get("memory_plan")
-    if not isinstance(plan, dict) or "offsets" not in plan or "arena_bytes" not in plan:
-        raise CodegenError(f"graph @{graph.name} has no memory plan; optimize it with the inference pipeline "
-                           f"(or a pipeline ending in plan_memory) before building its module")
-    return int(plan["arena_bytes"]), {str(k): int(v) for k, v in dict(plan["offsets"]).items()}
-
-
-def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering | None = None) -> BuiltModule:
-    """Lower every node of an optimized graph and emit the entry function (see the module doc)."""
+def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering | None = None,
+                 reuse: bool = True) -> BuiltModule:
+    """Lower every node of an optimized graph and emit the entry function (see the module doc); with `reuse`,
+    nodes with equal kernel_key share one kernel function."""
     target = target or host_target()
+    default = lower is None
     if lower is None:
         from .lower import lower_node as lower
     digest = graph_digest(graph, target)
@@ -180,13 +97,24 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     _check_leaves(graph)
     places, weights = _places(graph, module)
     fixed = frozenset(p.out.name for p in graph.params())
-    kernels = [_lower_node(node, index, module, target, digest, lower, fixed)
-               for index, node in enumerate(graph.nodes) if not is_leaf(node)]
+    kernels: list[_Kernel] = []
+    lowered: dict[str, _Kernel] = {}
+    for index, node in enumerate(graph.nodes):
+        if is_leaf(node):
+            continue
+        key = kernel_key(node, fixed) if reuse else str(index)
+        first = lowered.get(key)
+        kernel = _lower_node(node, index, module, target, digest, lower, fixed) if first is None else \
+            _reused(first, node, index)
+        lowered.setdefault(key, kernel)
+        kernels.append(kernel)
     prepared, packed = _prepared_slots(graph, kernels, places, weights)
     stride = max([_round64(k.info.scratch_bytes) for k in kernels] + [0])
     copies = _output_copies(graph, places)
-    # The exported name covers the kernels' code too, so two lowerings of one graph never share a symbol.
-    code = hashlib.sha256(f"{digest}\n{module}".encode("utf-8")).hexdigest()[:16]
+    # The digest covers the default lowering's code (builder_version); another lowering's code is hashed in, so
+    # two lowerings of one graph never share an exported symbol.
+    code = digest[:16] if default and reuse else \
+        hashlib.sha256(f"{digest}\n{reuse}\n{module}".encode("utf-8")).hexdigest()[:16]
     module.name = f"braze_{code}"
     entry = f"braze_entry_{code}"
     _emit_entry(module, entry, target, kernels, places, copies, stride, packed)
@@ -197,6 +125,31 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),
                        arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare)
+
+
+def kernel_key(node: Node, fixed: frozenset[str]) -> str:
+    """Everything a node's kernel depends on: its op, attributes (a region's body included), result types, and per
+    operand its type, whether it is fixed (a param) and which operands are the same value. Value names, the node's
+    position and where it came from are left out, so repeated layers of a model get equal keys."""
+    first: dict[str, int] = {}
+    operands = [f"${first.setdefault(v.name, len(first))}:{v.type}{'!' if v.name in fixed else ''}"
+                for v in node.inputs]
+    results = ", ".join(str(v.type) for v in node.outputs)
+    return f"{node.op}({', '.join(operands)}) -> ({results}) {format_attrs(node.attrs)}"
+
+
+def _reused(first: _Kernel, node: Node, index: int) -> _Kernel:
+    """The kernel of `node` as a call of the function already emitted for an identical node."""
+    info = replace(first.info, index=index, results=tuple(v.name for v in node.outputs),
+                   loc=str(node.loc) if node.loc is not None else "")
+    prepared = tuple(_rekeyed(p, first.inputs[p.operand], node.inputs[p.operand]) for p in first.prepared)
+    return _Kernel(info, first.function, node.outputs, node.inputs, prepared)
+
+
+def _rekeyed(p: PreparedWeight, old: Value, new: Value) -> PreparedWeight:
+    """A prepared operand of a reused kernel, keyed by this node's param (lowerings start keys with its name)."""
+    form = p.key[len(old.name) + 1:] if p.key.startswith(f"{old.name}:") else p.key
+    return replace(p, key=f"{new.name}:{form}")
 
 
 def _round64(n: int) -> int:
@@ -214,13 +167,11 @@ def _places(graph: Graph, module: ir.Module) -> tuple[dict[str, _Place], list[We
     """Where every top-level value lives, and the weight slots in order."""
     arena_bytes, offsets = memory_plan(graph)
     places: dict[str, _Place] = {v.name: _Place("inputs", k) for k, v in enumerate(graph.inputs)}
-    weights: list[WeightSlot] = []
+    weights = list(weight_slots(graph))
+    places.update((slot.value, _Place("weights", k)) for k, slot in enumerate(weights))
     for node in graph.nodes:
-        if node.op == "param":
-            places[node.out.name] = _Place("weights", len(weights))
-            weights.append(WeightSlot(node.out.name, node.out.type, "param", node.attr["path"]))
-        elif node.op == "constant":
-            places[node.out.name] = _constant_place(node, module, weights)
+        if node.op == "constant" and node.out.name not in places:
+            places[node.out.name] = _constant_global(node, module)
     for k, v in enumerate(graph.outputs):
         places.setdefault(v.name, _Place("outputs", k))
     for node in graph.nodes:
@@ -238,12 +189,9 @@ def _places(graph: Graph, module: ir.Module) -> tuple[dict[str, _Place], list[We
     return places, weights
 
 
-def _constant_place(node: Node, module: ir.Module, weights: list[WeightSlot]) -> _Place:
-    array = np.ascontiguousarray(node.attr["value"].array)
-    if array.nbytes > INLINE_CONSTANT_BYTES:
-        weights.append(WeightSlot(node.out.name, node.out.type, "constant", node.out.name))
-        return _Place("weights", len(weights) - 1)
-    data = bytearray(array.tobytes()) or bytearray(1)  # an empty constant still gets a valid address
+def _constant_global(node: Node, module: ir.Module) -> _Place:
+    """A constant small enough to inline, as a private LLVM constant."""
+    data = bytearray(np.ascontiguousarray(node.attr["value"].array).tobytes()) or bytearray(1)  # never 0 bytes
     typ = ir.ArrayType(I8, len(data))
     glob = ir.GlobalVariable(module, typ, f"braze.const.{node.out.name}")
     glob.initializer = ir.Constant(typ, data)

@@ -2,6 +2,10 @@
 
     graph -> drop_buffer_updates -> the pass pipeline -> plan_memory -> build module -> JIT -> Executable
 
+The native code of a planned graph compiled before (in any process) is found by the graph's text
+(codegen/graph_cache.py) without building its LLVM module. Every stage's wall time is recorded in a
+CompileTimings (runtime/timings.py), kept as Executable.timings.
+
 braze.compile (after tracing), `braze dump --stage llvm|asm` and artifact loading all come through compile_graph,
 so what one of them compiles is what the others would. drop_buffer_updates always runs first: an inference graph
 loses its buffer updates there, a training graph (with gradients, ir/autodiff.py) keeps them. Memory is always
@@ -14,16 +18,18 @@ planned_graph is the one place where the plan codegen reads is made.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import time
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from braze.codegen.jit import compile_ir
-from braze.codegen.module_builder import build_module
 from braze.ir.graph import Graph
-from braze.ir.passes import optimize
+from braze.ir.passes import PassReport, optimize
 from braze.ir.passes.manager import resolve_pipeline
 from braze.ir.passes.plan_check import check_memory_plan
 
-from .executable import Executable
+from .timings import CompileTimings
+
+if TYPE_CHECKING:  # codegen loads LLVM: imported on the first compile, not with braze
+    from .executable import Executable
 
 HEAD, TAIL = "drop_buffer_updates", "plan_memory"
 
@@ -37,24 +43,42 @@ def compile_passes(pipeline: str | Sequence[str] | None, *, untrusted: bool = Fa
 
 
 def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", untrusted: bool = False,
-                  options: Mapping[str, Any] | None = None) -> Graph:
+                  options: Mapping[str, Any] | None = None, timings: CompileTimings | None = None) -> Graph:
     """The graph codegen builds: `graph` through compile_passes(pipeline), every step verified; for an untrusted
-    graph the fresh plan is also checked by an independent liveness-overlap check before codegen reads it."""
+    graph the fresh plan is also checked by an independent liveness-overlap check before codegen reads it.
+    `timings` receives each pass's time and the rest (verification, checks) as "verify"."""
+    start = time.perf_counter()
     passes = compile_passes(pipeline, untrusted=untrusted)
-    planned = optimize(graph, passes, **dict(options or {})) if passes else graph
+    reports: list[PassReport] = []
+    planned = optimize(graph, passes, report=reports, **dict(options or {})) if passes else graph
     if untrusted:
         check_memory_plan(planned)
+    if timings is not None:
+        records = [r for report in reports for r in report.records]
+        timings.update({f"pass {r.name}": r.seconds for r in records})
+        timings.add("verify", time.perf_counter() - start - sum(r.seconds for r in records))
     return planned
 
 
 def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", threads: int | None = None,
-                  untrusted: bool = False, options: Mapping[str, Any] | None = None) -> Executable:
-    """Optimize, plan, generate code for, compile and load `graph` (see the module doc); options go to the passes."""
+                  untrusted: bool = False, options: Mapping[str, Any] | None = None,
+                  timings: CompileTimings | None = None) -> Executable:
+    """Optimize, plan, generate code for, compile and load `graph` (see the module doc); options go to the passes.
+    The stages' times are added to `timings` (a new CompileTimings if None), kept as the result's `timings`."""
+    from braze.codegen.graph_cache import compile_module
+
+    from .executable import Executable
+    timings = timings if timings is not None else CompileTimings()
     # optimize and plan memory: verified before and after every pass
-    graph = planned_graph(graph, pipeline=pipeline, untrusted=untrusted, options=options)
-    # one LLVM module: a kernel per node and the entry point of the whole graph (codegen/abi.py)
-    built = build_module(graph)
-    # machine code for the host, through the process-wide JIT and the disk cache
-    library = compile_ir(built.module, target=built.target)
+    graph = planned_graph(graph, pipeline=pipeline, untrusted=untrusted, options=options, timings=timings)
+    # one LLVM module (a kernel per distinct node and the entry point of the whole graph, codegen/abi.py) compiled
+    # for the host, or its object found in the disk cache by the graph's text
+    steps: dict[str, float] = {}
+    built, library = compile_module(graph, timings=steps)
+    timings.update(steps)
+    timings.cache_hit = built.module is None
     # the runtime object: aligned weights, prepared weights, arena, thread count, input checks
-    return Executable(built, library, threads=threads)
+    with timings.stage("prepare"):
+        executable = Executable(built, library, threads=threads)
+    executable.timings = timings
+    return executable

@@ -26,14 +26,15 @@ from __future__ import annotations
 import ctypes
 import threading
 from functools import partial
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from braze.codegen.abi import ENTRY, PREPARE
 from braze.codegen.sync import ABORT_OFFSET, SYNC_BYTES
-from braze.codegen.jit import CompiledLibrary, compile_ir
-from braze.codegen.module_builder import BuiltModule, Lowering, build_module
+from braze.codegen.graph_cache import compile_module
+from braze.codegen.jit import CompiledLibrary
+from braze.codegen.module_layout import BuiltModule
 from braze.codegen.target import Target
 from braze.ir.errors import BrazeError, DTypeError, ShapeError
 from braze.ir.graph import Graph
@@ -43,6 +44,10 @@ from braze.ir.types import TensorType
 from . import pool as _pool
 from . import threads as _threads
 from .memory import ALIGNMENT, address, aligned_block, aligned_copy, aligned_empty
+from .timings import CompileTimings
+
+if TYPE_CHECKING:
+    from braze.codegen.module_builder import Lowering
 
 _VP = ctypes.c_void_p
 
@@ -150,6 +155,7 @@ class Executable:
 
     def __init__(self, built: BuiltModule, library: CompiledLibrary, *, threads: int | None = None) -> None:
         self.built, self.library, self.graph = built, library, built.graph
+        self.timings: CompileTimings | None = None  # set by the compile path (runtime/compile_path.py)
         self.threads = _threads.choose_threads(_threads.estimate_work(built.graph), threads)
         self._entry = ENTRY.cfunc(library, built.entry)
         self._weights = [self._weight(slot) for slot in built.weights]
@@ -183,8 +189,8 @@ class Executable:
     def build(cls, graph: Graph, *, threads: int | None = None, target: Target | None = None,
               use_cache: bool | None = None, lower: Lowering | None = None) -> Executable:
         """Build, compile (through the disk cache) and load an optimized graph."""
-        built = build_module(graph, target=target, lower=lower)
-        return cls(built, compile_ir(built.module, target=built.target, use_cache=use_cache), threads=threads)
+        built, library = compile_module(graph, target=target, use_cache=use_cache, lower=lower)
+        return cls(built, library, threads=threads)
 
     def _weight(self, slot: Any) -> np.ndarray:
         array = np.asarray(slot.array(self.graph))

@@ -109,6 +109,26 @@ def test_cli_dump_of_an_artifact_shows_its_graph_and_code(folder: Path, capsys: 
     assert "; entry braze_entry_" in ok(capsys, "dump", "net.braze", "--stage", "llvm")
 
 
+def test_cli_dump_timings_lists_every_compile_stage(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = ok(capsys, "dump", "model.py:make", "--input", "1x8", "--timings")
+    stages = [line.rsplit(maxsplit=2)[0] for line in table.splitlines()[1:-1]]
+    assert stages[0] == "trace" and "pass fuse" in stages and stages[-1] == "prepare"
+    assert {"link", "linked before"} & set(stages) and table.splitlines()[-1].startswith("total")
+
+
+def test_cli_dump_timings_of_an_artifact_shows_the_load(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "net.braze")
+    table = ok(capsys, "dump", "net.braze", "--timings")
+    stages = [line.rsplit(maxsplit=2)[0] for line in table.splitlines()[1:-1]]
+    assert stages[0] == "pass plan_memory" and "trace" not in stages and stages[-1] == "prepare"
+    assert "native code found, not compiled" in table  # export compiled the same graph in this process
+
+
+def test_cli_dump_timings_refuses_a_stage(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--timings prints the compile-time breakdown" in error(
+        capsys, "dump", "model.py:make", "--input", "1x8", "--timings", "--stage", "llvm")
+
+
 def test_cli_bench_of_a_model_and_of_an_artifact(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = ok(capsys, "bench", "model.py:make", "--input", "4x8", "--threads", "1", "--seconds", "0.1")
     assert "p50 ms" in out and out.splitlines()[2].startswith("braze ") and "1.00x" in out

@@ -5,13 +5,15 @@ and the runtime alone; the model tests in tests/runtime run the real lowerings.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from braze import ir
 from braze.codegen import PTR, define_function
 from braze.codegen.lower.base import KernelContext, KernelSpec
-from braze.codegen import host_target
+from braze.codegen import compile_ir, host_target
 from braze.codegen.module_builder import INLINE_CONSTANT_BYTES, build_module, graph_digest, kernel_name
 from braze.ir.errors import BrazeError, CodegenError
 from braze.ir.passes import optimize
@@ -112,11 +114,31 @@ def test_module_builder_names_are_deterministic_and_only_the_entry_is_exported()
     assert str(first.module) == str(second.module)
     assert first.entry.startswith("braze_entry_") and first.name.startswith("braze_")
     digest = graph_digest(g, host_target())
-    assert [k.name for k in first.kernels] == [kernel_name(digest, k.index, g.nodes[k.index]) for k in first.kernels]
+    separate = build_module(g, lower=checking_lower, reuse=False)
+    assert [k.name for k in separate.kernels] == [kernel_name(digest, k.index, g.nodes[k.index])
+                                                  for k in separate.kernels]
     assert first.kernels[0].name == f"k_{digest[:8]}_1_add"
     assert [k.op for k in first.kernels] == ["add", "relu", "neg", "mul", "neg", "mul"]
     exported = Executable.build(g, lower=checking_lower).library.symbols
     assert exported == (first.entry,)
+
+
+def test_module_builder_identical_nodes_share_one_kernel() -> None:
+    g = chain_graph()
+    built = build_module(g, lower=checking_lower)
+    names = [k.name for k in built.kernels]
+    assert names[2] == names[4] and names[3] == names[5] and built.distinct_kernels == 4
+    assert len(re.findall(r'define internal void @"?k_', str(built.module))) == 4
+
+
+def test_module_builder_kernel_reuse_keeps_outputs_bit_identical() -> None:
+    g = chain_graph()
+    inputs = random_inputs(g)
+    shared = Executable.build(g, lower=checking_lower, use_cache=False).run(inputs)
+    separate = Executable(built := build_module(g, lower=checking_lower, reuse=False),
+                          compile_ir(built.module, use_cache=False)).run(inputs)
+    for a, b in zip(shared, separate):
+        assert a.tobytes() == b.tobytes()
 
 
 def test_module_builder_two_lowerings_of_one_graph_get_distinct_entries() -> None:

@@ -1,0 +1,102 @@
+"""Compile time in a new process, cold (BRAZE_CACHE=0) beside warm (the disk cache filled by an earlier process), for
+the benchmark models of benchmarks/models.py, with the stage breakdown of CompiledModule.timings.
+
+Run from the repository root:
+
+    python -m benchmarks.compile_time [--repeats 3] [--json out.json]
+
+Every measurement is one fresh Python process that builds the model, then times `braze.compile(model, x)` (trace,
+passes, code generation or cache lookup, prepare) and reports the compile's own stage times. `import braze` and the
+first import of the code generator (llvmlite, the lowerings), which a process pays once, are shown apart. The warm
+processes share one cache directory that a first, unmeasured process filled. Figures are medians over --repeats
+processes; the table shows cold over warm and the largest stages of each, so the numbers are read as ratios and
+shares, not as lone absolute claims about a machine that may be busy.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.load_artifact import run_command
+
+MODELS = ("mlp", "cnn", "transformer")
+
+COMPILER = """
+import json, sys, time
+start = time.perf_counter()
+import braze
+imported = time.perf_counter()
+import braze.runtime.executable  # llvmlite and the runtime, paid once per process
+codegen_imported = time.perf_counter()
+from benchmarks import models
+case = getattr(models, sys.argv[1])(1)
+model = case.model.eval()
+built = time.perf_counter()
+compiled = braze.compile(model, case.x)
+compiled_at = time.perf_counter()
+compiled(case.x)
+print(json.dumps({"import_s": imported - start, "codegen_import_s": codegen_imported - imported,
+                  "compile_s": compiled_at - built, "stages": compiled.timings.as_dict(),
+                  "cache_hit": compiled.timings.cache_hit}))
+"""
+
+
+def _compile_once(model: str, env: dict[str, str]) -> dict[str, Any]:
+    root = Path(__file__).resolve().parents[1]
+    env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")])))
+    result = subprocess.run([sys.executable, "-c", COMPILER, model], env=env, capture_output=True, text=True,
+                            check=True, cwd=root)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _median_stages(runs: list[dict[str, Any]]) -> dict[str, float]:
+    names = dict.fromkeys(name for run in runs for name in run["stages"])
+    return {name: statistics.median(run["stages"].get(name, 0.0) for run in runs) for name in names}
+
+
+def _top(stages: dict[str, float], count: int = 3) -> str:
+    total = sum(stages.values()) or 1.0
+    biggest = sorted(stages.items(), key=lambda item: -item[1])[:count]
+    return ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in biggest)
+
+
+def measure(repeats: int) -> list[dict[str, Any]]:
+    """Cold and warm compile times and stage breakdowns per benchmark model (batch 1)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for k, model in enumerate(MODELS):
+            cache_dir = str(Path(folder) / f"cache-{k}")
+            cold_env = dict(os.environ, BRAZE_CACHE="0", BRAZE_CACHE_DIR=cache_dir)
+            warm_env = {key: v for key, v in os.environ.items() if key != "BRAZE_CACHE"}
+            warm_env["BRAZE_CACHE_DIR"] = cache_dir
+            cold = [_compile_once(model, cold_env) for _ in range(repeats)]
+            _compile_once(model, warm_env)  # fills the cache
+            warm = [_compile_once(model, warm_env) for _ in range(repeats)]
+            row = {"model": f"{model} b1", "cold_compile_s": statistics.median(r["compile_s"] for r in cold),
+                   "warm_compile_s": statistics.median(r["compile_s"] for r in warm),
+                   "import_s": statistics.median(r["import_s"] for r in warm + cold),
+                   "codegen_import_s": statistics.median(r["codegen_import_s"] for r in warm + cold),
+                   "warm_all_hits": all(r["cache_hit"] for r in warm),
+                   "cold_stages": _median_stages(cold), "warm_stages": _median_stages(warm)}
+            rows.append(row)
+            print(f"{row['model']:<16} cold {row['cold_compile_s'] * 1e3:8.1f} ms  warm "
+                  f"{row['warm_compile_s'] * 1e3:7.1f} ms  cold/warm {row['cold_compile_s'] / row['warm_compile_s']:5.1f}x"
+                  f"  (import braze {row['import_s'] * 1e3:.0f} ms, codegen {row['codegen_import_s'] * 1e3:.0f} ms; "
+                  f"warm hits: {'all' if row['warm_all_hits'] else 'not all'})")
+            print(f"{'':<16} cold: {_top(row['cold_stages'])}")
+            print(f"{'':<16} warm: {_top(row['warm_stages'])}")
+    return rows
+
+
+def main() -> None:
+    run_command(__doc__, measure, "processes per model, cold and warm")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""What the runtime needs to call a whole graph's module, apart from its code, and the key that finds that code.
+
+A BuiltModule is the LLVM module of a graph (module_builder.py) plus its layout: the entry and prepare function
+names, the weight slots, the prepared-weight buffers, the per-thread scratch stride and the kernels in call order.
+The layout is stored as the `meta` object of the graph's disk-cache entry (codegen/cache.py), keyed by
+`module_key`: a digest of the optimized graph's text (with its memory plan), the target identity (triple, CPU name,
+features, optimization level, llvmlite version) and the code generator's version (BUILDER_VERSION and a hash of
+its own source files, so a changed lowering never meets an object built by an older one). A warm load reads the
+entry, rebuilds the BuiltModule from the layout and the graph, and links the object: no LLVM IR is built, printed,
+parsed or optimized. Weight slots are derived from the graph again (`weight_slots`), never read from the entry.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from braze.ir.errors import CodegenError
+from braze.ir.graph import Graph, Value
+from braze.ir.types import TensorType
+
+if TYPE_CHECKING:  # llvmlite.ir and the target are needed only to build a module, not to describe one
+    import llvmlite.ir as ir
+
+    from .target import Target
+
+BUILDER_VERSION = 2
+INLINE_CONSTANT_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class WeightSlot:
+    """One entry of the weights array: a param leaf (by path) or a constant too large to inline."""
+
+    value: str
+    type: TensorType
+    kind: str            # "param" or "constant"
+    path: str            # the param's path; for constants the value name
+
+    def array(self, graph: Graph) -> np.ndarray:
+        """This slot's data: the param's array from the graph's weights, or the constant's value."""
+        if self.kind == "constant":
+            return graph.producers[self.value].attr["value"].array
+        try:
+            return np.asarray(graph.weights[self.path])
+        except KeyError:
+            raise CodegenError(f"graph @{graph.name} has no weight for param '{self.path}'; "
+                               f"its weights hold {', '.join(sorted(graph.weights)) or 'nothing'}") from None
+
+
+@dataclass(frozen=True)
+class PreparedSlot:
+    """A param in a prepared form: `function(weights[source], weights[slot])` fills `nbytes` bytes once per load."""
+
+    slot: int
+    source: int
+    function: str
+    nbytes: int
+    key: str
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel the entry calls: its function name, the node it computes and its scratch bytes per thread.
+
+    Nodes whose kernels would be identical (kernel reuse, module_builder.kernel_key) share one function name."""
+
+    name: str
+    index: int
+    op: str
+    results: tuple[str, ...]
+    scratch_bytes: int
+    loc: str = ""
+
+
+@dataclass(frozen=True)
+class BuiltModule:
+    """The LLVM module of a whole graph and what the runtime needs to call its entry; `module` is None when the
+    module's object came from the disk cache and no LLVM IR was built."""
+
+    name: str
+    entry: str
+    module: ir.Module | None
+    target: Target
+    graph: Graph
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    weights: tuple[WeightSlot, ...]
+    arena_bytes: int
+    scratch_stride: int
+    kernels: tuple[KernelInfo, ...]
+    prepared: tuple[PreparedSlot, ...] = ()
+    prepare: str | None = None   # the exported prepare function, None when nothing is prepared
+
+    def kernel(self, name: str) -> KernelInfo:
+        """The (first) kernel called `name`; raises CodegenError listing the kernels."""
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise CodegenError(f"module {self.name!r} has no kernel {name!r}; kernels: "
+                           f"{', '.join(k.name for k in self.kernels) or 'none'}")
+
+    @property
+    def distinct_kernels(self) -> int:
+        """How many kernel functions the module holds (nodes with identical kernels share one)."""
+        return len({k.name for k in self.kernels})
+
+
+def weight_slots(graph: Graph) -> tuple[WeightSlot, ...]:
+    """The weight slots in order: every param, and every constant larger than INLINE_CONSTANT_BYTES."""
+    slots = []
+    for node in graph.nodes:
+        if node.op == "param":
+            slots.append(WeightSlot(node.out.name, node.out.type, "param", node.attr["path"]))
+        elif node.op == "constant" and node.out.type.nbytes > INLINE_CONSTANT_BYTES:
+            slots.append(WeightSlot(node.out.name, node.out.type, "constant", node.out.name))
+    return tuple(slots)
+
+
+def memory_plan(graph: Graph) -> tuple[int, dict[str, int]]:
+    """The arena size and offsets of plan_memory; raises CodegenError when the graph was not planned."""
+    plan = graph.attributes.get("memory_plan")
+    if not isinstance(plan, dict) or "offsets" not in plan or "arena_bytes" not in plan:
+        raise CodegenError(f"graph @{graph.name} has no memory plan; optimize it with the inference pipeline "
+                           f"(or a pipeline ending in plan_memory) before building its module")
+    return int(plan["arena_bytes"]), {str(k): int(v) for k, v in dict(plan["offsets"]).items()}
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def builder_version() -> str:
+    """BUILDER_VERSION and the sha256 of the code generator's sources: any change to a lowering changes it."""
+    root = Path(__file__).resolve().parent
+    files = sorted(root.glob("*.py")) + sorted(root.glob("lower/*.py"))
+    return f"{BUILDER_VERSION}:" + _digest(*(f"{p.relative_to(root)}\n{p.read_text('utf-8')}" for p in files))
+
+
+def graph_digest(graph: Graph, target: Target) -> str:
+    """A hex digest naming everything the module depends on: the graph text (with its memory plan, without param
+    ids), the target and the builder version."""
+    return _digest(f"braze-module {builder_version()}", target.identity, str(_without_param_ids(graph)))
+
+
+def _without_param_ids(graph: Graph) -> Graph:
+    """The graph with every param's id set to 0: ids count the parameters a process created before this model, and
+    no code depends on them, so the same model traced in another process finds the same cache entry."""
+    nodes = tuple(n.replace(attrs=tuple((k, 0 if k == "id" else v) for k, v in n.attrs)) if n.op == "param" else n
+                  for n in graph.nodes)
+    return graph.replace(nodes=nodes)
+
+
+def module_key(digest: str) -> str:
+    """The disk-cache key of the object of a whole graph's module built by the default lowering."""
+    return _digest("braze-graph-object", digest)
+
+
+def layout_meta(built: BuiltModule) -> dict[str, Any]:
+    """The layout of a built module as JSON data, for its cache entry (weights are left out: see the module doc)."""
+    return {"name": built.name, "entry": built.entry, "prepare": built.prepare,
+            "scratch_stride": built.scratch_stride,
+            "prepared": [[p.slot, p.source, p.function, p.nbytes, p.key] for p in built.prepared],
+            "kernels": [[k.name, k.index, k.op, list(k.results), k.scratch_bytes, k.loc] for k in built.kernels]}
+
+
+def built_from_meta(graph: Graph, target: Target, meta: dict[str, Any]) -> BuiltModule | None:
+    """The BuiltModule of `graph` from a cache entry's layout, or None when the layout is malformed."""
+    try:
+        prepared = tuple(PreparedSlot(*_typed(p, (int, int, str, int, str))) for p in meta["prepared"])
+        kernels = tuple(KernelInfo(k[0], k[1], k[2], tuple(_strings(k[3])), k[4], k[5])
+                        for k in (_typed(k, (str, int, str, list, int, str)) for k in meta["kernels"]))
+        name, entry, stride = _typed([meta["name"], meta["entry"], meta["scratch_stride"]], (str, str, int))
+        prepare = meta["prepare"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (prepare is None or isinstance(prepare, str)) or stride < 0 or bool(prepared) != (prepare is not None):
+        return None
+    arena_bytes, _ = memory_plan(graph)
+    return BuiltModule(name, entry, None, target, graph, graph.inputs, graph.outputs, weight_slots(graph),
+                       arena_bytes, stride, kernels, prepared, prepare)
+
+
+def _typed(items: Any, types: tuple[type, ...]) -> list[Any]:
+    """`items` as a list when each has the type at its position (bool is not an int here), else ValueError."""
+    if not isinstance(items, list) or len(items) != len(types):
+        raise ValueError("layout entry of the wrong length")
+    if any(not isinstance(x, t) or (t is int and isinstance(x, bool)) for x, t in zip(items, types)):
+        raise ValueError("layout entry of the wrong type")
+    return items
+
+
+def _strings(items: list[Any]) -> list[str]:
+    if not all(isinstance(x, str) for x in items):
+        raise ValueError("layout names must be strings")
+    return items

@@ -1,0 +1,153 @@
+"""The whole-graph object cache: a warm compile links stored code without building LLVM IR, keys that change with
+everything the code depends on, damaged layouts rebuilt, kernel reuse, two processes compiling into one cache at
+once, and outputs bit-identical warm and cold."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import llvmlite
+import numpy as np
+
+import braze
+from braze.codegen import cache, host_target, module_layout
+from braze.codegen.graph_cache import compile_module
+from braze.codegen.jit import compile_ir
+from braze.codegen.module_builder import build_module
+from braze.codegen.module_layout import graph_digest, module_key
+from braze.runtime.compile_path import planned_graph
+from braze.runtime.executable import Executable
+from tests.codegen.test_cache import cache_root  # noqa: F401  (the isolated cache directory, autouse)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stack(layers: int, width: int = 24, seed: int = 0) -> braze.nn.Module:
+    """`layers` identical Linear+ReLU layers, then a Linear to 3 outputs."""
+    braze.manual_seed(seed)
+    body = [m for _ in range(layers) for m in (braze.nn.Linear(width, width), braze.nn.ReLU())]
+    return braze.nn.Sequential(*body, braze.nn.Linear(width, 3)).eval()
+
+
+def planned_stack(layers: int, batch: int) -> braze.ir.Graph:
+    x = np.random.default_rng(1).standard_normal((batch, 24)).astype(np.float32)
+    return planned_graph(braze.trace(stack(layers), braze.tensor(x)))
+
+
+def test_graph_cache_key_changes_with_graph_target_llvmlite_and_builder(monkeypatch) -> None:
+    target = host_target()
+    graph = planned_stack(2, batch=5)
+    base = module_key(graph_digest(graph, target))
+    assert base == module_key(graph_digest(planned_stack(2, batch=5), target))
+    assert base != module_key(graph_digest(planned_stack(2, batch=6), target))
+    assert base != module_key(graph_digest(graph, replace(target, features=target.features + ",-avx2")))
+    assert base != module_key(graph_digest(graph, replace(target, cpu="x86-64")))
+    monkeypatch.setattr(llvmlite, "__version__", "0.0.0-other")
+    assert base != module_key(graph_digest(graph, target))
+    monkeypatch.undo()
+    monkeypatch.setattr(module_layout, "builder_version", lambda: "another builder")
+    assert base != module_key(graph_digest(graph, target))
+
+
+def test_graph_cache_builder_version_covers_the_lowerings() -> None:
+    version = module_layout.builder_version()
+    assert version.startswith(f"{module_layout.BUILDER_VERSION}:") and len(version.split(":")[1]) == 64
+
+
+def test_graph_cache_identical_layers_share_one_kernel() -> None:
+    built = build_module(planned_stack(4, batch=5))
+    gemms = [k for k in built.kernels if k.op == "fused:gemm"]
+    assert len(gemms) == 5 and len({k.name for k in gemms}) == 2  # four 24x24 layers, then the 24x3 head
+    assert len({p.key for p in built.prepared}) == len(built.prepared)  # each layer's weight has its own buffer
+
+
+def test_graph_cache_reuse_on_and_off_give_bit_identical_outputs() -> None:
+    graph = planned_stack(4, batch=5)
+    x = np.random.default_rng(2).standard_normal((5, 24)).astype(np.float32)
+    shared = Executable.build(graph, use_cache=False)(x)
+    separate = build_module(graph, reuse=False)
+    alone = Executable(separate, compile_ir(separate.module, use_cache=False))(x)
+    assert separate.distinct_kernels > Executable.build(graph, use_cache=False).built.distinct_kernels
+    assert shared.tobytes() == alone.tobytes()
+    np.testing.assert_allclose(shared, braze.ir.interpret(graph, [x])[0], rtol=1e-5, atol=1e-5)
+
+
+def test_graph_cache_cold_compile_stores_the_layout_beside_the_object(cache_root) -> None:
+    graph = planned_stack(3, batch=7)
+    built, library = compile_module(graph)
+    assert built.module is not None and not library.from_cache
+    key = module_key(graph_digest(graph, built.target))
+    entry = cache.decode_entry(key, cache.entry_path(key).read_bytes())
+    assert entry is not None and entry.meta["entry"] == built.entry == entry.symbols[0]
+    assert module_layout.built_from_meta(graph, built.target, entry.meta) == replace(built, module=None)
+
+
+def test_graph_cache_entry_with_a_damaged_layout_is_rebuilt_not_linked(cache_root) -> None:
+    donor_graph = planned_stack(1, batch=9)
+    compile_module(donor_graph)
+    donor = cache.load(module_key(graph_digest(donor_graph, host_target())))
+    graph = planned_stack(2, batch=9)
+    key = module_key(graph_digest(graph, host_target()))
+    cache_root.mkdir(exist_ok=True)
+    cache.entry_path(key).write_bytes(cache.encode_entry(key, donor.payload, donor.symbols, {"entry": 7}))
+    cache.reset_stats()
+    built, library = compile_module(graph)
+    assert cache.stats().rebuilds == 1 and not library.from_cache and built.module is not None
+    assert cache.load(key).meta["entry"] == built.entry
+
+
+def test_graph_cache_disabled_builds_every_time(monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_CACHE", "0")
+    built, library = compile_module(planned_stack(2, batch=11))
+    assert built.module is not None and cache.stats().as_dict() == cache.CacheStats().as_dict()
+
+
+WARM_SCRIPT = """
+import json, sys
+import numpy as np
+import braze
+from braze.codegen import cache
+braze.manual_seed(0)
+body = [m for _ in range(3) for m in (braze.nn.Linear(24, 24), braze.nn.ReLU())]
+model = braze.nn.Sequential(*body, braze.nn.Linear(24, 3)).eval()
+x = np.random.default_rng(3).standard_normal((4, 24)).astype(np.float32)
+compiled = braze.compile(model, x)
+y = compiled(x)
+print(json.dumps({"stats": cache.stats().as_dict(), "hit": compiled.timings.cache_hit,
+                  "module_built": compiled.executable.built.module is not None,
+                  "lowerings_imported": "braze.codegen.module_builder" in sys.modules,
+                  "stages": list(compiled.timings.stages), "y": y.tobytes().hex(),
+                  "llvm": compiled.executable.built.entry in compiled.llvm_ir()}))  # last: it builds the IR
+"""
+
+
+def _compile_in_processes(cache_root: Path, count: int) -> list[dict]:
+    """Run WARM_SCRIPT in `count` processes started together, sharing one cache directory."""
+    env = dict(os.environ, BRAZE_CACHE_DIR=str(cache_root), PYTHONPATH=str(ROOT))
+    running = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(WARM_SCRIPT)], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(count)]
+    reports = []
+    for process in running:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+def test_graph_cache_warm_compile_in_a_new_process_builds_no_llvm_module(cache_root) -> None:
+    first, second = _compile_in_processes(cache_root, 2)  # compiling into one directory at once
+    (warm,) = _compile_in_processes(cache_root, 1)
+    assert not first["hit"] or not second["hit"]
+    cold = first if not first["hit"] else second
+    assert cold["module_built"] and "build IR" in cold["stages"]
+    assert warm["hit"] and not warm["module_built"] and not warm["lowerings_imported"]
+    assert "build IR" not in warm["stages"] and "link" in warm["stages"]
+    assert (warm["stats"]["hits"], warm["stats"]["misses"], warm["stats"]["rebuilds"]) == (1, 0, 0)
+    assert warm["y"] == first["y"] == second["y"]  # bit-identical outputs
+    assert warm["llvm"] and cold["llvm"]  # a warm library still shows its IR (built on demand)
+    assert [p.name for p in cache_root.iterdir() if p.suffix != cache.SUFFIX] == []  # no temporary left behind
