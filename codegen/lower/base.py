@@ -316,8 +316,13 @@ def unit_loop(builder: ir.IRBuilder, dims: Sequence[int], start: ir.Value, stop:
     """Loop over units [start, stop) of the row-major product of `dims`, yielding each unit's index tuple.
 
     The start index is split into coordinates once (one division per axis per call); after that the coordinates
-    advance like an odometer, with a compare and a select per axis and no division.
+    advance like an odometer, with a compare and a select per axis and no division. With an empty axis there are
+    no units: the body is emitted in a loop that never runs.
     """
+    if 0 in dims:
+        with for_range(builder, i64(0), i64(0), name=name):
+            yield tuple(i64(0) for _ in dims)
+        return
     if len(dims) <= 1:
         with for_range(builder, start, stop, name=name) as unit:
             yield (unit,) if dims else ()
