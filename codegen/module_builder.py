@@ -11,13 +11,13 @@ llvmlite module that exports
 BuiltModule.weights followed by the buffers of BuiltModule.prepared; graph outputs in order); every intermediate
 lives in `arena` at its memory-plan offset; `scratch` holds `scratch_stride` bytes per thread (thread tid's area
 starts at scratch + tid * scratch_stride);
-`sync` is SYNC_BYTES of zeroed memory for the barrier. Every thread of a call runs the entry with its own tid: each
+`sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks. Every thread of a call runs the entry with its own tid: each
 kernel processes its share and a native barrier (an atomic arrival counter and a generation counter, spinning with
 `pause`) separates consecutive kernels. With nthreads == 1 the barrier returns at once.
 
 Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into an internal
-function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads)` taking the buffers of the node's
-results, then its operands. Lowering is a pure function of the node and its context: whatever it needs (a region's
+function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers
+of the node's results, then its operands (codegen/lower/base.py). Lowering is a pure function of the node and its context: whatever it needs (a region's
 domain, a weight stored transposed) the IR states, so the entry calls exactly the kernels of the graph's nodes.
 
 A kernel may read a param in a prepared form (KernelSpec.prepared: a GEMM's B packed once). Each distinct prepared
@@ -52,9 +52,9 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import is_leaf
 from braze.ir.types import TensorType
 
-from .abi import ENTRY, PREPARE
+from .abi import ENTRY, PREPARE, STATUS_OFFSET
 from .sync import SYNC_BYTES, declare, emit_barrier
-from .lower.base import KernelContext, KernelSpec, PreparedWeight
+from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_arguments
 from .loops import I1, I8, I64, PTR, VOID, i64
 from .target import Target, host_target
 
@@ -271,7 +271,7 @@ def _lower_node(node: Node, index: int, module: ir.Module, target: Target, diges
     if not isinstance(fn, ir.Function) or fn.module is not module or fn.name != spec.name:
         raise CodegenError(f"lowering {node.op} (node {index}) returned a kernel {spec.name!r} that is not a "
                            f"function of the module being built")
-    want = [PTR] * (len(node.outputs) + len(node.inputs) + 1) + [I64, I64]
+    want = kernel_arguments(len(node.outputs), len(node.inputs))
     if list(fn.function_type.args) != want or fn.function_type.return_type != VOID:
         raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) has signature {fn.function_type}; "
                            f"expected void({', '.join(map(str, want))})")
@@ -354,6 +354,7 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
     args = {a.name: a for a in fn.args}
     tid, nthreads = args["tid"], args["nthreads"]
     scratch = b.gep(args["scratch"], [b.mul(tid, i64(stride))], inbounds=True, source_etype=I8, name="scratch.t")
+    status = b.gep(args["sync"], [i64(STATUS_OFFSET)], inbounds=True, source_etype=I8, name="status")
     barrier = emit_barrier(module, target)
     for k, kernel in enumerate(kernels):
         if k:
@@ -362,7 +363,7 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
         for p in kernel.prepared:
             where[len(kernel.outputs) + p.operand] = packed[p.key]
         pointers = [_pointer(b, args, place, v.name) for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
-        b.call(kernel.function, [*pointers, scratch, tid, nthreads])
+        b.call(kernel.function, [*pointers, scratch, tid, nthreads, status])
     if copies:
         if kernels:
             b.call(barrier, [args["sync"], nthreads])
