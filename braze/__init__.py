@@ -29,7 +29,7 @@ from braze import utils  # noqa: E402, F401
 
 _aliases.install()
 
-__all__ = ["BrazeError", "DTypeError", "ExportError", "IndexRangeError", "ParseError", "RecordError", "ShapeError", "TensorSizeError",
-           "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export",
+__all__ = ["BrazeError", "DTypeError", "ExportError", "IndexRangeError", "ParseError", "RecordError", "ShapeError",
+           "TensorSizeError", "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export",
            "export_onnx", "save", "load", "utils", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8",
            *_frontend_all]

@@ -11,14 +11,16 @@ llvmlite module that exports
 BuiltModule.weights followed by the buffers of BuiltModule.prepared; graph outputs in order); every intermediate
 lives in `arena` at its memory-plan offset; `scratch` holds `scratch_stride` bytes per thread (thread tid's area
 starts at scratch + tid * scratch_stride);
-`sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks. Every thread of a call runs the entry with its own tid: each
-kernel processes its share and a native barrier (an atomic arrival counter and a generation counter, spinning with
-`pause`) separates consecutive kernels. With nthreads == 1 the barrier returns at once.
+`sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks (codegen/abi.py).
+Every thread of a call runs the entry with its own tid: each kernel processes its share and a native barrier (an
+atomic arrival counter and a generation counter, spinning with `pause`) separates consecutive kernels. With
+nthreads == 1 the barrier returns at once.
 
 Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into an internal
 function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers
-of the node's results, then its operands (codegen/lower/base.py). Lowering is a pure function of the node and its context: whatever it needs (a region's
-domain, a weight stored transposed) the IR states, so the entry calls exactly the kernels of the graph's nodes.
+of the node's results, then its operands (codegen/lower/base.py). Lowering is a pure function of the node and its
+context: whatever it needs (a region's domain, a weight stored transposed) the IR states, so the entry calls exactly
+the kernels of the graph's nodes.
 
 A kernel may read a param in a prepared form (KernelSpec.prepared: a GEMM's B packed once). Each distinct prepared
 form gets a buffer of its stated size after the weight slots, and the module exports

@@ -41,7 +41,8 @@ X = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
 # (model, good inputs, bad inputs): each bad case is refused by eager evaluation with an IndexRangeError.
 CASES = {
     "embedding": (_Shifted(), [np.array([0, 4, 8], np.int64)], [np.array([0, 9, 3], np.int64)]),
-    "negative_after_shift": (_Shifted(), [np.array([[0, 1], [8, 2]], np.int64)], [np.array([[0, 1], [-2, 2]], np.int64)]),
+    "negative_after_shift": (_Shifted(), [np.array([[0, 1], [8, 2]], np.int64)],
+                             [np.array([[0, 1], [-2, 2]], np.int64)]),
     "wrapped_negative_index": (_Function(lambda x, i: x[i * 1]), [X, np.array([-1, 0, 9, -10], np.int64)],
                                [X, np.array([3, -11, 0, 0], np.int64)]),
     "gather": (_Function(lambda x, i: torch.gather(x, 1, i + 2)), [X, np.zeros((10, 3), np.int64)],
