@@ -4,8 +4,8 @@ The component folders (ir/, frontend/, codegen/, runtime/) sit at the top of the
 as braze.ir, braze.frontend, ... by the package-dir mapping of pyproject.toml; a source checkout is used through
 `pip install -e .`.
 """
-from braze.ir import (BrazeError, DTypeError, ExportError, ParseError, RecordError, ShapeError, TensorSizeError,
-                      TraceError, VerifyError, bool_, float32, float64, int8, int32, int64, uint8)
+from braze.ir import (BrazeError, DTypeError, ExportError, IndexRangeError, ParseError, RecordError, ShapeError,
+                      TensorSizeError, TraceError, VerifyError, bool_, float32, float64, int8, int32, int64, uint8)
 
 __version__ = "0.1.0"
 
@@ -30,8 +30,9 @@ from braze import utils  # noqa: E402, F401
 
 _aliases.install()
 
-__all__ = ["BrazeError", "DTypeError", "ExportError", "ParseError", "RecordError", "ShapeError", "TensorSizeError",
-           "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile", "CompiledModule", "dump", "export",
-           "grad_graph", "trace_loss", "train_step_graph", "compile_train_step", "TrainStep",
+__all__ = ["BrazeError", "DTypeError", "ExportError", "IndexRangeError", "ParseError", "RecordError", "ShapeError",
+           "TensorSizeError", "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile",
+           "CompiledModule", "dump", "export", "grad_graph", "trace_loss", "train_step_graph", "compile_train_step",
+           "TrainStep",
            "export_onnx", "save", "load", "utils", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8",
            *_frontend_all]

@@ -10,6 +10,12 @@ signatures from them, so the three can never disagree about an argument's order 
     i64 braze_pool_post(...), braze_pool_work(...), braze_pool_join(...)   POOL_POST, POOL_WORK, POOL_JOIN
 
 What the arguments mean is documented where the functions are emitted (codegen/module_builder.py, codegen/sync.py).
+
+Run-time checks. Native code cannot raise, so a kernel that meets a value its op rejects (an index out of range)
+records it in the call's status words: STATUS_WORDS i64s at byte STATUS_OFFSET of the `sync` block, word 0 the
+failed check's number (1, 2, ... in the module; codegen/lower/checks.py) and word 1 the offending value. The first
+report of a call wins; the call still runs to its end (every index is clamped, so no access leaves its operand), and
+the runtime then raises the check's error and zeroes the words before the next call.
 """
 from __future__ import annotations
 
@@ -60,6 +66,9 @@ def _signature(result: str, params: str) -> NativeSignature:
 ENTRY = _signature("void", "ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch, i64 tid, i64 nthreads, "
                            "ptr sync")
 PREPARE = _signature("void", "ptr weights")
+
+STATUS_OFFSET = 128  # a cache line of its own: the barrier's counters live below it
+STATUS_WORDS = 2
 
 # The worker pool posts an entry call as task words: the entry's address, then every entry argument but the thread
 # id, which each worker supplies itself.

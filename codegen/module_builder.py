@@ -11,14 +11,16 @@ llvmlite module that exports
 BuiltModule.weights followed by the buffers of BuiltModule.prepared; graph outputs in order); every intermediate
 lives in `arena` at its memory-plan offset; `scratch` holds `scratch_stride` bytes per thread (thread tid's area
 starts at scratch + tid * scratch_stride);
-`sync` is SYNC_BYTES of zeroed memory for the barrier. Every thread of a call runs the entry with its own tid: each
-kernel processes its share and a native barrier (an atomic arrival counter and a generation counter, spinning with
-`pause`) separates consecutive kernels. With nthreads == 1 the barrier returns at once.
+`sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks (codegen/abi.py).
+Every thread of a call runs the entry with its own tid: each kernel processes its share and a native barrier (an
+atomic arrival counter and a generation counter, spinning with `pause`) separates consecutive kernels. With
+nthreads == 1 the barrier returns at once.
 
 Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into an internal
-function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads)` taking the buffers of the node's
-results, then its operands. Lowering is a pure function of the node and its context: whatever it needs (a region's
-domain, a weight stored transposed) the IR states, so the entry calls exactly the kernels of the graph's nodes.
+function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers
+of the node's results, then its operands (codegen/lower/base.py). Lowering is a pure function of the node and its
+context: whatever it needs (a region's domain, a weight stored transposed) the IR states, so the entry calls exactly
+the kernels of the graph's nodes.
 
 A kernel may read a param in a prepared form (KernelSpec.prepared: a GEMM's B packed once). Each distinct prepared
 form gets a buffer of its stated size after the weight slots, and the module exports
@@ -56,11 +58,12 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.printer import format_attrs
 from braze.ir.registry import is_leaf
 
-from .abi import ENTRY, PREPARE
+from .abi import ENTRY, PREPARE, STATUS_OFFSET
 from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, PreparedSlot,  # noqa: F401 (re-exported)
                             WeightSlot, graph_digest, memory_plan, weight_slots)
-from .sync import SYNC_BYTES, declare, emit_barrier
-from .lower.base import KernelContext, KernelSpec, PreparedWeight
+from .sync import declare, emit_barrier
+from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_arguments
+from .lower.checks import module_checks
 from .loops import I1, I8, I64, PTR, VOID, i64
 from .target import Target, host_target
 
@@ -124,7 +127,8 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
         _emit_prepare(module, prepare, prepared)
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),
-                       arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare)
+                       arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare,
+                       tuple(sorted(module_checks(module).items())))
 
 
 def kernel_key(node: Node, fixed: frozenset[str]) -> str:
@@ -219,7 +223,7 @@ def _lower_node(node: Node, index: int, module: ir.Module, target: Target, diges
     if not isinstance(fn, ir.Function) or fn.module is not module or fn.name != spec.name:
         raise CodegenError(f"lowering {node.op} (node {index}) returned a kernel {spec.name!r} that is not a "
                            f"function of the module being built")
-    want = [PTR] * (len(node.outputs) + len(node.inputs) + 1) + [I64, I64]
+    want = kernel_arguments(len(node.outputs), len(node.inputs))
     if list(fn.function_type.args) != want or fn.function_type.return_type != VOID:
         raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) has signature {fn.function_type}; "
                            f"expected void({', '.join(map(str, want))})")
@@ -302,6 +306,7 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
     args = {a.name: a for a in fn.args}
     tid, nthreads = args["tid"], args["nthreads"]
     scratch = b.gep(args["scratch"], [b.mul(tid, i64(stride))], inbounds=True, source_etype=I8, name="scratch.t")
+    status = b.gep(args["sync"], [i64(STATUS_OFFSET)], inbounds=True, source_etype=I8, name="status")
     barrier = emit_barrier(module, target)
     for k, kernel in enumerate(kernels):
         if k:
@@ -310,7 +315,7 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
         for p in kernel.prepared:
             where[len(kernel.outputs) + p.operand] = packed[p.key]
         pointers = [_pointer(b, args, place, v.name) for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
-        b.call(kernel.function, [*pointers, scratch, tid, nthreads])
+        b.call(kernel.function, [*pointers, scratch, tid, nthreads, status])
     if copies:
         if kernels:
             b.call(barrier, [args["sync"], nthreads])

@@ -95,6 +95,7 @@ class BuiltModule:
     kernels: tuple[KernelInfo, ...]
     prepared: tuple[PreparedSlot, ...] = ()
     prepare: str | None = None   # the exported prepare function, None when nothing is prepared
+    checks: tuple[tuple[int, str], ...] = ()  # the run-time checks' numbers and messages (codegen/lower/checks.py)
 
     def kernel(self, name: str) -> KernelInfo:
         """The (first) kernel called `name`; raises CodegenError listing the kernels."""
@@ -171,7 +172,8 @@ def layout_meta(built: BuiltModule) -> dict[str, Any]:
     return {"name": built.name, "entry": built.entry, "prepare": built.prepare,
             "scratch_stride": built.scratch_stride,
             "prepared": [[p.slot, p.source, p.function, p.nbytes, p.key] for p in built.prepared],
-            "kernels": [[k.name, k.index, k.op, list(k.results), k.scratch_bytes, k.loc] for k in built.kernels]}
+            "kernels": [[k.name, k.index, k.op, list(k.results), k.scratch_bytes, k.loc] for k in built.kernels],
+            "checks": [[number, message] for number, message in built.checks]}
 
 
 def built_from_meta(graph: Graph, target: Target, meta: dict[str, Any]) -> BuiltModule | None:
@@ -182,13 +184,14 @@ def built_from_meta(graph: Graph, target: Target, meta: dict[str, Any]) -> Built
                         for k in (_typed(k, (str, int, str, list, int, str)) for k in meta["kernels"]))
         name, entry, stride = _typed([meta["name"], meta["entry"], meta["scratch_stride"]], (str, str, int))
         prepare = meta["prepare"]
+        checks = tuple(tuple(_typed(c, (int, str))) for c in meta["checks"])
     except (KeyError, TypeError, ValueError):
         return None
     if not (prepare is None or isinstance(prepare, str)) or stride < 0 or bool(prepared) != (prepare is not None):
         return None
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(name, entry, None, target, graph, graph.inputs, graph.outputs, weight_slots(graph),
-                       arena_bytes, stride, kernels, prepared, prepare)
+                       arena_bytes, stride, kernels, prepared, prepare, checks)
 
 
 def _typed(items: Any, types: tuple[type, ...]) -> list[Any]:

@@ -3,7 +3,8 @@
 Barrier. `braze.barrier(ptr sync, i64 nthreads)` is emitted into each whole-graph module and works on SYNC_BYTES
 of zeroed memory the runtime owns per executable: an arrival counter at byte 0, an abort flag at byte
 ABORT_OFFSET and a generation counter at byte GENERATION_OFFSET (its own cache line, so spinning readers of the
-generation do not slow the arrivals). With one thread it returns at once. The abort flag is the runtime's way out
+generation do not slow the arrivals), followed by the status words of the run-time checks (codegen/abi.py). With
+one thread it returns at once. The abort flag is the runtime's way out
 when one thread of a call never reaches the native code (an exception in Python just before its foreign call):
 the runtime sets it, every thread waiting at a barrier returns, and the runtime discards the call's results,
 waits for all threads and zeroes the block before the next call.
@@ -28,11 +29,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, TASK_FIELDS
+from .abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, STATUS_OFFSET, TASK_FIELDS
 from .loops import I8, I64, PTR, VOID, define_function, i64
 from .target import Target
 
-SYNC_BYTES = 128
+SYNC_BYTES = STATUS_OFFSET + 64  # the status words get a cache line of their own
 ABORT_OFFSET = 8
 GENERATION_OFFSET = 64
 YIELD_EVERY = 4096  # spins between sched_yield calls while waiting at a barrier

@@ -15,6 +15,11 @@ class TensorSizeError(ShapeError):
     numpy's 64 dimensions."""
 
 
+class IndexRangeError(BrazeError, IndexError):
+    """An index operand's value outside the dimension it indexes; the message names the op, the value and the range.
+    Eager evaluation and compiled code raise it with the same wording."""
+
+
 class DTypeError(BrazeError, TypeError):
     """Operand or attribute dtypes that an op cannot accept."""
 

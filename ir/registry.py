@@ -50,7 +50,8 @@ class OpDef:
          broadcast position); None means "category is elementwise".
     preserves_values: every result element is an operand element, moved or converted (reshape, cast, ...).
     index_operands: (operand position, rule giving the exclusive bound of its values) for integer operands that
-         select positions; compiled code cannot raise, so the runtime checks graph inputs feeding them.
+         select positions; the runtime checks graph inputs feeding them before a call, and compiled kernels check
+         the values computed inside the graph.
     anchor: the fusion kernel family ("gemm", "conv") a region starting with this op compiles to.
     work: node -> a rough cost (multiply-adds plus elements written) for the thread heuristic; None means the
          elements the node writes (nothing for leaves).

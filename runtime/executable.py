@@ -8,6 +8,8 @@ each input's type, rank, shape and dtype), stages inputs that are not C-contiguo
 aligned outputs, and enters the native code: once in the calling thread with one thread, or once per thread
 through the process-wide pool (runtime/pool.py).
 ctypes releases the GIL for the native part. No numpy computation and no Python per op happens inside a call.
+When a kernel's run-time check fired (an index computed inside the graph out of range), the call raises that
+check's error (IndexRangeError, worded as eager evaluation words it) after the native code has returned.
 
 Accepted inputs: numpy arrays (and numpy scalars for rank-0 inputs, or objects with __array__, such as braze
 Tensors) of the expected shape. The dtype must be the expected one, except for the documented safe conversions:
@@ -30,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from braze.codegen.abi import ENTRY, PREPARE
+from braze.codegen.abi import ENTRY, PREPARE, STATUS_OFFSET, STATUS_WORDS
 from braze.codegen.sync import ABORT_OFFSET, SYNC_BYTES
 from braze.codegen.graph_cache import compile_module
 from braze.codegen.jit import CompiledLibrary
 from braze.codegen.module_layout import BuiltModule
 from braze.codegen.target import Target
-from braze.ir.errors import BrazeError, DTypeError, ShapeError
+from braze.ir.errors import BrazeError, DTypeError, IndexRangeError, ShapeError
 from braze.ir.graph import Graph
 from braze.ir.registry import get_op
 from braze.ir.types import TensorType
@@ -60,7 +62,7 @@ def index_bounds(graph: Graph) -> dict[str, int]:
     """Graph inputs used as indices (directly or through ops that preserve values, such as reshapes and casts): the
     exclusive upper bound their values must respect, from the registry's index_operands trait. Native kernels
     cannot raise, so the runtime checks these before a call instead of letting an out-of-range token id read a
-    clamped row."""
+    clamped row (kernels check indices computed inside the graph themselves)."""
     origin = {v.name: v.name for v in graph.inputs}
     bounds: dict[str, int] = {}
     for node in graph.nodes:
@@ -103,8 +105,8 @@ class _InputSpec:
                              f"not convert safely (convert it explicitly, e.g. x.astype(np.{self.dtype.name}))")
         if self.bound is not None and x.size and (x.min() < 0 or x.max() >= self.bound):
             bad = x[(x < 0) | (x >= self.bound)].flat[0]
-            raise BrazeError(f"{self.label()}: index {bad} is out of range; the values index a dimension of "
-                             f"size {self.bound}, so they must lie in [0, {self.bound})")
+            raise IndexRangeError(f"{self.label()}: index {bad} is out of range; the values index a dimension of "
+                                  f"size {self.bound}, so they must lie in [0, {self.bound})")
         return x
 
     def _as_array(self, x: Any) -> np.ndarray:
@@ -163,6 +165,8 @@ class Executable:
         self._arena = aligned_block(built.arena_bytes)
         self._scratch = aligned_block(built.scratch_stride * self.threads)
         self._sync = aligned_block(SYNC_BYTES)
+        self._status = self._sync[STATUS_OFFSET:STATUS_OFFSET + 8 * STATUS_WORDS].view(np.int64)
+        self._checks = dict(built.checks)
         bounds = index_bounds(built.graph)
         self._specs = [_InputSpec(k, v.name, v.type, bounds.get(v.name)) for k, v in enumerate(built.inputs)]
         self._input_ptrs = (_VP * max(len(self._specs), 1))()
@@ -287,6 +291,8 @@ class Executable:
             outputs = self._new_outputs()
             if self.threads == 1 or not self._run_parallel():
                 self._entry(*self._one_thread)
+            if self._checks and self._status[0]:
+                self._raise_check()
         return outputs
 
     def _new_outputs(self) -> tuple[np.ndarray, ...]:
@@ -300,6 +306,15 @@ class Executable:
             pointers[k] = base + start + offset
             outputs.append(np.frombuffer(block, dtype, count, start + offset).reshape(shape))
         return tuple(outputs)
+
+    def _raise_check(self) -> None:
+        """Raise the error of the run-time check that fired in the last call, after clearing its status words."""
+        number, value = (int(w) for w in self._status)
+        self._status[...] = 0
+        template = self._checks.get(number)
+        if template is None:
+            raise BrazeError(f"module {self.built.name!r} reported run-time check {number}, which it does not have")
+        raise IndexRangeError(template.replace("{}", str(value), 1))
 
     def _run_parallel(self) -> bool:
         """Run on the pool with self.threads threads; False (nothing run) when another call holds the pool."""

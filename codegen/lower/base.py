@@ -1,11 +1,12 @@
 """What every lowering shares: the kernel contract (KernelContext in, KernelSpec out), the kernel function, element
 types with their register and memory forms, loads and stores of any dtype, the thread split and row iteration.
 
-Kernel ABI: `void @name(ptr %out0, ..., ptr %in0, ..., ptr %scratch, i64 %tid, i64 %nthreads)`: result buffers
-first, then operand buffers in node order, then this thread's scratch area (64-byte aligned, KernelSpec.scratch_bytes
-long), then the thread's index and the thread count. Kernels are internal and never inlined, so each one stays a
-function of its own in the optimized module and in the assembly. Every buffer is dense row-major with its value's
-static shape and dtype; loads and stores claim only element alignment.
+Kernel ABI: `void @name(ptr %out0, ..., ptr %in0, ..., ptr %scratch, i64 %tid, i64 %nthreads, ptr %status)`:
+result buffers first, then operand buffers in node order, then this thread's scratch area (64-byte aligned,
+KernelSpec.scratch_bytes long), the thread's index and the thread count, and the call's status words, where a
+kernel's run-time checks report what they find (codegen/abi.py, codegen/lower/checks.py). Kernels are internal and
+never inlined, so each one stays a function of its own in the optimized module and in the assembly. Every buffer is
+dense row-major with its value's static shape and dtype; loads and stores claim only element alignment.
 
 Registers hold bool as i1 and memory as i8 (0 or 1); every other dtype is its own LLVM type in both places (u8 is
 i8, read with unsigned semantics). A "lanes" count of 1 means a scalar, more means a <lanes x T> vector.
@@ -69,7 +70,7 @@ class PreparedWeight:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """An emitted kernel: call `function(*results, *operands, scratch, tid, nthreads)` with the buffers of the
+    """An emitted kernel: call `function(*results, *operands, scratch, tid, nthreads, status)` with the buffers of the
     lowered node's results and operands.
 
     `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none). `prepared` lists the operands
@@ -95,6 +96,7 @@ class Kernel:
     scratch: ir.Value
     tid: ir.Value
     nthreads: ir.Value
+    status: ir.Value
     target: Target
 
     @property
@@ -113,20 +115,26 @@ def begin_kernel(ctx: KernelContext, outputs: Sequence[Value], inputs: Sequence[
                  noalias: bool = True) -> Kernel:
     """Declare the kernel function of the ABI above; `noalias` is off for kernels whose results may be written
     over an operand (elementwise kernels, which the memory plan lets work in place)."""
-    args = [PTR] * (len(outputs) + len(inputs) + 1) + [I64, I64]
+    args = kernel_arguments(len(outputs), len(inputs))
     fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), args), name=ctx.name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
     names = [f"out{i}" for i in range(len(outputs))] + [f"in{i}" for i in range(len(inputs))]
-    for arg, name in zip(fn.args, names + ["scratch", "tid", "nthreads"]):
+    for arg, name in zip(fn.args, names + ["scratch", "tid", "nthreads", "status"]):
         arg.name = name
         if noalias and isinstance(arg.type, ir.PointerType):
             arg.add_attribute("noalias")
     n = len(outputs)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    return Kernel(fn, builder, list(fn.args[:n]), list(fn.args[n:n + len(inputs)]), fn.args[-3], fn.args[-2],
-                  fn.args[-1], ctx.target)
+    scratch, tid, nthreads, status = fn.args[-4:]
+    return Kernel(fn, builder, list(fn.args[:n]), list(fn.args[n:n + len(inputs)]), scratch, tid, nthreads, status,
+                  ctx.target)
+
+
+def kernel_arguments(outputs: int, inputs: int) -> list[ir.Type]:
+    """The parameter types of a kernel with this many results and operands (the kernel ABI above)."""
+    return [PTR] * (outputs + inputs + 1) + [I64, I64, PTR]
 
 
 class Unfusable(Exception):
@@ -316,8 +324,13 @@ def unit_loop(builder: ir.IRBuilder, dims: Sequence[int], start: ir.Value, stop:
     """Loop over units [start, stop) of the row-major product of `dims`, yielding each unit's index tuple.
 
     The start index is split into coordinates once (one division per axis per call); after that the coordinates
-    advance like an odometer, with a compare and a select per axis and no division.
+    advance like an odometer, with a compare and a select per axis and no division. With an empty axis there are
+    no units: the body is emitted in a loop that never runs.
     """
+    if 0 in dims:
+        with for_range(builder, i64(0), i64(0), name=name):
+            yield tuple(i64(0) for _ in dims)
+        return
     if len(dims) <= 1:
         with for_range(builder, start, stop, name=name) as unit:
             yield (unit,) if dims else ()

@@ -86,7 +86,7 @@ def lower_op_by_op(node: Node, ctx: KernelContext) -> KernelSpec:
         sub_scratch = b.gep(k.scratch, [i64(end)], source_etype=I8)
         for inner, spec in kernels:
             b.call(spec.function, [where[v.name] for v in inner.outputs + inner.inputs] +
-                   [sub_scratch, i64(0), i64(1)])
+                   [sub_scratch, i64(0), i64(1), k.status])
         for v, out in zip(body.outputs, k.outs):
             _copy(b, where[v.name], out, v)
     return k.finish(node.op, end + inner_scratch)

@@ -1,8 +1,9 @@
 """Indexing: gather (torch.gather), index_select (the embedding lookup) and one_hot.
 
-Index values come from runtime data, so they are clamped into [0, dim) before any address is formed: an index the
-reference would reject (it raises) reads the nearest valid slice instead of memory outside the operand. Callers
-that need the error validate indices before the call.
+Index values come from runtime data. Each one is range-checked (codegen/lower/checks.py): an index the reference
+rejects is reported through the call's status words, and the runtime raises the reference's error, naming the node.
+It is also clamped into [0, dim) before any address is formed, so the call still never reads outside an operand
+(one_hot writes a row of zeros for it).
 """
 from __future__ import annotations
 
@@ -12,19 +13,22 @@ import llvmlite.ir as ir
 
 from braze.ir.graph import Node
 from braze.ir.ops._common import normalize_axis
+from braze.ir.ops.indexing import axis_subject, classes_subject, index_range_message
 from braze.ir.types import bool_
 
 from ..loops import I64, for_range, i64, vector_loop
-from .base import (KernelContext, KernelSpec, begin_kernel, contiguous_strides, iota, load, offset_of, register,
-                   store, thread_share, unit_loop, widen)
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, contiguous_strides, iota, load, offset_of,
+                   register, store, thread_share, unit_loop, widen)
+from .checks import IndexCheck
 from .elementwise import ELEMENTWISE
 
 
-def clamped_index(b: ir.IRBuilder, raw: ir.Value, size: int) -> ir.Value:
-    """An index value (any int width) as i64, clamped into [0, size)."""
-    index = b.sext(raw, I64) if raw.type != I64 else raw
-    index = b.select(b.icmp_signed("<", index, i64(0)), i64(0), index)
-    return b.select(b.icmp_signed(">=", index, i64(size)), i64(max(size - 1, 0)), index)
+def index_check(k: Kernel, node: Node, position: int, size: int, where: str) -> IndexCheck:
+    """The range check of operand `position` of the node, with the reference's message and the node it is in."""
+    indices = node.inputs[position]
+    loc = f", from {node.loc}" if node.loc is not None and str(node.loc) else ""
+    message = f"{index_range_message(node.op, '{}', size, where)} (in %{node.out.name} = {node.op}{loc})"
+    return IndexCheck(k, message, k.ins[position], indices.type.size, indices.dtype, size)
 
 
 @register("gather")
@@ -39,15 +43,17 @@ def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
     shape = out.shape
     xs, os = contiguous_strides(x.shape), contiguous_strides(shape)
     own = [0 if d == axis else s for d, s in enumerate(xs)]
+    check = index_check(k, node, 1, x.shape[axis], axis_subject(node.attr["axis"]))
     first, last = thread_share(b, k.tid, k.nthreads, prod(shape[:-1]))
     with unit_loop(b, list(shape[:-1]), first, last, name="row") as index:
         src_row = offset_of(b, index, own[:-1])
         dst_row = offset_of(b, index, os[:-1])
         with for_range(b, 0, shape[-1], name="j") as j:
             at = b.add(dst_row, j)
-            chosen = clamped_index(b, load(b, k.ins[1], at, indices.dtype), x.shape[axis])
+            chosen = check.index(load(b, k.ins[1], at, indices.dtype))
             src = b.add(b.add(src_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis])))
             store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype)
+    check.finish()
     return k.finish(node.op)
 
 
@@ -62,28 +68,32 @@ def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if node.out.type.size == 0:
         return k.finish(node.op)
+    check = index_check(k, node, 1, size, axis_subject(node.attr["axis"]))
     first, last = thread_share(b, k.tid, k.nthreads, outer * count)
     with unit_loop(b, [outer, count], first, last, name="sel") as (p, i):
-        chosen = clamped_index(b, load(b, k.ins[1], i, indices.dtype), size)
+        chosen = check.index(load(b, k.ins[1], i, indices.dtype))
         src = b.mul(b.add(b.mul(p, i64(size)), chosen), i64(inner))
         dst = b.mul(b.add(b.mul(p, i64(count)), i), i64(inner))
         vector_loop(b, 0, inner, k.width, lambda q, lanes: store(
             b, load(b, k.ins[0], b.add(src, q), x.dtype, lanes), k.outs[0], b.add(dst, q), x.dtype), name="q")
+    check.finish()
     return k.finish(node.op)
 
 
 @register("one_hot")
 def lower_one_hot(node: Node, ctx: KernelContext) -> KernelSpec:
     """Row r of the result is (c == indices[r]) for every class c, cast to the result dtype; an index outside
-    [0, num_classes) gives a row of zeros."""
+    [0, num_classes) is reported and gives a row of zeros."""
     indices, out = node.inputs[0], node.out
     classes = node.attr["num_classes"]
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
     rows = indices.type.size
+    check = index_check(k, node, 0, classes, classes_subject(classes))
     first, last = thread_share(b, k.tid, k.nthreads, rows)
     with for_range(b, first, last, name="r") as r:
         raw = load(b, k.ins[0], r, indices.dtype)
+        check.index(raw)
         chosen = b.sext(raw, I64) if raw.type != I64 else raw
         base = b.mul(r, i64(classes))
 
@@ -93,7 +103,5 @@ def lower_one_hot(node: Node, ctx: KernelContext) -> KernelSpec:
             value = ELEMENTWISE["cast"](b, [hit], {"dtype": out.dtype}, bool_)
             store(b, value, k.outs[0], b.add(base, c), out.dtype)
         vector_loop(b, 0, classes, k.width, body, name="c")
+    check.finish()
     return k.finish(node.op)
-
-
-__all__ = ["clamped_index"]

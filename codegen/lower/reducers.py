@@ -6,6 +6,10 @@ A reducer's state is a tuple of register values (the running value; for arg redu
 like numpy.max; argmax/argmin return the first index of the extreme value, and the first NaN if there is one, as
 numpy does. Arg states start at index INVALID (the largest i64), which loses every tie, so the first element a lane
 sees always replaces the initial value.
+
+Long float sums are blocked (reduction.py): a plain accumulator sums a block of terms, then `fold` adds the block's
+sum into a compensated total (Neumaier's variant of Kahan summation, exact up to one rounding of the total per
+fold), so the error of a whole row is that of one block plus a few ulps, however long the row.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from braze.ir.types import DType, int64
 
 from ..loops import I1, I32
 from .base import constant, lanes_of
-from .elementwise import compare, maximum, minimum
+from .elementwise import ELEMENTWISE, compare, maximum, minimum
 
 INVALID = 2 ** 63 - 1
 State = tuple[ir.Value, ...]
@@ -93,6 +97,29 @@ class Reducer:
         if isinstance(state[0].type, ir.VectorType):
             state = tuple(b.extract_element(s, ir.Constant(I32, 0)) for s in state)
         return state
+
+    @property
+    def compensated(self) -> bool:
+        """Whether long rows sum in blocks into a compensated total (float sums; other reductions are exact)."""
+        return self.kind == "sum" and self.dtype.is_float
+
+    def fold(self, b: ir.IRBuilder, total: State, part: State) -> State:
+        """A compensated total (sum, compensation) with a block's sum `part` added (Neumaier)."""
+        s, c = total
+        x = part[0]
+        t = b.fadd(s, x)
+        larger = b.fcmp_ordered(">=", ELEMENTWISE["abs"](b, [s], {}, self.dtype),
+                                ELEMENTWISE["abs"](b, [x], {}, self.dtype))
+        lost = b.select(larger, b.fadd(b.fsub(s, t), x), b.fadd(b.fsub(x, t), s))
+        return t, b.fadd(c, lost)
+
+    def settle(self, b: ir.IRBuilder, total: State) -> State:
+        """A compensated total as a plain state: sum + compensation, or the sum alone once it is not finite (an
+        infinite term makes the compensation NaN)."""
+        s, c = total
+        finite = b.fcmp_ordered("<", ELEMENTWISE["abs"](b, [s], {}, self.dtype),
+                                constant(self.dtype, float("inf"), lanes_of(s)))
+        return (b.select(finite, b.fadd(s, c), s),)
 
     def result(self, state: State) -> ir.Value:
         """The reduced value: the running value, or the index for arg reducers."""

@@ -1,10 +1,19 @@
 """Reductions (sum, mean, max, min, argmax, argmin over any axes), softmax, log_softmax, layer norm and reduction
-regions: the loop nests of the row engine (rows.py explains the plan), emitted for both layouts of a domain."""
+regions: the loop nests of the row engine (rows.py explains the plan), emitted for both layouts of a domain.
+
+Float sums (sum, mean, the sums inside softmax, log_softmax and layer norm) are blocked when a row is long: every
+accumulator lane adds at most BLOCK terms in sequence before its block's sum is folded into a compensated total
+(reducers.py) and the lane starts again from zero. A row's error is then about that of a sum of BLOCK terms, plus a
+few ulps: with the 2 x W lanes of a contiguous row, n terms of float32 have a relative error of at most about
+BLOCK * eps (8e-6 for BLOCK = 64) in the worst case and a few 1e-7 typically, for any n (numpy's pairwise sum is
+similar). Rows with at most BLOCK terms per lane (up to about 2000 contiguous float32 elements at W = 16) compile
+to the same unblocked loop as before; blocking costs one fold per BLOCK loop iterations.
+"""
 from __future__ import annotations
 
 from contextlib import contextmanager
 from math import prod
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import llvmlite.ir as ir
 
@@ -16,6 +25,8 @@ from ..loops import I64, alloca, for_range, i64, loop_nest, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce,
                    contiguous_strides, iota, offset_of, register, store, thread_share, unit_loop, unsupported, widen)
 from .rows import ROW_OPS, Element, RowPlan, Rows
+
+BLOCK = 64  # terms an accumulator lane adds in sequence before a fold (module doc)
 
 
 def single_body(node: Node) -> Graph:
@@ -113,12 +124,26 @@ class _Emitter:
         return red if self.marks[-1] == "k" else red[:-1]
 
     @contextmanager
-    def _walk(self, bases: list[ir.Value]) -> Iterator[list[ir.Value]]:
-        """Nested loops over the reduced axes a pass walks; yields the offsets of every array at each point."""
+    def _walk(self, bases: list[ir.Value], block: int = 0, fold: Callable[[], None] | None = None
+              ) -> Iterator[list[ir.Value]]:
+        """Nested loops over the reduced axes a pass walks; yields the offsets of every array at each point. With a
+        block, the points go in blocks of that many, `fold()` emitted after each block."""
         b = self.b
         axes = self._outer_reduced()
-        with loop_nest(b, [self.dims[d] for d in axes], name="r") as index:
-            yield [offset_of(b, index, [w[d] for d in axes], base) for base, w in zip(bases, self.walks)]
+        dims = [self.dims[d] for d in axes]
+        if not block or prod(dims) <= block:
+            with loop_nest(b, dims, name="r") as index:
+                yield [offset_of(b, index, [w[d] for d in axes], base) for base, w in zip(bases, self.walks)]
+            if fold is not None:
+                fold()
+            return
+        points = prod(dims)
+        with for_range(b, 0, points, block, name="r.block") as start:
+            end = b.add(start, i64(block))
+            end = b.select(b.icmp_signed("<", end, i64(points)), end, i64(points))
+            with unit_loop(b, dims, start, end, name="r") as index:
+                yield [offset_of(b, index, [w[d] for d in axes], base) for base, w in zip(bases, self.walks)]
+            fold()
 
     def _element(self, rows: Rows, offsets: list[ir.Value], i: ir.Value | None, lanes: int) -> Element:
         b = self.b
@@ -136,28 +161,33 @@ class _Emitter:
         b, width = self.b, self.k.width
         split = self.marks[-1] == "r"
         slot_lanes = [width, width, 1] if split else [lanes]
-        slots = []
-        for acc in accs:
-            init = [acc.reducer.init(n) for n in slot_lanes]
-            cells = [[alloca(b, v.type) for v in state] for state in init]
-            for state, cell in zip(init, cells):
-                for v, c in zip(state, cell):
-                    b.store(v, c)
-            slots.append(cells)
+        slots = [[_cells(b, acc.reducer.init(n)) for n in slot_lanes] for acc in accs]
+        blocked, long_inner, block = self._blocking(accs)
+        totals = [[_cells(b, acc.reducer.init(n) * 2) for n in slot_lanes] if on else None
+                  for acc, on in zip(accs, blocked)]
 
         def update(element: Element, slot: int) -> None:
             for acc, cells in zip(accs, slots):
-                state = tuple(b.load(c, typ=c.allocated_type) for c in cells[slot])
-                new = acc.reducer.update(b, state, acc.term(element), element.index)
-                for v, c in zip(new, cells[slot]):
-                    b.store(v, c)
-        with self._walk(bases) as offsets:
+                new = acc.reducer.update(b, _load(b, cells[slot]), acc.term(element), element.index)
+                _store(b, new, cells[slot])
+
+        def fold(which: Sequence[int]) -> None:
+            """Move the block sums of the listed slots into their compensated totals."""
+            for acc, cells, total in zip(accs, slots, totals):
+                for slot in which if total is not None else ():
+                    _store(b, acc.reducer.fold(b, _load(b, total[slot]), _load(b, cells[slot])), total[slot])
+                    _store(b, acc.reducer.init(slot_lanes[slot]), cells[slot])
+        every = range(len(slot_lanes))
+        with self._walk(bases, block, (lambda: fold(every)) if block else None) as offsets:
             if split:
-                self._split_loop(rows, offsets, update)
+                self._split_loop(rows, offsets, update, (lambda: fold((0, 1))) if long_inner else None)
+                if long_inner:
+                    fold(every)
             else:
                 update(self._element(rows, offsets, None, lanes), 0)
-        for acc, cells in zip(accs, slots):
-            states = [tuple(b.load(c, typ=c.allocated_type) for c in cell) for cell in cells]
+        for acc, cells, total in zip(accs, slots, totals):
+            states = [_load(b, cell) for cell in cells] if total is None else \
+                [acc.reducer.settle(b, _load(b, cell)) for cell in total]
             if split:
                 merged = acc.reducer.horizontal(b, acc.reducer.merge(b, states[0], states[1]))
                 final = acc.reducer.merge(b, merged, states[2])
@@ -165,13 +195,38 @@ class _Emitter:
                 final = states[0]
             rows.cache[acc.key] = acc.finish(b, acc.reducer.result(final), rows)
 
-    def _split_loop(self, rows: Rows, offsets: list[ir.Value], update) -> None:
-        """The contiguous inner axis of a row: two W-lane accumulators, then one W-lane step, then scalars."""
+    def _blocking(self, accs) -> tuple[list[bool], bool, int]:
+        """How a pass sums in blocks (module doc): which accumulators do, whether the contiguous inner loop is cut
+        into blocks itself, and else how many walk points make a block (0: no blocks, the row is short)."""
+        width, n = self.k.width, self.dims[-1]
+        split = self.marks[-1] == "r"
+        per_point = max(n // (2 * width) + 1, n % width) if split else 1  # terms a lane adds per walk point
+        blocked = [acc.reducer.compensated for acc in accs]
+        if not any(blocked) or per_point * prod(self.dims[d] for d in self._outer_reduced()) <= BLOCK:
+            return [False] * len(accs), False, 0
+        if split and n // (2 * width) > BLOCK:
+            return blocked, True, 0
+        return blocked, False, max(BLOCK // per_point, 1)
+
+    def _split_loop(self, rows: Rows, offsets: list[ir.Value], update,
+                    fold: Callable[[], None] | None = None) -> None:
+        """The contiguous inner axis of a row: two W-lane accumulators, then one W-lane step, then scalars. With
+        `fold`, the two-accumulator loop goes in blocks of BLOCK steps, fold() emitted after each."""
         b, width, n = self.b, self.k.width, self.dims[-1]
         pairs, singles = n // (2 * width) * 2 * width, n // width * width
-        with for_range(b, 0, pairs, 2 * width, name="i") as i:
-            update(self._element(rows, offsets, i, width), 0)
-            update(self._element(rows, offsets, b.add(i, i64(width)), width), 1)
+
+        def two(start: ir.Value | int, end: ir.Value | int) -> None:
+            with for_range(b, start, end, 2 * width, name="i") as i:
+                update(self._element(rows, offsets, i, width), 0)
+                update(self._element(rows, offsets, b.add(i, i64(width)), width), 1)
+        if fold is None:
+            two(0, pairs)
+        else:
+            step = 2 * width * BLOCK
+            with for_range(b, 0, pairs, step, name="i.block") as start:
+                end = b.add(start, i64(step))
+                two(start, b.select(b.icmp_signed("<", end, i64(pairs)), end, i64(pairs)))
+                fold()
         if singles > pairs:
             update(self._element(rows, offsets, i64(pairs), width), 0)
         with for_range(b, singles, n, name="i.tail") as i:
@@ -195,6 +250,22 @@ class _Emitter:
                 vector_loop(b, 0, self.dims[-1], self.k.width, body, name="s")
             else:
                 put(self._element(rows, offsets, None, lanes), offsets)
+
+
+def _cells(b: ir.IRBuilder, state: Sequence[ir.Value]) -> list[ir.Value]:
+    """Stack cells holding a reducer state, initialized to it."""
+    cells = [alloca(b, v.type) for v in state]
+    _store(b, state, cells)
+    return cells
+
+
+def _load(b: ir.IRBuilder, cells: Sequence[ir.Value]) -> tuple[ir.Value, ...]:
+    return tuple(b.load(c, typ=c.allocated_type) for c in cells)
+
+
+def _store(b: ir.IRBuilder, state: Sequence[ir.Value], cells: Sequence[ir.Value]) -> None:
+    for v, c in zip(state, cells):
+        b.store(v, c)
 
 
 def emit_rows(k: Kernel, plan: RowPlan, ins: Sequence[ir.Value], outs: Sequence[ir.Value]) -> None:

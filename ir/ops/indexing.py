@@ -3,7 +3,7 @@ with the scatter-style ops their gradients need (slice_scatter, scatter_add, ind
 
 Slice bounds are normalized (0 <= start <= stop <= dim, step >= 1): the frontend resolves Python slices,
 negative indices and clamping. Index operands are i32 or i64 and must lie in [0, dim); a value outside
-raises BrazeError when the op is evaluated, since shapes alone cannot tell.
+raises IndexRangeError when the op is evaluated (and when compiled code meets it), since shapes alone cannot tell.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import builtins
 import numpy as np
 
 from ..attrs import AttrSpec
-from ..errors import BrazeError, ShapeError
+from ..errors import IndexRangeError, ShapeError
 from ..registry import defop
 from ..types import TensorType, float32
 from ._common import normalize_axis, require_dtype_kind
@@ -124,11 +124,26 @@ def _require_index(op: str, t: TensorType) -> None:
     require_dtype_kind(op, t, ("int",), "indices")
 
 
+def index_range_message(op: str, value: object, size: int, where: str) -> str:
+    """The one wording of an index outside [0, size): eager evaluation raises it, compiled code reports it."""
+    return f"{op}: index {value} is out of range [0, {size}) for {where}"
+
+
+def axis_subject(axis: int) -> str:
+    """What the indices of a gather, index_select, scatter_add or index_add index, for messages."""
+    return f"axis {axis}"
+
+
+def classes_subject(num_classes: int) -> str:
+    """What the indices of one_hot index, for messages."""
+    return f"num_classes {num_classes}"
+
+
 def _check_range(op: str, indices: np.ndarray, size: int, where: str) -> None:
-    """Raise BrazeError if an index value falls outside [0, size)."""
+    """Raise IndexRangeError if an index value falls outside [0, size), naming the first one in row-major order."""
     if indices.size and (indices.min() < 0 or indices.max() >= size):
         bad = indices[(indices < 0) | (indices >= size)].reshape(-1)[0]
-        raise BrazeError(f"{op}: index {int(bad)} is out of range [0, {size}) for {where}")
+        raise IndexRangeError(index_range_message(op, int(bad), size, where))
 
 
 # --- gather / scatter_add ---------------------------------------------------------------------------------
@@ -161,7 +176,7 @@ def _along_axis(indices: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
 
 def _gather_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
     ax = axis % x.ndim
-    _check_range("gather", indices, x.shape[ax], f"axis {axis}")
+    _check_range("gather", indices, x.shape[ax], axis_subject(axis))
     return x[_along_axis(indices, ax)]
 
 
@@ -181,7 +196,7 @@ def _scatter_add_infer(g: TensorType, indices: TensorType, *, axis: int, shape: 
 
 def _scatter_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
     ax = axis % len(shape)
-    _check_range("scatter_add", indices, shape[ax], f"axis {axis}")
+    _check_range("scatter_add", indices, shape[ax], axis_subject(axis))
     out = np.zeros(shape, g.dtype)
     np.add.at(out, _along_axis(indices, ax), g)
     return out
@@ -207,7 +222,7 @@ def _index_select_infer(x: TensorType, indices: TensorType, *, axis: int) -> Ten
 
 def _index_select_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
     ax = axis % x.ndim
-    _check_range("index_select", indices, x.shape[ax], f"axis {axis}")
+    _check_range("index_select", indices, x.shape[ax], axis_subject(axis))
     return np.take(x, indices, axis=ax)
 
 
@@ -233,7 +248,7 @@ def _index_add_infer(g: TensorType, indices: TensorType, *, axis: int, shape: tu
 
 def _index_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
     ax = axis % len(shape)
-    _check_range("index_add", indices, shape[ax], f"axis {axis}")
+    _check_range("index_add", indices, shape[ax], axis_subject(axis))
     out = np.zeros(shape, g.dtype)
     rows = g.reshape(shape[:ax] + (indices.size,) + shape[ax + 1:])
     np.add.at(np.moveaxis(out, ax, 0), indices.reshape(-1), np.moveaxis(rows, ax, 0))
@@ -259,7 +274,7 @@ def _one_hot_infer(indices: TensorType, *, num_classes: int, dtype) -> TensorTyp
 
 
 def _one_hot_impl(indices: np.ndarray, *, num_classes: int, dtype) -> np.ndarray:
-    _check_range("one_hot", indices, num_classes, f"num_classes {num_classes}")
+    _check_range("one_hot", indices, num_classes, classes_subject(num_classes))
     return (indices[..., None] == np.arange(num_classes)).astype(dtype.numpy)
 
 

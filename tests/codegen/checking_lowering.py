@@ -37,10 +37,10 @@ def checking_lower(node: Node, ctx: KernelContext, scratch_bytes: int = 0, check
     size = node.out.type.size
     arity = len(node.inputs)
     args = [("out", PTR)] + [(f"in{k}", PTR) for k in range(arity)] + [("scratch", PTR), ("tid", I64),
-                                                                           ("nthreads", I64)]
+                                                                           ("nthreads", I64), ("status", PTR)]
     fn = define_function(ctx.module, ctx.name, args, internal=True)
     b = entry_builder(fn)
-    out, ins, tid, nthreads = fn.args[0], fn.args[1:1 + arity], fn.args[-2], fn.args[-1]
+    out, ins, tid, nthreads = fn.args[0], fn.args[1:1 + arity], fn.args[-3], fn.args[-2]
     if check_alignment:
         _poison_if_misaligned(b, fn, size)
     chunk = b.sdiv(b.add(i64(size), b.sub(nthreads, i64(1))), nthreads)
@@ -59,9 +59,9 @@ def checking_lower(node: Node, ctx: KernelContext, scratch_bytes: int = 0, check
 
 
 def _poison_if_misaligned(b: ir.IRBuilder, fn: ir.Function, size: int) -> None:
-    """If any pointer argument (scratch included) is not 64-byte aligned, fill the output with NaN and return."""
+    """If any buffer argument (scratch included) is not 64-byte aligned, fill the output with NaN and return."""
     misaligned = ir.Constant(ir.IntType(1), 0)
-    for arg in fn.args[:-2]:
+    for arg in fn.args[:-3]:
         low = b.and_(b.ptrtoint(arg, I64), i64(63))
         misaligned = b.or_(misaligned, b.icmp_signed("!=", low, i64(0)))
     poison, aligned = fn.append_basic_block("misaligned"), fn.append_basic_block("aligned")

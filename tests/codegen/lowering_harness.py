@@ -1,8 +1,8 @@
 """Test support: compile the kernel of one node into a module of its own and run it on numpy buffers.
 
 `run_node(node, arrays, nthreads)` lowers the node (braze.codegen.lower.lower_node), adds a tiny exported wrapper
-`void t_<hash>(ptr outs, ptr ins, ptr scratches, i64 tid, i64 nthreads)` that reads the buffer pointers from two
-arrays and calls the kernel, compiles the module without the disk cache and calls the wrapper for tid 0..n-1 in
+`void t_<hash>(ptr outs, ptr ins, ptr scratches, i64 tid, i64 nthreads, ptr status)` that reads the buffer pointers
+from two arrays and calls the kernel, compiles the module without the disk cache and calls the wrapper for tid 0..n-1 in
 turn, each thread with its own 64-byte aligned scratch area. Every operand is checked against the node's types and
 copied into a 64-byte aligned buffer before any native call; results start filled with a garbage byte pattern, so
 an element a kernel forgets to write shows up. `check_node` also runs 3 threads and demands the same bytes.
@@ -72,6 +72,7 @@ class Compiled:
     spec: KernelSpec
     call: Any
     library: Any
+    module: ir.Module
 
 
 _compiled: dict[str, Compiled] = {}
@@ -87,8 +88,8 @@ def compile_node(node: Node, target=None, fixed: frozenset[str] = frozenset()) -
     target = target or host_target()
     module = target.new_module(f"t_{digest[:16]}")
     spec = lower_node(node, KernelContext(module, target, f"k_{digest[:8]}_{node.op}", fixed))
-    wrapper = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I64]), f"t_{digest[:16]}")
-    outs, ins, scratches, tid, nthreads = wrapper.args
+    wrapper = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I64, PTR]), f"t_{digest[:16]}")
+    outs, ins, scratches, tid, nthreads, status = wrapper.args
     b = ir.IRBuilder(wrapper.append_basic_block("entry"))
 
     def pointer_at(array: ir.Value, index: ir.Value | int) -> ir.Value:
@@ -100,12 +101,12 @@ def compile_node(node: Node, target=None, fixed: frozenset[str] = frozenset()) -
         packed = pointer_at(ins, len(node.inputs) + j)
         b.call(prepared.function, [args[len(node.outputs) + prepared.operand], packed])
         args[len(node.outputs) + prepared.operand] = packed
-    b.call(spec.function, args + [pointer_at(scratches, tid), tid, nthreads])
+    b.call(spec.function, args + [pointer_at(scratches, tid), tid, nthreads, status])
     b.ret_void()
     library = compile_ir(module, use_cache=False)
     call = library.cfunc(wrapper.name, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                         ctypes.c_int64)
-    compiled = Compiled(node, spec, call, library)
+                         ctypes.c_int64, ctypes.c_void_p)
+    compiled = Compiled(node, spec, call, library, module)
     _compiled[key] = compiled
     return compiled
 
@@ -113,7 +114,17 @@ def compile_node(node: Node, target=None, fixed: frozenset[str] = frozenset()) -
 def run_node(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *,
              fixed: frozenset[str] = frozenset()) -> tuple[np.ndarray, ...]:
     """The node's results computed by its kernel, thread 0..nthreads-1 called one after another; operands named
-    in `fixed` may be read in a prepared form (prepared before every call here)."""
+    in `fixed` may be read in a prepared form (prepared before every call here). A run-time check that fires
+    fails the test: run_node_reporting returns what it reported."""
+    results, status = run_node_reporting(node, arrays, nthreads, fixed=fixed)
+    assert status == (0, 0), f"{describe(node)}: a run-time check reported {status}"
+    return results
+
+
+def run_node_reporting(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *,
+                       fixed: frozenset[str] = frozenset()) -> tuple[tuple[np.ndarray, ...], tuple[int, int]]:
+    """run_node's results and the status words the kernel left (check number and value; (0, 0) when none
+    fired)."""
     compiled = compile_node(node, fixed=fixed)
     spec = compiled.spec
     if len(arrays) != len(node.inputs):
@@ -145,9 +156,12 @@ def run_node(node: Node, arrays: Sequence[np.ndarray], nthreads: int = 1, *,
     outs = pointer_array(*[v.ctypes.data for v in out_views])
     ins = pointer_array(*[v.ctypes.data for v in in_views])
     scratches = pointer_array(*[s.ctypes.data for s in scratch])
+    status = aligned_empty(64).view(np.int64)
+    status[...] = 0
     for tid in range(nthreads):
-        compiled.call(ctypes.addressof(outs), ctypes.addressof(ins), ctypes.addressof(scratches), tid, nthreads)
-    return tuple(np.array(v) for v in out_views)
+        compiled.call(ctypes.addressof(outs), ctypes.addressof(ins), ctypes.addressof(scratches), tid, nthreads,
+                      status.ctypes.data)
+    return tuple(np.array(v) for v in out_views), (int(status[0]), int(status[1]))
 
 
 def reference(node: Node, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:

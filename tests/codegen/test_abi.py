@@ -8,9 +8,9 @@ import numpy as np
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, PREPARE, TASK_FIELDS
+from braze.codegen.abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS
 from braze.codegen.module_builder import build_module
-from braze.codegen.sync import emit_pool_module
+from braze.codegen.sync import ABORT_OFFSET, GENERATION_OFFSET, SYNC_BYTES, emit_pool_module
 from braze.ir.passes import optimize
 
 
@@ -49,3 +49,9 @@ def test_abi_task_words_are_every_entry_argument_but_the_thread_id() -> None:
 def test_abi_ctypes_types_follow_the_llvm_kinds() -> None:
     kinds = {ctypes.c_void_p: "ptr", ctypes.c_int64: "i64"}
     assert [kinds[t] for t in ENTRY.ctypes_params()] == [kind for _, kind in ENTRY.params]
+
+
+def test_abi_status_words_have_a_cache_line_of_their_own_in_the_sync_block() -> None:
+    """Kernels write the status words only when a check fails; the barrier's counters stay off their line."""
+    assert STATUS_OFFSET % 64 == 0 and STATUS_OFFSET > max(ABORT_OFFSET, GENERATION_OFFSET)
+    assert STATUS_OFFSET + 8 * STATUS_WORDS <= SYNC_BYTES

@@ -98,7 +98,8 @@ def test_elementwise_region_may_write_over_its_operand() -> None:
     pointers = ctypes.c_void_p * 2
     outs, ins, scratches = pointers(shared.ctypes.data), pointers(shared.ctypes.data, other.ctypes.data), \
         pointers(scratch.ctypes.data)
-    compiled.call(ctypes.addressof(outs), ctypes.addressof(ins), ctypes.addressof(scratches), 0, 1)
+    status = np.zeros(2, np.int64)
+    compiled.call(ctypes.addressof(outs), ctypes.addressof(ins), ctypes.addressof(scratches), 0, 1, status.ctypes.data)
     np.testing.assert_array_equal(shared, want)
 
 

@@ -3,11 +3,15 @@ outside the operand never read outside it."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from braze.codegen.lower.checks import module_checks
+from braze.ir.errors import IndexRangeError
 from braze.ir.types import DTYPES
-from tests.codegen.lowering_harness import check_node, make_node, run_node, shapes, special_array
+from tests.codegen.lowering_harness import (check_node, compile_node, make_node, reference, run_node_reporting, shapes,
+                                            special_array)
 
 DTYPE_NAMES = [d.numpy_name for d in DTYPES]
 EXAMPLES = settings(max_examples=10, deadline=None, derandomize=True)
@@ -49,9 +53,34 @@ def test_one_hot_matches_reference(index_shape, classes: int, dtype: str, index_
 def test_out_of_range_indices_stay_inside_the_operand() -> None:
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     wild = np.asarray([-5, 0, 2, 99, 2 ** 40], np.int64)
-    rows = run_node(make_node("index_select", x, wild, axis=0), [x, wild])[0]
+    rows = run_node_reporting(make_node("index_select", x, wild, axis=0), [x, wild])[0][0]
     np.testing.assert_array_equal(rows, x[[0, 0, 2, 2, 2]])
     picks = np.asarray([[-1, 7, 3, 0]], np.int64)
-    np.testing.assert_array_equal(run_node(make_node("gather", x, picks, axis=1), [x, picks])[0], [[0, 3, 3, 0]])
-    hot = run_node(make_node("one_hot", wild, num_classes=4), [wild])[0]
+    np.testing.assert_array_equal(run_node_reporting(make_node("gather", x, picks, axis=1), [x, picks])[0][0],
+                                  [[0, 3, 3, 0]])
+    hot = run_node_reporting(make_node("one_hot", wild, num_classes=4), [wild])[0][0]
     np.testing.assert_array_equal(hot.sum(axis=1), [0, 1, 1, 0, 0])
+
+
+OUT_OF_RANGE = [
+    ("index_select", np.arange(12, dtype=np.float32).reshape(3, 4), np.asarray([0, 2, 3, -1], np.int64), {"axis": 0}),
+    ("index_select", np.arange(12, dtype=np.float32).reshape(3, 4), np.asarray([[1, -4], [4, 0]], np.int32),
+     {"axis": -1}),
+    ("gather", np.arange(12, dtype=np.float32).reshape(3, 4), np.asarray([[0, 1], [2, 3], [7, -1]], np.int64),
+     {"axis": 0}),
+    ("one_hot", None, np.asarray([[2, 0], [5, -3]], np.int64), {"num_classes": 5}),
+]
+
+
+@pytest.mark.parametrize("op,x,indices,attrs", OUT_OF_RANGE, ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize("nthreads", [1, 3])
+def test_out_of_range_index_reports_the_first_bad_value_in_order(op, x, indices, attrs, nthreads: int) -> None:
+    """The kernel reports what the reference raises: the first bad index in row-major order, whichever thread meets
+    it; the report's message template carries the reference's wording."""
+    operands = [indices] if x is None else [x, indices]
+    node = make_node(op, *operands, **attrs)
+    with pytest.raises(IndexRangeError) as raised:
+        reference(node, operands)
+    number, value = run_node_reporting(node, operands, nthreads)[1]
+    template = module_checks(compile_node(node).module)[number]
+    assert template.replace("{}", str(value), 1).startswith(str(raised.value))

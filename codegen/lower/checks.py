@@ -1,0 +1,85 @@
+"""Run-time checks in kernels: an index operand out of range is reported through the call's status words
+(codegen/abi.py) and raised by the runtime, instead of silently reading a clamped slice.
+
+A check is numbered within its module and carries its error message as a template with one "{}" for the offending
+value: a private constant `braze.check.<n>` of the module holds it, and module_checks(module) reads every check back,
+so the runtime learns the messages from the module it loaded and no table travels beside it.
+
+In the hot loop a check costs an unsigned compare and an or per index (a negative index is a huge unsigned one);
+the index is still clamped, so every access stays inside its operand. Only when some index was bad does the kernel,
+after its loop, scan the whole index operand for the first bad value in row-major order (the one the reference
+reports, whichever thread found one) and report it; the first report of a call wins.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from braze.ir.types import DType
+
+from ..loops import I1, I8, I64, alloca, for_range, i64
+from .base import Kernel, load
+
+CHECK_PREFIX = "braze.check."
+
+
+def _declare_check(module: ir.Module, message: str) -> int:
+    """A new check number of the module, its message stored under it."""
+    number = 1 + sum(1 for name in module.globals if name.startswith(CHECK_PREFIX))
+    data = bytearray(message.encode("utf-8")) + b"\0"
+    typ = ir.ArrayType(I8, len(data))
+    glob = ir.GlobalVariable(module, typ, f"{CHECK_PREFIX}{number}")
+    glob.initializer = ir.Constant(typ, data)
+    glob.global_constant, glob.linkage = True, "private"
+    return number
+
+
+def module_checks(module: ir.Module) -> dict[int, str]:
+    """Every check of a module: its number and message template."""
+    checks = {}
+    for name, glob in module.globals.items():
+        if name.startswith(CHECK_PREFIX):
+            checks[int(name[len(CHECK_PREFIX):])] = bytes(glob.initializer.constant).rstrip(b"\0").decode("utf-8")
+    return checks
+
+
+class IndexCheck:
+    """The range check of one index operand of a kernel: `index(raw)` gives the clamped i64 index and notes an
+    out-of-range one; `finish()`, emitted after the kernel's loops, reports the first bad value of the operand."""
+
+    def __init__(self, kernel: Kernel, message: str, indices: ir.Value, count: int, dtype: DType, size: int) -> None:
+        self.kernel, self.indices, self.count, self.dtype, self.size = kernel, indices, count, dtype, size
+        self.number = _declare_check(kernel.fn.module, message)
+        self.bad = alloca(kernel.builder, I1, name="index.bad")
+        kernel.builder.store(ir.Constant(I1, 0), self.bad)
+
+    def _outside(self, b: ir.IRBuilder, index: ir.Value) -> ir.Value:
+        return b.icmp_unsigned(">=", index, i64(self.size))
+
+    def index(self, raw: ir.Value) -> ir.Value:
+        """`raw` (any int width) as i64 clamped into [0, size); an index outside marks the check failed."""
+        b = self.kernel.builder
+        index = b.sext(raw, I64) if raw.type != I64 else raw
+        b.store(b.or_(b.load(self.bad, typ=I1), self._outside(b, index)), self.bad)
+        index = b.select(b.icmp_signed("<", index, i64(0)), i64(0), index)
+        return b.select(b.icmp_signed(">=", index, i64(self.size)), i64(max(self.size - 1, 0)), index)
+
+    def finish(self) -> None:
+        """If an index was bad: find the operand's first bad value and report it (once per call)."""
+        b = self.kernel.builder
+        with b.if_then(b.load(self.bad, typ=I1), likely=False):
+            first = alloca(b, I64, name="index.first")
+            b.store(i64(0), first)
+            with for_range(b, 0, self.count, name="scan") as k:
+                at = b.sub(i64(self.count - 1), k)  # backwards: the last bad one seen is the first in order
+                value = load(b, self.indices, at, self.dtype)
+                value = b.sext(value, I64) if value.type != I64 else value
+                b.store(b.select(self._outside(b, value), value, b.load(first, typ=I64)), first)
+            _report(b, self.kernel.status, self.number, b.load(first, typ=I64))
+
+
+def _report(b: ir.IRBuilder, status: ir.Value, number: int, value: ir.Value) -> None:
+    """Record (number, value) in the status words unless an earlier check of the call did."""
+    pair = b.cmpxchg(status, i64(0), i64(number), "monotonic", "monotonic")
+    with b.if_then(b.extract_value(pair, 1)):
+        slot = b.gep(status, [i64(8)], inbounds=True, source_etype=I8)
+        b.atomic_rmw("xchg", slot, value, "monotonic")
