@@ -23,9 +23,21 @@ from .nll import class_last, picked_loss, reduce_weighted
 from .nll import nll_loss as _nll_loss
 from .param import Param
 
+from .functional_activation import *  # noqa: F403  (re-exported: F.leaky_relu, F.elu, ...)
+from .functional_activation import __all__ as _activation_all
+from .functional_loss import *  # noqa: F403  (re-exported: F.l1_loss, F.binary_cross_entropy, ...)
+from .functional_loss import __all__ as _loss_all
+from .functional_loss import legacy_reduction as _reduction
+from .functional_norm import *  # noqa: F403  (re-exported: F.group_norm, F.rms_norm, ...)
+from .functional_norm import __all__ as _norm_all
+from .functional_spatial import *  # noqa: F403  (re-exported: F.conv1d, F.interpolate, ...)
+from .functional_spatial import INTERPOLATE_MODES, PAD_MODES, pad_indexed
+from .functional_spatial import __all__ as _spatial_all
+
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
            "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "embedding", "one_hot", "pad",
-           "cross_entropy", "nll_loss", "mse_loss", "scaled_dot_product_attention"]
+           "cross_entropy", "nll_loss", "mse_loss", "scaled_dot_product_attention", *_activation_all, *_loss_all,
+           *_norm_all, *_spatial_all]
 
 
 def __dir__() -> list[str]:
@@ -284,16 +296,20 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
-    """Constant padding; `pad` lists (before, after) pairs starting from the last dim, as torch.
-    Negative amounts crop."""
-    if mode != "constant":
-        raise ValueError(f"pad: mode {mode!r} is not supported; only 'constant'")
+    """Padding of the trailing dims; `pad` lists (before, after) pairs starting from the last dim, as torch.
+    Constant padding may be negative (it crops); reflect, replicate and circular repeat the input's own values."""
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode={mode!r} is not supported; supported: {', '.join(map(repr, PAD_MODES))}")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ValueError(f"pad: expected an even number of values for at most {input.ndim} dims, got {list(pad)}")
     natural = [0] * (2 * input.ndim)
     for k in range(len(pad) // 2):
         axis = input.ndim - 1 - k
         natural[2 * axis], natural[2 * axis + 1] = int(pad[2 * k]), int(pad[2 * k + 1])
+    if mode != "constant":
+        if value:
+            raise ValueError(f"pad: value={value} applies to mode='constant' only, not mode={mode!r}")
+        return pad_indexed(input, natural, mode)
     out = input
     if any(p > 0 for p in natural):
         out = apply("pad", input, pads=tuple(max(p, 0) for p in natural), value=0.0 if value is None else value)
@@ -308,15 +324,6 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
 
 
 # --- losses -----------------------------------------------------------------------------------------------
-
-
-def _reduction(size_average: bool | None, reduce: bool | None, reduction: str) -> str:
-    """torch's mapping of the deprecated size_average/reduce flags onto `reduction`."""
-    if size_average is None and reduce is None:
-        return reduction
-    if reduce is False:
-        return "none"
-    return "sum" if size_average is False else "mean"
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
