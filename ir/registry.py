@@ -54,6 +54,9 @@ class OpDef:
     anchor: the fusion kernel family ("gemm", "conv") a region starting with this op compiles to.
     work: node -> a rough cost (multiply-adds plus elements written) for the thread heuristic; None means the
          elements the node writes (nothing for leaves).
+    decompose: (emitter, *operands, **attrs) -> the op's result(s) written with other registered ops; the
+         decompose pass replaces the node with them before fusion, so an op with no kernel of its own (a loss)
+         compiles from its parts. None: the op is kept as it is.
     """
 
     name: str
@@ -72,6 +75,7 @@ class OpDef:
     index_operands: tuple[tuple[int, BoundRule], ...] = ()
     anchor: str | None = None
     work: Callable[["Node"], int] | None = None
+    decompose: Callable[..., Any] | None = None
     attr_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -126,9 +126,38 @@ def _cross_entropy_vjp(e, g, out, x, target, *, reduction, ignore_index, label_s
     return e.mul(e.sub(e.softmax(x, axis=axis), weights), per_sample), None
 
 
+def _reduced(e, loss, reduction: str, count):
+    """The per-sample loss kept, summed, or summed and divided by `count` (a number or a value)."""
+    if reduction == "none":
+        return loss
+    total = e.sum(loss, axes=None, keepdim=False)
+    if reduction == "sum":
+        return total
+    return e.div(total, count if hasattr(count, "shape") else e.scalar(count, loss))
+
+
+def _cross_entropy_decompose(e, x, target, *, reduction, ignore_index, label_smoothing):
+    """log_softmax, then the target's (smoothed) share of it picked with a one-hot product, as the reference."""
+    rank = len(x.shape)
+    axis, classes = _class_axis(rank), x.shape[_class_axis(rank)]
+    logp = e.log_softmax(x, axis=axis)
+    if target.dtype.is_float:
+        weights = e.add(e.mul(target, 1.0 - label_smoothing), label_smoothing / classes)
+        loss = e.neg(e.sum(e.mul(weights, logp), axes=(axis,), keepdim=False))
+        return _reduced(e, loss, reduction, int(np.prod(loss.shape)))
+    valid = e.ne(target, ignore_index)
+    onehot = e.one_hot(e.where(valid, target, e.scalar(0, target)), num_classes=classes, dtype=x.dtype)
+    picked = e.sum(e.mul(_class_last_to_axis(e, onehot, rank), logp), axes=(axis,), keepdim=False)
+    loss = e.mul(picked, -(1.0 - label_smoothing))
+    if label_smoothing:
+        loss = e.sub(loss, e.mul(e.sum(logp, axes=(axis,), keepdim=False), label_smoothing / classes))
+    loss = e.where(valid, loss, e.scalar(0.0, x))
+    return _reduced(e, loss, reduction, e.sum(e.cast(valid, dtype=x.dtype), axes=None, keepdim=False))
+
+
 cross_entropy = defop(
     "cross_entropy", ("input", "target"), infer=_cross_entropy_infer, impl=_cross_entropy_impl,
-    vjp=_cross_entropy_vjp, category="loss",
+    vjp=_cross_entropy_vjp, decompose=_cross_entropy_decompose, category="loss",
     attrs=(_REDUCTION, AttrSpec("ignore_index", "int", -100), AttrSpec("label_smoothing", "float", 0.0)),
     doc="Softmax cross entropy over the class axis, as torch.nn.functional.cross_entropy; mean reduction "
         "divides by the number of non-ignored class-index targets.")
@@ -160,8 +189,14 @@ def _mse_vjp(e, g, out, x, target, *, reduction):
     return unbroadcast(e, g_diff, tuple(x.shape)), unbroadcast(e, e.neg(g_diff), tuple(target.shape))
 
 
+def _mse_decompose(e, x, target, *, reduction):
+    diff = e.sub(x, target)
+    loss = e.mul(diff, diff)
+    return _reduced(e, loss, reduction, int(np.prod(loss.shape)))
+
+
 mse_loss = defop(
     "mse_loss", ("input", "target"), infer=_mse_infer, impl=_mse_impl, vjp=_mse_vjp, attrs=(_REDUCTION,),
-    category="loss",
+    decompose=_mse_decompose, category="loss",
     doc="Squared difference, reduced by mean or sum or kept per element, as torch.nn.functional.mse_loss "
         "(operands broadcast).")
