@@ -38,6 +38,22 @@ def log_probabilities(*shape: int) -> np.ndarray:
     return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
+def lstm_call(m: Any, xs: list[Any], lib: Lib) -> Any:
+    out, (h, c) = m(*xs)
+    return out, h, c
+
+
+def with_state(*shape: int, lstm: bool = False) -> Callable[[Any, list[Any], Lib], Any]:
+    """Call a recurrent layer with a given initial state (h0, or (h0, c0)) of `shape`."""
+    h0, c0 = r(*shape), r(*shape)
+
+    def call(m: Any, xs: list[Any], lib: Lib) -> Any:
+        if lstm:
+            return lstm_call(m, [xs[0], (lib.tensor(h0), lib.tensor(c0))], lib)
+        return m(xs[0], lib.tensor(h0))
+    return call
+
+
 # torch's hardsigmoid/hardswish backward multiplies by the float32 constant 1/6 even in float64
 ONE_SIXTH_IN_FLOAT32 = {"tol64": 1e-7}
 
@@ -105,6 +121,19 @@ CASES = [
     Case("normalize_p3", fn("normalize", p=3.0, dim=0), [r(3, 4)]),
     Case("gelu_tanh_functional", fn("gelu", approximate="tanh"), [r(3, 4)]),
     Case("silu_functional", fn("silu"), [r(3, 4)]),
+    Case("lstm", lambda lib: lib.nn.LSTM(3, 4, dtype=lib.dt), [r(5, 2, 3)], call=lstm_call),
+    Case("lstm_2layer_bidirectional_batch_first", lambda lib: lib.nn.LSTM(3, 4, 2, batch_first=True,
+                                                                          bidirectional=True, dtype=lib.dt),
+         [r(2, 5, 3)], call=lstm_call),
+    Case("lstm_initial_state_unbatched", lambda lib: lib.nn.LSTM(3, 4, bias=False, dtype=lib.dt), [r(4, 3)],
+         call=with_state(1, 4, lstm=True)),
+    Case("gru", lambda lib: lib.nn.GRU(3, 4, 2, dtype=lib.dt), [r(5, 2, 3)]),
+    Case("gru_bidirectional_initial_state", lambda lib: lib.nn.GRU(3, 4, bidirectional=True, dtype=lib.dt),
+         [r(4, 2, 3)], call=with_state(2, 2, 4)),
+    Case("rnn_relu_batch_first", lambda lib: lib.nn.RNN(3, 4, nonlinearity="relu", batch_first=True,
+                                                        dtype=lib.dt), [r(2, 5, 3)]),
+    Case("rnn_tanh_2layer_eval_dropout", lambda lib: lib.nn.RNN(3, 4, 2, dropout=0.5, dtype=lib.dt), [r(5, 2, 3)],
+         modes=(False,)),
     Case("nll_loss", lambda lib: lib.nn.NLLLoss(), [log_probabilities(5, 4), idx(4, 5)]),
     Case("nll_loss_weight_ignore_sum", lambda lib: lib.nn.NLLLoss(weight=lib.tensor([0.2, 1.0, 2.0, 0.7]),
                                                                  ignore_index=2, reduction="sum"),
@@ -155,7 +184,8 @@ def test_kl_div_of_zero_targets_is_zero_with_torch_gradient_in_the_input() -> No
     lambda nn: nn.Conv1d(3, 4, 3, padding=1), lambda nn: nn.ConvTranspose2d(4, 2, 3, stride=2, output_padding=1),
     lambda nn: nn.ConvTranspose1d(4, 2, 3, groups=2, bias=False), lambda nn: nn.AdaptiveMaxPool2d(3),
     lambda nn: nn.AvgPool1d(3), lambda nn: nn.PixelShuffle(3),
-    lambda nn: nn.ZeroPad2d(2), lambda nn: nn.ConstantPad2d((1, 2, 3, 4), 0.5), lambda nn: nn.ReflectionPad2d(1),
+    lambda nn: nn.LSTM(3, 4, 2, batch_first=True), lambda nn: nn.GRU(3, 4, bias=False, bidirectional=True),
+    lambda nn: nn.RNN(3, 4, dropout=0.2, nonlinearity="relu"), lambda nn: nn.ZeroPad2d(2), lambda nn: nn.ConstantPad2d((1, 2, 3, 4), 0.5), lambda nn: nn.ReflectionPad2d(1),
 ])
 def test_extra_repr_matches_torch(make: Callable[[Any], Any]) -> None:
     assert make(braze.nn).extra_repr() == make(torch.nn).extra_repr()

@@ -106,3 +106,27 @@ def test_compiled_conv1d_with_bias_equals_eager() -> None:
     with braze.no_grad():
         want = model(braze.tensor(x)).numpy()
     np.testing.assert_allclose(braze.compile(model, x)(x), want, rtol=1e-5, atol=1e-6)
+
+
+class TextClassifier(nn.Module):
+    """Embedding, a bidirectional recurrent layer unrolled over the traced length, and a linear head on h_n."""
+
+    def __init__(self, cell: str) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(20, 6)
+        self.rnn = getattr(nn, cell)(6, 5, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(10, 3)
+
+    def forward(self, tokens: Any) -> Any:
+        out, state = self.rnn(self.embed(tokens))
+        h = state[0] if isinstance(state, tuple) else state
+        return self.head(braze.cat([h[-2], h[-1]], dim=1)) + out.mean()
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_compiled_recurrent_classifier_equals_eager(cell: str) -> None:
+    model = TextClassifier(cell).valid()
+    tokens = RNG.integers(0, 20, (2, 4)).astype(np.int64)
+    with braze.no_grad():
+        want = model(braze.tensor(tokens)).numpy()
+    np.testing.assert_allclose(braze.compile(model, tokens)(tokens), want, rtol=1e-5, atol=1e-6)

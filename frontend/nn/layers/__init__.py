@@ -1,6 +1,6 @@
 """The standard layers, torch-compatible in constructor arguments, parameter names, initialization and outputs."""
 from . import activation, attention, container, conv, dropout, embedding, linear, loss, normalization, pooling, \
-    resize, transformer
+    recurrent, resize, transformer
 from .activation import *  # noqa: F403
 from .attention import *  # noqa: F403
 from .container import *  # noqa: F403
@@ -11,8 +11,9 @@ from .linear import *  # noqa: F403
 from .loss import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .pooling import *  # noqa: F403
+from .recurrent import *  # noqa: F403
 from .resize import *  # noqa: F403
 from .transformer import *  # noqa: F403
 
 __all__ = [name for module in (linear, conv, normalization, dropout, embedding, activation, pooling, resize,
-                               container, attention, transformer, loss) for name in module.__all__]
+                               recurrent, container, attention, transformer, loss) for name in module.__all__]
