@@ -100,3 +100,14 @@ def test_lstm_state_dict_names_follow_torch() -> None:
 def test_softplus_does_not_overflow() -> None:
     got = F.softplus(braze.tensor(np.array([-800.0, 0.0, 15.0, 800.0]))).numpy()
     np.testing.assert_allclose(got, [0.0, np.log(2.0), np.log1p(np.exp(15.0)), 800.0], rtol=1e-12, atol=1e-300)
+
+
+def test_encoder_clones_start_equal_with_their_own_param_ids() -> None:
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 3)
+    first, second = (dict(layer.named_parameters()) for layer in list(encoder.layers)[:2])
+    ids = [p.id for _, p in encoder.named_parameters()]
+    assert len(set(ids)) == len(ids)
+    weights = [layer["linear1.weight"] for layer in (first, second)]
+    np.testing.assert_array_equal(*(w.detach().numpy() for w in weights))
+    weights[0].assign(weights[0].detach().numpy() * 2.0)
+    assert not np.array_equal(*(w.detach().numpy() for w in weights))

@@ -11,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import braze  # noqa: E402
-from tests.frontend.test_layers_vs_torch import Case, Lib, check_against_torch, idx, r  # noqa: E402
+from tests.frontend.test_layers_vs_torch import (CAUSAL, KPM, Case, Lib, check_against_torch, idx,  # noqa: E402
+                                                 r)
 
 RNG = np.random.default_rng(99)
 
@@ -134,6 +135,21 @@ CASES = [
                                                         dtype=lib.dt), [r(2, 5, 3)]),
     Case("rnn_tanh_2layer_eval_dropout", lambda lib: lib.nn.RNN(3, 4, 2, dropout=0.5, dtype=lib.dt), [r(5, 2, 3)],
          modes=(False,)),
+    Case("decoder_layer_post_norm", lambda lib: lib.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, dtype=lib.dt),
+         [r(5, 2, 8), r(6, 2, 8)], call=lambda m, xs, lib: m(xs[0], xs[1], tgt_mask=lib.tensor(CAUSAL),
+                                                            tgt_is_causal=True)),
+    Case("decoder_layer_pre_norm_gelu_masks", lambda lib: lib.nn.TransformerDecoderLayer(
+        8, 2, 16, dropout=0.0, activation="gelu", batch_first=True, norm_first=True, dtype=lib.dt),
+         [r(2, 5, 8), r(2, 6, 8)], call=lambda m, xs, lib: m(xs[0], xs[1], memory_key_padding_mask=lib.tensor(KPM))),
+    Case("encoder_stack_with_norm", lambda lib: lib.nn.TransformerEncoder(
+        lib.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=lib.dt), 2,
+        norm=lib.nn.LayerNorm(8, dtype=lib.dt), enable_nested_tensor=False), [r(5, 2, 8)]),
+    Case("decoder_stack", lambda lib: lib.nn.TransformerDecoder(
+        lib.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, dtype=lib.dt), 2), [r(5, 2, 8), r(6, 2, 8)]),
+    Case("transformer", lambda lib: lib.nn.Transformer(8, 2, 1, 2, 16, dropout=0.0, batch_first=True, dtype=lib.dt),
+         [r(2, 6, 8), r(2, 5, 8)], call=lambda m, xs, lib: m(
+             xs[0], xs[1], tgt_mask=(torch.nn.Transformer if lib.is_torch else braze.nn.Transformer)
+             .generate_square_subsequent_mask(5, dtype=lib.dt))),
     Case("nll_loss", lambda lib: lib.nn.NLLLoss(), [log_probabilities(5, 4), idx(4, 5)]),
     Case("nll_loss_weight_ignore_sum", lambda lib: lib.nn.NLLLoss(weight=lib.tensor([0.2, 1.0, 2.0, 0.7]),
                                                                  ignore_index=2, reduction="sum"),
