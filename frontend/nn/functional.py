@@ -19,6 +19,7 @@ from ..creation import default_generator
 from ..dispatch import apply
 from ..promotion import as_operand, binary_operands, coerce
 from ..tensor import Tensor
+from ..trace_context import TRACE
 from .nll import class_last, picked_loss, reduce_weighted
 from .nll import nll_loss as _nll_loss
 from .param import Param
@@ -274,17 +275,37 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of `weight` at the indices in `input` (shape input.shape + (embedding_dim,)).
 
-    The row at padding_idx receives no gradient, as torch.
+    The row at padding_idx receives no gradient, as torch. With max_norm, each row looked up whose norm_type-norm
+    exceeds max_norm is rescaled to norm max_norm in the weight itself (as torch, outside autodiff) before the
+    lookup; the lookup's gradient reaches the weight unscaled.
     """
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise ValueError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+    if scale_grad_by_freq or sparse:
+        raise ValueError("embedding: scale_grad_by_freq=True and sparse=True are not supported; supported: False")
     index = _f.as_tensor(input)
-    out = apply("index_select", weight, index, axis=0)
+    table = weight if max_norm is None else _renormed_rows(weight, index, max_norm, norm_type)
+    out = apply("index_select", table, index, axis=0)
     if padding_idx is None:
         return out
     row = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
     at_padding = _f.unsqueeze(_f.eq(index, row), -1)
     return _f.where(at_padding, out.detach(), out)
+
+
+def _renormed_rows(weight: Tensor, index: Tensor, max_norm: float, norm_type: float) -> Tensor:
+    """The weight with the looked-up rows of norm above max_norm scaled to max_norm, stored into the weight (when
+    not tracing); returned as weight + (renormed - weight).detach(), so the lookup's gradient reaches the weight
+    unscaled."""
+    with no_grad():
+        w = weight.detach()
+        norms = _f.pow(_f.sum(_f.pow(_f.abs(w), norm_type), 1), 1.0 / norm_type)
+        hits = _f.gt(_f.sum(one_hot(_f.reshape(index, (-1,)), w.shape[0]), 0), 0)
+        scale = _f.where(_f.logical_and(hits, _f.gt(norms, max_norm)), _f.div(max_norm, _f.add(norms, 1e-7)), 1.0)
+        renormed = _f.mul(w, _f.unsqueeze(scale, 1))
+        shift = _f.sub(renormed, w)
+    table = _f.add(weight, shift)  # read before the store below replaces the weight's array
+    if TRACE.watcher is None:  # a traced graph renormalizes in every lookup instead (idempotent) and stores nothing
+        _store_statistic(weight, renormed)
+    return table
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

@@ -150,6 +150,11 @@ CASES = [
          [r(2, 6, 8), r(2, 5, 8)], call=lambda m, xs, lib: m(
              xs[0], xs[1], tgt_mask=(torch.nn.Transformer if lib.is_torch else braze.nn.Transformer)
              .generate_square_subsequent_mask(5, dtype=lib.dt))),
+    Case("embedding_max_norm", lambda lib: lib.nn.Embedding(10, 4, max_norm=1.0, dtype=lib.dt),
+         [np.array([[2, 1, 2, 9], [0, 2, 3, 3]])]),
+    Case("embedding_max_norm_p1_padding", lambda lib: lib.nn.Embedding(10, 4, padding_idx=3, max_norm=1.5,
+                                                                      norm_type=1.0, dtype=lib.dt),
+         [np.array([[2, 1, 3, 9], [0, 2, 3, 3]])]),
     Case("nll_loss", lambda lib: lib.nn.NLLLoss(), [log_probabilities(5, 4), idx(4, 5)]),
     Case("nll_loss_weight_ignore_sum", lambda lib: lib.nn.NLLLoss(weight=lib.tensor([0.2, 1.0, 2.0, 0.7]),
                                                                  ignore_index=2, reduction="sum"),

@@ -130,3 +130,13 @@ def test_compiled_recurrent_classifier_equals_eager(cell: str) -> None:
     with braze.no_grad():
         want = model(braze.tensor(tokens)).numpy()
     np.testing.assert_allclose(braze.compile(model, tokens)(tokens), want, rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_embedding_max_norm_renormalizes_like_eager() -> None:
+    model = nn.Embedding(10, 4, max_norm=0.5).valid()
+    tokens = np.array([[2, 1, 2, 9]], dtype=np.int64)
+    compiled = braze.compile(model, tokens)  # traced before eager renormalizes the weight in place
+    with braze.no_grad():
+        want = model(braze.tensor(tokens)).numpy()
+    np.testing.assert_allclose(compiled(tokens), want, rtol=1e-5, atol=1e-6)
+    assert np.all(np.linalg.norm(want, axis=-1) <= 0.5 + 1e-6)
