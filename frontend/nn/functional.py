@@ -19,25 +19,28 @@ from ..creation import default_generator
 from ..dispatch import apply
 from ..promotion import as_operand, binary_operands, coerce
 from ..tensor import Tensor
-from ..trace_context import TRACE
 from .nll import class_last, picked_loss, reduce_weighted
 from .nll import nll_loss as _nll_loss
 from .param import Param
 
 from .functional_activation import *  # noqa: F403  (re-exported: F.leaky_relu, F.elu, ...)
+from .functional_embedding import *  # noqa: F403  (re-exported: F.embedding, F.one_hot, F.embedding_bag)
+from .functional_embedding import EMBEDDING_BAG_MODES
+from .functional_embedding import __all__ as _embedding_all
 from .functional_activation import __all__ as _activation_all
 from .functional_loss import *  # noqa: F403  (re-exported: F.l1_loss, F.binary_cross_entropy, ...)
 from .functional_loss import __all__ as _loss_all
 from .functional_loss import legacy_reduction as _reduction
 from .functional_norm import *  # noqa: F403  (re-exported: F.group_norm, F.rms_norm, ...)
 from .functional_norm import __all__ as _norm_all
+from .functional_norm import store_in_place
 from .functional_spatial import *  # noqa: F403  (re-exported: F.conv1d, F.interpolate, ...)
 from .functional_spatial import INTERPOLATE_MODES, PAD_MODES, pad_indexed
 from .functional_spatial import __all__ as _spatial_all
 
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
-           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "embedding", "one_hot", "pad",
-           "cross_entropy", "nll_loss", "mse_loss", "scaled_dot_product_attention", *_activation_all, *_loss_all,
+           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "pad",
+           "cross_entropy", "nll_loss", "mse_loss", "scaled_dot_product_attention", *_activation_all, *_embedding_all, *_loss_all,
            *_norm_all, *_spatial_all]
 
 
@@ -237,16 +240,8 @@ def batch_norm(input: Tensor, running_mean: Any, running_var: Any, weight: Tenso
             if running is None:
                 continue
             blend = _f.add(_f.mul(running, keep), _f.mul(batch, momentum))
-            _store_statistic(running, blend if literal else apply("where", training, *binary_operands(blend, running)))
+            store_in_place(running, blend if literal else apply("where", training, *binary_operands(blend, running)))
     return y
-
-
-def _store_statistic(running: Any, value: Tensor) -> None:
-    """Write an updated running statistic: a Param (a layer's buffer) through assign, a tensor in place."""
-    if isinstance(running, Param):
-        running.assign(value)
-    else:
-        running.copy_(value)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
@@ -268,52 +263,7 @@ def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool =
     return apply("dropout", input, flag, Tensor._wrap(np.asarray(seed, dtype=np.int64)), p=p)
 
 
-# --- embeddings and encodings -----------------------------------------------------------------------------
-
-
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
-              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
-    """Rows of `weight` at the indices in `input` (shape input.shape + (embedding_dim,)).
-
-    The row at padding_idx receives no gradient, as torch. With max_norm, each row looked up whose norm_type-norm
-    exceeds max_norm is rescaled to norm max_norm in the weight itself (as torch, outside autodiff) before the
-    lookup; the lookup's gradient reaches the weight unscaled.
-    """
-    if scale_grad_by_freq or sparse:
-        raise ValueError("embedding: scale_grad_by_freq=True and sparse=True are not supported; supported: False")
-    index = _f.as_tensor(input)
-    table = weight if max_norm is None else _renormed_rows(weight, index, max_norm, norm_type)
-    out = apply("index_select", table, index, axis=0)
-    if padding_idx is None:
-        return out
-    row = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
-    at_padding = _f.unsqueeze(_f.eq(index, row), -1)
-    return _f.where(at_padding, out.detach(), out)
-
-
-def _renormed_rows(weight: Tensor, index: Tensor, max_norm: float, norm_type: float) -> Tensor:
-    """The weight with the looked-up rows of norm above max_norm scaled to max_norm, stored into the weight (when
-    not tracing); returned as weight + (renormed - weight).detach(), so the lookup's gradient reaches the weight
-    unscaled."""
-    with no_grad():
-        w = weight.detach()
-        norms = _f.pow(_f.sum(_f.pow(_f.abs(w), norm_type), 1), 1.0 / norm_type)
-        hits = _f.gt(_f.sum(one_hot(_f.reshape(index, (-1,)), w.shape[0]), 0), 0)
-        scale = _f.where(_f.logical_and(hits, _f.gt(norms, max_norm)), _f.div(max_norm, _f.add(norms, 1e-7)), 1.0)
-        renormed = _f.mul(w, _f.unsqueeze(scale, 1))
-        shift = _f.sub(renormed, w)
-    table = _f.add(weight, shift)  # read before the store below replaces the weight's array
-    if TRACE.watcher is None:  # a traced graph renormalizes in every lookup instead (idempotent) and stores nothing
-        _store_statistic(weight, renormed)
-    return table
-
-
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """int64 one-hot encoding along a new last dim; num_classes=-1 takes the largest index + 1."""
-    index = _f.as_tensor(tensor)
-    if num_classes == -1:
-        num_classes = int(index._data.max()) + 1 if index.numel() else 0
-    return apply("one_hot", index, num_classes=num_classes, dtype=int64)
+# --- padding ---------------------------------------------------------------------------------------------
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:

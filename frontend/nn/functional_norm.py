@@ -12,8 +12,17 @@ import numpy as np
 from .. import functions as _f
 from ..dispatch import apply
 from ..tensor import Tensor
+from .param import Param
 
 __all__ = ["group_norm", "instance_norm", "rms_norm", "normalize"]
+
+
+def store_in_place(target: Any, value: Tensor) -> None:
+    """Write a new value into `target`: a Param (a layer's buffer or weight) through assign, a tensor in place."""
+    if isinstance(target, Param):
+        target.assign(value)
+    else:
+        target.copy_(value)
 
 
 def _per_channel(t: Tensor, rank: int) -> Tensor:
