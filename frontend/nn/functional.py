@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from braze.ir.errors import ShapeError
-from braze.ir.types import bool_, int64
+from braze.ir.types import bool_
 
 from .. import functions as _f
 from ..autodiff import no_grad
@@ -24,10 +24,10 @@ from .nll import nll_loss as _nll_loss
 from .param import Param
 
 from .functional_activation import *  # noqa: F403  (re-exported: F.leaky_relu, F.elu, ...)
+from .functional_activation import __all__ as _activation_all
 from .functional_embedding import *  # noqa: F403  (re-exported: F.embedding, F.one_hot, F.embedding_bag)
 from .functional_embedding import EMBEDDING_BAG_MODES
 from .functional_embedding import __all__ as _embedding_all
-from .functional_activation import __all__ as _activation_all
 from .functional_loss import *  # noqa: F403  (re-exported: F.l1_loss, F.binary_cross_entropy, ...)
 from .functional_loss import __all__ as _loss_all
 from .functional_loss import legacy_reduction as _reduction
@@ -35,13 +35,13 @@ from .functional_norm import *  # noqa: F403  (re-exported: F.group_norm, F.rms_
 from .functional_norm import __all__ as _norm_all
 from .functional_norm import store_in_place
 from .functional_spatial import *  # noqa: F403  (re-exported: F.conv1d, F.interpolate, ...)
-from .functional_spatial import INTERPOLATE_MODES, PAD_MODES, pad_indexed
+from .functional_spatial import INTERPOLATE_MODES, PAD_MODES, pad_indexed, pair_of
 from .functional_spatial import __all__ as _spatial_all
 
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
-           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "pad",
-           "cross_entropy", "nll_loss", "mse_loss", "scaled_dot_product_attention", *_activation_all, *_embedding_all, *_loss_all,
-           *_norm_all, *_spatial_all]
+           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "pad", "cross_entropy", "nll_loss",
+           "mse_loss", "scaled_dot_product_attention", *_activation_all, *_embedding_all, *_loss_all, *_norm_all,
+           *_spatial_all]
 
 
 def __dir__() -> list[str]:
@@ -50,14 +50,7 @@ def __dir__() -> list[str]:
 
 
 def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
-    if isinstance(value, (int, np.integer)):
-        return int(value), int(value)
-    pair = tuple(int(v) for v in value)
-    if len(pair) == 1:
-        return pair[0], pair[0]
-    if len(pair) != 2:
-        raise ValueError(f"{name} expects an int or a pair of ints, got {value!r}")
-    return pair  # type: ignore[return-value]
+    return pair_of(value, name, "nn.functional")
 
 
 def _constant(value: float, like: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -21,6 +21,15 @@ def _normal_rows(padding_idx: int | None) -> Sampler:
     return sample
 
 
+def _padding_row(padding_idx: int | None, num_embeddings: int, argument: str) -> int | None:
+    """padding_idx as a row number (a negative one counts from the end), checked to be a row."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{argument} must be within num_embeddings")
+    return padding_idx % num_embeddings
+
+
 class Embedding(Module):
     """Rows of `weight` (num_embeddings, embedding_dim) at integer indices.
 
@@ -34,10 +43,7 @@ class Embedding(Module):
                  dtype: Any = None) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        if padding_idx is not None:
-            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
-                raise ValueError("Padding_idx must be within num_embeddings")
-            padding_idx = padding_idx % self.num_embeddings
+        padding_idx = _padding_row(padding_idx, self.num_embeddings, "Padding_idx")
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         shape = (self.num_embeddings, self.embedding_dim)
@@ -91,10 +97,7 @@ class EmbeddingBag(Module):
         if mode not in F.EMBEDDING_BAG_MODES:
             raise ValueError(f"EmbeddingBag: mode={mode!r} is not supported; supported: 'sum', 'mean', 'max'")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        if padding_idx is not None:
-            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
-                raise ValueError("padding_idx must be within num_embeddings")
-            padding_idx = padding_idx % self.num_embeddings
+        padding_idx = _padding_row(padding_idx, self.num_embeddings, "padding_idx")
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
         self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
         self.padding_idx = padding_idx
