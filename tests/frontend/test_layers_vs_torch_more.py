@@ -122,6 +122,7 @@ CASES = [
     Case("normalize_p3", fn("normalize", p=3.0, dim=0), [r(3, 4)]),
     Case("gelu_tanh_functional", fn("gelu", approximate="tanh"), [r(3, 4)]),
     Case("silu_functional", fn("silu"), [r(3, 4)]),
+    Case("hardtanh_functional", fn("hardtanh", -0.5, 2.0), [r(3, 4) * 2]),
     Case("lstm", lambda lib: lib.nn.LSTM(3, 4, dtype=lib.dt), [r(5, 2, 3)], call=lstm_call),
     Case("lstm_2layer_bidirectional_batch_first", lambda lib: lib.nn.LSTM(3, 4, 2, batch_first=True,
                                                                           bidirectional=True, dtype=lib.dt),
