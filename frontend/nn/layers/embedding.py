@@ -30,6 +30,14 @@ def _padding_row(padding_idx: int | None, num_embeddings: int, argument: str) ->
     return padding_idx % num_embeddings
 
 
+def _norm_repr(layer: Any) -> str:
+    """The max_norm, norm_type and scale_grad_by_freq part of torch's embedding reprs (non-defaults only)."""
+    s = "" if layer.max_norm is None else f", max_norm={layer.max_norm}"
+    if layer.norm_type != 2:
+        s += f", norm_type={layer.norm_type}"
+    return s + (f", scale_grad_by_freq={layer.scale_grad_by_freq}" if layer.scale_grad_by_freq else "")
+
+
 class Embedding(Module):
     """Rows of `weight` (num_embeddings, embedding_dim) at integer indices.
 
@@ -74,12 +82,7 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        s += _norm_repr(self)
         if self.sparse:
             s += ", sparse=True"
         return s
@@ -113,14 +116,7 @@ class EmbeddingBag(Module):
                                self.padding_idx)
 
     def extra_repr(self) -> str:
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
-        s += f", mode={self.mode}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}{_norm_repr(self)}, mode={self.mode}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
         return s
