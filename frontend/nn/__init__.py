@@ -8,9 +8,7 @@ from .state import IncompatibleKeys
 from .visitor import ModuleMapper, ModuleVisitor
 
 Parameter = Param  # torch's name, so `nn.Parameter(torch.randn(...))` code reads across unchanged
-from .layers import (GELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout,
-                     Embedding, Flatten, Identity, LayerNorm, Linear, MaxPool2d, ModuleDict, ModuleList, MSELoss,
-                     MultiheadAttention, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh, TransformerEncoderLayer)
+from .layers import *  # noqa: E402,F403  (every layer: nn.Linear, nn.Conv2d, nn.GroupNorm, ...)
 from .lora import Lora, LoraAdapter, QLora
 from .quant import QuantizedTensor, Quantizer
 from .reparam import Reparameterization, Reparameterizer

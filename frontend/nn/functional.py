@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from braze.ir.errors import ShapeError
-from braze.ir.types import bool_, int64
+from braze.ir.types import bool_
 
 from .. import functions as _f
 from ..autodiff import no_grad
@@ -23,9 +23,25 @@ from .nll import class_last, picked_loss, reduce_weighted
 from .nll import nll_loss as _nll_loss
 from .param import Param
 
+from .functional_activation import *  # noqa: F403  (re-exported: F.leaky_relu, F.elu, ...)
+from .functional_activation import __all__ as _activation_all
+from .functional_embedding import *  # noqa: F403  (re-exported: F.embedding, F.one_hot, F.embedding_bag)
+from .functional_embedding import EMBEDDING_BAG_MODES
+from .functional_embedding import __all__ as _embedding_all
+from .functional_loss import *  # noqa: F403  (re-exported: F.l1_loss, F.binary_cross_entropy, ...)
+from .functional_loss import __all__ as _loss_all
+from .functional_loss import legacy_reduction as _reduction
+from .functional_norm import *  # noqa: F403  (re-exported: F.group_norm, F.rms_norm, ...)
+from .functional_norm import __all__ as _norm_all
+from .functional_norm import store_in_place
+from .functional_spatial import *  # noqa: F403  (re-exported: F.conv1d, F.interpolate, ...)
+from .functional_spatial import INTERPOLATE_MODES, PAD_MODES, pad_indexed, pair_of
+from .functional_spatial import __all__ as _spatial_all
+
 __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
-           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "embedding", "one_hot", "pad",
-           "cross_entropy", "nll_loss", "mse_loss", "scaled_dot_product_attention"]
+           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "pad", "cross_entropy", "nll_loss",
+           "mse_loss", "scaled_dot_product_attention", *_activation_all, *_embedding_all, *_loss_all, *_norm_all,
+           *_spatial_all]
 
 
 def __dir__() -> list[str]:
@@ -34,14 +50,7 @@ def __dir__() -> list[str]:
 
 
 def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
-    if isinstance(value, (int, np.integer)):
-        return int(value), int(value)
-    pair = tuple(int(v) for v in value)
-    if len(pair) == 1:
-        return pair[0], pair[0]
-    if len(pair) != 2:
-        raise ValueError(f"{name} expects an int or a pair of ints, got {value!r}")
-    return pair  # type: ignore[return-value]
+    return pair_of(value, name, "nn.functional")
 
 
 def _constant(value: float, like: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -224,16 +233,8 @@ def batch_norm(input: Tensor, running_mean: Any, running_var: Any, weight: Tenso
             if running is None:
                 continue
             blend = _f.add(_f.mul(running, keep), _f.mul(batch, momentum))
-            _store_statistic(running, blend if literal else apply("where", training, *binary_operands(blend, running)))
+            store_in_place(running, blend if literal else apply("where", training, *binary_operands(blend, running)))
     return y
-
-
-def _store_statistic(running: Any, value: Tensor) -> None:
-    """Write an updated running statistic: a Param (a layer's buffer) through assign, a tensor in place."""
-    if isinstance(running, Param):
-        running.assign(value)
-    else:
-        running.copy_(value)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
@@ -255,45 +256,24 @@ def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool =
     return apply("dropout", input, flag, Tensor._wrap(np.asarray(seed, dtype=np.int64)), p=p)
 
 
-# --- embeddings and encodings -----------------------------------------------------------------------------
-
-
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
-              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
-    """Rows of `weight` at the indices in `input` (shape input.shape + (embedding_dim,)).
-
-    The row at padding_idx receives no gradient, as torch.
-    """
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise ValueError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
-    index = _f.as_tensor(input)
-    out = apply("index_select", weight, index, axis=0)
-    if padding_idx is None:
-        return out
-    row = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
-    at_padding = _f.unsqueeze(_f.eq(index, row), -1)
-    return _f.where(at_padding, out.detach(), out)
-
-
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """int64 one-hot encoding along a new last dim; num_classes=-1 takes the largest index + 1."""
-    index = _f.as_tensor(tensor)
-    if num_classes == -1:
-        num_classes = int(index._data.max()) + 1 if index.numel() else 0
-    return apply("one_hot", index, num_classes=num_classes, dtype=int64)
+# --- padding ---------------------------------------------------------------------------------------------
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
-    """Constant padding; `pad` lists (before, after) pairs starting from the last dim, as torch.
-    Negative amounts crop."""
-    if mode != "constant":
-        raise ValueError(f"pad: mode {mode!r} is not supported; only 'constant'")
+    """Padding of the trailing dims; `pad` lists (before, after) pairs starting from the last dim, as torch.
+    Constant padding may be negative (it crops); reflect, replicate and circular repeat the input's own values."""
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode={mode!r} is not supported; supported: {', '.join(map(repr, PAD_MODES))}")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ValueError(f"pad: expected an even number of values for at most {input.ndim} dims, got {list(pad)}")
     natural = [0] * (2 * input.ndim)
     for k in range(len(pad) // 2):
         axis = input.ndim - 1 - k
         natural[2 * axis], natural[2 * axis + 1] = int(pad[2 * k]), int(pad[2 * k + 1])
+    if mode != "constant":
+        if value:
+            raise ValueError(f"pad: value={value} applies to mode='constant' only, not mode={mode!r}")
+        return pad_indexed(input, natural, mode)
     out = input
     if any(p > 0 for p in natural):
         out = apply("pad", input, pads=tuple(max(p, 0) for p in natural), value=0.0 if value is None else value)
@@ -308,15 +288,6 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
 
 
 # --- losses -----------------------------------------------------------------------------------------------
-
-
-def _reduction(size_average: bool | None, reduce: bool | None, reduction: str) -> str:
-    """torch's mapping of the deprecated size_average/reduce flags onto `reduction`."""
-    if size_average is None and reduce is None:
-        return reduction
-    if reduce is False:
-        return "none"
-    return "sum" if size_average is False else "mean"
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,

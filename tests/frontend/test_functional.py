@@ -178,9 +178,21 @@ def test_pad_last_dim_first_and_cropping() -> None:
     np.testing.assert_array_equal(F.pad(T(x), (-1, 1, 0, -2)).numpy(), np.pad(x, ((0, 0), (0, 0), (0, 1)))[:, :1, 1:])
 
 
-def test_pad_rejects_other_modes() -> None:
-    with pytest.raises(ValueError, match="constant"):
-        F.pad(braze.ones(2, 2), (1, 1), mode="reflect")
+@pytest.mark.parametrize("mode,numpy_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_copying_modes_match_numpy(mode: str, numpy_mode: str) -> None:
+    x = RNG.standard_normal((2, 3, 4))
+    np.testing.assert_array_equal(F.pad(T(x), (2, 3, 0, 2), mode=mode).numpy(),
+                                  np.pad(x, ((0, 0), (0, 2), (2, 3)), mode=numpy_mode))
+
+
+def test_pad_rejects_unknown_modes_naming_the_supported_ones() -> None:
+    with pytest.raises(ValueError, match="pad: mode='symmetric' is not supported; supported: 'constant', 'reflect'"):
+        F.pad(braze.ones(2, 2), (1, 1), mode="symmetric")
+
+
+def test_pad_reflect_rejects_padding_as_large_as_the_dim() -> None:
+    with pytest.raises(ValueError, match=r"pad: mode='reflect' needs padding \(3, 0\) within \[0, 2\]"):
+        F.pad(braze.ones(2, 3), (3, 0), mode="reflect")
 
 
 def test_cross_entropy_class_indices() -> None:

@@ -29,8 +29,53 @@ def ints(high: int, *shape: int) -> np.ndarray:
     return R.integers(0, high, shape)
 
 
+def outside(*shape: int) -> np.ndarray:
+    """|x| in [3.5, 5]: where hardsigmoid and hardswish are flat or linear (torch's backward between -3 and 3
+    multiplies by a float32 1/6 even in float64; the layer tests check there with a float32 tolerance)."""
+    return R.uniform(3.5, 5.0, shape) * R.choice([-1.0, 1.0], shape)
+
+
 # (id, expression over (module, functional, *leaves), operand arrays); float arrays become leaves requiring grad
 Case = tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]
+COMPOSED: list[Case] = [
+    ("leaky_relu", lambda m, F, x: F.leaky_relu(x, 0.2), (n(3, 4),)),
+    ("elu", lambda m, F, x: F.elu(x, alpha=0.5), (n(3, 4),)),
+    ("hardtanh", lambda m, F, x: F.hardtanh(x, -0.5, 0.7), (n(3, 4),)),
+    ("relu6", lambda m, F, x: F.relu6(x * 5), (n(3, 4),)),
+    ("hardswish", lambda m, F, x: F.hardswish(x), (outside(3, 4),)),
+    ("hardsigmoid", lambda m, F, x: F.hardsigmoid(x), (outside(3, 4),)),
+    ("softplus", lambda m, F, x: F.softplus(x * 4, beta=0.5, threshold=3.0), (n(3, 4),)),
+    ("mish", lambda m, F, x: F.mish(x), (n(3, 4),)),
+    ("prelu", lambda m, F, x, w: F.prelu(x, w), (n(2, 3, 2), pos(3))),
+    ("glu", lambda m, F, x: F.glu(x, 1), (n(2, 4, 3),)),
+    ("embedding_bag", lambda m, F, i, w, o: F.embedding_bag(i, w, o, mode="mean"),
+     (ints(6, 5), n(6, 3), np.array([0, 1, 1]))),
+    ("l1_loss", lambda m, F, x, y: F.l1_loss(x, y), (n(3, 4), n(3, 4))),
+    ("smooth_l1_loss", lambda m, F, x, y: F.smooth_l1_loss(x, y, beta=0.4), (n(3, 4), n(3, 4))),
+    ("huber_loss", lambda m, F, x, y: F.huber_loss(x, y, reduction="sum", delta=0.6), (n(3, 4), n(3, 4))),
+    ("binary_cross_entropy", lambda m, F, p, t: F.binary_cross_entropy(p, t), (pos(3, 4) / 2.5, pos(3, 4) / 2.5)),
+    ("binary_cross_entropy_with_logits", lambda m, F, x, t: F.binary_cross_entropy_with_logits(
+        x, t, pos_weight=m.tensor([0.5, 1.0, 2.0, 3.0], dtype=m.float64)), (n(3, 4) * 3, pos(3, 4) / 2.5)),
+    ("kl_div", lambda m, F, x, t: F.kl_div(x, t, reduction="batchmean"), (n(3, 4), pos(3, 4))),
+    ("group_norm", lambda m, F, x, w, b: F.group_norm(x, 2, w, b), (n(2, 4, 3), n(4), n(4))),
+    ("instance_norm", lambda m, F, x: F.instance_norm(x), (n(2, 3, 5),)),
+    ("rms_norm", lambda m, F, x, w: F.rms_norm(x, [4], w, eps=1e-4), (n(2, 3, 4), n(4))),
+    ("normalize", lambda m, F, x: F.normalize(x, dim=-1), (n(3, 4),)),
+    ("conv1d", lambda m, F, x, w, b: F.conv1d(x, w, b, stride=2, padding=1, groups=2),
+     (n(2, 4, 7), n(6, 2, 3), n(6))),
+    ("conv_transpose1d", lambda m, F, x, w: F.conv_transpose1d(x, w, stride=3, padding=1, output_padding=1),
+     (n(2, 3, 4), n(3, 2, 3))),
+    ("conv_transpose2d", lambda m, F, x, w, b: F.conv_transpose2d(x, w, b, stride=2, dilation=(1, 2)),
+     (n(1, 2, 3, 3), n(2, 3, 2, 2), n(3))),
+    ("max_pool1d", lambda m, F, x: F.max_pool1d(x, 2), (n(2, 3, 6),)),
+    ("avg_pool1d", lambda m, F, x: F.avg_pool1d(x, 3, stride=2, padding=1), (n(2, 3, 7),)),
+    ("adaptive_avg_pool1d", lambda m, F, x: F.adaptive_avg_pool1d(x, 4), (n(2, 3, 7),)),
+    ("adaptive_max_pool2d", lambda m, F, x: F.adaptive_max_pool2d(x, (2, 3)), (n(1, 2, 5, 7),)),
+    ("interpolate_bilinear", lambda m, F, x: F.interpolate(x, size=(4, 7), mode="bilinear", align_corners=True),
+     (n(1, 2, 3, 4),)),
+    ("interpolate_nearest", lambda m, F, x: F.interpolate(x, scale_factor=(2, 1.5)), (n(1, 2, 3, 4),)),
+    ("pixel_shuffle", lambda m, F, x: F.pixel_shuffle(x, 2), (n(1, 8, 2, 3),)),
+]
 FUNCTIONAL: list[Case] = [
     ("linear", lambda m, F, x, w, b: F.linear(x, w, b), (n(2, 3, 4), n(5, 4), n(5))),
     ("linear_nobias", lambda m, F, x, w: F.linear(x, w), (n(3, 4), n(2, 4))),
@@ -100,7 +145,7 @@ FUNCTIONAL: list[Case] = [
         q, k, v, attn_mask=a),
      (n(1, 2, 3), n(1, 4, 3), n(1, 4, 2), n(2, 4))),
     ("scaled_dot_product_attention_gqa", lambda m, F, q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-     (n(1, 4, 3, 2), n(1, 2, 3, 2), n(1, 2, 3, 2))),
+     (n(1, 4, 3, 2), n(1, 2, 3, 2), n(1, 2, 3, 2))),    *COMPOSED,
 ]
 
 METHODS: list[Case] = [

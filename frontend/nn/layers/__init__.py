@@ -1,17 +1,21 @@
 """The standard layers, torch-compatible in constructor arguments, parameter names, initialization and outputs."""
-from .activation import GELU, Flatten, ReLU, SiLU, Sigmoid, Softmax, Tanh
-from .attention import MultiheadAttention
-from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv2d
-from .dropout import Dropout
-from .embedding import Embedding
-from .linear import Identity, Linear
-from .loss import CrossEntropyLoss, MSELoss
-from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
-from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
-from .transformer import TransformerEncoderLayer
+from . import activation, attention, container, conv, dropout, embedding, linear, loss, normalization, pooling, \
+    recurrent, resize, transformer, transformer_stack
+from .activation import *  # noqa: F403
+from .attention import *  # noqa: F403
+from .container import *  # noqa: F403
+from .conv import *  # noqa: F403
+from .dropout import *  # noqa: F403
+from .embedding import *  # noqa: F403
+from .linear import *  # noqa: F403
+from .loss import *  # noqa: F403
+from .normalization import *  # noqa: F403
+from .pooling import *  # noqa: F403
+from .recurrent import *  # noqa: F403
+from .resize import *  # noqa: F403
+from .transformer import *  # noqa: F403
+from .transformer_stack import *  # noqa: F403
 
-__all__ = ["Linear", "Identity", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding",
-           "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "MaxPool2d", "AvgPool2d",
-           "AdaptiveAvgPool2d", "Sequential", "ModuleList", "ModuleDict", "MultiheadAttention",
-           "TransformerEncoderLayer", "CrossEntropyLoss", "MSELoss"]
+_MODULES = (linear, conv, normalization, dropout, embedding, activation, pooling, resize, recurrent, container,
+            attention, transformer, transformer_stack, loss)
+__all__ = [name for module in _MODULES for name in module.__all__]

@@ -1,4 +1,5 @@
-"""Activation and reshaping layers without parameters: ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, Flatten."""
+"""Activation layers (ReLU, GELU, SiLU, LeakyReLU, ELU, ..., PReLU with its learned slope), Softmax, LogSoftmax,
+Flatten and Unflatten, as torch.nn's."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,20 +7,29 @@ from typing import Any
 from ... import functions as _f
 from .. import functional as F
 from ..module import Module
+from ._init import constant, float_dtype, lazy
 
 
-class ReLU(Module):
-    """max(x, 0) elementwise."""
+class _Inplace(Module):
+    """An elementwise activation F.<_function>(input) with torch's (ignored, out-of-place) `inplace` flag."""
+
+    _function = ""
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = bool(inplace)
 
     def forward(self, input: Any) -> Any:
-        return F.relu(input)
+        return getattr(F, self._function)(input)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Inplace):
+    """max(x, 0) elementwise."""
+
+    _function = "relu"
 
 
 class GELU(Module):
@@ -38,18 +48,10 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
+class SiLU(_Inplace):
     """x * sigmoid(x) elementwise (swish)."""
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = bool(inplace)
-
-    def forward(self, input: Any) -> Any:
-        return F.silu(input)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
+    _function = "silu"
 
 
 class Tanh(Module):
@@ -94,4 +96,130 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten"]
+class ReLU6(_Inplace):
+    """min(max(x, 0), 6) elementwise."""
+
+    _function = "relu6"
+
+
+class Hardsigmoid(_Inplace):
+    """relu6(x + 3) / 6 elementwise."""
+
+    _function = "hardsigmoid"
+
+
+class Hardswish(_Inplace):
+    """x * relu6(x + 3) / 6 elementwise."""
+
+    _function = "hardswish"
+
+
+class Mish(_Inplace):
+    """x * tanh(softplus(x)) elementwise."""
+
+    _function = "mish"
+
+
+class LeakyReLU(Module):
+    """x where positive, else negative_slope * x."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope, self.inplace = float(negative_slope), bool(inplace)
+
+    def forward(self, input: Any) -> Any:
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    """x where positive, else alpha * (exp(x) - 1)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = float(alpha), bool(inplace)
+
+    def forward(self, input: Any) -> Any:
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softplus(Module):
+    """log(1 + exp(beta * x)) / beta, linear above threshold."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+    def forward(self, input: Any) -> Any:
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class PReLU(Module):
+    """leaky_relu with a learned slope `weight` of num_parameters entries (1, or one per channel), init `init`."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_parameters = int(num_parameters)
+        self.weight = lazy((self.num_parameters,), constant(float(init)), float_dtype(dtype, "PReLU"), device)
+
+    def forward(self, input: Any) -> Any:
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
+    """a * sigmoid(b) for the halves a, b of the input along dim."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = int(dim)
+
+    def forward(self, input: Any) -> Any:
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """log(softmax(x)) along dim."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Any) -> Any:
+        return F.log_softmax(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Unflatten(Module):
+    """Split dim into unflattened_size (one entry may be -1)."""
+
+    def __init__(self, dim: int, unflattened_size: Any) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), tuple(int(s) for s in unflattened_size)
+
+    def forward(self, input: Any) -> Any:
+        axis = self.dim % input.ndim
+        shape = tuple(input.shape[:axis]) + self.unflattened_size + tuple(input.shape[axis + 1:])
+        return _f.reshape(input, shape)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "ReLU6", "Hardsigmoid", "Hardswish",
+           "Mish", "LeakyReLU", "ELU", "Softplus", "PReLU", "GLU", "LogSoftmax", "Unflatten"]

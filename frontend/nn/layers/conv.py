@@ -1,4 +1,5 @@
-"""Conv2d, as torch.nn.Conv2d: parameters, default initialization, padding modes and repr."""
+"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d, as torch.nn's: parameters, default initialization,
+padding modes and repr."""
 from __future__ import annotations
 
 import math
@@ -6,8 +7,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ... import functions as _f
-from ...tensor import Tensor
 from .. import functional as F
 from ..module import Module
 from ._init import fan_in_bound, float_dtype, lazy, uniform
@@ -15,51 +14,31 @@ from ._init import fan_in_bound, float_dtype, lazy, uniform
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-def pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
-    """An int or a pair of ints as a pair (torch's _pair)."""
+def ntuple(value: int | Sequence[int], rank: int, name: str) -> tuple[int, ...]:
+    """An int repeated `rank` times, or a tuple of `rank` ints (torch's _single/_pair)."""
     if isinstance(value, (int, np.integer)):
-        return int(value), int(value)
+        return (int(value),) * rank
     out = tuple(int(v) for v in value)
-    if len(out) != 2:
-        raise ValueError(f"{name} expects an int or a pair of ints, got {value!r}")
-    return out  # type: ignore[return-value]
-
-
-def _source_indices(size: int, before: int, after: int, mode: str) -> np.ndarray:
-    """For each position of a dim padded by (before, after) in `mode`, the input position it copies."""
-    if mode in ("reflect", "circular") and max(before, after) > size - (mode == "reflect"):
-        raise ValueError(f"Conv2d: {mode} padding of ({before}, {after}) is too large for a dimension of size {size}")
-    i = np.arange(-before, size + after)
-    if mode == "replicate":
-        return np.clip(i, 0, size - 1)
-    if mode == "circular":
-        return i % size
-    return np.where(i < 0, -i, np.where(i >= size, 2 * (size - 1) - i, i))  # reflect: mirror without the edge
-
-
-def pad_by_mode(input: Any, pads: tuple[tuple[int, int], tuple[int, int]], mode: str) -> Any:
-    """Pad the last two dims by ((top, bottom), (left, right)) copying input elements (reflect, replicate,
-    circular); done with index_select on the input so the gradient flows back to the copied elements."""
-    out = input
-    for axis, (before, after) in zip((-2, -1), pads):
-        if before or after:
-            idx = _source_indices(input.shape[axis], before, after, mode)
-            out = _f.index_select(out, out.ndim + axis, Tensor._wrap(idx.astype(np.int64)))
+    if len(out) != rank:
+        raise ValueError(f"{name} expects an int or {rank} ints, got {value!r}")
     return out
 
 
-class Conv2d(Module):
-    """2-d convolution over (N, C, H, W) or (C, H, W) input with torch's arguments, names and initialization.
+class _ConvNd(Module):
+    """What the convolutions share: argument checks, the weight and bias with torch's initialization, repr.
 
-    weight (out_channels, in_channels // groups, kh, kw) ~ U(-b, b) with b = 1/sqrt(fan_in) and fan_in =
-    in_channels // groups * kh * kw (torch's kaiming_uniform with a=sqrt(5)); bias ~ U(-b, b).
+    weight ~ U(-b, b) with b = 1/sqrt(fan_in), fan_in = weight.shape[1] * prod(kernel_size) (torch's
+    kaiming_uniform with a=sqrt(5)); bias ~ U(-b, b).
     """
 
+    _rank = 2
+    _transposed = False
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int],
-                 stride: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0,
-                 dilation: int | Sequence[int] = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 device: Any = None, dtype: Any = None) -> None:
+                 stride: int | Sequence[int], padding: int | Sequence[int] | str, dilation: int | Sequence[int],
+                 groups: int, bias: bool, padding_mode: str, device: Any, dtype: Any) -> None:
         super().__init__()
+        name, rank = type(self).__name__, self._rank
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
         if in_channels % groups:
@@ -70,44 +49,32 @@ class Conv2d(Module):
             raise ValueError(f"padding_mode must be one of {list(_PADDING_MODES)}, "
                              f"but got padding_mode='{padding_mode}'")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        self.kernel_size, self.stride = pair(kernel_size, "kernel_size"), pair(stride, "stride")
-        self.dilation, self.padding_mode = pair(dilation, "dilation"), padding_mode
+        self.kernel_size, self.stride = ntuple(kernel_size, rank, "kernel_size"), ntuple(stride, rank, "stride")
+        self.dilation, self.padding_mode = ntuple(dilation, rank, "dilation"), padding_mode
         if isinstance(padding, str):
-            if padding not in ("same", "valid"):
+            if padding not in ("same", "valid") or self._transposed:
                 raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
-            if padding == "same" and self.stride != (1, 1):
+            if padding == "same" and self.stride != (1,) * rank:
                 raise ValueError("padding='same' is not supported for strided convolutions")
-            self.padding: tuple[int, int] | str = padding
+            self.padding: tuple[int, ...] | str = padding
         else:
-            self.padding = pair(padding, "padding")
-        d = float_dtype(dtype, "Conv2d")
-        fan_in = self.in_channels // self.groups * math.prod(self.kernel_size)
-        bound = fan_in_bound(fan_in)
-        shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
-        self.weight = lazy(shape, uniform(bound), d, device)
+            self.padding = ntuple(padding, rank, "padding")
+        d = float_dtype(dtype, name)
+        channels = (self.in_channels, self.out_channels // self.groups) if self._transposed else \
+            (self.out_channels, self.in_channels // self.groups)
+        bound = fan_in_bound(channels[1] * math.prod(self.kernel_size))
+        self.weight = lazy(channels + self.kernel_size, uniform(bound), d, device)
         self.register_parameter("bias", lazy((self.out_channels,), uniform(bound), d, device) if bias else None)
 
-    def _mode_pads(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        """(before, after) per spatial dim for a non-zero padding mode ('same' puts the odd one after)."""
-        if self.padding == "valid":
-            return (0, 0), (0, 0)
-        if self.padding == "same":
-            totals = [self.dilation[a] * (self.kernel_size[a] - 1) for a in range(2)]
-            return (totals[0] // 2, totals[0] - totals[0] // 2), (totals[1] // 2, totals[1] - totals[1] // 2)
-        return (self.padding[0], self.padding[0]), (self.padding[1], self.padding[1])  # type: ignore[index]
-
-    def forward(self, input: Any) -> Any:
-        if self.padding_mode == "zeros":
-            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        padded = pad_by_mode(input, self._mode_pads(), self.padding_mode)
-        return F.conv2d(padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-
     def extra_repr(self) -> str:
+        ones, zeros = (1,) * self._rank, (0,) * self._rank
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if isinstance(self.padding, str) or self.padding != (0, 0):
+        if isinstance(self.padding, str) or self.padding != zeros:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != ones:
             s += f", dilation={self.dilation}"
+        if getattr(self, "output_padding", zeros) != zeros:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
@@ -117,4 +84,81 @@ class Conv2d(Module):
         return s
 
 
-__all__ = ["Conv2d"]
+class _Conv(_ConvNd):
+    """A convolution whose padding may copy input elements (reflect, replicate, circular) instead of zeros."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int],
+                 stride: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0,
+                 dilation: int | Sequence[int] = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    def _mode_pads(self) -> list[int]:
+        """F.pad's (before, after) pairs, last dim first, for a non-zero padding mode ('same': odd one after)."""
+        if self.padding == "valid":
+            return [0] * (2 * self._rank)
+        pads: list[int] = []
+        for a in reversed(range(self._rank)):
+            if self.padding == "same":
+                total = self.dilation[a] * (self.kernel_size[a] - 1)
+                pads += [total // 2, total - total // 2]
+            else:
+                pads += [self.padding[a]] * 2  # type: ignore[index]
+        return pads
+
+    def forward(self, input: Any) -> Any:
+        conv = F.conv1d if self._rank == 1 else F.conv2d
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._mode_pads(), self.padding_mode)
+        padding = self.padding if self.padding_mode == "zeros" else 0
+        return conv(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
+    """1-d convolution over (N, C, L) or (C, L) input; weight (out_channels, in_channels // groups, k)."""
+
+    _rank = 1
+
+
+class Conv2d(_Conv):
+    """2-d convolution over (N, C, H, W) or (C, H, W) input; weight (out_channels, in_channels // groups, kh, kw)."""
+
+
+class _ConvTranspose(_ConvNd):
+    """A transposed convolution (the adjoint of the convolution in its input); weight
+    (in_channels, out_channels // groups, *kernel_size). Only zeros padding, as torch."""
+
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int],
+                 stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                 output_padding: int | Sequence[int] = 0, groups: int = 1, bias: bool = True,
+                 dilation: int | Sequence[int] = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+        self.output_padding = ntuple(output_padding, self._rank, "output_padding")
+
+    def forward(self, input: Any, output_size: Any = None) -> Any:
+        if output_size is not None:
+            raise ValueError(f"{type(self).__name__}.forward: output_size is not supported; supported: None "
+                             f"(set output_padding instead)")
+        fn = F.conv_transpose1d if self._rank == 1 else F.conv_transpose2d
+        return fn(input, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups,
+                  self.dilation)
+
+
+class ConvTranspose1d(_ConvTranspose):
+    """Transposed 1-d convolution over (N, C, L) or (C, L) input."""
+
+    _rank = 1
+
+
+class ConvTranspose2d(_ConvTranspose):
+    """Transposed 2-d convolution over (N, C, H, W) or (C, H, W) input."""
+
+
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]

@@ -21,6 +21,23 @@ def _normal_rows(padding_idx: int | None) -> Sampler:
     return sample
 
 
+def _padding_row(padding_idx: int | None, num_embeddings: int, argument: str) -> int | None:
+    """padding_idx as a row number (a negative one counts from the end), checked to be a row."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{argument} must be within num_embeddings")
+    return padding_idx % num_embeddings
+
+
+def _norm_repr(layer: Any) -> str:
+    """The max_norm, norm_type and scale_grad_by_freq part of torch's embedding reprs (non-defaults only)."""
+    s = "" if layer.max_norm is None else f", max_norm={layer.max_norm}"
+    if layer.norm_type != 2:
+        s += f", norm_type={layer.norm_type}"
+    return s + (f", scale_grad_by_freq={layer.scale_grad_by_freq}" if layer.scale_grad_by_freq else "")
+
+
 class Embedding(Module):
     """Rows of `weight` (num_embeddings, embedding_dim) at integer indices.
 
@@ -34,10 +51,7 @@ class Embedding(Module):
                  dtype: Any = None) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        if padding_idx is not None:
-            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
-                raise ValueError("Padding_idx must be within num_embeddings")
-            padding_idx = padding_idx % self.num_embeddings
+        padding_idx = _padding_row(padding_idx, self.num_embeddings, "Padding_idx")
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         shape = (self.num_embeddings, self.embedding_dim)
@@ -68,15 +82,44 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        s += _norm_repr(self)
         if self.sparse:
             s += ", sparse=True"
         return s
 
 
-__all__ = ["Embedding"]
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of rows of `weight` (num_embeddings, embedding_dim), N(0, 1) initialized
+    with the padding row zeroed; forward(input, offsets=None, per_sample_weights=None) as torch."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: float | None = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                 _weight: Any = None, include_last_offset: bool = False, padding_idx: int | None = None,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if mode not in F.EMBEDDING_BAG_MODES:
+            raise ValueError(f"EmbeddingBag: mode={mode!r} is not supported; supported: 'sum', 'mean', 'max'")
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        padding_idx = _padding_row(padding_idx, self.num_embeddings, "padding_idx")
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        self.padding_idx = padding_idx
+        shape = (self.num_embeddings, self.embedding_dim)
+        if _weight is None:
+            self.weight = lazy(shape, _normal_rows(padding_idx), float_dtype(dtype, "EmbeddingBag"), device)
+        else:
+            self.weight = Param(leaf(np.array(np.asarray(_weight), copy=True), device, False))
+
+    def forward(self, input: Any, offsets: Any = None, per_sample_weights: Any = None) -> Any:
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset,
+                               self.padding_idx)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}{_norm_repr(self)}, mode={self.mode}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+
+__all__ = ["Embedding", "EmbeddingBag"]

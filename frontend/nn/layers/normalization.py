@@ -1,4 +1,5 @@
-"""BatchNorm1d, BatchNorm2d and LayerNorm, as torch.nn's: parameter and buffer names, defaults and updates."""
+"""BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm and InstanceNorm1d/2d, as torch.nn's: parameter and buffer names,
+defaults and updates."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -111,4 +112,94 @@ class LayerNorm(Module):
                 f"bias={self.bias is not None}")
 
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+class GroupNorm(Module):
+    """Normalize each sample's channels in num_groups groups, then scale (ones) and shift (zeros) per channel."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device: Any = None, dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
+        d = float_dtype(dtype, "GroupNorm")
+        self.num_groups, self.num_channels = int(num_groups), int(num_channels)
+        self.eps, self.affine = float(eps), bool(affine)
+        shape = (self.num_channels,)
+        self.register_parameter("weight", lazy(shape, constant(1.0), d, device) if affine else None)
+        self.register_parameter("bias", lazy(shape, constant(0.0), d, device) if affine and bias else None)
+
+    def forward(self, input: Any) -> Any:
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x**2) + eps) over the trailing normalized_shape dims, times weight (ones); eps=None is the
+    input dtype's machine epsilon."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        d = float_dtype(dtype, "RMSNorm")
+        shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else normalized_shape
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps, self.elementwise_affine = (None if eps is None else float(eps)), bool(elementwise_affine)
+        weight = lazy(self.normalized_shape, constant(1.0), d, device) if elementwise_affine else None
+        self.register_parameter("weight", weight)
+
+    def forward(self, input: Any) -> Any:
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class _InstanceNorm(Module):
+    """Normalize each sample's channels separately over their positions; affine weight (ones) and bias (zeros)
+    when affine. Running statistics (track_running_stats=True) are not supported."""
+
+    _ranks: tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if track_running_stats:
+            raise ValueError(f"{name}: track_running_stats=True is not supported; supported: False")
+        d = float_dtype(dtype, name)
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
+        self.affine, self.track_running_stats = bool(affine), False
+        shape = (self.num_features,)
+        self.register_parameter("weight", lazy(shape, constant(1.0), d, device) if affine else None)
+        self.register_parameter("bias", lazy(shape, constant(0.0), d, device) if affine and bias else None)
+
+    def forward(self, input: Any) -> Any:
+        if input.ndim not in self._ranks:
+            raise ValueError(f"{type(self).__name__}: expected {self._ranks[0]}D or {self._ranks[1]}D input "
+                             f"(got {input.ndim}D input)")
+        batched = input.ndim == self._ranks[1]
+        x = input if batched else _f.unsqueeze(input, 0)
+        y = F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        return y if batched else _f.squeeze(y, 0)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm over (N, C, L) or (C, L) input."""
+
+    _ranks = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm over (N, C, H, W) or (C, H, W) input."""
+
+    _ranks = (3, 4)
+
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d"]

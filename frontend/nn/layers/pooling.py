@@ -1,10 +1,12 @@
-"""MaxPool2d, AvgPool2d and AdaptiveAvgPool2d, as torch.nn's (arguments, defaults and repr)."""
+"""MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d and AdaptiveMaxPool2d, as torch.nn's (arguments, defaults
+and repr)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from .. import functional as F
 from ..module import Module
+from .conv import ntuple
 
 Size = int | Sequence[int]
 
@@ -63,4 +65,52 @@ class AdaptiveAvgPool2d(Module):
         return f"output_size={self.output_size}"
 
 
-__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]
+class MaxPool1d(MaxPool2d):
+    """Max over kernel_size windows of the last dim; stride defaults to kernel_size."""
+
+    def forward(self, input: Any) -> Any:
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+
+class AvgPool1d(Module):
+    """Mean over kernel_size windows of the last dim; stride defaults to kernel_size."""
+
+    def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = stride if stride is not None else kernel_size
+        self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
+
+    def forward(self, input: Any) -> Any:
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        shown = [ntuple(v, 1, name) for v, name in ((self.kernel_size, "kernel_size"), (self.stride, "stride"),
+                                                     (self.padding, "padding"))]
+        return f"kernel_size={shown[0]}, stride={shown[1]}, padding={shown[2]}"
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    """Average pooling of the last dim to `output_size`."""
+
+    def forward(self, input: Any) -> Any:
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveMaxPool2d(AdaptiveAvgPool2d):
+    """Max pooling of the last two dims to `output_size` (an int, or a pair whose None keeps a dim)."""
+
+    def __init__(self, output_size: int | Sequence[int | None], return_indices: bool = False) -> None:
+        super().__init__(output_size)
+        if return_indices:
+            raise ValueError("AdaptiveMaxPool2d: return_indices=True is not supported; supported: False")
+        self.return_indices = False
+
+    def forward(self, input: Any) -> Any:
+        return F.adaptive_max_pool2d(input, self.output_size)
+
+
+__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool2d"]

@@ -13,6 +13,15 @@ from .normalization import LayerNorm
 _ACTIVATIONS: dict[str, Callable[[Any], Any]] = {"relu": F.relu, "gelu": F.gelu}
 
 
+def activation_function(activation: str | Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """torch's "relu"/"gelu" by name, or the callable (a Module becomes the child "activation")."""
+    if not isinstance(activation, str):
+        return activation
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation should be relu/gelu, not {activation}")
+    return _ACTIVATIONS[activation]
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with dropout, a residual connection and layer norm.
 
@@ -26,10 +35,7 @@ class TransformerEncoderLayer(Module):
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"activation should be relu/gelu, not {activation}")
-            activation = _ACTIVATIONS[activation]
+        activation = activation_function(activation)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             device=device, dtype=dtype)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype)

@@ -1,0 +1,86 @@
+"""torch.nn.functional's activations beyond relu/gelu/silu, each a short composition of registered ops.
+
+They are elementwise chains of registered ops (where, clamp, exp, log, tanh, sigmoid), so fusion compiles each
+into one kernel as fast as a dedicated op would; exponentials see only the branch's own range (exp of min(x, 0)),
+so a branch where does not select never produces inf * 0 in the gradient.
+"""
+from __future__ import annotations
+
+from .. import functions as _f
+from ..promotion import as_operand
+from ..tensor import Tensor
+
+__all__ = ["leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "softplus", "mish", "prelu", "glu"]
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """input where positive, else negative_slope * input."""
+    return _f.where(_f.gt(input, 0.0), input, _f.mul(input, negative_slope))
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """input where positive, else alpha * (exp(input) - 1)."""
+    negative = _f.mul(_f.sub(_f.exp(_f.clamp(input, max=0.0)), 1.0), alpha)
+    return _f.where(_f.gt(input, 0.0), input, negative)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """input clamped to [min_val, max_val]."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return _f.clamp(input, min_val, max_val)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(input, 0), 6)."""
+    return _f.clamp(input, 0.0, 6.0)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(input + 3) / 6: a piecewise-linear sigmoid."""
+    return _f.div(_f.clamp(_f.add(input, 3.0), 0.0, 6.0), 6.0)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """input * hardsigmoid(input)."""
+    return _f.mul(input, hardsigmoid(input))
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta * input)) / beta, and input itself where beta * input > threshold, as torch.
+
+    Computed as max(z, 0) + log(1 + exp(-|z|)) with z = beta * input, which never overflows.
+    """
+    z = _f.mul(input, beta)
+    smooth = _f.add(_f.clamp(z, min=0.0), _f.log(_f.add(_f.exp(_f.neg(_f.abs(z))), 1.0)))
+    return _f.where(_f.gt(z, threshold), input, _f.div(smooth, beta))
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """input * tanh(softplus(input))."""
+    return _f.mul(input, _f.tanh(softplus(input)))
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """leaky_relu with a learned slope: one for all channels, or one per channel (dim 1, dim 0 when 1-d)."""
+    slope = as_operand(weight)
+    if slope.ndim != 1:
+        raise ValueError(f"prelu: weight must be 1-d (one slope, or one per channel), got shape {slope.shape}")
+    channels = input.shape[1] if input.ndim >= 2 else (input.shape[0] if input.ndim == 1 else 1)
+    if slope.shape[0] not in (1, channels):
+        raise ValueError(f"prelu: weight has {slope.shape[0]} slopes for input {input.shape} with {channels} "
+                         f"channels; expected 1 or {channels}")
+    if input.ndim >= 2:
+        slope = _f.reshape(slope, (-1,) + (1,) * (input.ndim - 2))
+    return _f.where(_f.gt(input, 0.0), input, _f.mul(input, slope))
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b) for the halves a, b of input along dim (which must have an even size)."""
+    if input.ndim == 0:
+        raise ValueError("glu: does not support scalars because halving size must be even")
+    axis = dim % input.ndim
+    if input.shape[axis] % 2:
+        raise ValueError(f"glu: halving dimension must be even, but dimension {axis} is size {input.shape[axis]}")
+    a, b = _f.chunk(input, 2, axis)
+    return _f.mul(a, _f.sigmoid(b))

@@ -1,0 +1,285 @@
+"""torch.nn.functional's 1-d convolution and pooling, transposed convolution, padding modes, interpolate and
+pixel_shuffle, as compositions of registered ops.
+
+The 1-d forms are the 2-d ops on a height-1 plane. Reflect, replicate and circular padding and nearest
+interpolation gather with an index_select per axis; bilinear (and linear) interpolation multiplies by a fixed
+(out, in) interpolation matrix per axis, so each is a GEMM. A transposed convolution is conv2d on the input with
+stride - 1 zeros inserted between its elements, padded by dilation * (k - 1) - padding, with the kernel flipped
+and its channel axes swapped per group.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import functions as _f
+from ..dispatch import apply
+from ..tensor import Tensor
+
+__all__ = ["conv1d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
+           "adaptive_max_pool2d", "interpolate", "pixel_shuffle"]
+
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+INTERPOLATE_MODES = ("nearest", "linear", "bilinear")
+
+
+def single(value: int | Sequence[int], name: str, function: str) -> int:
+    """An int, or the one int of a 1-sequence."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    values = tuple(int(v) for v in value)
+    if len(values) != 1:
+        raise ValueError(f"{function}: {name} expects an int or a 1-tuple, got {value!r}")
+    return values[0]
+
+
+def pair_of(value: int | Sequence[int], name: str, function: str) -> tuple[int, int]:
+    """An int repeated, or a pair."""
+    if isinstance(value, (int, np.integer)):
+        return int(value), int(value)
+    values = tuple(int(v) for v in value)
+    if len(values) == 1:
+        return values[0], values[0]
+    if len(values) != 2:
+        raise ValueError(f"{function}: {name} expects an int or a pair of ints, got {value!r}")
+    return values  # type: ignore[return-value]
+
+
+def _on_plane(input: Tensor, fn: Any, batch_rank: int = 3) -> Tensor:
+    """fn on (N, C, 1, L) for (N, C, L) input (or (C, L), unbatched), the height-1 axis removed afterwards."""
+    x = input if input.ndim == batch_rank else _f.unsqueeze(input, 0)
+    out = _f.squeeze(fn(_f.unsqueeze(x, 2)), 2)
+    return out if input.ndim == batch_rank else _f.squeeze(out, 0)
+
+
+# --- 1-d convolution and pooling ---------------------------------------------------------------------------
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+           padding: int | Sequence[int] | str = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
+    """1-d cross-correlation of (N, C, L) or (C, L) input with a (C_out, C_in/groups, K) weight."""
+    from .functional import conv2d
+    pads = padding if isinstance(padding, str) else (0, single(padding, "padding", "conv1d"))
+    w = _f.unsqueeze(weight, 2)
+    return _on_plane(input, lambda x: conv2d(x, w, bias, (1, single(stride, "stride", "conv1d")), pads,
+                                             (1, single(dilation, "dilation", "conv1d")), groups))
+
+
+def max_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor:
+    """Max over sliding windows of the last dim; stride defaults to kernel_size."""
+    from .functional import max_pool2d
+    k = single(kernel_size, "kernel_size", "max_pool1d")
+    s = k if stride is None else single(stride, "stride", "max_pool1d")
+    return _on_plane(input, lambda x: max_pool2d(x, (1, k), (1, s), (0, single(padding, "padding", "max_pool1d")),
+                                                 (1, single(dilation, "dilation", "max_pool1d")), ceil_mode,
+                                                 return_indices))
+
+
+def avg_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """Mean over sliding windows of the last dim; stride defaults to kernel_size."""
+    from .functional import avg_pool2d
+    k = single(kernel_size, "kernel_size", "avg_pool1d")
+    s = k if stride is None else single(stride, "stride", "avg_pool1d")
+    return _on_plane(input, lambda x: avg_pool2d(x, (1, k), (1, s), (0, single(padding, "padding", "avg_pool1d")),
+                                                 ceil_mode, count_include_pad))
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: int | Sequence[int]) -> Tensor:
+    """Average pooling of the last dim to output_size."""
+    size = single(output_size, "output_size", "adaptive_avg_pool1d")
+    return _on_plane(input, lambda x: apply("adaptive_avg_pool2d", x, output_size=(1, size)))
+
+
+def _bins(n_in: int, n_out: int) -> list[tuple[int, int]]:
+    """torch's adaptive pooling windows: [floor(i * in / out), ceil((i + 1) * in / out))."""
+    return [((i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)) for i in range(n_out)]
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: int | Sequence[int | None],
+                        return_indices: bool = False) -> Tensor:
+    """Max pooling of the last two dims to output_size (a None entry keeps that dim), torch's windows."""
+    if return_indices:
+        raise ValueError("adaptive_max_pool2d: return_indices=True is not supported; supported: False")
+    size = (output_size, output_size) if isinstance(output_size, (int, np.integer)) else tuple(output_size)
+    h, w = input.shape[-2:]
+    oh, ow = (h if size[0] is None else int(size[0])), (w if size[1] is None else int(size[1]))
+    rows = [_f.amax(_f.narrow(input, -2, a, b - a), -2, keepdim=True) for a, b in _bins(h, oh)]
+    plane = _f.cat(rows, -2)
+    cols = [_f.amax(_f.narrow(plane, -1, a, b - a), -1, keepdim=True) for a, b in _bins(w, ow)]
+    return _f.cat(cols, -1)
+
+
+# --- transposed convolution --------------------------------------------------------------------------------
+
+
+def _dilate(x: Tensor, axis: int, stride: int) -> Tensor:
+    """x with stride - 1 zeros inserted between neighbours along axis."""
+    if stride == 1 or x.shape[axis] == 0:
+        return x
+    n = x.shape[axis]
+    spread = _f.unsqueeze(x, axis + 1)
+    zeros = _f.mul(_f.narrow(spread, axis, 0, 1), 0.0)
+    zeros = _f.broadcast_to(zeros, tuple(n if a == axis else (stride - 1 if a == axis + 1 else d)
+                                         for a, d in enumerate(spread.shape)))
+    woven = _f.reshape(_f.cat([spread, zeros], axis + 1), tuple(x.shape[:axis]) + (n * stride,) + tuple(
+        x.shape[axis + 1:]))
+    return _f.narrow(woven, axis, 0, (n - 1) * stride + 1)
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+                     padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0, groups: int = 1,
+                     dilation: int | Sequence[int] = 1) -> Tensor:
+    """The adjoint of conv2d in its input, for a (C_in, C_out/groups, kH, kW) weight, as torch."""
+    from .functional import conv2d, pad
+    fn = "conv_transpose2d"
+    s, p = pair_of(stride, "stride", fn), pair_of(padding, "padding", fn)
+    op, d = pair_of(output_padding, "output_padding", fn), pair_of(dilation, "dilation", fn)
+    if any(o >= max(si, di) for o, si, di in zip(op, s, d)):
+        raise ValueError(f"{fn}: output_padding {op} must be smaller than either stride {s} or dilation {d}")
+    if weight.ndim != 4 or weight.shape[0] % groups:
+        raise ValueError(f"{fn}: expected a (C_in, C_out/groups, kH, kW) weight with C_in divisible by "
+                         f"groups={groups}, got {weight.shape}")
+    batched = input if input.ndim == 4 else _f.unsqueeze(input, 0)
+    x = _dilate(_dilate(batched, 2, s[0]), 3, s[1])
+    k = weight.shape[2:]
+    edges = [d[a] * (k[a] - 1) - p[a] for a in range(2)]
+    x = pad(x, (edges[1], edges[1] + op[1], edges[0], edges[0] + op[0]))
+    c_in, c_out_g = weight.shape[0], weight.shape[1]
+    w = _f.reshape(weight, (groups, c_in // groups, c_out_g) + tuple(k))
+    w = _f.reshape(_f.transpose(w, 1, 2), (groups * c_out_g, c_in // groups) + tuple(k))
+    w = apply("index_select", w, Tensor._wrap(np.arange(k[0] - 1, -1, -1, dtype=np.int64)), axis=2)
+    w = apply("index_select", w, Tensor._wrap(np.arange(k[1] - 1, -1, -1, dtype=np.int64)), axis=3)
+    out = conv2d(x, w, bias, 1, 0, d, groups)
+    return out if input.ndim == 4 else _f.squeeze(out, 0)
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+                     padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0, groups: int = 1,
+                     dilation: int | Sequence[int] = 1) -> Tensor:
+    """conv_transpose2d on a height-1 plane, for a (C_in, C_out/groups, K) weight."""
+    fn = "conv_transpose1d"
+    w = _f.unsqueeze(weight, 2)
+    return _on_plane(input, lambda x: conv_transpose2d(
+        x, w, bias, (1, single(stride, "stride", fn)), (0, single(padding, "padding", fn)),
+        (0, single(output_padding, "output_padding", fn)), groups, (1, single(dilation, "dilation", fn))))
+
+
+# --- padding by index ----------------------------------------------------------------------------------------
+
+
+def _pad_index(n: int, before: int, after: int, mode: str) -> np.ndarray:
+    """The source position of every position of an axis padded by (before, after)."""
+    i = np.arange(-before, n + after)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    if mode == "circular":
+        return i % n
+    return np.where(i < 0, -i, np.where(i >= n, 2 * (n - 1) - i, i))  # reflect: mirror without the edge
+
+
+def pad_indexed(input: Tensor, natural: Sequence[int], mode: str) -> Tensor:
+    """reflect/replicate/circular padding; natural lists (before, after) per axis, first axis first."""
+    out = input
+    for axis in range(input.ndim):
+        before, after = natural[2 * axis], natural[2 * axis + 1]
+        if not before and not after:
+            continue
+        n = input.shape[axis]
+        limit = n - 1 if mode == "reflect" else n
+        if n == 0 or max(before, after) > limit or min(before, after) < 0:
+            raise ValueError(f"pad: mode={mode!r} needs padding ({before}, {after}) within [0, {limit}] for "
+                             f"dimension {axis} of size {n} (input {input.shape})")
+        index = Tensor._wrap(_pad_index(n, before, after, mode).astype(np.int64))
+        out = apply("index_select", out, index, axis=axis)
+    return out
+
+
+# --- interpolate -------------------------------------------------------------------------------------------
+
+
+def _output_sizes(input: Tensor, size: Any, scale_factor: Any, spatial: int) -> tuple[list[int], list[float | None]]:
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: exactly one of size or scale_factor must be given")
+    if size is not None:
+        sizes = [int(size)] * spatial if isinstance(size, (int, np.integer)) else [int(v) for v in size]
+        scales: list[float | None] = [None] * spatial
+    else:
+        scales = [float(scale_factor)] * spatial if isinstance(scale_factor, (int, float)) else \
+            [float(v) for v in scale_factor]
+        sizes = [int(math.floor(input.shape[2 + a] * scales[a])) for a in range(spatial)]
+    if len(sizes) != spatial or len(scales) != spatial:
+        raise ValueError(f"interpolate: expected {spatial} output sizes for input {input.shape}, got {size!r} "
+                         f"{scale_factor!r}")
+    return sizes, scales
+
+
+def _source_scale(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> float:
+    """torch's ratio from output to input coordinates (a given scale_factor is used as given)."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1.0 / scale if scale is not None else n_in / n_out
+
+
+def _linear_matrix(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> np.ndarray:
+    """The (n_out, n_in) matrix of linear interpolation along one axis, with torch's coordinates."""
+    ratio = _source_scale(n_in, n_out, scale, align_corners)
+    out = np.arange(n_out, dtype=np.float64)
+    src = out * ratio if align_corners else np.maximum((out + 0.5) * ratio - 0.5, 0.0)
+    lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    hi = np.minimum(lo + 1, n_in - 1)
+    frac = src - lo
+    matrix = np.zeros((n_out, n_in))
+    np.add.at(matrix, (np.arange(n_out), lo), 1.0 - frac)
+    np.add.at(matrix, (np.arange(n_out), hi), frac)
+    return matrix
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
+    """Resize the spatial dims (all after N, C): nearest, or linear (3-d input) / bilinear (4-d input)."""
+    if mode not in INTERPOLATE_MODES:
+        raise ValueError(f"interpolate: mode={mode!r} is not supported; supported: "
+                         f"{', '.join(repr(m) for m in INTERPOLATE_MODES)}")
+    if antialias:
+        raise ValueError("interpolate: antialias=True is not supported; supported: False")
+    spatial = input.ndim - 2
+    wanted = {"linear": 1, "bilinear": 2}.get(mode)
+    if spatial < 1 or (wanted is not None and spatial != wanted):
+        raise ValueError(f"interpolate: mode={mode!r} expects a {(wanted or 1) + 2}-d input, got {input.shape}")
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError("interpolate: align_corners only has an effect with mode='linear' or 'bilinear'")
+    sizes, scales = _output_sizes(input, size, scale_factor, spatial)
+    if recompute_scale_factor:  # the scale is recomputed from the sizes, as torch
+        scales = [None] * spatial
+    out = input
+    for a in range(spatial):
+        axis, n_in = 2 + a, input.shape[2 + a]
+        if mode == "nearest":
+            ratio = 1.0 / scales[a] if scales[a] is not None else n_in / sizes[a]
+            index = np.minimum(np.floor(np.arange(sizes[a]) * ratio).astype(np.int64), n_in - 1)
+            out = apply("index_select", out, Tensor._wrap(index), axis=axis)
+        else:
+            matrix = _linear_matrix(n_in, sizes[a], scales[a], bool(align_corners))
+            moved = _f.transpose(out, axis, -1)
+            mixed = _f.matmul(moved, Tensor._wrap(matrix.T.astype(input.dtype.numpy)))
+            out = _f.transpose(mixed, axis, -1)
+    return out
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C * r**2, H, W) to (*, C, H * r, W * r), as torch."""
+    r = int(upscale_factor)
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise ValueError(f"pixel_shuffle: expected the channel dim ({c}) to be divisible by the square of "
+                         f"upscale_factor ({r * r})")
+    k = len(lead)
+    x = _f.reshape(input, tuple(lead) + (c // (r * r), r, r, h, w))
+    x = _f.permute(x, list(range(k)) + [k, k + 3, k + 1, k + 4, k + 2])
+    return _f.reshape(x, tuple(lead) + (c // (r * r), h * r, w * r))

@@ -1,0 +1,207 @@
+"""RNN, LSTM and GRU, as torch.nn's: arguments, parameter names (weight_ih_l0, bias_hh_l1_reverse, ...), gate
+order, initialization and outputs.
+
+The recurrence is unrolled over the input's (fixed) sequence length: the input projection of every step is one
+matmul per layer and direction, then each step adds h @ weight_hh.T and applies the cell. A traced graph holds
+the unrolled steps, so it serves that sequence length.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ... import functions as _f
+from ...tensor import Tensor
+from .. import functional as F
+from ..flag import Flag
+from ..module import Module
+from ._init import float_dtype, lazy, uniform
+
+
+class _RNNBase(Module):
+    """Layers x directions of one cell type; `_gates` is how many hidden-size blocks weight_ih stacks."""
+
+    _gates = 1
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1], got {dropout}")
+        if hidden_size <= 0 or num_layers <= 0:
+            raise ValueError(f"{name}: hidden_size and num_layers must be positive, got {hidden_size}, {num_layers}")
+        self.input_size, self.hidden_size, self.num_layers = int(input_size), int(hidden_size), int(num_layers)
+        self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
+        self.bidirectional = bool(bidirectional)
+        d, bound = float_dtype(dtype, name), 1.0 / math.sqrt(self.hidden_size)
+        rows = self._gates * self.hidden_size
+        for layer in range(self.num_layers):
+            for suffix in self._suffixes():
+                width = self.input_size if layer == 0 else self.hidden_size * self._directions
+                setattr(self, f"weight_ih_l{layer}{suffix}", lazy((rows, width), uniform(bound), d, device))
+                setattr(self, f"weight_hh_l{layer}{suffix}", lazy((rows, self.hidden_size), uniform(bound), d, device))
+                if self.bias:
+                    setattr(self, f"bias_ih_l{layer}{suffix}", lazy((rows,), uniform(bound), d, device))
+                    setattr(self, f"bias_hh_l{layer}{suffix}", lazy((rows,), uniform(bound), d, device))
+        self.training = Flag(True)
+
+    @property
+    def _directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _suffixes(self) -> tuple[str, ...]:
+        return ("", "_reverse") if self.bidirectional else ("",)
+
+    def _weights(self, layer: int, suffix: str) -> tuple[Any, Any, Any, Any]:
+        def get(kind: str) -> Any:
+            return getattr(self, f"{kind}_l{layer}{suffix}") if self.bias or kind.startswith("weight") else None
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+
+    def _run_direction(self, x: Any, layer: int, suffix: str, h: Any, c: Any) -> tuple[Any, Any, Any]:
+        """The outputs (L, N, H) of one layer and direction over x (L, N, I), and its final h and c."""
+        w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
+        cell = self._cell  # type: ignore[attr-defined]  (each cell type defines its step)
+        projected = F.linear(x, w_ih, b_ih)  # every step's input projection in one matmul
+        steps = range(x.shape[0] - 1, -1, -1) if suffix else range(x.shape[0])
+        outputs: list[Any] = [None] * x.shape[0]
+        for t in steps:
+            h, c = cell(projected[t], h, c, w_hh, b_hh)
+            outputs[t] = h
+        return _f.stack(outputs, 0), h, c
+
+    def _initial(self, x: Any, hx: Any) -> Any:
+        shape = (self.num_layers * self._directions, x.shape[1], self.hidden_size)
+        if hx is None:
+            return Tensor._wrap(np.zeros(shape, dtype=x.dtype.numpy))
+        if tuple(hx.shape) != shape:
+            raise ValueError(f"{type(self).__name__}: expected hidden size {shape}, got {tuple(hx.shape)}")
+        return hx
+
+    def _layers(self, x: Any, h0: Any, c0: Any) -> tuple[Any, list[Any], list[Any]]:
+        finals_h: list[Any] = []
+        finals_c: list[Any] = []
+        for layer in range(self.num_layers):
+            if layer and self.dropout:
+                x = F.dropout(x, self.dropout, training=self.flag("training"))
+            outs = []
+            for k, suffix in enumerate(self._suffixes()):
+                i = layer * self._directions + k
+                out, h, c = self._run_direction(x, layer, suffix, h0[i], None if c0 is None else c0[i])
+                outs.append(out)
+                finals_h.append(h)
+                finals_c.append(c)
+            x = outs[0] if len(outs) == 1 else _f.cat(outs, -1)
+        return x, finals_h, finals_c
+
+    def _sequence(self, input: Any) -> tuple[Any, bool]:
+        """(L, N, I) from the input, and whether it was unbatched (L, I)."""
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        if input.ndim == 2:
+            return _f.unsqueeze(input, 1), True
+        return (_f.transpose(input, 0, 1) if self.batch_first else input), False
+
+    def _output(self, out: Any, unbatched: bool) -> Any:
+        if unbatched:
+            return _f.squeeze(out, 1)
+        return _f.transpose(out, 0, 1) if self.batch_first else out
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+def _hidden(hx: Any, unbatched: bool) -> Any:
+    return None if hx is None else (_f.unsqueeze(hx, 1) if unbatched else hx)
+
+
+def _final(states: list[Any], unbatched: bool) -> Any:
+    stacked = _f.stack(states, 0)
+    return _f.squeeze(stacked, 1) if unbatched else stacked
+
+
+class RNN(_RNNBase):
+    """Elman RNN: h' = nonlinearity(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh), nonlinearity 'tanh' or 'relu'."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device: Any = None, dtype: Any = None) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity={nonlinearity!r} is not supported; supported: 'tanh', 'relu'")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
+                         dtype)
+        self.nonlinearity = nonlinearity
+
+    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
+        pre = _f.add(gates_x, F.linear(h, w_hh, b_hh))
+        return (_f.tanh(pre) if self.nonlinearity == "tanh" else _f.relu(pre)), None
+
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
+        x, unbatched = self._sequence(input)
+        out, hs, _ = self._layers(x, self._initial(x, _hidden(hx, unbatched)), None)
+        return self._output(out, unbatched), _final(hs, unbatched)
+
+
+
+class LSTM(_RNNBase):
+    """Long short-term memory with torch's gate order (input, forget, cell, output); returns
+    (output, (h_n, c_n))."""
+
+    _gates = 4
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device: Any = None, dtype: Any = None) -> None:
+        if proj_size:
+            raise ValueError(f"LSTM: proj_size={proj_size} is not supported; supported: 0")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
+                         dtype)
+        self.proj_size = 0
+
+    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
+        gates = _f.add(gates_x, F.linear(h, w_hh, b_hh))
+        i, f, g, o = _f.chunk(gates, 4, -1)
+        c = _f.add(_f.mul(_f.sigmoid(f), c), _f.mul(_f.sigmoid(i), _f.tanh(g)))
+        return _f.mul(_f.sigmoid(o), _f.tanh(c)), c
+
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, tuple[Any, Any]]:
+        x, unbatched = self._sequence(input)
+        h0, c0 = (None, None) if hx is None else (_hidden(hx[0], unbatched), _hidden(hx[1], unbatched))
+        out, hs, cs = self._layers(x, self._initial(x, h0), self._initial(x, c0))
+        return self._output(out, unbatched), (_final(hs, unbatched), _final(cs, unbatched))
+
+
+class GRU(_RNNBase):
+    """Gated recurrent unit with torch's gate order (reset, update, new):
+    n = tanh(x_n + r * (h @ W_hn.T + b_hn)), h' = (1 - z) * n + z * h."""
+
+    _gates = 3
+
+    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
+        x_r, x_z, x_n = _f.chunk(gates_x, 3, -1)
+        h_r, h_z, h_n = _f.chunk(F.linear(h, w_hh, b_hh), 3, -1)
+        r, z = _f.sigmoid(_f.add(x_r, h_r)), _f.sigmoid(_f.add(x_z, h_z))
+        n = _f.tanh(_f.add(x_n, _f.mul(r, h_n)))
+        return _f.add(n, _f.mul(z, _f.sub(h, n))), None
+
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
+        x, unbatched = self._sequence(input)
+        out, hs, _ = self._layers(x, self._initial(x, _hidden(hx, unbatched)), None)
+        return self._output(out, unbatched), _final(hs, unbatched)
+
+
+__all__ = ["RNN", "LSTM", "GRU"]
