@@ -18,7 +18,7 @@ _SAME_AS_FUNCTION = (
     "tanh", "sigmoid", "erf", "relu", "clamp", "clip", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "logical_not", "logical_and", "logical_or", "masked_fill", "sum", "mean", "max", "min", "amax", "amin",
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "transpose", "t",
-    "flatten", "squeeze", "unsqueeze", "narrow", "split", "chunk", "unbind", "gather", "index_select",
+    "flatten", "squeeze", "unsqueeze", "narrow", "chunk", "unbind", "gather", "index_select",
     "broadcast_to", "negative", "multiply", "subtract", "divide", "swapaxes")
 
 for _name in _SAME_AS_FUNCTION:
@@ -55,6 +55,11 @@ def expand(self: Tensor, *sizes: Any) -> Tensor:
 def expand_as(self: Tensor, other: Tensor) -> Tensor:
     """self broadcast to other's shape."""
     return F.broadcast_to(self, other.shape)
+
+
+def split(self: Tensor, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces of `split_size` along `dim`, or of the listed sizes (torch's Tensor.split names it split_size)."""
+    return F.split(self, split_size, dim)
 
 
 def where(self: Tensor, condition: Tensor, other: Any) -> Tensor:
@@ -100,7 +105,7 @@ def __invert__(self: Tensor) -> Tensor:
     return F.logical_not(self)
 
 
-for _fn in (reshape, view_as, permute, expand, expand_as, where, type_as, __and__, __or__, __invert__):
+for _fn in (reshape, view_as, permute, expand, expand_as, split, where, type_as, __and__, __or__, __invert__):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.view = reshape
 Tensor.reshape_as = view_as
