@@ -383,3 +383,4 @@ from . import functions as _fn  # noqa: E402
 from . import indexing as _indexing  # noqa: E402
 from . import methods as _methods  # noqa: E402, F401  (binds the math and shape methods onto Tensor)
 from . import creation_methods as _creation_methods  # noqa: E402, F401  (binds new_zeros, normal_, ... onto Tensor)
+from . import assignment as _assignment  # noqa: E402, F401  (binds __setitem__, masked_fill_, index_put onto Tensor)

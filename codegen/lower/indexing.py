@@ -1,4 +1,4 @@
-"""Indexing: gather (torch.gather), index_select (the embedding lookup) and one_hot.
+"""Indexing: gather (torch.gather), scatter (its functional write), index_select (the embedding lookup) and one_hot.
 
 Index values come from runtime data, so they are clamped into [0, dim) before any address is formed: an index the
 reference would reject (it raises) reads the nearest valid slice instead of memory outside the operand. Callers
@@ -48,6 +48,35 @@ def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
             chosen = clamped_index(b, load(b, k.ins[1], at, indices.dtype), x.shape[axis])
             src = b.add(b.add(src_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis])))
             store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype)
+    return k.finish(node.op)
+
+
+@register("scatter")
+def lower_scatter(node: Node, ctx: KernelContext) -> KernelSpec:
+    """out = x, then out[c with c[axis] replaced by indices[c]] = src[c] in index order, so the last write to a
+    repeated position wins as in the reference; one thread does both passes, since writes may collide."""
+    x, indices, src = node.inputs
+    axis = normalize_axis("scatter", node.attr["axis"], x.type.rank)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    if x.type.size == 0:
+        return k.finish(node.op)
+    shape = indices.shape
+    xs = contiguous_strides(x.shape)
+    own = [0 if d == axis else s for d, s in enumerate(xs)]
+    first, last = thread_share(b, k.tid, k.nthreads, 1)
+    with for_range(b, first, last, name="once"):
+        vector_loop(b, 0, x.type.size, k.width, lambda q, lanes: store(
+            b, load(b, k.ins[0], q, x.dtype, lanes), k.outs[0], q, x.dtype), name="copy")
+        if indices.type.size:
+            with unit_loop(b, list(shape[:-1]), i64(0), i64(prod(shape[:-1])), name="row") as index:
+                dst_row = offset_of(b, index, own[:-1])
+                src_row = offset_of(b, index, contiguous_strides(shape)[:-1])
+                with for_range(b, 0, shape[-1], name="j") as j:
+                    at = b.add(src_row, j)
+                    chosen = clamped_index(b, load(b, k.ins[1], at, indices.dtype), x.shape[axis])
+                    dst = b.add(b.add(dst_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis])))
+                    store(b, load(b, k.ins[2], at, x.dtype), k.outs[0], dst, x.dtype)
     return k.finish(node.op)
 
 

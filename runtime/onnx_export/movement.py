@@ -73,6 +73,11 @@ def _gather(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None
     e.emit("GatherElements", ins, outs, axis=node.attr["axis"])
 
 
+@register("scatter")
+def _scatter(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("ScatterElements", ins, outs, axis=node.attr["axis"])
+
+
 @register("index_select")
 def _index_select(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     e.emit("Gather", ins, outs, axis=node.attr["axis"])
