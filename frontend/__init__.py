@@ -6,6 +6,8 @@ from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .functions import *  # noqa: F403
 from .functions import __all__ as _functions_all
+from .linalg import *  # noqa: F403
+from .linalg import __all__ as _linalg_all
 from .namespace import *  # noqa: F403
 from .namespace import __all__ as _namespace_all
 from .device import Device as device
@@ -18,4 +20,4 @@ from .trace import trace
 
 __all__ = ["Tensor", "Gradients", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "apply",
            "intercept", "nn", "optim", "device", "Size", "ModuleRecord", "RecordEntry", "load_torch_state_dict", "trace", *_creation_all,
-           *_functions_all, *_namespace_all]
+           *_functions_all, *_linalg_all, *_namespace_all]

@@ -214,6 +214,24 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None, d
     return _leaf(rng.permutation(n).astype(_dtype_or(dtype, int64).numpy), requires_grad, device)
 
 
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None) -> Tensor:
+    """int64 category indices drawn from each row of non-negative weights (eager only: random and data-dependent);
+    without replacement a category is drawn at most once per row."""
+    weights = np.asarray(input._data if isinstance(input, Tensor) else input, dtype=np.float64)
+    if weights.ndim not in (1, 2):
+        raise BrazeError(f"multinomial: expects a 1-D or 2-D tensor of weights, got shape {weights.shape}")
+    rows = weights.reshape(-1, weights.shape[-1])
+    if not np.isfinite(rows).all() or (rows < 0).any() or (rows.sum(axis=1) <= 0).any():
+        raise BrazeError("multinomial: the weights must be finite, non-negative and have a positive sum in each row")
+    if not replacement and num_samples > (rows > 0).sum(axis=1).min():
+        raise BrazeError(f"multinomial: cannot draw {num_samples} samples without replacement from a row with "
+                         f"fewer non-zero weights")
+    rng = (generator or default_generator).numpy
+    drawn = np.stack([rng.choice(len(w), size=num_samples, replace=replacement, p=w / w.sum()) for w in rows])
+    return Tensor._wrap(drawn.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64), True, input.device)
+
+
 def _like(input: Tensor, dtype: Any, device: Any) -> dict[str, Any]:
     """The dtype and device keywords of a *_like function: the given ones, else those of `input`."""
     return {"dtype": _dtype_or(dtype, input.dtype), "device": input.device if device is None else device}
@@ -257,5 +275,5 @@ def randint_like(input: Tensor, low: int, high: int | None = None, *, dtype: Any
 
 __all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed", "get_rng_state", "set_rng_state",
            "tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand",
-           "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
+           "randint", "randperm", "multinomial", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
            "randint_like"]

@@ -17,6 +17,8 @@ from .dispatch import apply
 from .movement import *  # noqa: F403  (re-exported: braze.reshape, braze.cat, ...)
 from .movement import __all__ as _movement_all
 from .movement import normalize_dim, normalize_dims
+from .ordering import *  # noqa: F403  (re-exported: braze.sort, braze.topk, ...)
+from .ordering import __all__ as _ordering_all
 from .promotion import SCALARS, as_operand, as_tensor, binary_operands, cast, to_dtype
 from .tensor import Tensor
 
@@ -344,4 +346,5 @@ __all__ = ["add", "sub", "mul", "div", "pow", "neg", "abs", "sign", "square", "e
            "sigmoid", "erf", "relu", "clamp", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
            "logical_not", "logical_and", "logical_or", "where", "masked_fill", "sum", "mean", "max", "min", "amax",
            "amin", "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "negative",
-           "clip", "as_tensor", "true_divide", "divide", "multiply", "subtract", "MinMax", *_movement_all]
+           "clip", "as_tensor", "true_divide", "divide", "multiply", "subtract", "MinMax", *_movement_all,
+           *_ordering_all]

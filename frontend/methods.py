@@ -11,6 +11,9 @@ from typing import Any
 from braze.ir.types import bool_
 
 from . import functions as F
+from . import linalg as L
+from .creation import multinomial
+from .movement import repeat
 from .tensor import Tensor
 
 _SAME_AS_FUNCTION = (
@@ -19,7 +22,8 @@ _SAME_AS_FUNCTION = (
     "logical_not", "logical_and", "logical_or", "masked_fill", "sum", "mean", "max", "min", "amax", "amin",
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "transpose", "t",
     "flatten", "squeeze", "unsqueeze", "narrow", "chunk", "unbind", "gather", "index_select",
-    "broadcast_to", "negative", "multiply", "subtract", "divide", "swapaxes")
+    "broadcast_to", "negative", "multiply", "subtract", "divide", "swapaxes", "roll", "repeat_interleave",
+    "movedim", "moveaxis", "unflatten", "tril", "triu", "sort", "argsort", "topk", "cumsum")
 
 for _name in _SAME_AS_FUNCTION:
     setattr(Tensor, _name, getattr(F, _name))
@@ -60,6 +64,11 @@ def expand_as(self: Tensor, other: Tensor) -> Tensor:
 def split(self: Tensor, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces of `split_size` along `dim`, or of the listed sizes (torch's Tensor.split names it split_size)."""
     return F.split(self, split_size, dim)
+
+
+def flip(self: Tensor, *dims: Any) -> Tensor:
+    """The elements reversed along `dims` (given as ints or one sequence)."""
+    return F.flip(self, _sizes(dims))
 
 
 def where(self: Tensor, condition: Tensor, other: Any) -> Tensor:
@@ -105,8 +114,12 @@ def __invert__(self: Tensor) -> Tensor:
     return F.logical_not(self)
 
 
-for _fn in (reshape, view_as, permute, expand, expand_as, split, where, type_as, __and__, __or__, __invert__):
+for _fn in (reshape, view_as, permute, expand, expand_as, split, flip, where, type_as, __and__, __or__, __invert__):
     setattr(Tensor, _fn.__name__, _fn)
+Tensor.repeat = repeat
+Tensor.multinomial = multinomial
+for _name in ("bmm", "addmm", "baddbmm", "outer", "ger"):
+    setattr(Tensor, _name, getattr(L, _name))
 Tensor.view = reshape
 Tensor.reshape_as = view_as
 Tensor.__rand__ = __and__

@@ -1,0 +1,95 @@
+"""Differential tests of the Tensor ops and the torch namespace against PyTorch: one expression over (module,
+*leaves), run in both with float64 leaves, gives equal values (and dtypes) and equal gradients.
+
+Cases cover edge shapes: size-1 and empty dims, odd sizes, and non-contiguous inputs (transposed or sliced first).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import braze
+
+torch = pytest.importorskip("torch")
+from tests.frontend.test_torch_differential import _run  # noqa: E402  (after the skip: it imports torch)
+
+R = np.random.default_rng(1)
+
+
+def n(*shape: int) -> np.ndarray:
+    return R.standard_normal(shape)
+
+
+def _assigned(m: Any, x: Any, v: Any) -> Any:
+    """x's values in a fresh tensor with constants written at a pair of positions and a masked row, then v (which
+    requires grad) into a column."""
+    y = x.detach().clone()
+    y[[0, 2], [0, 3]] = 2.0
+    y[y[:, 0] > 0.5] = -1.0
+    y[:, 1] = v
+    return y * x
+
+
+CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
+    ("sort", lambda m, x: tuple(x.sort(dim=1, stable=True)) + tuple(m.sort(x, 0, True)),
+     (n(4, 5),)),
+    ("sort_noncontiguous", lambda m, x: x.mT.sort(stable=True)[0], (n(3, 6),)),
+    ("sort_size1_and_empty", lambda m, x, e: (x.sort(stable=True)[0], e.sort(dim=0, stable=True)[0]),
+     (n(1, 1), n(0, 3))),
+    ("argsort", lambda m, x: m.argsort(x, dim=0, stable=True), (n(5, 3),)),
+    ("topk", lambda m, x: tuple(x.topk(3)) + tuple(m.topk(x, 2, dim=0, largest=False)), (n(4, 7),)),
+    ("topk_k0", lambda m, x: x.topk(0, dim=1)[0], (n(2, 3),)),
+    ("cumsum", lambda m, x: x.cumsum(1) + m.cumsum(x, dim=0), (n(3, 5),)),
+    ("cumsum_odd_noncontiguous", lambda m, x: x[:, ::2].cumsum(-1), (n(3, 7),)),
+    ("cumsum_int", lambda m, x: m.cumsum((x > 0).int(), 1), (n(2, 5),)),
+    ("flip", lambda m, x: x.flip(0, 2) + m.flip(x, (1,)), (n(2, 3, 5),)),
+    ("roll", lambda m, x: x.roll(2, 1) + m.roll(x, (1, -4), (0, 1)) + x.roll(7), (n(3, 5),)),
+    ("repeat", lambda m, x: x.repeat(2, 1, 3), (n(3, 2),)),
+    ("repeat_interleave", lambda m, x: x.repeat_interleave(3, dim=1).sum() + m.repeat_interleave(x, 2),
+     (n(2, 3),)),
+    ("repeat_interleave_counts", lambda m, x: x.repeat_interleave(m.tensor([2, 0, 1]), dim=0), (n(3, 2),)),
+    ("movedim_unflatten", lambda m, x: m.movedim(x, 0, -1).unflatten(0, (3, -1)), (n(2, 6, 4),)),
+    ("tril_triu", lambda m, x: x.tril() + m.triu(x, 1) * 2 + x.tril(-1) + m.triu(x, -2), (n(2, 4, 5),)),
+    ("index_two_arrays", lambda m, x: x[[0, 1, 1], [2, 0, 2]] + x[m.tensor([1]), :, m.tensor([0])].sum(),
+     (n(2, 3, 4),)),
+    ("index_mask", lambda m, x: x[x > 0.3] * 2, (n(3, 4),)),
+    ("index_mask_rows", lambda m, x: x[m.tensor([True, False, True])], (n(3, 4),)),
+    ("setitem", _assigned, (n(3, 4), n(3))),
+    ("masked_fill", lambda m, x: x.masked_fill(x > 0, -1e9) + x.masked_fill(m.tensor([True, False, True, False]), 3.0),
+     (n(2, 4),)),
+    ("bmm_baddbmm", lambda m, a, b, c: m.bmm(a, b) + m.baddbmm(c, a, b, beta=0.5, alpha=2) + a.bmm(b),
+     (n(2, 3, 4), n(2, 4, 5), n(2, 3, 5))),
+    ("addmm_outer", lambda m, c, a, b, u, v: m.addmm(c, a, b, alpha=3) + c.addmm(a, b, beta=0) + m.outer(u, v),
+     (n(3, 5), n(3, 4), n(4, 5), n(3), n(5))),
+    ("einsum_attention", lambda m, q, k: m.einsum("bhqd,bhkd->bhqk", q, k), (n(2, 3, 4, 5), n(2, 3, 6, 5))),
+    ("einsum_chain_and_sums", lambda m, a, b, c: m.einsum("ij,jk,kl->il", a, b, c) + m.einsum("ij->", a)
+     + m.einsum("ij,ij->i", a, a).sum(), (n(2, 3), n(3, 4), n(4, 5))),
+    ("einsum_implicit_output", lambda m, a, b: m.einsum("abc,cd", a, b) + m.einsum("ba", b[:2, :3]).sum(),
+     (n(2, 3, 4), n(4, 5))),
+    ("where_causal_mask", lambda m, x: x.masked_fill(m.ones(4, 4).tril() == 0, float("-inf")).softmax(-1),
+     (n(2, 4, 4),)),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", CASES, ids=[c[0] for c in CASES])
+def test_tensor_op_matches_torch(name: str, fn: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> None:
+    def wrapped(m: Any, F: Any, *leaves: Any) -> Any:
+        return fn(m, *leaves)
+    got_values, got_grads = _run("braze", wrapped, arrays)
+    want_values, want_grads = _run("torch", wrapped, arrays)
+    assert len(got_values) == len(want_values)
+    for got, want in zip(got_values, want_values):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    for k, (got, want) in enumerate(zip(got_grads, want_grads)):
+        assert (got is None) == (want is None), f"operand {k}: gradient presence differs"
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"gradient of operand {k}")
+
+
+def test_namespace_names_match_torch() -> None:
+    for name in ("long", "int", "float", "double", "bool", "uint8", "int8", "int32", "int64", "float32", "float64"):
+        assert str(getattr(braze, name)) == str(getattr(torch, name)).removeprefix("torch.")
+    assert braze.zeros(2, 3).shape == torch.zeros(2, 3).shape and braze.Size([2, 3]).numel() == 6
