@@ -6,6 +6,12 @@ from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .functions import *  # noqa: F403
 from .functions import __all__ as _functions_all
+from .assignment import __all__ as _assignment_all
+from .assignment import index_add, index_put, scatter, scatter_add
+from .data_dependent import *  # noqa: F403
+from .data_dependent import __all__ as _data_dependent_all
+from .math_functions import *  # noqa: F403
+from .math_functions import __all__ as _math_all
 from .linalg import *  # noqa: F403
 from .linalg import __all__ as _linalg_all
 from .namespace import *  # noqa: F403
@@ -20,4 +26,5 @@ from .trace import trace
 
 __all__ = ["Tensor", "Gradients", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "apply",
            "intercept", "nn", "optim", "device", "Size", "ModuleRecord", "RecordEntry", "load_torch_state_dict", "trace", *_creation_all,
-           *_functions_all, *_linalg_all, *_namespace_all]
+           *_functions_all, *_linalg_all, *_namespace_all, *_assignment_all,
+           *_data_dependent_all, *_math_all]

@@ -17,6 +17,7 @@ from braze.ir.errors import BrazeError
 from .autodiff import GRAD_MODE
 from .dispatch import apply
 from .indexing import getitem
+from .movement import normalize_dim
 from .promotion import as_tensor, cast
 from .tensor import Tensor
 
@@ -121,6 +122,54 @@ def index_put_(self: Tensor, indices: tuple[Any, ...], values: Any, accumulate: 
     return assign(self, assigned(self, tuple(indices), values, accumulate), "index_put_")
 
 
+def _fitted(name: str, input: Tensor, index: Tensor, src: Any) -> Tensor:
+    """torch's scatter source: a number as a tensor of the index's shape, a larger source cut to it."""
+    if not isinstance(src, Tensor):
+        return apply("broadcast_to", _like(input, src), shape=tuple(index.shape))
+    src = _like(input, src)
+    if tuple(src.shape) != tuple(index.shape):
+        if src.ndim != index.ndim or any(s < i for s, i in zip(src.shape, index.shape)):
+            raise BrazeError(f"{name}: src of shape {tuple(src.shape)} is smaller than index {tuple(index.shape)}")
+        src = getitem(src, tuple(slice(0, i) for i in index.shape))
+    return src
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+            reduce: str | None = None) -> Tensor:
+    """input with src (or value) written at index along dim: out[..., index[i], ...] = src[i] (torch.scatter)."""
+    if reduce not in (None, "add"):
+        raise BrazeError(f"scatter: reduce={reduce!r} is not supported; supported values: None, 'add'")
+    source = _fitted("scatter", input, index, value if src is None else src)
+    axis = normalize_dim(dim, input.ndim)
+    if reduce == "add":
+        return apply("add", input, apply("scatter_add", source, index, axis=axis, shape=tuple(input.shape)))
+    return apply("scatter", input, index, source, axis=axis)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """input with src added at index along dim (repeated positions sum)."""
+    return scatter(input, dim, index, src, reduce="add")
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: float = 1) -> Tensor:
+    """input with alpha * source's slices added at the positions index selects along dim."""
+    axis = normalize_dim(dim, input.ndim)
+    source = _like(input, source if alpha == 1 else apply("mul", source, alpha))
+    return apply("add", input, apply("index_add", source, as_tensor(index), axis=axis, shape=tuple(input.shape)))
+
+
+def _in_place(fn: Any) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return assign(self, fn(self, *args, **kwargs), fn.__name__ + "_")
+    method.__name__, method.__doc__ = fn.__name__ + "_", f"{fn.__name__} in place; returns self."
+    return method
+
+
 Tensor.__setitem__ = setitem
+for _fn in (scatter, scatter_add, index_add):
+    setattr(Tensor, _fn.__name__, _fn)
+    setattr(Tensor, _fn.__name__ + "_", _in_place(_fn))
 for _fn in (masked_fill_, index_put, index_put_):
     setattr(Tensor, _fn.__name__, _fn)
+
+__all__ = ["scatter", "scatter_add", "index_add", "index_put"]

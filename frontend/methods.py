@@ -11,7 +11,9 @@ from typing import Any
 from braze.ir.types import bool_
 
 from . import functions as F
+from . import data_dependent as D
 from . import linalg as L
+from . import math_functions as MF
 from .creation import multinomial
 from .movement import repeat
 from .tensor import Tensor
@@ -117,6 +119,12 @@ def __invert__(self: Tensor) -> Tensor:
 for _fn in (reshape, view_as, permute, expand, expand_as, split, flip, where, type_as, __and__, __or__, __invert__):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.repeat = repeat
+for _name in MF.__all__:
+    setattr(Tensor, _name, getattr(MF, _name))
+for _name in D.__all__:
+    setattr(Tensor, _name, getattr(D, _name))
+Tensor.__mod__ = MF.remainder
+Tensor.__rmod__ = lambda self, other: MF.remainder(other, self)
 Tensor.multinomial = multinomial
 for _name in ("bmm", "addmm", "baddbmm", "outer", "ger"):
     setattr(Tensor, _name, getattr(L, _name))

@@ -68,6 +68,19 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
      + m.einsum("ij,ij->i", a, a).sum(), (n(2, 3), n(3, 4), n(4, 5))),
     ("einsum_implicit_output", lambda m, a, b: m.einsum("abc,cd", a, b) + m.einsum("ba", b[:2, :3]).sum(),
      (n(2, 3, 4), n(4, 5))),
+    ("trig", lambda m, x, y: m.sin(x) * x.cos() + m.atan2(x, y) + x.atan2(y + 3), (n(3, 4), n(4))),
+    ("log1p_expm1", lambda m, x: (x * x).log1p() + m.expm1(x), (n(2, 5),)),
+    ("rounding", lambda m, x: x.floor() + m.ceil(x * 2) + (x * 3).round() + m.round(x * 7, decimals=1), (n(3, 4),)),
+    ("fmod_remainder", lambda m, x, y: m.fmod(x * 5, y) + m.remainder(x * 5, y) + x % 0.75, (n(3, 4), n(4) + 3)),
+    ("float_checks", lambda m, x: (x.isnan(), m.isinf(x), m.isfinite(x), m.nan_to_num(x, posinf=9.0),
+                                   m.isclose(x, x + 1e-9), x.any(), m.all(x > -9, dim=1)),
+     (np.array([[1.0, np.nan, np.inf], [-np.inf, 0.0, 2.0]]),)),
+    ("scatter_family", lambda m, x, s: m.scatter(x, 1, m.tensor([[2, 0], [1, 3]]), s) + x.scatter_add(
+        0, m.tensor([[1, 1]]), s[:1]) + x.index_add(1, m.tensor([3, 3]), s, alpha=2) + x.scatter(
+        1, m.tensor([[0], [2]]), value=1.5), (n(2, 4), n(2, 2))),
+    ("nonzero_unique", lambda m, x: (m.nonzero(x > 0), (x > 0).nonzero(as_tuple=True)[1],
+                                     m.unique(m.tensor([3, 1, 3, 2]), return_inverse=True, return_counts=True)[2]),
+     (n(3, 4),)),
     ("where_causal_mask", lambda m, x: x.masked_fill(m.ones(4, 4).tril() == 0, float("-inf")).softmax(-1),
      (n(2, 4, 4),)),
 ]
