@@ -7,15 +7,16 @@ that need the error validate indices before the call.
 from __future__ import annotations
 
 from math import prod
+from typing import Callable
 
 import llvmlite.ir as ir
 
-from braze.ir.graph import Node
+from braze.ir.graph import Node, Value
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import bool_
 
 from ..loops import I64, for_range, i64, vector_loop
-from .base import (KernelContext, KernelSpec, begin_kernel, contiguous_strides, iota, load, offset_of, register,
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, contiguous_strides, iota, load, offset_of, register,
                    store, thread_share, unit_loop, widen)
 from .elementwise import ELEMENTWISE
 
@@ -27,6 +28,23 @@ def clamped_index(b: ir.IRBuilder, raw: ir.Value, size: int) -> ir.Value:
     return b.select(b.icmp_signed(">=", index, i64(size)), i64(max(size - 1, 0)), index)
 
 
+def for_each_index(k: Kernel, x_shape: tuple[int, ...], indices: Value, axis: int, first: ir.Value, last: ir.Value,
+                   visit: Callable[[ir.Value, ir.Value], None]) -> None:
+    """For the index positions in rows [first, last) of `indices` (operand 1): visit(at, target), `at` the position
+    in indices (and in any operand of their shape), `target` the offset in x of that position with its coordinate
+    along `axis` replaced by the clamped index."""
+    b, shape = k.builder, indices.shape
+    xs = contiguous_strides(x_shape)
+    own = [0 if d == axis else s for d, s in enumerate(xs)]
+    with unit_loop(b, list(shape[:-1]), first, last, name="row") as index:
+        x_row = offset_of(b, index, own[:-1])
+        i_row = offset_of(b, index, contiguous_strides(shape)[:-1])
+        with for_range(b, 0, shape[-1], name="j") as j:
+            at = b.add(i_row, j)
+            chosen = clamped_index(b, load(b, k.ins[1], at, indices.dtype), x_shape[axis])
+            visit(at, b.add(b.add(x_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis]))))
+
+
 @register("gather")
 def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
     """out[c] = x[c with c[axis] replaced by indices[c]]; rows of the result are the thread units."""
@@ -36,18 +54,9 @@ def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if out.type.size == 0:
         return k.finish(node.op)
-    shape = out.shape
-    xs, os = contiguous_strides(x.shape), contiguous_strides(shape)
-    own = [0 if d == axis else s for d, s in enumerate(xs)]
-    first, last = thread_share(b, k.tid, k.nthreads, prod(shape[:-1]))
-    with unit_loop(b, list(shape[:-1]), first, last, name="row") as index:
-        src_row = offset_of(b, index, own[:-1])
-        dst_row = offset_of(b, index, os[:-1])
-        with for_range(b, 0, shape[-1], name="j") as j:
-            at = b.add(dst_row, j)
-            chosen = clamped_index(b, load(b, k.ins[1], at, indices.dtype), x.shape[axis])
-            src = b.add(b.add(src_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis])))
-            store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype)
+    first, last = thread_share(b, k.tid, k.nthreads, prod(out.shape[:-1]))
+    for_each_index(k, x.shape, indices, axis, first, last,
+                   lambda at, src: store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype))
     return k.finish(node.op)
 
 
@@ -61,22 +70,13 @@ def lower_scatter(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if x.type.size == 0:
         return k.finish(node.op)
-    shape = indices.shape
-    xs = contiguous_strides(x.shape)
-    own = [0 if d == axis else s for d, s in enumerate(xs)]
     first, last = thread_share(b, k.tid, k.nthreads, 1)
     with for_range(b, first, last, name="once"):
         vector_loop(b, 0, x.type.size, k.width, lambda q, lanes: store(
             b, load(b, k.ins[0], q, x.dtype, lanes), k.outs[0], q, x.dtype), name="copy")
         if indices.type.size:
-            with unit_loop(b, list(shape[:-1]), i64(0), i64(prod(shape[:-1])), name="row") as index:
-                dst_row = offset_of(b, index, own[:-1])
-                src_row = offset_of(b, index, contiguous_strides(shape)[:-1])
-                with for_range(b, 0, shape[-1], name="j") as j:
-                    at = b.add(src_row, j)
-                    chosen = clamped_index(b, load(b, k.ins[1], at, indices.dtype), x.shape[axis])
-                    dst = b.add(b.add(dst_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis])))
-                    store(b, load(b, k.ins[2], at, x.dtype), k.outs[0], dst, x.dtype)
+            for_each_index(k, x.shape, indices, axis, i64(0), i64(prod(indices.shape[:-1])),
+                           lambda at, dst: store(b, load(b, k.ins[2], at, x.dtype), k.outs[0], dst, x.dtype))
     return k.finish(node.op)
 
 

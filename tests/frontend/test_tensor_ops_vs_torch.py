@@ -13,7 +13,7 @@ import pytest
 import braze
 
 torch = pytest.importorskip("torch")
-from tests.frontend.test_torch_differential import _run  # noqa: E402  (after the skip: it imports torch)
+from tests.frontend import test_torch_differential as reference  # noqa: E402  (after the skip: it imports torch)
 
 R = np.random.default_rng(1)
 
@@ -88,18 +88,7 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
 
 @pytest.mark.parametrize("name,fn,arrays", CASES, ids=[c[0] for c in CASES])
 def test_tensor_op_matches_torch(name: str, fn: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> None:
-    def wrapped(m: Any, F: Any, *leaves: Any) -> Any:
-        return fn(m, *leaves)
-    got_values, got_grads = _run("braze", wrapped, arrays)
-    want_values, want_grads = _run("torch", wrapped, arrays)
-    assert len(got_values) == len(want_values)
-    for got, want in zip(got_values, want_values):
-        assert got.shape == want.shape and got.dtype == want.dtype
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    for k, (got, want) in enumerate(zip(got_grads, want_grads)):
-        assert (got is None) == (want is None), f"operand {k}: gradient presence differs"
-        if want is not None:
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"gradient of operand {k}")
+    reference.test_matches_torch(name, lambda m, F, *leaves: fn(m, *leaves), arrays)
 
 
 def test_namespace_names_match_torch() -> None:
