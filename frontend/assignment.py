@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from braze.ir.errors import BrazeError
+from braze.ir.errors import BrazeError, ShapeError
 
 from .autodiff import GRAD_MODE
 from .dispatch import apply
@@ -37,7 +37,11 @@ def assigned(x: Tensor, index: Any, value: Any, accumulate: bool = False) -> Ten
     mask = _leading_mask(x, index)
     if mask is not None and not accumulate and v.ndim <= x.ndim - mask.ndim:
         cond = apply("reshape", mask, shape=mask.shape + (1,) * (x.ndim - mask.ndim))
-        return apply("where", cond, v, x)
+        out = apply("where", cond, v, x)
+        if out.shape != x.shape:
+            raise ShapeError(f"x[mask] = value: a value of shape {tuple(v.shape)} does not broadcast to the "
+                             f"masked elements' shape {tuple(x.shape[mask.ndim:])}")
+        return out
     positions = getitem(Tensor._wrap(np.arange(x.numel()).reshape(x.shape)), index)
     if not isinstance(positions._data, np.ndarray):
         return _scattered(x, positions, v, accumulate)

@@ -275,5 +275,5 @@ def randint_like(input: Tensor, low: int, high: int | None = None, *, dtype: Any
 
 __all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed", "get_rng_state", "set_rng_state",
            "tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand",
-           "randint", "randperm", "multinomial", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
-           "randint_like"]
+           "randint", "randperm", "multinomial", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like",
+           "rand_like", "randint_like"]

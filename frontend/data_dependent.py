@@ -47,7 +47,8 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     out = Tensor._wrap(found[0], True, device)
     extras = []
     if return_inverse:
-        extras.append(Tensor._wrap(found[1].reshape(values.shape if dim is None else -1).astype(np.int64), True, device))
+        inverse = found[1].reshape(values.shape if dim is None else -1)
+        extras.append(Tensor._wrap(inverse.astype(np.int64), True, device))
     if return_counts:
         extras.append(Tensor._wrap(found[2].astype(np.int64), True, device))
     return (out, *extras) if extras else out

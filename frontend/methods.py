@@ -123,6 +123,9 @@ for _name in MF.__all__:
     setattr(Tensor, _name, getattr(MF, _name))
 for _name in D.__all__:
     setattr(Tensor, _name, getattr(D, _name))
+Tensor.floor_divide = F.floor_divide
+Tensor.__floordiv__ = F.floor_divide
+Tensor.__rfloordiv__ = lambda self, other: F.floor_divide(other, self)
 Tensor.__mod__ = MF.remainder
 Tensor.__rmod__ = lambda self, other: MF.remainder(other, self)
 Tensor.multinomial = multinomial

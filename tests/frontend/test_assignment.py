@@ -62,6 +62,12 @@ def test_setitem_into_a_tensor_that_requires_grad_says_what_to_do() -> None:
     assert w.tolist() == [1.0, 0.0, 0.0] and w.requires_grad and w.is_leaf
 
 
+def test_mask_assignment_of_a_value_too_large_is_refused() -> None:
+    x = braze.zeros(2, 1)
+    with pytest.raises(braze.ShapeError, match=r"value of shape \(3,\) does not broadcast"):
+        x[braze.tensor([True, False])] = braze.ones(3)
+
+
 def test_masked_fill_in_place_returns_self() -> None:
     x = braze.tensor([1.0, -2.0, 3.0])
     assert x.masked_fill_(x < 0, 0.0) is x and x.tolist() == [1.0, 0.0, 3.0]

@@ -143,6 +143,9 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
     ("narrow_function", lambda: braze.narrow(T(X), 0, -2, 2), lambda: X[1:]),
     ("chunk_function", lambda: braze.chunk(T(ROW), 3)[1], lambda: ROW[2:4]),
     ("unbind_function", lambda: braze.unbind(T(X))[2], lambda: X[2]),
+    ("div_floor", lambda: braze.div(T(INTS), 2, rounding_mode="floor"), lambda: INTS // 2),
+    ("div_trunc", lambda: braze.div(T(X), 0.3, rounding_mode="trunc"), lambda: np.trunc(X / 0.3)),
+    ("floor_divide", lambda: T(X) // 0.7 + braze.floor_divide(T(X), T(Y)), lambda: X // 0.7 + np.floor(X / Y)),
     ("sort", lambda: braze.sort(T(X), dim=0).values, lambda: np.sort(X, axis=0)),
     ("sort_descending_indices", lambda: T(X).sort(descending=True).indices, lambda: np.argsort(-X, axis=-1)),
     ("argsort", lambda: braze.argsort(T(INTS), dim=1), lambda: np.argsort(INTS, axis=1, kind="stable")),
@@ -193,9 +196,9 @@ def test_unary_float_functions_accept_int_tensors() -> None:
     assert braze.exp(T([0, 1])).dtype == braze.float32 and T([4]).sqrt().tolist() == [2.0]
 
 
-def test_div_rounding_mode_is_rejected() -> None:
-    with pytest.raises(NotImplementedError, match="rounding_mode"):
-        braze.div(T([3]), T([2]), rounding_mode="floor")
+def test_div_unknown_rounding_mode_names_the_supported_values() -> None:
+    with pytest.raises(ValueError, match="div: rounding_mode='round' is not supported; supported values: None"):
+        braze.div(T([3]), T([2]), rounding_mode="round")
 
 
 def test_bitwise_operators_need_bool() -> None:
