@@ -1,4 +1,5 @@
-"""Sorting and running sums along one dim: sort, argsort, topk (registered sort, then a narrow) and cumsum."""
+"""Sorting and running sums and products along one dim: sort, argsort, topk (registered sort, then a narrow),
+cumsum and cumprod."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -44,14 +45,23 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     return SortResult(narrow(values, d, 0, k), narrow(indices, d, 0, k))
 
 
-def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
-    """Running sums along `dim`; integer and bool tensors sum as int64, as torch."""
+def _scan(name: str, input: Tensor, dim: int, dtype: Any) -> Tensor:
     x = as_tensor(input)
     if dtype is not None:
         x = to_dtype(x, dtype)
     elif not x.dtype.is_float:
         x = cast(x, int64)
-    return apply("cumsum", x, axis=normalize_dim(dim, x.ndim))
+    return apply(name, x, axis=normalize_dim(dim, x.ndim))
 
 
-__all__ = ["sort", "argsort", "topk", "cumsum"]
+def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """Running sums along `dim`; integer and bool tensors sum as int64, as torch."""
+    return _scan("cumsum", input, dim, dtype)
+
+
+def cumprod(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """Running products along `dim`; integer and bool tensors multiply as int64, as torch."""
+    return _scan("cumprod", input, dim, dtype)
+
+
+__all__ = ["sort", "argsort", "topk", "cumsum", "cumprod"]

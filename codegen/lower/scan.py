@@ -1,5 +1,6 @@
-"""Running sums (cumsum): along each (outer, inner) line of the axis, out[j] = out[j - 1] + x[j] in index order, as
-numpy.cumsum adds, so float results round identically; the lines are the units threads split."""
+"""Running sums and products (cumsum, cumprod): along each (outer, inner) line of the axis, out[j] = out[j - 1] op
+x[j] in index order, as numpy.cumsum and numpy.cumprod compute, so float results round identically; the lines are
+the units threads split."""
 from __future__ import annotations
 
 from math import prod
@@ -11,11 +12,15 @@ from ..loops import for_range, i64
 from .base import KernelContext, KernelSpec, begin_kernel, load, register, store, thread_share, unit_loop
 
 
-@register("cumsum")
-def lower_cumsum(node: Node, ctx: KernelContext) -> KernelSpec:
+_COMBINE = {"cumsum": ("fadd", "add"), "cumprod": ("fmul", "mul")}
+
+
+@register(*_COMBINE)
+def lower_scan(node: Node, ctx: KernelContext) -> KernelSpec:
     x = node.inputs[0]
     shape = x.shape or (1,)
-    axis = normalize_axis("cumsum", node.attr["axis"], x.type.rank) if x.shape else 0
+    axis = normalize_axis(node.op, node.attr["axis"], x.type.rank) if x.shape else 0
+    combine = _COMBINE[node.op][0 if x.dtype.is_float else 1]
     outer, size, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
@@ -29,5 +34,5 @@ def lower_cumsum(node: Node, ctx: KernelContext) -> KernelSpec:
             at = b.add(start, b.mul(j, i64(inner)))
             previous = load(b, k.outs[0], b.sub(at, i64(inner)), x.dtype)
             value = load(b, k.ins[0], at, x.dtype)
-            store(b, b.fadd(previous, value) if x.dtype.is_float else b.add(previous, value), k.outs[0], at, x.dtype)
+            store(b, getattr(b, combine)(previous, value), k.outs[0], at, x.dtype)
     return k.finish(node.op)

@@ -43,6 +43,7 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
     ("topk_k0", lambda m, x: x.topk(0, dim=1)[0], (n(2, 3),)),
     ("cumsum", lambda m, x: x.cumsum(1) + m.cumsum(x, dim=0), (n(3, 5),)),
     ("cumsum_odd_noncontiguous", lambda m, x: x[:, ::2].cumsum(-1), (n(3, 7),)),
+    ("cumprod_with_zeros", lambda m, x: (x * (x.abs() > 0.4)).cumprod(1) + m.cumprod(x, dim=0), (n(3, 5),)),
     ("cumsum_int", lambda m, x: m.cumsum((x > 0).int(), 1), (n(2, 5),)),
     ("flip", lambda m, x: x.flip(0, 2) + m.flip(x, (1,)), (n(2, 3, 5),)),
     ("roll", lambda m, x: x.roll(2, 1) + m.roll(x, (1, -4), (0, 1)) + x.roll(7), (n(3, 5),)),
