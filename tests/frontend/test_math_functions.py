@@ -1,5 +1,6 @@
 """Trigonometric, rounding and remainder functions, float checks, any/all, scatter-style writes and the
-data-dependent functions agree with numpy; integer inputs keep torch's dtypes; traced nonzero/unique fail clearly."""
+data-dependent functions agree with numpy; integer inputs keep torch's dtypes; traced nonzero/unique fail clearly;
+compiled graphs with the new ops match eager."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -81,3 +82,13 @@ def test_new_elementwise_ops_compile_in_float32() -> None:
     def f(t):
         return braze.sin(t) + t.cos() * braze.floor(t) + braze.remainder(t, 0.75) + t.round() + braze.expm1(t / 8)
     np.testing.assert_allclose(braze.compile(f, x)(x).numpy(), f(x).numpy(), rtol=2e-6, atol=2e-5)
+
+
+def test_compiled_topk_cumsum_and_flip_match_eager() -> None:
+    x = T(np.random.default_rng(4).standard_normal((3, 40)).astype(np.float32))
+
+    def f(t):
+        values, indices = braze.topk(t, 5)
+        return values.cumsum(-1).flip(0), indices
+    for got, want in zip(braze.compile(f, x)(x), f(x)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
