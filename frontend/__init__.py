@@ -6,6 +6,18 @@ from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .functions import *  # noqa: F403
 from .functions import __all__ as _functions_all
+from .assignment import *  # noqa: F403
+from .assignment import __all__ as _assignment_all
+from .data_dependent import *  # noqa: F403
+from .data_dependent import __all__ as _data_dependent_all
+from .math_functions import *  # noqa: F403
+from .math_functions import __all__ as _math_all
+from .linalg import *  # noqa: F403
+from .linalg import __all__ as _linalg_all
+from .namespace import *  # noqa: F403
+from .namespace import __all__ as _namespace_all
+from .device import Device as device
+from .size import Size
 from . import nn
 from . import optim
 from .records import ModuleRecord, RecordEntry
@@ -13,5 +25,7 @@ from .torch_pickle import load_torch_state_dict
 from .trace import trace
 
 __all__ = ["Tensor", "Gradients", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "apply",
-           "intercept", "nn", "optim", "ModuleRecord", "RecordEntry", "load_torch_state_dict", "trace", *_creation_all,
-           *_functions_all]
+           "intercept", "nn", "optim", "device", "Size", "ModuleRecord", "RecordEntry", "load_torch_state_dict",
+           "trace",
+           *_creation_all, *_functions_all, *_linalg_all, *_namespace_all, *_assignment_all, *_data_dependent_all,
+           *_math_all]

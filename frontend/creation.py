@@ -110,8 +110,8 @@ def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(int(s) for s in size)
 
 
-def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
-    out = Tensor._wrap(array, True, CPU)
+def _leaf(array: np.ndarray, requires_grad: bool, device: Any) -> Tensor:
+    out = Tensor._wrap(array, True, as_device(device))
     return out.requires_grad_(True) if requires_grad else out
 
 
@@ -122,9 +122,9 @@ def _float_dtype(dtype: Any, what: str) -> DType:
     return d
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor copying `data`: Python floats -> float32, ints -> int64, bools -> bool; arrays keep dtype."""
-    return Tensor(data, dtype=dtype, requires_grad=requires_grad)
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -132,114 +132,148 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(as_array(np.asarray(array)), True, CPU)
 
 
-def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def _dtype_or(dtype: Any, default: DType) -> DType:
+    return default if dtype is None else as_dtype(dtype)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros (float32 unless dtype says otherwise)."""
-    return _leaf(np.zeros(_shape(size), (as_dtype(dtype) if dtype is not None else float32).numpy), requires_grad)
+    return _leaf(np.zeros(_shape(size), _dtype_or(dtype, float32).numpy), requires_grad, device)
 
 
-def ones(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones (float32 unless dtype says otherwise)."""
-    return _leaf(np.ones(_shape(size), (as_dtype(dtype) if dtype is not None else float32).numpy), requires_grad)
+    return _leaf(np.ones(_shape(size), _dtype_or(dtype, float32).numpy), requires_grad, device)
 
 
 empty = zeros
 
 
-def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     """A tensor of `size` filled with `fill_value`; the dtype follows the value (bool, int64, float32)."""
-    d = as_dtype(dtype) if dtype is not None else as_dtype(as_array(fill_value).dtype)
-    return _leaf(np.full(_shape((size,)), fill_value, dtype=d.numpy), requires_grad)
+    d = _dtype_or(dtype, as_dtype(as_array(fill_value).dtype))
+    return _leaf(np.full(_shape((size,)), fill_value, dtype=d.numpy), requires_grad, device)
 
 
-def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None,
+def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
     """Values from start (0 when only one bound is given) up to, not including, end; int64 unless a bound is float."""
     if end is None:
         start, end = 0, start
     integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-    d = as_dtype(dtype) if dtype is not None else (int64 if integral else float32)
-    return _leaf(np.arange(start, end, step, dtype=np.float64 if not integral else None).astype(d.numpy), requires_grad)
+    d = _dtype_or(dtype, int64 if integral else float32)
+    values = np.arange(start, end, step, dtype=np.float64 if not integral else None)
+    return _leaf(values.astype(d.numpy), requires_grad, device)
 
 
-def linspace(start: float, end: float, steps: int, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
     """`steps` evenly spaced values from start to end inclusive."""
-    return _leaf(np.linspace(start, end, steps).astype(_float_dtype(dtype, "linspace").numpy), requires_grad)
+    return _leaf(np.linspace(start, end, steps).astype(_float_dtype(dtype, "linspace").numpy), requires_grad, device)
 
 
-def eye(n: int, m: int | None = None, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
     """An n x m identity matrix."""
-    return _leaf(np.eye(n, m, dtype=(as_dtype(dtype) if dtype is not None else float32).numpy), requires_grad)
+    return _leaf(np.eye(n, m, dtype=_dtype_or(dtype, float32).numpy), requires_grad, device)
 
 
-def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     """Standard normal samples from `generator` (the global one by default)."""
     d = _float_dtype(dtype, "randn")
     rng = (generator or default_generator).numpy
-    return _leaf(rng.standard_normal(_shape(size), dtype=d.numpy), requires_grad)
+    return _leaf(rng.standard_normal(_shape(size), dtype=d.numpy), requires_grad, device)
 
 
-def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) from `generator` (the global one by default)."""
     d = _float_dtype(dtype, "rand")
     rng = (generator or default_generator).numpy
-    return _leaf(rng.random(_shape(size), dtype=d.numpy), requires_grad)
+    return _leaf(rng.random(_shape(size), dtype=d.numpy), requires_grad, device)
 
 
 def randint(low: int, high: int | Sequence[int] | None = None, size: Sequence[int] | None = None, *,
-            generator: Generator | None = None, dtype: Any = None) -> Tensor:
+            generator: Generator | None = None, dtype: Any = None, device: Any = None,
+            requires_grad: bool = False) -> Tensor:
     """Integers uniform in [low, high); called as randint(high, size) or randint(low, high, size)."""
     if size is None:
         if high is None:
             raise TypeError("randint: missing size")
         low, high, size = 0, low, high
     rng = (generator or default_generator).numpy
-    d = as_dtype(dtype) if dtype is not None else int64
-    return Tensor._wrap(rng.integers(low, high, _shape((size,))).astype(d.numpy), True, CPU)
+    return _leaf(rng.integers(low, high, _shape((size,))).astype(_dtype_or(dtype, int64).numpy), requires_grad, device)
 
 
-def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None) -> Tensor:
+def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
     """A random permutation of 0..n-1 (int64)."""
     rng = (generator or default_generator).numpy
-    return Tensor._wrap(rng.permutation(n).astype((as_dtype(dtype) if dtype is not None else int64).numpy), True, CPU)
+    return _leaf(rng.permutation(n).astype(_dtype_or(dtype, int64).numpy), requires_grad, device)
 
 
-def _like(input: Tensor, dtype: Any) -> tuple[tuple[int, ...], DType]:
-    return tuple(input.shape), (as_dtype(dtype) if dtype is not None else input.dtype)
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None) -> Tensor:
+    """int64 category indices drawn from each row of non-negative weights (eager only: random and data-dependent);
+    without replacement a category is drawn at most once per row."""
+    weights = np.asarray(input._data if isinstance(input, Tensor) else input, dtype=np.float64)
+    if weights.ndim not in (1, 2):
+        raise BrazeError(f"multinomial: expects a 1-D or 2-D tensor of weights, got shape {weights.shape}")
+    rows = weights.reshape(-1, weights.shape[-1])
+    if not np.isfinite(rows).all() or (rows < 0).any() or (rows.sum(axis=1) <= 0).any():
+        raise BrazeError("multinomial: the weights must be finite, non-negative and have a positive sum in each row")
+    if not replacement and num_samples > (rows > 0).sum(axis=1).min():
+        raise BrazeError(f"multinomial: cannot draw {num_samples} samples without replacement from a row with "
+                         f"fewer non-zero weights")
+    rng = (generator or default_generator).numpy
+    drawn = np.stack([rng.choice(len(w), size=num_samples, replace=replacement, p=w / w.sum()) for w in rows])
+    return Tensor._wrap(drawn.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64), True, input.device)
 
 
-def zeros_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Zeros with the shape (and dtype, unless given) of `input`."""
-    shape, d = _like(input, dtype)
-    return zeros(shape, dtype=d, requires_grad=requires_grad)
+def _like(input: Tensor, dtype: Any, device: Any) -> dict[str, Any]:
+    """The dtype and device keywords of a *_like function: the given ones, else those of `input`."""
+    return {"dtype": _dtype_or(dtype, input.dtype), "device": input.device if device is None else device}
 
 
-def ones_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Ones with the shape (and dtype, unless given) of `input`."""
-    shape, d = _like(input, dtype)
-    return ones(shape, dtype=d, requires_grad=requires_grad)
+def zeros_like(input: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Zeros with the shape (and dtype and device, unless given) of `input`."""
+    return zeros(input.shape, requires_grad=requires_grad, **_like(input, dtype, device))
+
+
+def ones_like(input: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Ones with the shape (and dtype and device, unless given) of `input`."""
+    return ones(input.shape, requires_grad=requires_grad, **_like(input, dtype, device))
 
 
 empty_like = zeros_like
 
 
-def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """`fill_value` with the shape (and dtype, unless given) of `input`."""
-    shape, d = _like(input, dtype)
-    return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
+def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    """`fill_value` with the shape (and dtype and device, unless given) of `input`."""
+    return full(input.shape, fill_value, requires_grad=requires_grad, **_like(input, dtype, device))
 
 
-def randn_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples with the shape (and dtype, unless given) of `input`."""
-    shape, d = _like(input, dtype)
-    return randn(shape, dtype=d, requires_grad=requires_grad)
+def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples with the shape (and dtype and device, unless given) of `input`."""
+    return randn(input.shape, requires_grad=requires_grad, **_like(input, dtype, device))
 
 
-def rand_like(input: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Uniform [0, 1) samples with the shape (and dtype, unless given) of `input`."""
-    shape, d = _like(input, dtype)
-    return rand(shape, dtype=d, requires_grad=requires_grad)
+def rand_like(input: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform [0, 1) samples with the shape (and dtype and device, unless given) of `input`."""
+    return rand(input.shape, requires_grad=requires_grad, **_like(input, dtype, device))
+
+
+def randint_like(input: Tensor, low: int, high: int | None = None, *, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+    """Integers uniform in [low, high) (or [0, low)) with the shape (and dtype and device, unless given) of `input`."""
+    low, high = (0, low) if high is None else (low, high)
+    return randint(low, high, input.shape, requires_grad=requires_grad, **_like(input, dtype, device))
 
 
 __all__ = ["Generator", "default_generator", "manual_seed", "initial_seed", "seed", "get_rng_state", "set_rng_state",
            "tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "randn", "rand",
-           "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like"]
+           "randint", "randperm", "multinomial", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like",
+           "rand_like", "randint_like"]

@@ -11,12 +11,14 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from braze.ir.types import bool_, float32, int64
+from braze.ir.types import bool_, float32, float64, int64
 
 from .dispatch import apply
 from .movement import *  # noqa: F403  (re-exported: braze.reshape, braze.cat, ...)
 from .movement import __all__ as _movement_all
 from .movement import normalize_dim, normalize_dims
+from .ordering import *  # noqa: F403  (re-exported: braze.sort, braze.topk, ...)
+from .ordering import __all__ as _ordering_all
 from .promotion import SCALARS, as_operand, as_tensor, binary_operands, cast, to_dtype
 from .tensor import Tensor
 
@@ -56,13 +58,26 @@ def mul(input: Any, other: Any) -> Tensor:
 
 
 def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
-    """True division; integer operands divide as float32, as torch."""
-    if rounding_mode is not None:
-        raise NotImplementedError(f"div: rounding_mode={rounding_mode!r} is not supported (braze has no floor op)")
+    """True division (integer operands divide as float32, as torch), or rounded toward zero (rounding_mode="trunc")
+    or down ("floor"), which keeps an integer dtype (computed through float64: exact below 2^53)."""
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise ValueError(f"div: rounding_mode={rounding_mode!r} is not supported; supported values: None, 'trunc', "
+                         f"'floor'")
     x, y = binary_operands(input, other)
-    if not x.dtype.is_float:
-        x, y = cast(x, float32), cast(y, float32)
-    return apply("div", x, y)
+    if rounding_mode is None:
+        if not x.dtype.is_float:
+            x, y = cast(x, float32), cast(y, float32)
+        return apply("div", x, y)
+    wide = x.dtype if x.dtype.is_float else float64
+    q = apply("div", cast(x, wide), cast(y, wide))
+    q = apply("floor", q) if rounding_mode == "floor" else apply("where", apply("lt", q, 0.0), apply("ceil", q),
+                                                                   apply("floor", q))
+    return cast(q, x.dtype)
+
+
+def floor_divide(input: Any, other: Any) -> Tensor:
+    """input / other rounded down (torch.floor_divide and the // operator)."""
+    return div(input, other, rounding_mode="floor")
 
 
 true_divide = divide = div
@@ -344,4 +359,6 @@ __all__ = ["add", "sub", "mul", "div", "pow", "neg", "abs", "sign", "square", "e
            "sigmoid", "erf", "relu", "clamp", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
            "logical_not", "logical_and", "logical_or", "where", "masked_fill", "sum", "mean", "max", "min", "amax",
            "amin", "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "negative",
-           "clip", "as_tensor", "true_divide", "divide", "multiply", "subtract", "MinMax", *_movement_all]
+           "clip", "as_tensor", "true_divide", "divide", "multiply", "subtract", "floor_divide", "MinMax",
+           *_movement_all,
+           *_ordering_all]

@@ -11,6 +11,11 @@ from typing import Any
 from braze.ir.types import bool_
 
 from . import functions as F
+from . import data_dependent as D
+from . import linalg as L
+from . import math_functions as MF
+from .creation import multinomial
+from .movement import repeat
 from .tensor import Tensor
 
 _SAME_AS_FUNCTION = (
@@ -18,8 +23,9 @@ _SAME_AS_FUNCTION = (
     "tanh", "sigmoid", "erf", "relu", "clamp", "clip", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "logical_not", "logical_and", "logical_or", "masked_fill", "sum", "mean", "max", "min", "amax", "amin",
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "transpose", "t",
-    "flatten", "squeeze", "unsqueeze", "narrow", "split", "chunk", "unbind", "gather", "index_select",
-    "broadcast_to", "negative", "multiply", "subtract", "divide", "swapaxes")
+    "flatten", "squeeze", "unsqueeze", "narrow", "chunk", "unbind", "gather", "index_select",
+    "broadcast_to", "negative", "multiply", "subtract", "divide", "swapaxes", "roll", "repeat_interleave",
+    "movedim", "moveaxis", "unflatten", "tril", "triu", "sort", "argsort", "topk", "cumsum", "cumprod")
 
 for _name in _SAME_AS_FUNCTION:
     setattr(Tensor, _name, getattr(F, _name))
@@ -55,6 +61,16 @@ def expand(self: Tensor, *sizes: Any) -> Tensor:
 def expand_as(self: Tensor, other: Tensor) -> Tensor:
     """self broadcast to other's shape."""
     return F.broadcast_to(self, other.shape)
+
+
+def split(self: Tensor, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces of `split_size` along `dim`, or of the listed sizes (torch's Tensor.split names it split_size)."""
+    return F.split(self, split_size, dim)
+
+
+def flip(self: Tensor, *dims: Any) -> Tensor:
+    """The elements reversed along `dims` (given as ints or one sequence)."""
+    return F.flip(self, _sizes(dims))
 
 
 def where(self: Tensor, condition: Tensor, other: Any) -> Tensor:
@@ -100,8 +116,21 @@ def __invert__(self: Tensor) -> Tensor:
     return F.logical_not(self)
 
 
-for _fn in (reshape, view_as, permute, expand, expand_as, where, type_as, __and__, __or__, __invert__):
+for _fn in (reshape, view_as, permute, expand, expand_as, split, flip, where, type_as, __and__, __or__, __invert__):
     setattr(Tensor, _fn.__name__, _fn)
+Tensor.repeat = repeat
+for _name in MF.__all__:
+    setattr(Tensor, _name, getattr(MF, _name))
+for _name in D.__all__:
+    setattr(Tensor, _name, getattr(D, _name))
+Tensor.floor_divide = F.floor_divide
+Tensor.__floordiv__ = F.floor_divide
+Tensor.__rfloordiv__ = lambda self, other: F.floor_divide(other, self)
+Tensor.__mod__ = MF.remainder
+Tensor.__rmod__ = lambda self, other: MF.remainder(other, self)
+Tensor.multinomial = multinomial
+for _name in ("bmm", "addmm", "baddbmm", "outer", "ger"):
+    setattr(Tensor, _name, getattr(L, _name))
 Tensor.view = reshape
 Tensor.reshape_as = view_as
 Tensor.__rand__ = __and__

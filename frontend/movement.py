@@ -153,6 +153,91 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     return tuple(apply("squeeze", piece, axes=(d,)) for piece in split(input, 1, d))
 
 
+def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
+    """The elements in reverse order along each of `dims`."""
+    return apply("flip", input, axes=normalize_dims(dims, input.ndim) or ())
+
+
+def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    """Elements shifted cyclically by `shifts` along `dims` (of the flattened tensor when dims is None): two
+    slices joined in the other order."""
+    if dims is None:
+        return reshape(roll(reshape(input, (-1,)), shifts, 0), input.shape)
+    shifts_, dims_ = (shifts,) if isinstance(shifts, int) else tuple(shifts), normalize_dims(dims, input.ndim)
+    if len(shifts_) != len(dims_):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    out = input
+    for shift, d in zip(shifts_, dims_):
+        n = input.shape[d]
+        cut = n - shift % n if n else 0
+        if cut % max(n, 1):
+            out = cat([narrow(out, d, cut, n - cut), narrow(out, d, 0, cut)], d)
+    return out
+
+
+def repeat(input: Tensor, *sizes: Any) -> Tensor:
+    """The tensor tiled `sizes[i]` times along dim i (extra leading sizes add dims), as torch.Tensor.repeat."""
+    reps = tuple(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)) else tuple(sizes)
+    if len(reps) < input.ndim:
+        raise ShapeError(f"repeat: {len(reps)} repeat sizes given for a tensor of rank {input.ndim}")
+    shape = (1,) * (len(reps) - input.ndim) + tuple(input.shape)
+    spread = apply("reshape", input, shape=tuple(d for n in shape for d in (1, n)))
+    tiled = apply("broadcast_to", spread, shape=tuple(d for r, n in zip(reps, shape) for d in (int(r), n)))
+    return apply("reshape", tiled, shape=tuple(int(r) * n for r, n in zip(reps, shape)))
+
+
+def repeat_interleave(input: Tensor, repeats: Any, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """Each element (each slice along `dim`) repeated `repeats` times in place; repeats may be a tensor of counts."""
+    if dim is None:
+        return repeat_interleave(reshape(input, (-1,)), repeats, 0)
+    d = normalize_dim(dim, input.ndim)
+    if isinstance(repeats, (int, np.integer)) or (isinstance(repeats, Tensor) and repeats.ndim == 0
+                                                  and isinstance(repeats._data, np.ndarray)):
+        r = int(repeats)
+        shape = tuple(input.shape)
+        spread = apply("broadcast_to", unsqueeze(input, d + 1), shape=shape[:d + 1] + (r,) + shape[d + 1:])
+        return apply("reshape", spread, shape=shape[:d] + (shape[d] * r,) + shape[d + 1:])
+    counts = np.asarray(repeats)  # a traced counts tensor raises the TraceError: the result's size is data
+    return index_select(input, d, Tensor._wrap(np.repeat(np.arange(input.shape[d]), counts)))
+
+
+def movedim(input: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+    """Dims `source` moved to positions `destination`, the others keeping their order."""
+    src, dst = normalize_dims(source, input.ndim), normalize_dims(destination, input.ndim)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source {source} and destination {destination} must have the same length")
+    rest = iter(d for d in range(input.ndim) if d not in src)
+    placed = dict(zip(dst, src))
+    return permute(input, [placed[i] if i in placed else next(rest) for i in range(input.ndim)])
+
+
+def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Dim `dim` split into `sizes` (one may be -1)."""
+    d = normalize_dim(dim, input.ndim)
+    inner = infer_shape(sizes, input.shape[d], (input.shape[d],))
+    return apply("reshape", input, shape=tuple(input.shape[:d]) + inner + tuple(input.shape[d + 1:]))
+
+
+def _triangle(name: str, input: Tensor, diagonal: int, lower: bool) -> Tensor:
+    if input.ndim < 2:
+        raise ShapeError(f"{name}: expects a tensor of rank >= 2, got shape {input.shape}")
+    rows, cols = input.shape[-2:]
+    keep = np.tri(rows, cols, diagonal, dtype=np.bool_) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=np.bool_)
+    zero = Tensor._wrap(np.zeros((), input._data.dtype))
+    return apply("where", Tensor._wrap(keep), input, zero)
+
+
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two dims (on and below `diagonal`), zeros above."""
+    return _triangle("tril", input, diagonal, lower=True)
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two dims (on and above `diagonal`), zeros below."""
+    return _triangle("triu", input, diagonal, lower=False)
+
+
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """Values of `input` at `index` along `dim` (torch.gather: index has the result's shape)."""
     return apply("gather", input, index, axis=dim)
@@ -164,4 +249,7 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
 
 
 __all__ = ["reshape", "permute", "transpose", "swapaxes", "t", "flatten", "squeeze", "unsqueeze", "broadcast_to", "cat",
-           "concat", "concatenate", "stack", "narrow", "split", "chunk", "unbind", "gather", "index_select"]
+           "concat", "concatenate", "stack", "narrow", "split", "chunk", "unbind", "gather", "index_select", "flip",
+           "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten", "tril", "triu"]
+
+moveaxis = movedim

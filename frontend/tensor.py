@@ -13,6 +13,8 @@ from braze.ir.errors import BrazeError
 from braze.ir.types import DType, as_dtype
 
 from .device import CPU, Device, as_device, is_device_like
+from .namespace import SUPPORTED_MEMORY_FORMATS, preserve_format
+from .size import Size
 
 _DTYPES: dict[np.dtype, DType] = {}
 
@@ -73,9 +75,9 @@ class Tensor:
 
     # --- data and metadata --------------------------------------------------------------------------------
     @property
-    def shape(self) -> tuple[int, ...]:
-        """The dims as a tuple of ints."""
-        return self._data.shape
+    def shape(self) -> Size:
+        """The dims as a braze.Size (a tuple of ints)."""
+        return Size.of(self._data.shape)
 
     @property
     def dtype(self) -> DType:
@@ -100,10 +102,10 @@ class Tensor:
         """The number of elements."""
         return int(self._data.size)
 
-    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+    def size(self, dim: int | None = None) -> Size | int:
         """The shape, or one dimension of it (negative dims count from the end)."""
         if dim is None:
-            return self._data.shape
+            return Size.of(self._data.shape)
         return self._data.shape[_fn.normalize_dim(dim, self._data.ndim)]
 
     def numpy(self) -> np.ndarray:
@@ -264,25 +266,34 @@ class Tensor:
         return out
 
     # --- dtype conversions --------------------------------------------------------------------------------
-    def to(self, *args: Any, dtype: Any = None, device: Any = None, **_: Any) -> Tensor:
-        """Convert to a dtype (or another tensor's dtype and device) and/or move to a device (Device, "cpu:1").
+    def to(self, *args: Any, dtype: Any = None, device: Any = None, non_blocking: bool = False, copy: bool = False,
+           memory_format: Any = preserve_format) -> Tensor:
+        """Convert to a dtype (or another tensor's dtype and device) and/or move to a device, with torch's forms:
+        to(dtype), to(device, dtype), to(other), with non_blocking and copy also positionally after them.
 
         A move is a copy recorded by autodiff (the `copy` op), so a moved tensor that requires grad is an
-        intermediate whose gradient flows back to the original; a tensor already there is returned as is.
+        intermediate whose gradient flows back to the original; a tensor already there is returned as is unless
+        copy=True. non_blocking has nothing to overlap (every device is host memory) and is accepted.
         """
+        flags = [a for a in args if isinstance(a, bool)]
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
             elif is_device_like(a):
                 device = a
-            else:
+            elif not isinstance(a, bool):
                 dtype = a
-        out = self if dtype is None else _fn.to_dtype(self, dtype)
-        if device is None or out.device == (device := as_device(device)):
-            return out
-        moved = _dispatch.apply("copy", out)
-        moved._device = device
-        return moved
+        if len(flags) > 2:
+            raise TypeError(f"to(): at most two bool arguments (non_blocking, copy), got {len(flags)}")
+        copy = flags[1] if len(flags) == 2 else copy
+        if not any(memory_format is f for f in SUPPORTED_MEMORY_FORMATS):
+            raise BrazeError(f"to(): memory_format={memory_format!r} is not supported; braze tensors are contiguous, "
+                             f"so memory_format must be braze.preserve_format or braze.contiguous_format")
+        out = self if dtype is None or as_dtype(dtype) == self.dtype else _fn.to_dtype(self, dtype)
+        if device is not None and out.device != (device := as_device(device)):
+            out = _dispatch.apply("copy", out)
+            out._device = device
+        return out.clone() if copy and out is self else out
 
     def type(self, dtype: Any) -> Tensor:
         """self converted to `dtype`."""
@@ -307,6 +318,10 @@ class Tensor:
     def bool(self) -> Tensor:
         """self as bool."""
         return _fn.to_dtype(self, "bool")
+
+    def half(self) -> Tensor:
+        """Refused: braze has no float16 arithmetic (the DTypeError says what to use)."""
+        return _fn.to_dtype(self, "float16")
 
     def cpu(self) -> Tensor:
         """self: braze tensors are always on the CPU."""
@@ -367,3 +382,5 @@ from . import dispatch as _dispatch  # noqa: E402
 from . import functions as _fn  # noqa: E402
 from . import indexing as _indexing  # noqa: E402
 from . import methods as _methods  # noqa: E402, F401  (binds the math and shape methods onto Tensor)
+from . import creation_methods as _creation_methods  # noqa: E402, F401  (binds new_zeros, normal_, ... onto Tensor)
+from . import assignment as _assignment  # noqa: E402, F401  (binds __setitem__, masked_fill_, index_put onto Tensor)

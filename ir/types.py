@@ -52,6 +52,11 @@ uint8 = DType("u8", "uint8", "uint", 8)
 bool_ = DType("bool", "bool", "bool", 8)
 
 DTYPES: tuple[DType, ...] = (float32, float64, int32, int64, int8, uint8, bool_)
+# 16-bit floats exist as names (braze.float16, braze.half, braze.bfloat16) so torch code that mentions them imports,
+# and file readers decode their storage, but braze computes in neither: any use as a tensor dtype is refused.
+float16 = DType("f16", "float16", "float", 16)
+bfloat16 = DType("bf16", "bfloat16", "float", 16)
+_STORAGE_ONLY = {"float16": float16, "half": float16, "f16": float16, "bfloat16": bfloat16, "bf16": bfloat16}
 _BY_NAME = {d.name: d for d in DTYPES} | {d.numpy_name: d for d in DTYPES}
 _BY_NUMPY = {np.dtype(d.numpy_name): d for d in DTYPES}
 
@@ -59,6 +64,8 @@ _BY_NUMPY = {np.dtype(d.numpy_name): d for d in DTYPES}
 def as_dtype(spec: object) -> DType:
     """Accept a DType, an IR or numpy name ("f32", "float32"), a numpy dtype or a Python type."""
     if isinstance(spec, DType):
+        if spec.bits == 16:
+            _refuse_storage_only(spec.numpy_name)
         return spec
     if isinstance(spec, np.dtype) and spec in _BY_NUMPY:  # the eager hot path: numpy's dtype.name is slow
         return _BY_NUMPY[spec]
@@ -70,14 +77,23 @@ def as_dtype(spec: object) -> DType:
         return int64
     if spec is bool:
         return bool_
+    if isinstance(spec, str) and spec in _STORAGE_ONLY:
+        _refuse_storage_only(_STORAGE_ONLY[spec].numpy_name)
     try:
         name = np.dtype(spec).name  # type: ignore[call-overload]
     except TypeError:
         raise DTypeError(f"not a dtype: {spec!r}") from None
+    if name in _STORAGE_ONLY:
+        _refuse_storage_only(name)
     if name not in _BY_NAME:
         supported = ", ".join(d.numpy_name for d in DTYPES)
         raise DTypeError(f"unsupported dtype {name}; braze supports {supported}")
     return _BY_NAME[name]
+
+
+def _refuse_storage_only(name: str) -> None:
+    raise DTypeError(f"{name}: braze stores no {name} tensors and has no {name} arithmetic; use float32 (.float()) "
+                     f"or float64")
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -10,7 +10,7 @@ from braze.ir.graph import Node
 from braze.ir.registry import is_op
 
 from . import (elementwise, fused, indexing, linalg, movement, norm, pool, random,  # noqa: F401  (registering)
-               reduction, reparam)
+               reduction, reparam, scan)
 from .base import LOWERINGS, KernelContext, KernelSpec, unsupported
 
 

@@ -43,6 +43,11 @@ ACCURACY: dict[str, Accuracy] = {
     "silu": Accuracy(ulps=6, input_abs=1, note="vecmath silu (3.5 ulp); subnormal results for x < -87"),
     "gelu": Accuracy(ulps=8, input_abs=1, note="vecmath gelu (3 ulp); the reference's 1 + tanh/erf cancels for "
                                                "x < -1, an absolute error below eps |x| / 4"),
+    "sin": Accuracy(ulps=4, note="libm sinf/sin per lane against numpy's SIMD sin"),
+    "cos": Accuracy(ulps=4, note="libm cosf/cos per lane against numpy's SIMD cos"),
+    "log1p": Accuracy(ulps=4, note="libm log1pf/log1p per lane"),
+    "expm1": Accuracy(ulps=4, note="libm expm1f/expm1 per lane"),
+    "atan2": Accuracy(ulps=4, note="libm atan2f/atan2 per lane"),
     "pow": Accuracy(ulps=4, note="libm powf per lane (x * x for a constant exponent 2) against numpy's powf"),
     "sum": Accuracy(sum_terms=8, note=_SUM),
     "mean": Accuracy(ulps=1, sum_terms=8, note=_SUM + ", then one division"),

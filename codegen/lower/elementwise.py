@@ -233,6 +233,30 @@ ELEMENTWISE["sigmoid"] = _transcendental("sigmoid", _f64_sigmoid)
 ELEMENTWISE["silu"] = _transcendental("silu", lambda b, x: b.fmul(x, _f64_sigmoid(b, x)))
 
 
+def _libm_both(name: str) -> Emit:
+    """The libm function per lane: `name`f for float32, `name` for float64 (no vecmath version yet)."""
+    def emit(b, args, attrs, dtype):
+        return libm(b, name + "f" if dtype.name == "f32" else name, *args)
+    return emit
+
+
+for _name in ("sin", "cos", "log1p", "expm1", "atan2", "fmod"):
+    ELEMENTWISE[_name] = _libm_both(_name)
+for _name, _intrinsic in (("floor", "floor"), ("ceil", "ceil"), ("round", "roundeven")):
+    ELEMENTWISE[_name] = (lambda f: lambda b, args, attrs, dtype: intrinsic(b, f"llvm.{f}.{_suffix(args[0])}",
+                                                                             [args[0]]))(_intrinsic)
+
+
+@_emitter("remainder")
+def _remainder(b, args, attrs, dtype):
+    """numpy's remainder: fmod, moved by y when it is nonzero and its sign differs from y's."""
+    x, y = args
+    r = _libm_both("fmod")(b, args, attrs, dtype)
+    zero = _constant_like(r, 0)
+    differs = b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero))
+    return b.select(b.and_(b.fcmp_ordered("!=", r, zero), differs), b.fadd(r, y), r)
+
+
 @_emitter("gelu")
 def _gelu(b, args, attrs, dtype):
     approximate = attrs.get("approximate", "none")

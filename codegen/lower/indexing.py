@@ -1,4 +1,4 @@
-"""Indexing: gather (torch.gather), index_select (the embedding lookup) and one_hot.
+"""Indexing: gather (torch.gather), scatter (its functional write), index_select (the embedding lookup) and one_hot.
 
 Index values come from runtime data. Each one is range-checked (codegen/lower/checks.py): an index the reference
 rejects is reported through the call's status words, and the runtime raises the reference's error, naming the node.
@@ -8,10 +8,11 @@ It is also clamped into [0, dim) before any address is formed, so the call still
 from __future__ import annotations
 
 from math import prod
+from typing import Callable
 
 import llvmlite.ir as ir
 
-from braze.ir.graph import Node
+from braze.ir.graph import Node, Value
 from braze.ir.ops._common import normalize_axis
 from braze.ir.ops.indexing import axis_subject, classes_subject, index_range_message
 from braze.ir.types import bool_
@@ -31,6 +32,23 @@ def index_check(k: Kernel, node: Node, position: int, size: int, where: str) -> 
     return IndexCheck(k, message, k.ins[position], indices.type.size, indices.dtype, size)
 
 
+def for_each_index(k: Kernel, x_shape: tuple[int, ...], indices: Value, axis: int, first: ir.Value, last: ir.Value,
+                   check: IndexCheck, visit: Callable[[ir.Value, ir.Value], None]) -> None:
+    """For the index positions in rows [first, last) of `indices` (operand 1): visit(at, target), `at` the position
+    in indices (and in any operand of their shape), `target` the offset in x of that position with its coordinate
+    along `axis` replaced by the index, range-checked and clamped by `check`."""
+    b, shape = k.builder, indices.shape
+    xs = contiguous_strides(x_shape)
+    own = [0 if d == axis else s for d, s in enumerate(xs)]
+    with unit_loop(b, list(shape[:-1]), first, last, name="row") as index:
+        x_row = offset_of(b, index, own[:-1])
+        i_row = offset_of(b, index, contiguous_strides(shape)[:-1])
+        with for_range(b, 0, shape[-1], name="j") as j:
+            at = b.add(i_row, j)
+            chosen = check.index(load(b, k.ins[1], at, indices.dtype))
+            visit(at, b.add(b.add(x_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis]))))
+
+
 @register("gather")
 def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
     """out[c] = x[c with c[axis] replaced by indices[c]]; rows of the result are the thread units."""
@@ -40,19 +58,32 @@ def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if out.type.size == 0:
         return k.finish(node.op)
-    shape = out.shape
-    xs, os = contiguous_strides(x.shape), contiguous_strides(shape)
-    own = [0 if d == axis else s for d, s in enumerate(xs)]
+    first, last = thread_share(b, k.tid, k.nthreads, prod(out.shape[:-1]))
     check = index_check(k, node, 1, x.shape[axis], axis_subject(node.attr["axis"]))
-    first, last = thread_share(b, k.tid, k.nthreads, prod(shape[:-1]))
-    with unit_loop(b, list(shape[:-1]), first, last, name="row") as index:
-        src_row = offset_of(b, index, own[:-1])
-        dst_row = offset_of(b, index, os[:-1])
-        with for_range(b, 0, shape[-1], name="j") as j:
-            at = b.add(dst_row, j)
-            chosen = check.index(load(b, k.ins[1], at, indices.dtype))
-            src = b.add(b.add(src_row, b.mul(j, i64(own[-1]))), b.mul(chosen, i64(xs[axis])))
-            store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype)
+    for_each_index(k, x.shape, indices, axis, first, last, check,
+                   lambda at, src: store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype))
+    check.finish()
+    return k.finish(node.op)
+
+
+@register("scatter")
+def lower_scatter(node: Node, ctx: KernelContext) -> KernelSpec:
+    """out = x, then out[c with c[axis] replaced by indices[c]] = src[c] in index order, so the last write to a
+    repeated position wins as in the reference; one thread does both passes, since writes may collide."""
+    x, indices, src = node.inputs
+    axis = normalize_axis("scatter", node.attr["axis"], x.type.rank)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    if x.type.size == 0:
+        return k.finish(node.op)
+    check = index_check(k, node, 1, x.shape[axis], axis_subject(node.attr["axis"]))
+    first, last = thread_share(b, k.tid, k.nthreads, 1)
+    with for_range(b, first, last, name="once"):
+        vector_loop(b, 0, x.type.size, k.width, lambda q, lanes: store(
+            b, load(b, k.ins[0], q, x.dtype, lanes), k.outs[0], q, x.dtype), name="copy")
+        if indices.type.size:
+            for_each_index(k, x.shape, indices, axis, i64(0), i64(prod(indices.shape[:-1])), check,
+                           lambda at, dst: store(b, load(b, k.ins[2], at, x.dtype), k.outs[0], dst, x.dtype))
     check.finish()
     return k.finish(node.op)
 

@@ -1,5 +1,5 @@
-"""Data movement: reshape, squeeze, unsqueeze and copy (a threaded memcpy), transpose, slice, concat and stack (strided
-copies) and pad. broadcast_to is an elementwise nest (elementwise.py).
+"""Data movement: reshape, squeeze, unsqueeze and copy (a threaded memcpy), transpose, flip, slice, concat and stack
+(strided copies) and pad. broadcast_to is an elementwise nest (elementwise.py).
 
 A strided copy walks the destination box with its axes coalesced; rows are the units threads split and their
 coordinates advance like an odometer (no division per element or row). When the source is contiguous along the
@@ -131,6 +131,19 @@ def lower_transpose(node: Node, ctx: KernelContext) -> KernelSpec:
     own = contiguous_strides(x.shape)
     strided_copy(k, node.out.shape, View(k.ins[0], 0, tuple(own[p] for p in perm)),
                  View(k.outs[0], 0, contiguous_strides(node.out.shape)), x.dtype)
+    return k.finish(node.op)
+
+
+@register("flip")
+def lower_flip(node: Node, ctx: KernelContext) -> KernelSpec:
+    """A strided copy reading each flipped axis backwards: from its last element, with a negated stride."""
+    x = node.inputs[0]
+    flipped = {normalize_axis("flip", a, x.type.rank) for a in node.attr["axes"]}
+    own = contiguous_strides(x.shape)
+    base = sum((d - 1) * s for a, (d, s) in enumerate(zip(x.shape, own)) if a in flipped and d)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    strided_copy(k, x.shape, View(k.ins[0], base, tuple(-s if a in flipped else s for a, s in enumerate(own))),
+                 View(k.outs[0], 0, own), x.dtype)
     return k.finish(node.op)
 
 

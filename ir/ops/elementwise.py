@@ -1,4 +1,5 @@
-"""Elementwise ops: arithmetic, transcendental functions, activations, comparisons, select and cast.
+"""Elementwise ops: arithmetic, transcendental and trigonometric functions, rounding and remainders, activations,
+comparisons, select and cast.
 
 Binary ops broadcast like numpy and require equal dtypes (the frontend promotes before binding).
 """
@@ -122,6 +123,39 @@ def _erf_impl(x):
 
 
 erf = _unary("erf", _erf_impl, lambda e, g, out, x: (e.mul(g, e.mul(e.exp(e.neg(e.mul(x, x))), _TWO_OVER_SQRT_PI)),))
+
+sin = _unary("sin", np.sin, lambda e, g, out, x: (e.mul(g, e.cos(x)),))
+cos = _unary("cos", np.cos, lambda e, g, out, x: (e.neg(e.mul(g, e.sin(x))),))
+log1p = _unary("log1p", np.log1p, lambda e, g, out, x: (e.div(g, e.add(x, 1.0)),))
+expm1 = _unary("expm1", np.expm1, lambda e, g, out, x: (e.mul(g, e.add(out, 1.0)),))
+
+
+def _atan2_vjp(e, g, out, y, x):
+    """d/dy atan2(y, x) = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)."""
+    scale = e.div(g, e.add(e.mul(x, x), e.mul(y, y)))
+    return unbroadcast(e, e.mul(scale, x), y.shape), unbroadcast(e, e.neg(e.mul(scale, y)), x.shape)
+
+
+atan2 = _binary("atan2", np.arctan2, _atan2_vjp, floats_only=True)
+
+# --- rounding and remainders (piecewise: the gradient of the rounding ops is zero almost everywhere) ---------
+floor = _unary("floor", np.floor, lambda e, g, out, x: (e.mul(g, 0.0),))
+ceil = _unary("ceil", np.ceil, lambda e, g, out, x: (e.mul(g, 0.0),))
+round_ = _unary("round", np.round, lambda e, g, out, x: (e.mul(g, 0.0),), doc="Round half to even, as torch.round.")
+
+
+def _remainder_vjp(rounding):
+    """x - q * y with q = rounding(x / y) piecewise constant: dx = g, dy = -q g."""
+    def vjp(e, g, out, x, y):
+        q = rounding(e, e.div(e.sub(x, out), y))
+        return unbroadcast(e, g, x.shape), unbroadcast(e, e.neg(e.mul(g, q)), y.shape)
+    return vjp
+
+
+fmod = _binary("fmod", np.fmod, _remainder_vjp(lambda e, q: e.round(q)), floats_only=True,
+               doc="x - trunc(x / y) * y: the remainder with the sign of x (C fmod).")
+remainder = _binary("remainder", np.remainder, _remainder_vjp(lambda e, q: e.round(q)), floats_only=True,
+                    doc="x - floor(x / y) * y: the remainder with the sign of y (Python %).")
 
 # --- activations ------------------------------------------------------------------------------------------
 relu = _unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)),

@@ -1,5 +1,6 @@
 """Indexing ops: strided slices, constant padding, gather, index_select (embedding lookup) and one_hot,
-with the scatter-style ops their gradients need (slice_scatter, scatter_add, index_add).
+with the scatter-style ops their gradients need (slice_scatter, scatter_add, index_add) and scatter, the
+functional form of an indexed assignment.
 
 Slice bounds are normalized (0 <= start <= stop <= dim, step >= 1): the frontend resolves Python slices,
 negative indices and clamping. Index operands are i32 or i64 and must lie in [0, dim); a value outside
@@ -207,6 +208,32 @@ scatter_add = defop("scatter_add", ("g", "indices"), infer=_scatter_add_infer, i
                     attrs=(AttrSpec("axis", "int"), AttrSpec("shape", "shape")), category="index",
                     index_operands=((1, _target_axis),),
                     doc="Zeros of `shape` with g added at the gather positions: the transpose of gather.")
+
+
+def _scatter_infer(x: TensorType, indices: TensorType, src: TensorType, *, axis: int) -> TensorType:
+    _gather_check("scatter", x.shape, indices, axis)
+    if src.shape != indices.shape or src.dtype != x.dtype:
+        raise ShapeError(f"scatter: source {src} must have the shape of indices {indices} and the dtype of x {x}")
+    return x
+
+
+def _scatter_impl(x: np.ndarray, indices: np.ndarray, src: np.ndarray, *, axis: int) -> np.ndarray:
+    ax = axis % x.ndim
+    _check_range("scatter", indices, x.shape[ax], f"axis {axis}")
+    out = x.copy()
+    out[_along_axis(indices, ax)] = src
+    return out
+
+
+def _scatter_vjp(e, g, out, x, indices, src, *, axis):
+    zeros = e.broadcast_to(e.scalar(0.0, g), shape=tuple(indices.shape))
+    return e.scatter(g, indices, zeros, axis=axis), None, e.gather(g, indices, axis=axis)
+
+
+scatter = defop("scatter", ("x", "indices", "src"), infer=_scatter_infer, impl=_scatter_impl, vjp=_scatter_vjp,
+                attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),
+                doc="x with src written at the gather positions (torch.scatter); of repeated positions the last "
+                    "write wins (the gradient of src is exact for distinct positions).")
 
 
 # --- index_select / index_add -----------------------------------------------------------------------------

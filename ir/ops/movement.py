@@ -1,4 +1,4 @@
-"""Movement ops: reshape, transpose, broadcast_to, squeeze, unsqueeze, concat and stack.
+"""Movement ops: reshape, transpose, flip, broadcast_to, squeeze, unsqueeze, concat and stack.
 
 They only rearrange elements, so each VJP is another movement of the cotangent.
 Slicing and padding, which also move elements, live in ir/ops/indexing.py.
@@ -57,6 +57,17 @@ def _transpose_vjp(e, g, out, x, *, perm):
 transpose = defop("transpose", ("x",), infer=_transpose_infer, impl=lambda x, *, perm: np.transpose(x, perm),
                   vjp=_transpose_vjp, attrs=(AttrSpec("perm", "ints"),), category="movement", preserves_values=True,
                   doc="Permute the axes: result axis i is operand axis perm[i].")
+
+
+def _flip_infer(x: TensorType, *, axes: tuple[int, ...]) -> TensorType:
+    if len({normalize_axis("flip", a, x.rank) for a in axes}) != len(axes):
+        raise ShapeError(f"flip: repeated axis in {list(axes)} for {x}")
+    return x
+
+
+flip = defop("flip", ("x",), infer=_flip_infer, impl=lambda x, *, axes: np.flip(x, axes).copy(),
+             vjp=lambda e, g, out, x, *, axes: (e.flip(g, axes=axes),), attrs=(AttrSpec("axes", "ints"),),
+             category="movement", preserves_values=True, doc="The elements in reverse order along each of `axes`.")
 
 
 # --- broadcast_to -----------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ ONE_TO_ONE = {
     "neg": "Neg", "sign": "Sign", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "tanh": "Tanh",
     "sigmoid": "Sigmoid", "erf": "Erf", "relu": "Relu", "eq": "Equal", "lt": "Less", "le": "LessOrEqual",
     "gt": "Greater", "ge": "GreaterOrEqual", "where": "Where", "matmul": "MatMul", "copy": "Identity",
+    "sin": "Sin", "cos": "Cos", "floor": "Floor", "ceil": "Ceil", "round": "Round",
 }
 
 
@@ -26,6 +27,31 @@ def _one_to_one(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> 
 def _linear(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     """x @ W.T with W stored (out, in): MatMul over a Transpose, which runtimes fold for a constant weight."""
     e.emit("MatMul", [ins[0], e.emit("Transpose", [ins[1]], perm=[1, 0])], outs)
+
+
+@register("log1p")
+def _log1p(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("Log", [e.emit("Add", [ins[0], e.const(1.0, node.inputs[0].dtype)])], outs)
+
+
+@register("expm1")
+def _expm1(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("Sub", [e.emit("Exp", ins), e.const(1.0, node.inputs[0].dtype)], outs)
+
+
+@register("fmod")
+def _fmod(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("Mod", ins, outs, fmod=1)
+
+
+@register("remainder")
+def _remainder(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """fmod, moved by y where it is nonzero and its sign differs from y's, as numpy.remainder."""
+    zero = e.const(0.0, node.inputs[0].dtype)
+    r = e.emit("Mod", ins, fmod=1)
+    differs = e.emit("Xor", [e.emit("Less", [r, zero]), e.emit("Less", [ins[1], zero])])
+    moved = e.emit("And", [e.emit("Not", [e.emit("Equal", [r, zero])]), differs])
+    e.emit("Where", [moved, e.emit("Add", [r, ins[1]]), r], outs)
 
 
 @register("ne")

@@ -56,6 +56,23 @@ def _slice(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     e.emit("Slice", [ins[0], e.ints(starts), e.ints(stops), e.ints(axes), e.ints(steps)], outs)
 
 
+@register("flip")
+def _flip(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """A Slice with step -1 from the last element past the first of each flipped axis."""
+    axes = [a % node.out.type.rank for a in node.attr["axes"]]
+    if not axes:
+        e.emit("Identity", ins, outs)
+        return
+    first_before = -(2 ** 63)
+    e.emit("Slice", [ins[0], e.ints([-1] * len(axes)), e.ints([first_before] * len(axes)), e.ints(axes),
+                     e.ints([-1] * len(axes))], outs)
+
+
+@register("cumsum")
+def _cumsum(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("CumSum", [ins[0], e.const(node.attr["axis"], np.dtype(np.int64), hint="axis")], outs)
+
+
 @register("pad")
 def _pad(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     pads, x = node.attr["pads"], node.inputs[0]
@@ -71,6 +88,11 @@ def _pad(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
 @register("gather")
 def _gather(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     e.emit("GatherElements", ins, outs, axis=node.attr["axis"])
+
+
+@register("scatter")
+def _scatter(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    e.emit("ScatterElements", ins, outs, axis=node.attr["axis"])
 
 
 @register("index_select")

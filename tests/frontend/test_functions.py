@@ -143,6 +143,32 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
     ("narrow_function", lambda: braze.narrow(T(X), 0, -2, 2), lambda: X[1:]),
     ("chunk_function", lambda: braze.chunk(T(ROW), 3)[1], lambda: ROW[2:4]),
     ("unbind_function", lambda: braze.unbind(T(X))[2], lambda: X[2]),
+    ("div_floor", lambda: braze.div(T(INTS), 2, rounding_mode="floor"), lambda: INTS // 2),
+    ("div_trunc", lambda: braze.div(T(X), 0.3, rounding_mode="trunc"), lambda: np.trunc(X / 0.3)),
+    ("floor_divide", lambda: T(X) // 0.7 + braze.floor_divide(T(X), T(Y)), lambda: X // 0.7 + np.floor(X / Y)),
+    ("sort", lambda: braze.sort(T(X), dim=0).values, lambda: np.sort(X, axis=0)),
+    ("sort_descending_indices", lambda: T(X).sort(descending=True).indices, lambda: np.argsort(-X, axis=-1)),
+    ("argsort", lambda: braze.argsort(T(INTS), dim=1), lambda: np.argsort(INTS, axis=1, kind="stable")),
+    ("topk", lambda: braze.topk(T(X), 2).values, lambda: -np.sort(-X, axis=-1)[:, :2]),
+    ("topk_smallest_indices", lambda: T(X).topk(1, dim=0, largest=False).indices, lambda: np.argmin(X, 0)[None]),
+    ("cumsum", lambda: braze.cumsum(T(X), 1), lambda: np.cumsum(X, 1)),
+    ("cumsum_bool", lambda: T(X > 0).cumsum(0), lambda: np.cumsum(X > 0, 0)),
+    ("cumprod", lambda: braze.cumprod(T(X), 1), lambda: np.cumprod(X, 1)),
+    ("cumprod_int", lambda: T(INTS).cumprod(dim=0), lambda: np.cumprod(INTS, 0)),
+    ("flip", lambda: braze.flip(T(B3), (0, 2)), lambda: B3[::-1, :, ::-1]),
+    ("flip_method", lambda: T(X).flip(1), lambda: X[:, ::-1]),
+    ("roll", lambda: braze.roll(T(X), (1, -1), (0, 1)), lambda: np.roll(X, (1, -1), (0, 1))),
+    ("roll_flat", lambda: T(X).roll(5), lambda: np.roll(X, 5)),
+    ("repeat_method", lambda: T(ROW).repeat(2, 2), lambda: np.tile(ROW, (2, 2))),
+    ("repeat_interleave", lambda: braze.repeat_interleave(T(X), 2, dim=1), lambda: np.repeat(X, 2, 1)),
+    ("repeat_interleave_counts", lambda: T(X).repeat_interleave(T([0, 2, 1]), dim=0), lambda: X[[1, 1, 2]]),
+    ("repeat_interleave_flat", lambda: T(INTS).repeat_interleave(2), lambda: np.repeat(INTS, 2)),
+    ("movedim", lambda: braze.movedim(T(B3), 0, -1), lambda: np.moveaxis(B3, 0, -1)),
+    ("moveaxis", lambda: braze.moveaxis(T(B3), (0, 1), (2, 0)), lambda: np.moveaxis(B3, (0, 1), (2, 0))),
+    ("unflatten", lambda: braze.unflatten(T(B3), 2, (2, -1)), lambda: B3.reshape(2, 3, 2, 2)),
+    ("tril", lambda: braze.tril(T(B3)), lambda: np.tril(B3)),
+    ("tril_offset", lambda: T(X).tril(-1), lambda: np.tril(X, -1)),
+    ("triu", lambda: braze.triu(T(X), 2), lambda: np.triu(X, 2)),
 ]
 
 
@@ -172,9 +198,9 @@ def test_unary_float_functions_accept_int_tensors() -> None:
     assert braze.exp(T([0, 1])).dtype == braze.float32 and T([4]).sqrt().tolist() == [2.0]
 
 
-def test_div_rounding_mode_is_rejected() -> None:
-    with pytest.raises(NotImplementedError, match="rounding_mode"):
-        braze.div(T([3]), T([2]), rounding_mode="floor")
+def test_div_unknown_rounding_mode_names_the_supported_values() -> None:
+    with pytest.raises(ValueError, match="div: rounding_mode='round' is not supported; supported values: None"):
+        braze.div(T([3]), T([2]), rounding_mode="round")
 
 
 def test_bitwise_operators_need_bool() -> None:

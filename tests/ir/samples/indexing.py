@@ -1,4 +1,4 @@
-"""Samples for slice, slice_scatter, pad, gather, scatter_add, index_select, index_add and one_hot."""
+"""Samples for slice, slice_scatter, pad, gather, scatter, scatter_add, index_select, index_add and one_hot."""
 import itertools
 
 import numpy as np
@@ -30,6 +30,15 @@ def _naive_scatter_add(g, idx, axis, shape):
         dst = list(pos)
         dst[axis] = idx[pos]
         out[tuple(dst)] += g[pos]
+    return out
+
+
+def _naive_scatter(x, idx, src, axis):
+    out = x.copy()
+    for pos in itertools.product(*map(range, idx.shape)):
+        dst = list(pos)
+        dst[axis] = idx[pos]
+        out[tuple(dst)] = src[pos]
     return out
 
 
@@ -76,6 +85,10 @@ SAMPLES = [
            expected=lambda x, i: _naive_gather(x, i, 1), label="axis-1-i32"),
     Sample("gather", (normal((2, 3, 4)), np.array([[[3], [0], [3]]], np.int64)), {"axis": -1},
            expected=lambda x, i: _naive_gather(x, i, 2), torch=lambda x, i: x.gather(-1, i), label="smaller-index"),
+    Sample("scatter", (normal((3, 4)), np.array([[2, 0, 1], [0, 1, 2]]), normal((2, 3), 1)), {"axis": 0},
+           expected=lambda x, i, s: _naive_scatter(x, i, s, 0), torch=lambda x, i, s: x.scatter(0, i, s)),
+    Sample("scatter", (normal((2, 5)), np.array([[4], [0]], np.int32), normal((2, 1), 1)), {"axis": -1},
+           expected=lambda x, i, s: _naive_scatter(x, i.astype(np.int64), s, 1), label="last-axis"),
     Sample("scatter_add", (normal((2, 3)), _IDX), {"axis": 0, "shape": (3, 4)},
            expected=lambda g, i: _naive_scatter_add(g, i, 0, (3, 4))),
     Sample("index_select", (normal((5, 3)), _TOKENS), {"axis": 0}, expected=_naive_embedding,

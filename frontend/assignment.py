@@ -1,0 +1,179 @@
+"""Indexed assignment (`x[index] = value`, masked_fill_, index_put) as functional updates with registered ops.
+
+The updated tensor is computed as a new value and then bound to `x`: eagerly its array (and, when the value
+requires grad, its place in the autodiff graph), while tracing its graph value. Positions known without reading
+traced data (every index of an eager call; constant indices while tracing) become constant masks, so the update is
+`where(mask, values, x)` with the values gathered by index_select: elementwise ops every compiled graph can hold.
+A traced index tensor's positions are data: the update is then the registered scatter op.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from braze.ir.errors import BrazeError, ShapeError
+
+from .autodiff import GRAD_MODE
+from .dispatch import apply
+from .indexing import getitem
+from .movement import normalize_dim
+from .promotion import as_tensor, cast
+from .tensor import Tensor
+
+_IN_AUTODIFF = ("{what}: assignment into a tensor that requires grad cannot be recorded by braze's autodiff (its "
+                "earlier uses would see the new values); compute the result functionally (braze.where(mask, value, "
+                "x), x.masked_fill(mask, value), x.index_put(indices, values)) or assign under braze.no_grad()")
+
+
+def setitem(x: Tensor, index: Any, value: Any) -> None:
+    """x[index] = value, with torch's index kinds and broadcasting of value."""
+    assign(x, assigned(x, index, value), "x[...] = value")
+
+
+def assigned(x: Tensor, index: Any, value: Any, accumulate: bool = False) -> Tensor:
+    """x with `value` written (or, with accumulate, added) at x[index], as a new tensor."""
+    v = _like(x, value)
+    mask = _leading_mask(x, index)
+    if mask is not None and not accumulate and v.ndim <= x.ndim - mask.ndim:
+        cond = apply("reshape", mask, shape=mask.shape + (1,) * (x.ndim - mask.ndim))
+        out = apply("where", cond, v, x)
+        if out.shape != x.shape:
+            raise ShapeError(f"x[mask] = value: a value of shape {tuple(v.shape)} does not broadcast to the "
+                             f"masked elements' shape {tuple(x.shape[mask.ndim:])}")
+        return out
+    positions = getitem(Tensor._wrap(np.arange(x.numel()).reshape(x.shape)), index)
+    if not isinstance(positions._data, np.ndarray):
+        return _scattered(x, positions, v, accumulate)
+    return _written(x, positions._data, v, accumulate)
+
+
+def _written(x: Tensor, positions: np.ndarray, v: Tensor, accumulate: bool) -> Tensor:
+    """The update at constant positions: where(mask, values at their positions, x) (x + those values, with
+    accumulate, which sums repeated positions)."""
+    flat = positions.reshape(-1)
+    if not flat.size:
+        return x.clone()
+    values = apply("reshape", apply("broadcast_to", v, shape=positions.shape), shape=(flat.size,))
+    if accumulate:
+        spread = apply("index_add", values, Tensor._wrap(flat), axis=0, shape=(x.numel(),))
+        return apply("add", x, apply("reshape", spread, shape=tuple(x.shape)))
+    source = np.zeros(x.numel(), np.int64)
+    source[flat] = np.arange(flat.size)  # the last write to a position wins, as in numpy and torch on CPU
+    hit = np.zeros(x.numel(), np.bool_)
+    hit[flat] = True
+    gathered = apply("index_select", values, Tensor._wrap(source), axis=0)
+    return apply("where", Tensor._wrap(hit.reshape(x.shape)), apply("reshape", gathered, shape=tuple(x.shape)), x)
+
+
+def _scattered(x: Tensor, positions: Tensor, v: Tensor, accumulate: bool) -> Tensor:
+    """The update at traced positions: scatter (or scatter_add) into the flattened x."""
+    count = positions.numel()
+    flat_positions = apply("reshape", positions, shape=(count,))
+    values = apply("reshape", apply("broadcast_to", v, shape=tuple(positions.shape)), shape=(count,))
+    flat = apply("reshape", x, shape=(x.numel(),))
+    if accumulate:
+        out = apply("add", flat, apply("scatter_add", values, flat_positions, axis=0, shape=(x.numel(),)))
+    else:
+        out = apply("scatter", flat, flat_positions, values, axis=0)
+    return apply("reshape", out, shape=tuple(x.shape))
+
+
+def _like(x: Tensor, value: Any) -> Tensor:
+    """The assigned value in x's dtype (a number as a constant of it)."""
+    if not isinstance(value, Tensor):
+        return Tensor._wrap(np.asarray(value, dtype=x._data.dtype))
+    return value if value.dtype == x.dtype else cast(as_tensor(value), x.dtype)
+
+
+def _leading_mask(x: Tensor, index: Any) -> Tensor | None:
+    """A bool tensor index covering x's leading dims (alone in the index), else None."""
+    if isinstance(index, tuple) and len(index) == 1:
+        index = index[0]
+    if isinstance(index, Tensor) and index.dtype.kind == "bool" and index.ndim \
+            and tuple(index.shape) == tuple(x.shape[:index.ndim]):
+        return index
+    return None
+
+
+def assign(x: Tensor, new: Tensor, what: str) -> Tensor:
+    """Bind the updated value `new` to x in place; returns x."""
+    from .traced import TracedTensor
+    if isinstance(x, TracedTensor):
+        x.value = x.tracer.lift(new)
+        return x
+    if x._requires_grad and GRAD_MODE.enabled:
+        raise BrazeError(_IN_AUTODIFF.format(what=what))
+    if new._node is not None:  # the value requires grad: x becomes its result in the autodiff graph
+        x._node, x._index, x._requires_grad = new._node, new._index, True
+    x._data = new._data
+    return x
+
+
+def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
+    """Set the elements where `mask` is True to `value` in place; returns self."""
+    from .functions import masked_fill
+    return assign(self, masked_fill(self, mask, value), "masked_fill_")
+
+
+def index_put(input: Tensor, indices: tuple[Any, ...], values: Any, accumulate: bool = False) -> Tensor:
+    """input with `values` written (added, with accumulate) at input[indices], as a new tensor."""
+    return assigned(input, tuple(indices), values, accumulate)
+
+
+def index_put_(self: Tensor, indices: tuple[Any, ...], values: Any, accumulate: bool = False) -> Tensor:
+    """index_put in place; returns self."""
+    return assign(self, assigned(self, tuple(indices), values, accumulate), "index_put_")
+
+
+def _fitted(name: str, input: Tensor, index: Tensor, src: Any) -> Tensor:
+    """torch's scatter source: a number as a tensor of the index's shape, a larger source cut to it."""
+    if not isinstance(src, Tensor):
+        return apply("broadcast_to", _like(input, src), shape=tuple(index.shape))
+    src = _like(input, src)
+    if tuple(src.shape) != tuple(index.shape):
+        if src.ndim != index.ndim or any(s < i for s, i in zip(src.shape, index.shape)):
+            raise BrazeError(f"{name}: src of shape {tuple(src.shape)} is smaller than index {tuple(index.shape)}")
+        src = getitem(src, tuple(slice(0, i) for i in index.shape))
+    return src
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+            reduce: str | None = None) -> Tensor:
+    """input with src (or value) written at index along dim: out[..., index[i], ...] = src[i] (torch.scatter)."""
+    if reduce not in (None, "add"):
+        raise BrazeError(f"scatter: reduce={reduce!r} is not supported; supported values: None, 'add'")
+    source = _fitted("scatter", input, index, value if src is None else src)
+    axis = normalize_dim(dim, input.ndim)
+    if reduce == "add":
+        return apply("add", input, apply("scatter_add", source, index, axis=axis, shape=tuple(input.shape)))
+    return apply("scatter", input, index, source, axis=axis)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """input with src added at index along dim (repeated positions sum)."""
+    return scatter(input, dim, index, src, reduce="add")
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: float = 1) -> Tensor:
+    """input with alpha * source's slices added at the positions index selects along dim."""
+    axis = normalize_dim(dim, input.ndim)
+    source = _like(input, source if alpha == 1 else apply("mul", source, alpha))
+    return apply("add", input, apply("index_add", source, as_tensor(index), axis=axis, shape=tuple(input.shape)))
+
+
+def _in_place(fn: Any) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return assign(self, fn(self, *args, **kwargs), fn.__name__ + "_")
+    method.__name__, method.__doc__ = fn.__name__ + "_", f"{fn.__name__} in place; returns self."
+    return method
+
+
+Tensor.__setitem__ = setitem
+for _fn in (scatter, scatter_add, index_add):
+    setattr(Tensor, _fn.__name__, _fn)
+    setattr(Tensor, _fn.__name__ + "_", _in_place(_fn))
+for _fn in (masked_fill_, index_put, index_put_):
+    setattr(Tensor, _fn.__name__, _fn)
+
+__all__ = ["scatter", "scatter_add", "index_add", "index_put"]
