@@ -51,7 +51,6 @@ from .timings import CompileTimings
 if TYPE_CHECKING:
     from braze.codegen.module_builder import Lowering
 
-_VP = ctypes.c_void_p
 
 
 def _describe(t: TensorType) -> str:
@@ -169,19 +168,19 @@ class Executable:
         self._checks = dict(built.checks)
         bounds = index_bounds(built.graph)
         self._specs = [_InputSpec(k, v.name, v.type, bounds.get(v.name)) for k, v in enumerate(built.inputs)]
-        self._input_ptrs = (_VP * max(len(self._specs), 1))()
-        self._output_ptrs = (_VP * max(len(built.outputs), 1))()
+        self._input_ptrs = (ctypes.c_void_p * max(len(self._specs), 1))()
+        self._output_ptrs = (ctypes.c_void_p * max(len(built.outputs), 1))()
         buffers = self._weights + self._prepared
-        self._weight_ptrs = (_VP * max(len(buffers), 1))(*[address(w) for w in buffers])
+        self._weight_ptrs = (ctypes.c_void_p * max(len(buffers), 1))(*[address(w) for w in buffers])
         self.prepare_calls = 0
         if built.prepare is not None:
             self._prepare(library)
         self._outputs = _output_layout(built.outputs)
         self._lock = threading.Lock()
         # ctypes objects, not ints, so that a call converts no argument
-        self._fixed = (self._input_ptrs, self._weight_ptrs, self._output_ptrs, _VP(address(self._arena)),
-                       _VP(address(self._scratch)))
-        self._one_thread = (*self._fixed, ctypes.c_int64(0), ctypes.c_int64(1), _VP(address(self._sync)))
+        self._fixed = (self._input_ptrs, self._weight_ptrs, self._output_ptrs, ctypes.c_void_p(address(self._arena)),
+                       ctypes.c_void_p(address(self._scratch)))
+        self._one_thread = (*self._fixed, ctypes.c_int64(0), ctypes.c_int64(1), ctypes.c_void_p(address(self._sync)))
         self._entry_address = library.address(built.entry)
         self._pool_args = (ctypes.addressof(self._input_ptrs), ctypes.addressof(self._weight_ptrs),
                            ctypes.addressof(self._output_ptrs), address(self._arena), address(self._scratch),

@@ -29,7 +29,6 @@ from .memory import address, aligned_zeros
 
 WAIT_SPINS = 100_000  # idle spins (with `pause`) before a worker sleeps: about 1 ms on current x86 cores
 
-_P = ctypes.c_void_p
 
 
 class _Native(NamedTuple):
@@ -79,7 +78,7 @@ class ThreadPool:
 
     def __init__(self) -> None:
         self._workers: list[_Worker] = []
-        self._controls = (_P * 1)()
+        self._controls = (ctypes.c_void_p * 1)()
         self._task = aligned_zeros(8, "int64")
         self._busy = threading.Lock()
         self._calls = 0
@@ -137,7 +136,7 @@ class ThreadPool:
             return
         while len(self._workers) < count:
             self._workers.append(_Worker(len(self._workers) + 1, address(self._task), work))
-        self._controls = (_P * len(self._workers))(*[w.address for w in self._workers])
+        self._controls = (ctypes.c_void_p * len(self._workers))(*[w.address for w in self._workers])
 
 
 _pool: ThreadPool | None = None
