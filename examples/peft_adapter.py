@@ -1,12 +1,12 @@
-"""Load a LoRA adapter trained with PEFT onto a braze model, merge it into plain weights and compile the result.
+"""Load a LoRA adapter trained with PEFT onto a braze model, merge it into plain weights and export the result.
 
 1. One model definition serves both frameworks: `build(nn)` takes torch.nn or braze.nn, so module paths match.
 2. torch + PEFT fine-tune a LoRA adapter on the braze model's weights and `save_pretrained` it: a directory with
    adapter_config.json and adapter_model.safetensors, the format nearly every published LoRA comes in.
 3. `model.load_peft_adapter(directory)` attaches braze LoRA adapters holding those factors: braze's outputs equal
    torch + PEFT's.
-4. `model.valid().materialize()` merges the adapters into dense weights; braze.compile turns the merged model into
-   native code, whose outputs equal the adapted model's.
+4. `model.valid().materialize()` merges the adapters into dense weights; braze.export writes the merged inference
+   graph as one .braze file, and braze.load runs it (no model code needed) with the adapted model's outputs.
 5. `save_peft_adapter` writes braze's adapters back in PEFT's layout, and PEFT loads them.
 
 Run: python examples/peft_adapter.py   (needs torch and peft: pip install "torch==2.13.0" peft; seconds)
@@ -87,10 +87,11 @@ def main() -> None:
 
         merged = model.valid().materialize()
         assert not any(p.adapter is not None for p in merged.parameters())
-        compiled = braze.compile(merged, x)
-        print(f"4. merged into {sum(1 for _ in merged.parameters())} plain parameters; compiled: "
-              f"max |compiled - adapted| = {np.abs(compiled(x) - ours).max():.2e}")
-        assert close(compiled(x), ours)
+        manifest = braze.export(model, Path(tmp) / "tuned.braze", x)  # merges the adapters itself
+        loaded = braze.load(Path(tmp) / "tuned.braze")
+        print(f"4. merged into {sum(1 for _ in merged.parameters())} plain parameters; exported "
+              f"{manifest['parameters']['count']} values; max |loaded - adapted| = {np.abs(loaded(x) - ours).max():.2e}")
+        assert close(loaded(x), ours)
 
         model.save_peft_adapter(Path(tmp) / "from-braze")
         fresh = build(torch.nn)
