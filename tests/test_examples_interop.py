@@ -22,11 +22,12 @@ def test_export_onnx_example_runs(tmp_path: Path) -> None:
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     out = run_example("export_onnx.py", tmp_path)
-    assert "3. onnxruntime vs braze" in out and "5. refused: ONNX export: cross_entropy (from loss @" in out
+    assert "3. onnxruntime vs braze" in out and "5. the loss in onnxruntime" in out
 
 
 def test_peft_adapter_example_runs(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("peft")
     out = run_example("peft_adapter.py", tmp_path)
-    assert "with the PEFT adapter 1.00" in out and "5. PEFT loads braze's adapter" in out
+    assert "with the PEFT adapter 1.00" in out and "max |loaded - adapted|" in out
+    assert "5. PEFT loads braze's adapter" in out
