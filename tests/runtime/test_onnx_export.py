@@ -171,20 +171,31 @@ def test_unsupported_opset_is_refused(opset: Any, tmp_path: Any) -> None:
     assert not list(tmp_path.iterdir())
 
 
-class _WithLoss(nn.Module):
+class _Angles(nn.Module):
+    """A layer whose forward uses atan2, which has no ONNX form yet."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.fc, self.criterion = nn.Linear(4, 2), nn.MSELoss()
+        self.fc = nn.Linear(4, 2)
 
-    def forward(self, x: Any, target: Any) -> Any:
-        return self.criterion(self.fc(x), target)
+    def forward(self, x: Any) -> Any:
+        y = self.fc(x)
+        return braze.atan2(y, y + 1.0)
+
+
+class _Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.angles = _Angles()
+
+    def forward(self, x: Any) -> Any:
+        return self.angles(x)
 
 
 def test_op_without_onnx_form_is_named_with_its_module_path(tmp_path: Any) -> None:
-    x, target = np.zeros((3, 4), np.float32), np.zeros((3, 2), np.float32)
-    with pytest.raises(braze.ExportError, match=r"mse_loss \(from criterion @ .*test_onnx_export\.py:\d+\) has no "
+    with pytest.raises(braze.ExportError, match=r"atan2 \(from angles @ .*test_onnx_export\.py:\d+\) has no "
                                                  r"ONNX form"):
-        braze.export_onnx(_WithLoss().eval(), tmp_path / "loss.onnx", x, target)
+        braze.export_onnx(_Model().eval(), tmp_path / "angles.onnx", np.zeros((3, 4), np.float32))
     assert not list(tmp_path.iterdir())
 
 
@@ -192,7 +203,7 @@ def test_failed_export_leaves_an_existing_file_alone(tmp_path: Any) -> None:
     path = tmp_path / "model.onnx"
     path.write_bytes(b"previous")
     with pytest.raises(braze.ExportError):
-        braze.export_onnx(_WithLoss().eval(), path, np.zeros((3, 4), np.float32), np.zeros((3, 2), np.float32))
+        braze.export_onnx(_Model().eval(), path, np.zeros((3, 4), np.float32))
     assert path.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
 
 
