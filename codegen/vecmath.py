@@ -1,9 +1,10 @@
-"""Vectorizable float32 math: exp, log, tanh, erf, sigmoid and the activations built on them (gelu, silu).
+"""Vectorizable float32 math: exp, log, tanh, erf, sigmoid and the activations built on them (gelu, silu); sin and
+cos (also in float64) are in vecmath_trig.py and described there.
 
 LLVM's llvm.exp/llvm.log and libm's tanhf/erff become one scalar library call per lane, which stops a vectorized
 loop cold. These are straight-line IR (float arithmetic, integer bit manipulation and selects, no branches, no
-calls, no table lookups), emitted once per module and width as internal alwaysinline functions over float
-(`braze.vm.exp.f32`) or <W x float> (`braze.vm.exp.v16f32`), so they inline into the kernel's loop and a scalar
+calls, no table lookups; sin/cos branch to libm for rare inputs), emitted once per module, width and element type
+as internal alwaysinline functions over float (`braze.vm.exp.f32`) or <W x float> (`braze.vm.exp.v16f32`), so they inline into the kernel's loop and a scalar
 call in a loop vectorizes. Arithmetic carries only the `contract` flag (FMA where the target has it); every
 special case (NaN, infinities, zeros, subnormals, overflow) is handled by explicit selects, never by fast-math
 assumptions.
@@ -41,12 +42,15 @@ import llvmlite.ir as ir
 
 from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
 
-from .loops import CONTRACT, F32, I32, vec
+from .loops import F32, F64, vec
+from .vecmath_emit import VectorEmit
+from .vecmath_trig import ACCURACY_TRIG, TRIG_BODIES
 
 # Max error in ulp over all float32 inputs in ACCURATE_RANGE (default: all of them), asserted by the tests.
 # Outside that range the absolute error is below 2^-24 |x| (OUTSIDE_ABS_ERROR * |x|).
 ACCURACY: dict[str, float] = {"exp": 1.0, "log": 1.0, "tanh": 1.5, "erf": 1.5, "sigmoid": 2.5,
-                              "silu": 3.5, "gelu_tanh": 3.0, "gelu_erf": 3.0}
+                              "silu": 3.5, "gelu_tanh": 3.0, "gelu_erf": 3.0,
+                              **{name: ulps for (name, dtype), ulps in ACCURACY_TRIG.items() if dtype == "f32"}}
 ACCURATE_RANGE: dict[str, tuple[float, float]] = {"silu": (-87.0, float("inf")),
                                                   "gelu_tanh": (-1.0, float("inf")),
                                                   "gelu_erf": (-1.0, float("inf"))}
@@ -78,79 +82,7 @@ _GELU_TANH_A = 2 * SQRT_2_OVER_PI
 _GELU_TANH_B = 2 * SQRT_2_OVER_PI * GELU_CUBIC
 
 
-class _Emit:
-    """Arithmetic on float32 scalars or <W x float> vectors, with constants splatted to the right type."""
-
-    def __init__(self, builder: ir.IRBuilder, module: ir.Module, width: int) -> None:
-        self.b, self.module, self.width = builder, module, width
-        self.f, self.i = vec(width, F32), vec(width, I32)
-
-    def k(self, value: float) -> ir.Constant:
-        return self._const(self.f, F32, value)
-
-    def ki(self, value: int) -> ir.Constant:
-        return self._const(self.i, I32, value)
-
-    def _const(self, typ: ir.Type, element: ir.Type, value: float | int) -> ir.Constant:
-        scalar = ir.Constant(element, value)
-        return ir.Constant(typ, [scalar] * self.width) if self.width > 1 else scalar
-
-    def _v(self, value: ir.Value | float) -> ir.Value:
-        return self.k(value) if isinstance(value, (int, float)) else value
-
-    def add(self, a, b) -> ir.Value:
-        return self.b.fadd(self._v(a), self._v(b), flags=CONTRACT)
-
-    def sub(self, a, b) -> ir.Value:
-        return self.b.fsub(self._v(a), self._v(b), flags=CONTRACT)
-
-    def mul(self, a, b) -> ir.Value:
-        return self.b.fmul(self._v(a), self._v(b), flags=CONTRACT)
-
-    def div(self, a, b) -> ir.Value:
-        return self.b.fdiv(self._v(a), self._v(b), flags=CONTRACT)
-
-    def fma(self, a, b, c) -> ir.Value:
-        """a * b + c; fused into one rounding where the target has FMA."""
-        return self.add(self.mul(a, b), c)
-
-    def horner(self, x: ir.Value, coeffs: tuple[float, ...]) -> ir.Value:
-        """The polynomial with `coeffs` (highest degree first) at x."""
-        acc = self.k(coeffs[0])
-        for c in coeffs[1:]:
-            acc = self.fma(acc, x, c)
-        return acc
-
-    def cmp(self, op: str, a, b, *, ordered: bool = True) -> ir.Value:
-        fcmp = self.b.fcmp_ordered if ordered else self.b.fcmp_unordered
-        return fcmp(op, self._v(a), self._v(b))
-
-    def select(self, cond: ir.Value, a, b) -> ir.Value:
-        return self.b.select(cond, self._v(a), self._v(b))
-
-    def bits(self, x: ir.Value) -> ir.Value:
-        return self.b.bitcast(x, self.i)
-
-    def float(self, i: ir.Value) -> ir.Value:
-        return self.b.bitcast(i, self.f)
-
-    def abs(self, x: ir.Value) -> ir.Value:
-        return self.float(self.b.and_(self.bits(x), self.ki(0x7FFFFFFF)))
-
-    def copysign(self, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
-        """|magnitude| with the sign bit of `sign`."""
-        mag = self.b.and_(self.bits(magnitude), self.ki(0x7FFFFFFF))
-        return self.float(self.b.or_(mag, self.b.and_(self.bits(sign), self.ki(-0x80000000))))
-
-    def pow2(self, n: ir.Value) -> ir.Value:
-        """2^n for integer n in [-126, 127], built from its exponent bits."""
-        return self.float(self.b.shl(self.b.add(n, self.ki(127)), self.ki(23)))
-
-    def call(self, name: str, x: ir.Value) -> ir.Value:
-        return self.b.call(function(self.module, name, self.width), [x])
-
-
-def _exp(m: _Emit, x: ir.Value) -> ir.Value:
+def _exp(m: VectorEmit, x: ir.Value) -> ir.Value:
     """exp(x) to 1 ulp: Cody-Waite reduction, Cephes polynomial, scaling by two exact powers of two."""
     xc = m.select(m.cmp(">", x, 89.0), 89.0, x)          # exp(89) overflows, exp(-104) underflows to 0;
     xc = m.select(m.cmp("<", xc, -104.0), -104.0, xc)    # NaN fails both compares and propagates
@@ -164,7 +96,7 @@ def _exp(m: _Emit, x: ir.Value) -> ir.Value:
     return m.mul(m.mul(p, m.pow2(half)), m.pow2(m.b.sub(n_int, half)))
 
 
-def _log(m: _Emit, x: ir.Value) -> ir.Value:
+def _log(m: VectorEmit, x: ir.Value) -> ir.Value:
     """log(x) to 1 ulp: exponent and mantissa from the bits, Cephes polynomial for log(1 + f)."""
     tiny = m.cmp("<", x, 1.1754943508222875e-38)         # subnormal (and zero or negative: fixed below)
     xs = m.select(tiny, m.mul(x, 8388608.0), x)
@@ -182,81 +114,89 @@ def _log(m: _Emit, x: ir.Value) -> ir.Value:
     return m.select(m.cmp("<", x, 0.0, ordered=False), _NAN, r)   # negative or NaN
 
 
-def _tanh(m: _Emit, x: ir.Value) -> ir.Value:
+def _tanh(m: VectorEmit, x: ir.Value) -> ir.Value:
     """tanh(x) to 1.5 ulp: odd polynomial near 0, 1 - 2 / (exp(2|x|) + 1) beyond."""
     a = m.abs(x)
     z = m.mul(x, x)
     small = m.fma(m.mul(x, z), m.horner(z, _TANH_P), x)
-    e = m.call("exp", m.mul(a, 2.0))                     # inf for large |x|: 2 / inf = 0 gives exactly 1
+    e = call(m.b, "exp", m.mul(a, 2.0))                     # inf for large |x|: 2 / inf = 0 gives exactly 1
     large = m.sub(1.0, m.div(2.0, m.add(e, 1.0)))
     return m.copysign(m.select(m.cmp("<", a, 0.625), small, large), x)   # also keeps tanh(-0) = -0
 
 
-def _erf(m: _Emit, x: ir.Value) -> ir.Value:
+def _erf(m: VectorEmit, x: ir.Value) -> ir.Value:
     """erf(x) to 1.5 ulp: odd polynomial below 1, 1 - exp(log erfc fit) up to 3.95, 1 beyond."""
     a = m.abs(x)
     small = m.fma(x, m.horner(m.mul(x, x), _ERF_R), x)
     t = m.sub(m.select(m.cmp(">", a, _ERF_ONE), _ERF_ONE, a), 1.0)
-    large = m.sub(1.0, m.call("exp", m.horner(t, _ERFC_G)))
+    large = m.sub(1.0, call(m.b, "exp", m.horner(t, _ERFC_G)))
     large = m.copysign(m.select(m.cmp(">=", a, _ERF_ONE), 1.0, large), x)
     return m.select(m.cmp("<", a, 1.0), small, large)
 
 
-def _sigmoid(m: _Emit, x: ir.Value) -> ir.Value:
+def _sigmoid(m: VectorEmit, x: ir.Value) -> ir.Value:
     """1 / (1 + exp(-x)) to 2.5 ulp, stable on both tails."""
-    e = m.call("exp", m.b.fneg(m.abs(x)))
+    e = call(m.b, "exp", m.b.fneg(m.abs(x)))
     d = m.add(e, 1.0)
     return m.select(m.cmp(">=", x, 0.0), m.div(1.0, d), m.div(e, d))   # NaN: e is NaN, so is e / d
 
 
-def _silu(m: _Emit, x: ir.Value) -> ir.Value:
+def _silu(m: VectorEmit, x: ir.Value) -> ir.Value:
     """x sigmoid(x), to 3.5 ulp for x >= -87."""
-    return m.mul(x, m.call("sigmoid", x))
+    return m.mul(x, call(m.b, "sigmoid", x))
 
 
-def _gelu_tanh(m: _Emit, x: ir.Value) -> ir.Value:
+def _gelu_tanh(m: VectorEmit, x: ir.Value) -> ir.Value:
     """The tanh approximation of gelu as x sigmoid(2u), to 3 ulp for x >= -1."""
     v = m.mul(x, m.fma(m.mul(x, x), _GELU_TANH_B, _GELU_TANH_A))
-    return m.mul(x, m.call("sigmoid", v))
+    return m.mul(x, call(m.b, "sigmoid", v))
 
 
-def _gelu_erf(m: _Emit, x: ir.Value) -> ir.Value:
+def _gelu_erf(m: VectorEmit, x: ir.Value) -> ir.Value:
     """0.5 x (1 + erf(x / sqrt 2)), to 3 ulp for x >= -1."""
-    cdf = m.add(m.call("erf", m.mul(x, SQRT_HALF)), 1.0)
+    cdf = m.add(call(m.b, "erf", m.mul(x, SQRT_HALF)), 1.0)
     return m.mul(m.mul(x, 0.5), cdf)
 
 
-BODIES: dict[str, Callable[[_Emit, ir.Value], ir.Value]] = {
+BODIES: dict[str, Callable[[VectorEmit, ir.Value], ir.Value]] = {
     "exp": _exp, "log": _log, "tanh": _tanh, "erf": _erf, "sigmoid": _sigmoid,
-    "silu": _silu, "gelu_tanh": _gelu_tanh, "gelu_erf": _gelu_erf,
+    "silu": _silu, "gelu_tanh": _gelu_tanh, "gelu_erf": _gelu_erf, **TRIG_BODIES,
 }
 FUNCTIONS: tuple[str, ...] = tuple(BODIES)
+FLOAT64_FUNCTIONS: tuple[str, ...] = tuple(TRIG_BODIES)
+# The libm function a vecmath function calls for the rare inputs it leaves to libm (float32 names).
+LIBM_FALLBACK: dict[str, str] = {name: name + "f" for name in TRIG_BODIES}
 
 
-def function_name(name: str, width: int) -> str:
-    """The IR name of one version: braze.vm.exp.f32, braze.vm.exp.v16f32."""
-    return f"braze.vm.{name}.{'f32' if width == 1 else f'v{width}f32'}"
+def function_name(name: str, width: int, element: ir.Type = F32) -> str:
+    """The IR name of one version: braze.vm.exp.f32, braze.vm.exp.v16f32, braze.vm.sin.v8f64."""
+    suffix = "f32" if element == F32 else "f64"
+    return f"braze.vm.{name}.{suffix if width == 1 else f'v{width}{suffix}'}"
 
 
-def function(module: ir.Module, name: str, width: int = 1) -> ir.Function:
-    """The internal alwaysinline function computing `name` on float (width 1) or <width x float>, emitted once."""
+def function(module: ir.Module, name: str, width: int = 1, element: ir.Type = F32) -> ir.Function:
+    """The internal alwaysinline function computing `name` on float or double (width 1) or <width x T>, emitted
+    once per module, width and element type."""
     if name not in BODIES:
         raise KeyError(f"no vector math function {name!r}; available: {', '.join(FUNCTIONS)}")
-    symbol = function_name(name, width)
+    if element == F64 and name not in FLOAT64_FUNCTIONS:
+        raise KeyError(f"no float64 vector math function {name!r}; available: {', '.join(FLOAT64_FUNCTIONS)}")
+    symbol = function_name(name, width, element)
     existing = module.globals.get(symbol)
     if existing is not None:
         return existing
-    typ = vec(width, F32)
+    typ = vec(width, element)
     fn = ir.Function(module, ir.FunctionType(typ, [typ]), name=symbol)
     fn.linkage = "internal"
     fn.attributes.add("alwaysinline")
     fn.attributes.add("nounwind")
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    builder.ret(BODIES[name](_Emit(builder, module, width), fn.args[0]))
+    builder.ret(BODIES[name](VectorEmit(builder, module, width, element), fn.args[0]))
     return fn
 
 
 def call(builder: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
-    """Emit a call of `name` on x (a float or a <W x float> value) in the builder's module."""
-    width = x.type.count if isinstance(x.type, ir.VectorType) else 1
-    return builder.call(function(builder.module, name, width), [x])
+    """Emit a call of `name` on x (a float or double, or a <W x float/double> value) in the builder's module."""
+    vector = isinstance(x.type, ir.VectorType)
+    width, element = (x.type.count, x.type.element) if vector else (1, x.type)
+    return builder.call(function(builder.module, name, width, element), [x])

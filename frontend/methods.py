@@ -25,7 +25,7 @@ _SAME_AS_FUNCTION = (
     "argmax", "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "transpose", "t",
     "flatten", "squeeze", "unsqueeze", "narrow", "chunk", "unbind", "gather", "index_select",
     "broadcast_to", "negative", "multiply", "subtract", "divide", "swapaxes", "roll", "repeat_interleave",
-    "movedim", "moveaxis", "unflatten", "tril", "triu", "sort", "argsort", "topk", "cumsum", "cumprod")
+    "movedim", "moveaxis", "unflatten", "tril", "triu", "diagonal", "sort", "argsort", "topk", "cumsum", "cumprod")
 
 for _name in _SAME_AS_FUNCTION:
     setattr(Tensor, _name, getattr(F, _name))

@@ -219,6 +219,23 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     return apply("reshape", input, shape=tuple(input.shape[:d]) + inner + tuple(input.shape[d + 1:]))
 
 
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The elements (i, i + offset) of the (dim1, dim2) planes, as a new last dim (torch.diagonal): the two dims
+    moved last and merged, then a strided slice of step m + 1 (so it traces, differentiates and compiles as those)."""
+    d1, d2 = normalize_dim(dim1, input.ndim), normalize_dim(dim2, input.ndim)
+    if d1 == d2:
+        raise ShapeError(f"diagonal: dim1 and dim2 must differ, both are {d1}")
+    rest = [d for d in range(input.ndim) if d not in (d1, d2)]
+    n, m = input.shape[d1], input.shape[d2]
+    length = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
+    start = offset if offset >= 0 else -offset * m
+    start, stop = (start, start + (length - 1) * (m + 1) + 1) if length else (0, 0)
+    flat = reshape(permute(input, rest + [d1, d2]), [input.shape[d] for d in rest] + [n * m])
+    lead = [0] * len(rest)
+    return apply("slice", flat, starts=tuple(lead + [start]), stops=tuple(flat.shape[:-1]) + (stop,),
+                 steps=tuple([1] * len(rest) + [m + 1]))
+
+
 def _triangle(name: str, input: Tensor, diagonal: int, lower: bool) -> Tensor:
     if input.ndim < 2:
         raise ShapeError(f"{name}: expects a tensor of rank >= 2, got shape {input.shape}")
@@ -250,6 +267,6 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
 
 __all__ = ["reshape", "permute", "transpose", "swapaxes", "t", "flatten", "squeeze", "unsqueeze", "broadcast_to", "cat",
            "concat", "concatenate", "stack", "narrow", "split", "chunk", "unbind", "gather", "index_select", "flip",
-           "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten", "tril", "triu"]
+           "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten", "tril", "triu", "diagonal"]
 
 moveaxis = movedim

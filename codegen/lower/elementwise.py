@@ -5,8 +5,9 @@ ELEMENTWISE[op](builder, args, attrs, dtype) computes one op on register values 
 <W x T> vectors of the same width; `dtype` is the operands' dtype (for `where` that of x and y, for `cast` the
 source dtype). Arithmetic carries no fast-math flags, so a fused chain of adds and multiplies rounds after every
 op exactly as the numpy reference does. max/min/relu/clamp propagate NaN like numpy.maximum; comparisons are
-ordered (ne unordered), so NaN compares like numpy. float32 transcendentals are codegen.vecmath's vectorizable
-versions; float64 ones call libm per lane (float64 graphs are rare in inference, accuracy comes first there).
+ordered (ne unordered), so NaN compares like numpy. float32 transcendentals and float64 sin/cos are
+codegen.vecmath's vectorizable versions; the other float64 ones call libm per lane (float64 graphs are rare in
+inference, accuracy comes first there).
 
 The kernels run on the elementwise loop nest (nest.py): the output shape iterated with every operand read through
 broadcast strides.
@@ -23,6 +24,7 @@ from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI
 from braze.ir.types import DType, float64, int32
 
 from .. import vecmath
+from ..vecmath_emit import libm
 from ..loops import F32
 from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of, register,
                    register_type, unsupported, widen)
@@ -64,22 +66,6 @@ def _uniform(value: ir.Value) -> float | None:
         lanes = {c.constant for c in value.constant} if isinstance(value.constant, list) else set()
         return lanes.pop() if len(lanes) == 1 else None
     return value.constant if isinstance(value.constant, (int, float)) else None
-
-
-def libm(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
-    """A libm function applied lane by lane (LLVM has no vector form of these without a vector math library)."""
-    first = args[0]
-    element = first.type.element if isinstance(first.type, ir.VectorType) else first.type
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(element, [element] * len(args)),
-                                                         name)
-    lanes = lanes_of(first)
-    if lanes == 1:
-        return builder.call(fn, list(args))
-    out = ir.Constant(first.type, ir.Undefined)
-    for lane in range(lanes):
-        index = ir.Constant(ir.IntType(32), lane)
-        out = builder.insert_element(out, builder.call(fn, [builder.extract_element(a, index) for a in args]), index)
-    return out
 
 
 # --- arithmetic -----------------------------------------------------------------------------------------------
@@ -233,6 +219,10 @@ ELEMENTWISE["sigmoid"] = _transcendental("sigmoid", _f64_sigmoid)
 ELEMENTWISE["silu"] = _transcendental("silu", lambda b, x: b.fmul(x, _f64_sigmoid(b, x)))
 
 
+for _name in vecmath.FLOAT64_FUNCTIONS:   # sin, cos: vectorized in both float dtypes
+    ELEMENTWISE[_name] = (lambda name: lambda b, args, attrs, dtype: vecmath.call(b, name, args[0]))(_name)
+
+
 def _libm_both(name: str) -> Emit:
     """The libm function per lane: `name`f for float32, `name` for float64 (no vecmath version yet)."""
     def emit(b, args, attrs, dtype):
@@ -240,7 +230,7 @@ def _libm_both(name: str) -> Emit:
     return emit
 
 
-for _name in ("sin", "cos", "log1p", "expm1", "atan2", "fmod"):
+for _name in ("log1p", "expm1", "atan2", "fmod"):
     ELEMENTWISE[_name] = _libm_both(_name)
 for _name, _intrinsic in (("floor", "floor"), ("ceil", "ceil"), ("round", "roundeven")):
     ELEMENTWISE[_name] = (lambda f: lambda b, args, attrs, dtype: intrinsic(b, f"llvm.{f}.{_suffix(args[0])}",

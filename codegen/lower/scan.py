@@ -1,6 +1,6 @@
 """Ops along the lines of one axis: running sums and products (cumsum, cumprod: out[j] = out[j - 1] op x[j] in index
-order, as numpy computes them, so float results round identically) and sort (by ranking). The (outer, inner) lines
-are the units threads split."""
+order, as numpy computes them, so float results round identically) and sort (a stable merge sort in per-thread
+scratch). The (outer, inner) lines are the units threads split."""
 from __future__ import annotations
 
 from math import prod
@@ -9,9 +9,9 @@ import llvmlite.ir as ir
 
 from braze.ir.graph import Node
 from braze.ir.ops._common import normalize_axis
-from braze.ir.types import DType
+from braze.ir.types import DType, int64
 
-from ..loops import I64, alloca, entry_builder, for_range, i64
+from ..loops import I8, I64, alloca, for_range, i64
 from .base import KernelContext, KernelSpec, begin_kernel, load, register, store, thread_share, unit_loop
 from .elementwise import compare
 
@@ -54,30 +54,65 @@ def _before(b: ir.IRBuilder, a: ir.Value, c: ir.Value, dtype: DType, descending:
 
 @register("sort")
 def lower_sort(node: Node, ctx: KernelContext) -> KernelSpec:
-    """A stable sort by ranking: element i goes to the number of elements that sort before it (earlier ties
-    included), so each line of n elements costs n^2 comparisons; lines are the units threads split."""
-    x = node.inputs[0]
+    """A stable bottom-up merge sort of each line: the line and its positions are copied into scratch, runs of 1, 2,
+    4, ... merged between two scratch copies (ceil(log2 n) passes of n steps: O(n log n)), the result copied out."""
+    x, positions = node.inputs[0], node.outputs[1].dtype
     shape = x.shape or (1,)
     axis = normalize_axis("sort", node.attr["axis"], x.type.rank) if x.shape else 0
     outer, size, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
-    descending = node.attr["descending"]
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
     if x.type.size == 0:
         return k.finish(node.op)
-    rank = alloca(entry_builder(k.fn), I64, name="rank")
+    src, dst = _line_buffers(b, k.scratch, size, x.dtype, positions)
     first, last = thread_share(b, k.tid, k.nthreads, outer * inner)
     with unit_loop(b, [outer, inner], first, last, name="line") as (p, q):
         start = b.add(b.mul(p, i64(size * inner)), q)
         with for_range(b, 0, size, name="i") as i:
-            value = load(b, k.ins[0], b.add(start, b.mul(i, i64(inner))), x.dtype)
-            b.store(i64(0), rank)
-            with for_range(b, 0, size, name="j") as j:
-                other = load(b, k.ins[0], b.add(start, b.mul(j, i64(inner))), x.dtype)
-                tie_first = b.and_(b.icmp_signed("<", j, i), b.not_(_before(b, value, other, x.dtype, descending)))
-                earlier = b.or_(_before(b, other, value, x.dtype, descending), tie_first)
-                b.store(b.add(b.load(rank), b.zext(earlier, I64)), rank)
-            at = b.add(start, b.mul(b.load(rank), i64(inner)))
-            store(b, value, k.outs[0], at, x.dtype)
-            store(b, i, k.outs[1], at, node.outputs[1].dtype)
-    return k.finish(node.op)
+            store(b, load(b, k.ins[0], b.add(start, b.mul(i, i64(inner))), x.dtype), src[0], i, x.dtype)
+            store(b, i, src[1], i, positions)
+        width = 1
+        while width < size:
+            _merge_pass(b, src, dst, size, width, x.dtype, node.attr["descending"])
+            src, dst, width = dst, src, 2 * width
+        with for_range(b, 0, size, name="o") as i:
+            at = b.add(start, b.mul(i, i64(inner)))
+            store(b, load(b, src[0], i, x.dtype), k.outs[0], at, x.dtype)
+            store(b, load(b, src[1], i, positions), k.outs[1], at, positions)
+    return k.finish(node.op, 2 * size * (positions.itemsize + x.dtype.itemsize))
+
+
+def _line_buffers(b: ir.IRBuilder, scratch: ir.Value, size: int, dtype: DType, positions: DType
+                  ) -> tuple[tuple[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]:
+    """Two (values, positions) copies of one line in the thread's scratch: positions first, for their alignment."""
+    offsets = (0, size * positions.itemsize, 2 * size * positions.itemsize,
+               2 * size * positions.itemsize + size * dtype.itemsize)
+    at = [b.gep(scratch, [i64(offset)], source_etype=I8) for offset in offsets]
+    return (at[2], at[0]), (at[3], at[1])
+
+
+def _merge_pass(b: ir.IRBuilder, src: tuple[ir.Value, ir.Value], dst: tuple[ir.Value, ir.Value], size: int,
+                width: int, dtype: DType, descending: bool) -> None:
+    """Merge each pair of adjacent sorted runs of `width` from src into dst, branch-free; the left run wins ties."""
+    left, right = alloca(b, I64, "left"), alloca(b, I64, "right")
+    with for_range(b, 0, size, 2 * width, name="run") as lo:
+        mid, hi = _at_most(b, b.add(lo, i64(width)), size), _at_most(b, b.add(lo, i64(2 * width)), size)
+        b.store(lo, left)
+        b.store(mid, right)
+        with for_range(b, lo, hi, name="m") as m:
+            i, j = b.load(left, typ=I64), b.load(right, typ=I64)
+            last = b.sub(hi, i64(1))   # exhausted cursors read a valid element that is then not taken
+            i_at, j_at = _at_most(b, i, last), _at_most(b, j, last)
+            vi, vj = load(b, src[0], i_at, dtype), load(b, src[0], j_at, dtype)
+            take_right = b.and_(b.icmp_signed("<", j, hi),
+                                b.or_(b.icmp_signed(">=", i, mid), _before(b, vj, vi, dtype, descending)))
+            store(b, b.select(take_right, vj, vi), dst[0], m, dtype)
+            store(b, b.select(take_right, load(b, src[1], j_at, int64), load(b, src[1], i_at, int64)), dst[1], m,
+                  int64)
+            b.store(b.select(take_right, i, b.add(i, i64(1))), left)
+            b.store(b.select(take_right, b.add(j, i64(1)), j), right)
+
+
+def _at_most(b: ir.IRBuilder, value: ir.Value, bound: ir.Value | int) -> ir.Value:
+    bound = i64(bound)
+    return b.select(b.icmp_signed("<", value, bound), value, bound)

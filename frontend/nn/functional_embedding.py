@@ -9,7 +9,7 @@ import numpy as np
 from braze.ir.types import int64
 
 from .. import functions as _f
-from ..autodiff import no_grad
+from ..autodiff import is_grad_enabled, no_grad
 from ..dispatch import apply
 from ..tensor import Tensor
 from ..trace_context import TRACE
@@ -24,18 +24,33 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
     The row at padding_idx receives no gradient, as torch. With max_norm, each row looked up whose norm_type-norm
     exceeds max_norm is rescaled to norm max_norm in the weight itself (as torch, outside autodiff) before the
-    lookup; the lookup's gradient reaches the weight unscaled.
+    lookup; the lookup's gradient reaches the weight unscaled. With scale_grad_by_freq, each row's gradient is
+    divided by the number of times its index occurs in `input`, as torch. sparse=True gives the dense gradient of
+    equal values (braze has no sparse tensors): zeros in the rows not looked up. Both together cannot be
+    differentiated (torch's embedding_backward refuses them), so a lookup that autodiff records refuses them.
     """
-    if scale_grad_by_freq or sparse:
-        raise ValueError("embedding: scale_grad_by_freq=True and sparse=True are not supported; supported: False")
+    if scale_grad_by_freq and sparse and weight.requires_grad and is_grad_enabled():
+        raise ValueError("embedding: scale_grad_by_freq=True is not supported with sparse=True when the weight "
+                         "requires grad (torch's backward refuses it); supported: one of them, or no_grad()")
     index = _f.as_tensor(input)
     table = weight if max_norm is None else _renormed_rows(weight, index, max_norm, norm_type)
     out = apply("index_select", table, index, axis=0)
+    if scale_grad_by_freq:
+        out = apply("scale_grad", out, _inverse_counts(index, weight))
     if padding_idx is None:
         return out
     row = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
     at_padding = _f.unsqueeze(_f.eq(index, row), -1)
     return _f.where(at_padding, out.detach(), out)
+
+
+def _inverse_counts(index: Tensor, weight: Tensor) -> Tensor:
+    """1 / (how often each entry's index occurs in `index`), shaped index.shape + (1,), in the weight's dtype."""
+    flat = _f.reshape(index, (-1,))
+    ones = Tensor._wrap(np.ones(flat.shape, weight.dtype.numpy))
+    counts = apply("index_add", ones, flat, axis=0, shape=(weight.shape[0],))
+    per_entry = _f.reshape(apply("index_select", counts, flat, axis=0), tuple(index.shape) + (1,))
+    return _f.div(1.0, per_entry)
 
 
 def _renormed_rows(weight: Tensor, index: Tensor, max_norm: float, norm_type: float) -> Tensor:

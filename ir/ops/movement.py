@@ -13,7 +13,7 @@ from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
 from ..types import TensorType
-from ._common import normalize_axis, same_dtype, shapes_text, unbroadcast
+from ._common import broadcast_shapes, normalize_axis, same_dtype, shapes_text, unbroadcast
 
 
 def _size(shape: tuple[int, ...]) -> int:
@@ -39,6 +39,21 @@ reshape = defop("reshape", ("x",), infer=_reshape_infer, impl=lambda x, *, shape
 copy = defop("copy", ("x",), infer=lambda x: x, impl=lambda x: np.array(x, copy=True), vjp=lambda e, g, out, x: (g,),
              category="movement", preserves_values=True,
              doc="A copy of the operand: what moving a tensor to another device records.")
+
+
+def _scale_grad_infer(x: TensorType, scale: TensorType) -> TensorType:
+    same_dtype("scale_grad", x, scale)
+    if broadcast_shapes("scale_grad", x, scale) != x.shape:
+        raise ShapeError(f"scale_grad: the scale ({scale}) must broadcast to the operand ({x})")
+    return x
+
+
+# Not a derivative: the VJP weighs the cotangent on purpose (torch's Embedding(scale_grad_by_freq=True)).
+scale_grad = defop("scale_grad", ("x", "scale"), infer=_scale_grad_infer, impl=lambda x, scale: np.array(x, copy=True),
+                   vjp=lambda e, g, out, x, scale: (e.mul(g, scale), None), category="movement",
+                   preserves_values=True, decomposition=lambda e, x, scale: x,
+                   doc="The operand itself, whose gradient is the cotangent times `scale` (broadcast to it): how "
+                       "Embedding(scale_grad_by_freq=True) divides each row's gradient by the count of its index.")
 
 
 # --- transpose --------------------------------------------------------------------------------------------

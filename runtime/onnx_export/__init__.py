@@ -19,7 +19,7 @@ import onnx
 from braze.ir.errors import ExportError
 from braze.ir.graph import Graph, Node, Value
 
-from . import elementwise, movement, nn, reduction, reparam  # noqa: F401  (registering)
+from . import elementwise, movement, nn, ordering, reduction, reparam  # noqa: F401  (registering)
 from .builder import RULES, OnnxBuilder, onnx_dtype, register, where
 
 MIN_OPSET = 17

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from braze.ir.graph import Node
+from braze.ir.types import DType
 
 from .builder import OnnxBuilder, onnx_dtype, register
 
@@ -102,3 +103,29 @@ def _bound(value: float, is_float: bool) -> float | int:
 @register("cast")
 def _cast(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     e.emit("Cast", ins, outs, to=onnx_dtype(node.attr["dtype"]))
+
+
+@register("atan2")
+def _atan2(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """ONNX has no Atan2. atan2(y, x) has the sign of y (signed zeros too), so it is |y|'s angle, atan(|y| / x) plus
+    pi where x's sign bit is set (0 or pi, pi/4 or 3 pi/4 where |y| / x is NaN from two zeros or two infinities),
+    times +-1 by y's sign bit: a product, because onnxruntime's Where returns +0 for a selected -0."""
+    y, x = ins
+    dtype = node.inputs[0].dtype
+    magnitude = e.emit("Abs", [y])
+    x_negative = _sign_bit(e, x, dtype)
+    angle = e.emit("Atan", [e.emit("Div", [magnitude, x])])
+    zero = e.const(0.0, dtype)
+    both_zero = e.emit("And", [e.emit("Equal", [magnitude, zero]), e.emit("Equal", [x, zero])])
+    both_inf = e.emit("And", [e.emit("IsInf", [magnitude]), e.emit("IsInf", [x])])
+    quarter = e.emit("Where", [x_negative, e.const(-math.pi / 4, dtype), e.const(math.pi / 4, dtype)])
+    angle = e.emit("Where", [both_zero, zero, e.emit("Where", [both_inf, quarter, angle])])
+    angle = e.emit("Where", [x_negative, e.emit("Add", [angle, e.const(math.pi, dtype)]), angle])
+    sign = e.emit("Where", [_sign_bit(e, y, dtype), e.const(-1.0, dtype), e.const(1.0, dtype)])
+    e.emit("Mul", [angle, sign], outs)
+
+
+def _sign_bit(e: OnnxBuilder, v: str, dtype: DType) -> str:
+    """Whether v's sign bit is set: v < 0, or 1 / v < 0 (which also catches -0)."""
+    zero = e.const(0.0, dtype)
+    return e.emit("Or", [e.emit("Less", [v, zero]), e.emit("Less", [e.emit("Div", [e.const(1.0, dtype), v]), zero])])

@@ -107,3 +107,9 @@ def _one_hot(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> Non
     classes = e.const(np.arange(node.attr["num_classes"]), indices.dtype, hint="classes")
     hit = e.emit("Equal", [e.emit("Unsqueeze", [ins[0], e.ints([-1])]), classes])
     e.emit("Cast", [hit], outs, to=onnx_dtype(node.attr["dtype"]))
+
+
+@register("scale_grad")
+def _scale_grad(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """The operand itself: the weight of its gradient means nothing to an inference graph."""
+    e.emit("Identity", [ins[0]], outs)

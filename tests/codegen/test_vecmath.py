@@ -10,9 +10,10 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from braze.codegen import (I64, PTR, compile_ir, define_function, entry_builder, for_range, host_target, load, store, vec,
-                           vecmath, vector_loop)
-from braze.codegen.vecmath import ACCURACY, ACCURATE_RANGE, FUNCTIONS, OUTSIDE_ABS_ERROR
+from braze.codegen import (F32, F64, I64, PTR, compile_ir, define_function, entry_builder, for_range, host_target, load,
+                           store, vec, vecmath, vector_loop)
+from braze.codegen.vecmath import ACCURACY, ACCURATE_RANGE, FLOAT64_FUNCTIONS, FUNCTIONS, LIBM_FALLBACK, OUTSIDE_ABS_ERROR
+from braze.codegen.vecmath_trig import ACCURACY_TRIG, LIMIT
 from braze.ir import get_op
 
 IS_X86 = llvm.get_process_triple().startswith("x86_64")
@@ -26,10 +27,11 @@ def _private_cache(tmp_path, monkeypatch):
 
 
 @functools.cache
-def kernel(name: str, variant: str):
+def kernel(name: str, variant: str, dtype: str = "f32"):
     """A compiled y[i] = name(x[i]) loop: full vectors (host or generic CPU) or scalar calls, and its library."""
     target = host_target("x86-64" if variant == "generic-cpu" else None)
-    width = 1 if variant == "scalar" else target.vector_width
+    element = F32 if dtype == "f32" else F64
+    width = 1 if variant == "scalar" else target.vector_width // (1 if dtype == "f32" else 2)
     symbol = f"k_{uuid.uuid4().hex[:8]}_{name}"
     module = target.new_module(symbol)
     fn = define_function(module, symbol, [("x", PTR), ("y", PTR), ("n", I64)], noalias=True)
@@ -37,15 +39,16 @@ def kernel(name: str, variant: str):
     x, y, n = fn.args
     if width == 1:
         with for_range(b, 0, n) as i:
-            store(b, vecmath.call(b, name, load(b, x, i)), y, i)
+            store(b, vecmath.call(b, name, load(b, x, i, element)), y, i)
     else:
-        vector_loop(b, 0, n, width, lambda i, lanes: store(b, vecmath.call(b, name, load(b, x, i, vec(lanes))), y, i))
+        vector_loop(b, 0, n, width,
+                    lambda i, lanes: store(b, vecmath.call(b, name, load(b, x, i, vec(lanes, element))), y, i))
     b.ret_void()
     library = compile_ir(module, use_cache=False)
     cfunc = library.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
     def run(values: np.ndarray) -> np.ndarray:
-        values = np.ascontiguousarray(values, dtype=np.float32)
+        values = np.ascontiguousarray(values, dtype=np.float32 if dtype == "f32" else np.float64)
         out = np.empty_like(values)
         cfunc(values.ctypes.data, out.ctypes.data, values.size)
         return out
@@ -92,6 +95,8 @@ def reference(name: str) -> np.ndarray:
             return _sigmoid64(x)
         if name == "silu":
             return x * _sigmoid64(x)
+        if name in ("sin", "cos"):
+            return getattr(np, name)(x)
         if name == "gelu_tanh":
             return x * _sigmoid64(2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))
         return 0.5 * x * _erfc64(-x / math.sqrt(2)).astype(np.float64)
@@ -137,6 +142,9 @@ SPECIALS = {
     "gelu_tanh": [(np.inf, np.inf), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (1e30, 1e30),
                   (-1e30, -0.0)],
     "gelu_erf": [(np.inf, np.inf), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (1e30, 1e30)],
+    "sin": [(np.inf, np.nan), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (-0.0, -0.0), (1e-30, 1e-30),
+            (-1e-30, -1e-30)],
+    "cos": [(np.inf, np.nan), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 1.0), (-0.0, 1.0), (1e-30, 1.0)],
 }
 
 
@@ -172,7 +180,11 @@ def test_vecmath_specials_agree_with_registry(name):
 def test_vecmath_vector_loop_calls_no_libm(name):
     _, library, symbol = kernel(name, "vector")
     asm = library.asm(symbol)
-    assert "call" not in asm
+    if name in LIBM_FALLBACK:   # one libm call per lane, only on the branch taken for |x| >= LIMIT, NaN or inf
+        calls = [line.split("@")[1].split("(")[0] for line in library.llvm_ir(symbol).splitlines() if " call " in line]
+        assert {c for c in calls if not c.startswith("llvm.")} == {LIBM_FALLBACK[name]}
+    else:
+        assert "call" not in asm
     for libm in ("expf", "logf", "tanhf", "erff"):
         assert libm not in asm
     width = host_target().vector_width
@@ -195,3 +207,51 @@ def test_vecmath_function_is_emitted_once_per_width():
     assert vecmath.function_name("exp", 16) == "braze.vm.exp.v16f32"
     with pytest.raises(KeyError, match="no vector math function 'cosh'"):
         vecmath.function(module, "cosh", 8)
+
+
+def trig_inputs(dtype: type) -> np.ndarray:
+    """A dense sweep to 1e5, random values to past LIMIT, values nearest multiples of pi/2, zeros and specials."""
+    rng = np.random.default_rng(7)
+    k = np.arange(-70000, 70000)
+    return np.concatenate([np.linspace(-1e5, 1e5, 2 ** 18), np.linspace(-8, 8, 2 ** 16), rng.uniform(-LIMIT, LIMIT, 2 ** 16),
+                           k * (np.pi / 2), (k * (np.pi / 2)).astype(np.float32), np.exp(rng.uniform(-80, 0, 2 ** 12)),
+                           rng.uniform(-1e30, 1e30, 256), [0.0, -0.0, np.inf, -np.inf, np.nan, LIMIT, -LIMIT]]).astype(dtype)
+
+
+def trig_ulp_error(y: np.ndarray, x: np.ndarray, name: str) -> np.ndarray:
+    """|y - f(x)| in ulps of y's dtype at f(x); float32 against float64 numpy, float64 against long double numpy."""
+    wide = np.longdouble if y.dtype == np.float64 else np.float64
+    with np.errstate(all="ignore"):
+        ref = getattr(np, name)(x.astype(wide))
+        _, exponent = np.frexp(np.abs(ref).astype(np.float64))
+        bits, lowest = (53, -1074) if y.dtype == np.float64 else (24, -149)
+        err = (np.abs(y.astype(wide) - ref) / np.ldexp(wide(1.0), np.maximum(exponent - bits, lowest))).astype(np.float64)
+    return np.where(np.isnan(y) & np.isnan(ref), 0.0, np.where(np.isnan(err), np.inf, err))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("name", FLOAT64_FUNCTIONS)
+def test_vecmath_trig_error_within_stated_ulp(name, variant, dtype):
+    if dtype == "f64" and np.finfo(np.longdouble).nmant <= 52:
+        pytest.skip("needs a long double wider than float64 as the reference")
+    x = trig_inputs(np.float32 if dtype == "f32" else np.float64)
+    y = kernel(name, variant, dtype)[0](x)
+    err = trig_ulp_error(y, x, name)
+    worst = int(np.argmax(err))
+    assert err.max() <= ACCURACY_TRIG[name, dtype], f"{name}({x[worst]!r}) = {y[worst]!r}: {err[worst]} ulp"
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_vecmath_sin_keeps_signed_zero_and_nan(dtype):
+    x = np.array([0.0, -0.0, np.nan, np.inf, -np.inf], dtype=np.float32 if dtype == "f32" else np.float64)
+    sin, cos = kernel("sin", "vector", dtype)[0](x), kernel("cos", "vector", dtype)[0](x)
+    assert list(np.signbit(sin[:2])) == [False, True] and np.isnan(sin[2:]).all()
+    assert list(cos[:2]) == [1.0, 1.0] and np.isnan(cos[2:]).all()
+
+
+def test_vecmath_float64_only_for_trig():
+    module = host_target().new_module("vm_f64")
+    assert vecmath.function_name("sin", 8, F64) == "braze.vm.sin.v8f64"
+    with pytest.raises(KeyError, match="no float64 vector math function 'exp'"):
+        vecmath.function(module, "exp", 8, F64)

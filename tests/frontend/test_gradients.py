@@ -104,6 +104,13 @@ def test_reduction_and_movement_gradient() -> None:
     check_gradients(fn, x)
 
 
+def test_einsum_ellipsis_and_diagonal_gradient() -> None:
+    r = _rng(9)
+    check_gradients(lambda a, b, d: _scalar(braze.einsum("...ij,...jk->...ik", a, b)) + braze.einsum("ii", d)
+                    + _scalar(braze.einsum("bii,bi->b", braze.stack([d, d * 2]), d[:2])),
+                    r.standard_normal((2, 1, 2, 3)), r.standard_normal((3, 3, 2)), r.standard_normal((3, 3)))
+
+
 def test_matmul_broadcast_gradient() -> None:
     r = _rng(9)
     check_gradients(lambda a, b, v: _scalar((a @ b) @ v), r.standard_normal((2, 3, 4)), r.standard_normal((4, 5)),

@@ -440,3 +440,8 @@ def test_layers_place_parameters_and_buffers_on_their_device() -> None:
     assert {p.lazy_device for p in model.parameters()} == {device}
     assert {b.device for b in model.buffers()} == {device}
     assert model(braze.randn(4, 2).to(device)).device == device
+
+
+def test_hardtanh_refuses_an_empty_range() -> None:
+    with pytest.raises(ValueError, match=r"Hardtanh: max_val \(1.0\) must be greater than min_val \(1.0\)"):
+        braze.nn.Hardtanh(1.0, 1.0)

@@ -82,6 +82,13 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
     ("nonzero_unique", lambda m, x: (m.nonzero(x > 0), (x > 0).nonzero(as_tuple=True)[1],
                                      m.unique(m.tensor([3, 1, 3, 2]), return_inverse=True, return_counts=True)[2]),
      (n(3, 4),)),
+    ("einsum_ellipsis", lambda m, a, b, c: m.einsum("...ij,...jk->...ik", a, b) + m.einsum("...ij->ij", a).sum()
+     + m.einsum("b...,b...->b", a[:, :1], c).sum(), (n(2, 1, 3, 4), n(5, 4, 2), n(2, 5, 3, 4))),
+    ("einsum_diagonals", lambda m, x, y: (m.einsum("ii->i", x), m.einsum("ii", x), m.einsum("bii,bi->b", y, y[:, 0]),
+                                          m.einsum("i...i->...", y.permute(1, 0, 2))), (n(3, 3), n(2, 3, 3))),
+    ("einsum_broadcast_size1", lambda m, a, b: m.einsum("ij,ij->ij", a, b), (n(1, 4), n(3, 1))),
+    ("diagonal", lambda m, x: (x.diagonal(), m.diagonal(x, 1, 2, 0), x.diagonal(-1, 1, 2), m.diagonal(x[:, :0], 0, 0, 1)),
+     (n(3, 4, 5),)),
     ("where_causal_mask", lambda m, x: x.masked_fill(m.ones(4, 4).tril() == 0, float("-inf")).softmax(-1),
      (n(2, 4, 4),)),
 ]

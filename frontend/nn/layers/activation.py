@@ -1,7 +1,8 @@
-"""Activation layers (ReLU, GELU, SiLU, LeakyReLU, ELU, ..., PReLU with its learned slope), Softmax, LogSoftmax,
+"""Activation layers (ReLU, GELU, SiLU, Hardtanh, LeakyReLU, ELU, ..., PReLU with its learned slope), Softmax, LogSoftmax,
 Flatten and Unflatten, as torch.nn's."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ... import functions as _f
@@ -94,6 +95,29 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Hardtanh(Module):
+    """input clamped to [min_val, max_val] (min_value/max_value: torch's deprecated spellings)."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False,
+                 min_value: float | None = None, max_value: float | None = None) -> None:
+        super().__init__()
+        for old, new in (("min_value", "min_val"), ("max_value", "max_val")):
+            if locals()[old] is not None:
+                warnings.warn(f"keyword argument `{old}` is deprecated and rename to `{new}`", FutureWarning,
+                              stacklevel=2)
+        min_val = min_val if min_value is None else min_value
+        max_val = max_val if max_value is None else max_value
+        if not max_val > min_val:
+            raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, bool(inplace)
+
+    def forward(self, input: Any) -> Any:
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
 
 
 class ReLU6(_Inplace):
@@ -221,5 +245,5 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "ReLU6", "Hardsigmoid", "Hardswish",
+__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish",
            "Mish", "LeakyReLU", "ELU", "Softplus", "PReLU", "GLU", "LogSoftmax", "Unflatten"]

@@ -41,8 +41,12 @@ def _norm_repr(layer: Any) -> str:
 class Embedding(Module):
     """Rows of `weight` (num_embeddings, embedding_dim) at integer indices.
 
-    weight ~ N(0, 1) with the padding_idx row zeroed; that row receives no gradient (as torch). max_norm,
-    scale_grad_by_freq and sparse are forwarded to F.embedding, which rejects the ones it does not support.
+    weight ~ N(0, 1) with the padding_idx row zeroed; that row receives no gradient (as torch). max_norm renormalizes
+    looked-up rows in place; scale_grad_by_freq divides each row's gradient by its index's count in the batch.
+    sparse=True is accepted, but braze has no sparse tensors: the weight's gradient is the dense tensor with the
+    values of torch's sparse one (zeros in rows not looked up), so optimizers update as torch's SGD does with a
+    sparse gradient (momentum included), and braze's other optimizers accept it too (torch's Adam refuses sparse
+    gradients and wants SparseAdam).
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,

@@ -1,4 +1,4 @@
-"""Samples for reshape, transpose, broadcast_to, squeeze, unsqueeze, concat and stack."""
+"""Samples for reshape, copy, scale_grad, transpose, broadcast_to, squeeze, unsqueeze, concat and stack."""
 import numpy as np
 
 from . import Sample, normal
@@ -13,6 +13,9 @@ SAMPLES = [
     Sample("reshape", (normal((2, 3, 4)),), {"shape": (4, 6)}, torch=lambda x: x.reshape(4, 6)),
     Sample("reshape", (normal(()),), {"shape": (1, 1)}, label="scalar-up"),
     Sample("copy", (normal((2, 3)),), expected=lambda x: x + 0.0, torch=lambda x: x.clone()),
+    # the gradient is weighed on purpose (not a derivative): tests/ir/test_scale_grad.py checks it
+    Sample("scale_grad", (normal((3, 2)), np.array([[0.5], [1.0], [0.25]])), expected=lambda x, s: x + 0.0,
+           grad_args=()),
     Sample("transpose", (normal((2, 3, 4)),), {"perm": (2, 0, 1)},
            expected=lambda x: np.array([[[x[i, j, k] for j in range(3)] for i in range(2)] for k in range(4)]),
            torch=lambda x: x.permute(2, 0, 1)),

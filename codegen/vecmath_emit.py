@@ -1,0 +1,106 @@
+"""Emitting straight-line float math on scalars or vectors: the arithmetic vecmath's functions are written with,
+and libm calls lane by lane for what has no vector form.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .loops import CONTRACT, F32, I32, I64, vec
+
+
+class VectorEmit:
+    """Arithmetic on float32/float64 scalars or <W x T> vectors, with constants splatted to the right type.
+
+    `i` is the integer type of the same width and lane count, for bit manipulation of the floats.
+    """
+
+    def __init__(self, builder: ir.IRBuilder, module: ir.Module, width: int, element: ir.Type = F32) -> None:
+        self.b, self.module, self.width, self.element = builder, module, width, element
+        self.bits_per_lane = 32 if element == F32 else 64
+        self.f, self.i = vec(width, element), vec(width, I32 if element == F32 else I64)
+
+    def k(self, value: float) -> ir.Constant:
+        return self._const(self.f, self.element, value)
+
+    def ki(self, value: int) -> ir.Constant:
+        return self._const(self.i, self.i.element if self.width > 1 else self.i, value)
+
+    def _const(self, typ: ir.Type, element: ir.Type, value: float | int) -> ir.Constant:
+        scalar = ir.Constant(element, value)
+        return ir.Constant(typ, [scalar] * self.width) if self.width > 1 else scalar
+
+    def _v(self, value: ir.Value | float) -> ir.Value:
+        return self.k(value) if isinstance(value, (int, float)) else value
+
+    def add(self, a, b) -> ir.Value:
+        return self.b.fadd(self._v(a), self._v(b), flags=CONTRACT)
+
+    def sub(self, a, b) -> ir.Value:
+        return self.b.fsub(self._v(a), self._v(b), flags=CONTRACT)
+
+    def mul(self, a, b) -> ir.Value:
+        return self.b.fmul(self._v(a), self._v(b), flags=CONTRACT)
+
+    def div(self, a, b) -> ir.Value:
+        return self.b.fdiv(self._v(a), self._v(b), flags=CONTRACT)
+
+    def fma(self, a, b, c) -> ir.Value:
+        """a * b + c; fused into one rounding where the target has FMA."""
+        return self.add(self.mul(a, b), c)
+
+    def horner(self, x: ir.Value, coeffs: tuple[float, ...]) -> ir.Value:
+        """The polynomial with `coeffs` (highest degree first) at x."""
+        acc = self.k(coeffs[0])
+        for c in coeffs[1:]:
+            acc = self.fma(acc, x, c)
+        return acc
+
+    def cmp(self, op: str, a, b, *, ordered: bool = True) -> ir.Value:
+        fcmp = self.b.fcmp_ordered if ordered else self.b.fcmp_unordered
+        return fcmp(op, self._v(a), self._v(b))
+
+    def select(self, cond: ir.Value, a, b) -> ir.Value:
+        return self.b.select(cond, self._v(a), self._v(b))
+
+    def bits(self, x: ir.Value) -> ir.Value:
+        return self.b.bitcast(x, self.i)
+
+    def float(self, i: ir.Value) -> ir.Value:
+        return self.b.bitcast(i, self.f)
+
+    def abs(self, x: ir.Value) -> ir.Value:
+        return self.float(self.b.and_(self.bits(x), self.ki((1 << (self.bits_per_lane - 1)) - 1)))
+
+    def copysign(self, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
+        """|magnitude| with the sign bit of `sign`."""
+        sign_bit = -(1 << (self.bits_per_lane - 1))
+        mag = self.b.and_(self.bits(magnitude), self.ki(~sign_bit))
+        return self.float(self.b.or_(mag, self.b.and_(self.bits(sign), self.ki(sign_bit))))
+
+    def pow2(self, n: ir.Value) -> ir.Value:
+        """2^n for integer n in the normal exponent range, built from its exponent bits."""
+        bias, mantissa = (127, 23) if self.element == F32 else (1023, 52)
+        return self.float(self.b.shl(self.b.add(n, self.ki(bias)), self.ki(mantissa)))
+
+    def any(self, mask: ir.Value) -> ir.Value:
+        """Whether any lane of an i1 mask (or the i1 itself) is set."""
+        if self.width == 1:
+            return mask
+        fn = self.module.globals.get(f"llvm.vector.reduce.or.v{self.width}i1") or ir.Function(
+            self.module, ir.FunctionType(ir.IntType(1), [mask.type]), f"llvm.vector.reduce.or.v{self.width}i1")
+        return self.b.call(fn, [mask])
+
+
+def libm(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """A libm function applied lane by lane (LLVM has no vector form of these without a vector math library)."""
+    first = args[0]
+    element = first.type.element if isinstance(first.type, ir.VectorType) else first.type
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(element, [element] * len(args)),
+                                                         name)
+    if not isinstance(first.type, ir.VectorType):
+        return builder.call(fn, list(args))
+    out = ir.Constant(first.type, ir.Undefined)
+    for lane in range(first.type.count):
+        index = ir.Constant(I32, lane)
+        out = builder.insert_element(out, builder.call(fn, [builder.extract_element(a, index) for a in args]), index)
+    return out
