@@ -162,6 +162,13 @@ def _without_param_ids(graph: Graph) -> Graph:
     return graph.replace(nodes=nodes)
 
 
+def module_names(digest: str) -> tuple[str, str, str]:
+    """The module, entry and prepare function names of the default lowering's module of the graph with `digest`:
+    they name the target and builder too, so a cache entry built for another CPU or version exports other names."""
+    code = digest[:16]
+    return f"braze_{code}", f"braze_entry_{code}", f"braze_prepare_{code}"
+
+
 def module_key(digest: str) -> str:
     """The disk-cache key of the object of a whole graph's module built by the default lowering."""
     return _digest("braze-graph-object", digest)
