@@ -5,7 +5,8 @@ optimization level, llvmlite version), or, for the object of a whole graph, by t
 text, the target and the code generator's version (codegen/module_layout.py), so that a warm load finds the object
 without building LLVM IR. Its file holds a magic line, a JSON header with the key, the exported symbols, the
 sha256 and size of the payload and a `meta` object (what the runtime needs beside the code: a whole graph's module
-layout; empty for a plain module), then the object file itself. A truncated, altered or foreign entry
+layout; empty for a plain module), then the object file itself. The optimized-graph entries of
+runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as payload. A truncated, altered or foreign entry
 fails those checks, and one whose object does not link or does not export the module's functions fails in the JIT:
 either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
 os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
@@ -157,7 +158,7 @@ def decode_entry(key: str, data: bytes) -> CacheEntry | None:
         meta = header.get("meta", {}) if valid else {}
     except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
         return None
-    return CacheEntry(key, payload, symbols, meta) if valid and symbols and isinstance(meta, dict) else None
+    return CacheEntry(key, payload, symbols, meta) if valid and isinstance(meta, dict) else None
 
 
 def load(key: str) -> CacheEntry | None:

@@ -2,8 +2,9 @@
 
     graph -> drop_buffer_updates -> the pass pipeline -> plan_memory -> build module -> JIT -> Executable
 
-The native code of a planned graph compiled before (in any process) is found by the graph's text
-(codegen/graph_cache.py) without building its LLVM module. Every stage's wall time is recorded in a
+A traced graph optimized before by the same passes (in any process, with the same weights) finds its optimized,
+planned graph on disk without running a pass (runtime/pass_cache.py), and the native code of a planned graph
+compiled before is found by the graph's text (codegen/graph_cache.py) without building its LLVM module. Every stage's wall time is recorded in a
 CompileTimings (runtime/timings.py), kept as Executable.timings.
 
 braze.compile (after tracing), `braze dump --stage llvm|asm` and artifact loading all come through compile_graph,
@@ -56,10 +57,19 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     the rest (verification, checks) as "verify"."""
     start = time.perf_counter()
     passes = compile_passes(pipeline, untrusted=untrusted)
+    options = dict(options or {})
+    entry = _pass_cache_key(graph, passes, options) if passes and not untrusted else None
+    if entry is not None:
+        found = entry[0].load(entry[1], graph)
+        if found is not None:
+            if timings is not None:
+                timings.add("cached passes", time.perf_counter() - start)
+            return found
     replan_only = verified and untrusted and passes == (TAIL,)
     reports: list[PassReport] = []
-    planned = optimize(graph, passes, report=reports, verify=not replan_only, **dict(options or {})) if passes \
-        else graph
+    planned = optimize(graph, passes, report=reports, verify=not replan_only, **options) if passes else graph
+    if entry is not None:
+        entry[0].store(entry[1], graph, planned)
     if untrusted:
         check_memory_plan(planned)
         check_fits_memory(planned)
@@ -68,6 +78,18 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
         timings.update({f"pass {r.name}": r.seconds for r in records})
         timings.add("verify", time.perf_counter() - start - sum(r.seconds for r in records))
     return planned
+
+
+def _pass_cache_key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> tuple[Any, str] | None:
+    """The pass cache module and the key of this optimization, or None when the disk cache is off or the options
+    cannot be keyed (the cache module loads the code generator: imported on the first compile, not with braze)."""
+    from braze.codegen import cache
+
+    from . import pass_cache
+    if not cache.enabled():
+        return None
+    key = pass_cache.key(graph, passes, options)
+    return (pass_cache, key) if key is not None else None
 
 
 def check_fits_memory(graph: Graph, memory_limit: int | None = None) -> None:
