@@ -23,7 +23,7 @@ from braze.frontend.nn.module import Module
 from braze.frontend.atomic_files import read_bytes, write_atomic
 from braze.frontend.safetensors_io import decode, encode
 from braze.frontend.trace import trace
-from braze.ir.errors import BrazeError, RecordError
+from braze.ir.errors import BrazeError, RecordError, TensorSizeError
 from braze.ir.graph import Graph
 from braze.ir.passes import PassReport, optimize
 from braze.ir.passes.manager import check_options
@@ -111,9 +111,13 @@ def load(path: str | os.PathLike[str] | BinaryIO, **kwargs: Any) -> Any:
         raise BrazeError(f"braze.load: unknown option(s) {', '.join(unknown)} for a braze artifact; valid: "
                          f"{', '.join(_LOAD_OPTIONS)}")
     graph = artifact_format.unpack(tensors, metadata, source).graph
-    return _compile_artifact(artifact_format.planned(graph, source=source), kwargs.get("threads"))
+    return _compile_artifact(graph, kwargs.get("threads"), source)
 
 
-def _compile_artifact(graph: Graph, threads: int | None) -> CompiledModule:
-    """The one place loaded graphs are compiled: as they are, re-verified and re-planned (untrusted)."""
-    return compile_untrusted(graph, threads)
+def _compile_artifact(graph: Graph, threads: int | None, source: str) -> CompiledModule:
+    """The one place loaded graphs are compiled: as they are, re-planned (untrusted; unpack verified it), the plan
+    checked and its memory refused with an ArtifactError when this machine cannot hold it."""
+    try:
+        return compile_untrusted(graph, threads, verified=True)
+    except TensorSizeError as err:
+        raise ArtifactError(f"{source}: {err}") from None

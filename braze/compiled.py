@@ -50,9 +50,10 @@ class CompiledModule:
     """Native code for a model, called like the model; one Executable per input signature (see the module doc)."""
 
     def __init__(self, source: Module | Callable[..., Any] | Graph, *, pipeline: str | Sequence[str],
-                 threads: int | None, fixed: bool, options: dict[str, Any], untrusted: bool = False) -> None:
+                 threads: int | None, fixed: bool, options: dict[str, Any], untrusted: bool = False,
+                 verified: bool = False) -> None:
         self._source, self._pipeline, self._threads = source, pipeline, threads
-        self._fixed, self._options, self._untrusted = fixed, options, untrusted
+        self._fixed, self._options, self._untrusted, self._verified = fixed, options, untrusted, verified
         self._executables: dict[Signature, Executable] = {}
         self._latest: Executable | None = None
         self._lock = threading.Lock()
@@ -94,7 +95,7 @@ class CompiledModule:
             with timings.stage("trace"):
                 graph = _trace(self._source, examples)
         return compile_graph(graph, pipeline=self._pipeline, threads=self._threads, untrusted=self._untrusted,
-                             options=self._options, timings=timings)
+                             verified=self._verified, options=self._options, timings=timings)
 
     # --- inspection ------------------------------------------------------------------------------------------
     @property
@@ -185,10 +186,12 @@ def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs
     return compiled
 
 
-def compile_untrusted(graph: Graph, threads: int | None = None) -> CompiledModule:
-    """Compile an optimized graph that came from outside (a file, IR text) as it is: re-verified and re-planned."""
+def compile_untrusted(graph: Graph, threads: int | None = None, *, verified: bool = False) -> CompiledModule:
+    """Compile an optimized graph that came from outside (a file, IR text) as it is: re-verified (unless the caller
+    has just `verified` it) and re-planned."""
     check_threads(threads)
-    compiled = CompiledModule(graph, pipeline=None, threads=threads, fixed=True, options={}, untrusted=True)
+    compiled = CompiledModule(graph, pipeline=None, threads=threads, fixed=True, options={}, untrusted=True,
+                              verified=verified)
     executable = compiled._compile(None)
     compiled._latest = executable
     compiled._executables[_types_signature(executable.input_types)] = executable

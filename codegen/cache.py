@@ -5,7 +5,8 @@ optimization level, llvmlite version), or, for the object of a whole graph, by t
 text, the target and the code generator's version (codegen/module_layout.py), so that a warm load finds the object
 without building LLVM IR. Its file holds a magic line, a JSON header with the key, the exported symbols, the
 sha256 and size of the payload and a `meta` object (what the runtime needs beside the code: a whole graph's module
-layout; empty for a plain module), then the object file itself. A truncated, altered or foreign entry
+layout; empty for a plain module), then the object file itself. The optimized-graph entries of
+runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as payload. A truncated, altered or foreign entry
 fails those checks, and one whose object does not link or does not export the module's functions fails in the JIT:
 either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
 os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
@@ -16,8 +17,14 @@ that another user owns, or that others may write to, is not used (a UntrustedCac
 compiles proceed without the cache), because a planted entry would run as the user's code. Entries are read only
 if they are regular files owned by the user, no larger than MAX_ENTRY_BYTES (no FIFOs, devices or symlinks).
 
+Size: the entries together stay under BRAZE_CACHE_MAX_MB megabytes (default 1024). Every hit sets its entry's
+modification time to now (the time of last use, recorded by the cache itself: access times are unreliable on
+noatime or relatime mounts), and a store that takes the directory over the cap deletes the least recently used
+entries until it fits again (never the entry just stored). A process reading an entry another one deletes keeps
+reading the file it opened. `info()` and `clear()` serve `braze cache info|clear`.
+
 Environment: BRAZE_CACHE=0 disables the cache; BRAZE_CACHE_DIR moves it (default: $XDG_CACHE_HOME/braze or
-~/.cache/braze).
+~/.cache/braze); BRAZE_CACHE_MAX_MB caps its size.
 """
 from __future__ import annotations
 
@@ -32,8 +39,12 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from braze.ir.errors import BrazeError
+
 CACHE_ENV = "BRAZE_CACHE"
 CACHE_DIR_ENV = "BRAZE_CACHE_DIR"
+MAX_MB_ENV = "BRAZE_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 1024.0
 MAGIC = b"BRAZE-OBJECT 1\n"
 SUFFIX = ".bzo"
 MAX_ENTRY_BYTES = 256 * 2 ** 20  # far above the object of any one model
@@ -58,6 +69,7 @@ class CacheStats:
     stores: int = 0     # entries written
     write_errors: int = 0  # entries that could not be written (read-only or full directory)
     untrusted: int = 0  # lookups and stores skipped: the directory is not the user's own
+    evictions: int = 0  # least recently used entries deleted to keep the cache under its size cap
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -146,7 +158,7 @@ def decode_entry(key: str, data: bytes) -> CacheEntry | None:
         meta = header.get("meta", {}) if valid else {}
     except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
         return None
-    return CacheEntry(key, payload, symbols, meta) if valid and symbols and isinstance(meta, dict) else None
+    return CacheEntry(key, payload, symbols, meta) if valid and isinstance(meta, dict) else None
 
 
 def load(key: str) -> CacheEntry | None:
@@ -164,7 +176,17 @@ def load(key: str) -> CacheEntry | None:
     entry = decode_entry(key, data) if data is not None else None
     if entry is None:
         discard(key)
+    else:
+        _touch(path)
     return entry
+
+
+def _touch(path: Path) -> None:
+    """Record a use of the entry at `path`: its modification time is the time of its last use."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def discard(key: str) -> None:
@@ -192,7 +214,93 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None 
         count("write_errors")
         return False
     count("stores")
+    _evict(directory, keep=f"{key}{SUFFIX}")
     return True
+
+
+def max_bytes() -> int:
+    """The size cap of the cache in bytes: BRAZE_CACHE_MAX_MB megabytes (a positive number; default 1024)."""
+    raw = os.environ.get(MAX_MB_ENV, "").strip()
+    if not raw:
+        return int(DEFAULT_MAX_MB * 2 ** 20)
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float("nan")
+    if not 0 < mb < float("inf"):
+        raise BrazeError(f"{MAX_MB_ENV} must be a positive number of megabytes, got {raw!r}")
+    return max(1, int(mb * 2 ** 20))
+
+
+def _entries(directory: Path) -> list[tuple[Path, os.stat_result]]:
+    """The entry files of the directory (regular files only) with their status, least recently used first."""
+    found = []
+    for path in directory.glob(f"*{SUFFIX}"):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.append((path, info))
+    return sorted(found, key=lambda item: (item[1].st_mtime_ns, item[0].name))
+
+
+def _evict(directory: Path, keep: str) -> None:
+    """Delete the least recently used entries (never `keep`) until the entries fit under max_bytes()."""
+    entries = _entries(directory)
+    total, cap = sum(info.st_size for _, info in entries), max_bytes()
+    for path, info in entries:
+        if total <= cap:
+            break
+        if path.name != keep:
+            _remove(path)
+            total -= info.st_size
+            count("evictions")
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What `braze cache info` shows: where the cache is, how much it holds and its cap."""
+
+    path: Path
+    enabled: bool
+    trusted: bool
+    entries: int
+    bytes: int
+    max_bytes: int
+
+    def __str__(self) -> str:
+        state = "on" if self.enabled else f"off ({CACHE_ENV}=0)"
+        if not self.trusted:
+            state += ", not used: the directory is not yours alone"
+        return (f"path     {self.path}\nstate    {state}\nentries  {self.entries}\n"
+                f"size     {self.bytes / 2 ** 20:.1f} MB ({self.bytes} bytes)\n"
+                f"cap      {self.max_bytes / 2 ** 20:.1f} MB ({MAX_MB_ENV})")
+
+
+def info() -> CacheInfo:
+    """The cache directory, whether it is used, its entry count and size, and its size cap."""
+    directory = cache_dir()
+    trusted = _trusted(directory, create=False)
+    entries = _entries(directory) if trusted and directory.is_dir() else []
+    return CacheInfo(directory, enabled(), trusted, len(entries), sum(i.st_size for _, i in entries), max_bytes())
+
+
+def clear() -> int:
+    """Delete every entry (and temporary file) of the cache directory; returns how many entries were deleted.
+    Raises BrazeError for a directory that is not the user's own (its files are not the cache's to delete)."""
+    directory = cache_dir()
+    if not _trusted(directory, create=False):
+        raise BrazeError(f"not clearing {directory}: it is not your own directory (see {CACHE_DIR_ENV})")
+    if not directory.is_dir():
+        return 0
+    entries = _entries(directory)
+    for path, _ in entries:
+        _remove(path)
+    for path in directory.glob(f".*{TEMP_SUFFIX}"):
+        if path.is_file() and not path.is_symlink():
+            _remove(path)
+    return len(entries)
 
 
 def _remove_abandoned_temporaries(directory: Path) -> None:

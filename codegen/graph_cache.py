@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from braze.ir.graph import Graph
 
 from .jit import CompiledLibrary, compile_ir, load_cached
-from .module_layout import BuiltModule, built_from_meta, graph_digest, layout_meta, module_key
+from .module_layout import BuiltModule, built_from_meta, graph_digest, layout_meta, module_key, module_names
 from .target import Target, host_target
 
 if TYPE_CHECKING:
@@ -32,9 +32,10 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
     key = None
     if lower is None:
         start = time.perf_counter()
-        key = module_key(graph_digest(graph, target))
+        digest = graph_digest(graph, target)
+        key = module_key(digest)
         timings["cache key"] = time.perf_counter() - start
-        built = _cached(graph, target, key, use_cache, timings)
+        built = _cached(graph, target, digest, use_cache, timings)
         if built is not None:
             return built
     from .module_builder import build_module  # the lowerings: imported on the first module actually built
@@ -47,21 +48,25 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
     return built, library
 
 
-def _cached(graph: Graph, target: Target, key: str, use_cache: bool | None,
+def _cached(graph: Graph, target: Target, digest: str, use_cache: bool | None,
             timings: dict[str, float]) -> tuple[BuiltModule, CompiledLibrary] | None:
-    """The module and library from the entry under `key`; None when there is none or its layout does not fit the
-    graph and the object's exports (exactly the entry and the prepare function): the entry is then rebuilt, never
-    linked."""
+    """The module and library from the entry of the graph's `digest`; None when there is none or its layout does
+    not fit the graph and the object's exports (exactly the entry and the prepare function, named for this graph,
+    target and builder: module_names): the entry is then rebuilt, never linked."""
     found: list[BuiltModule] = []
     start = time.perf_counter()
+    name, entry, prepare = module_names(digest)
 
     def accept(meta: dict, symbols: tuple[str, ...]) -> bool:
         built = built_from_meta(graph, target, meta)
-        if built is None or set(symbols) != {built.entry, *((built.prepare,) if built.prepare else ())}:
+        if built is None or (built.name, built.entry) != (name, entry) or built.prepare not in (None, prepare):
+            return False
+        if set(symbols) != {built.entry, *((built.prepare,) if built.prepare else ())}:
             return False
         found.append(built)
         return True
-    library = load_cached(key, target, lambda: _source_ir(graph, target), use_cache=use_cache, accept=accept)
+    library = load_cached(module_key(digest), target, lambda: _source_ir(graph, target), use_cache=use_cache,
+                          accept=accept)
     if library is None:
         return None
     if found:  # read and linked now; a library linked earlier in this process was accepted then

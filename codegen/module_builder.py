@@ -60,7 +60,7 @@ from braze.ir.registry import is_leaf
 
 from .abi import ENTRY, PREPARE, STATUS_OFFSET
 from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, PreparedSlot,  # noqa: F401 (re-exported)
-                            WeightSlot, graph_digest, memory_plan, weight_slots)
+                            WeightSlot, graph_digest, memory_plan, module_names, weight_slots)
 from .sync import declare, emit_barrier
 from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_arguments
 from .lower.checks import module_checks
@@ -96,7 +96,7 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     if lower is None:
         from .lower import lower_node as lower
     digest = graph_digest(graph, target)
-    module = target.new_module(f"braze_{digest[:16]}")
+    module = target.new_module(module_names(digest)[0])
     _check_leaves(graph)
     places, weights = _places(graph, module)
     fixed = frozenset(p.out.name for p in graph.params())
@@ -116,14 +116,12 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     copies = _output_copies(graph, places)
     # The digest covers the default lowering's code (builder_version); another lowering's code is hashed in, so
     # two lowerings of one graph never share an exported symbol.
-    code = digest[:16] if default and reuse else \
-        hashlib.sha256(f"{digest}\n{reuse}\n{module}".encode("utf-8")).hexdigest()[:16]
-    module.name = f"braze_{code}"
-    entry = f"braze_entry_{code}"
+    code = digest if default and reuse else hashlib.sha256(f"{digest}\n{reuse}\n{module}".encode("utf-8")).hexdigest()
+    module.name, entry, prepare_name = module_names(code)
     _emit_entry(module, entry, target, kernels, places, copies, stride, packed)
     prepare = None
     if prepared:
-        prepare = f"braze_prepare_{code}"
+        prepare = prepare_name
         _emit_prepare(module, prepare, prepared)
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),

@@ -15,7 +15,7 @@ import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -140,26 +140,43 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()
 
 
+def sources_digest(root: Path, patterns: tuple[str, ...]) -> str:
+    """The sha256 of the names and text of the files under `root` matching `patterns` (a version of that code)."""
+    h = hashlib.sha256()
+    for path in sorted(p for pattern in patterns for p in root.glob(pattern)):
+        for data in (str(path.relative_to(root)).encode("utf-8"), path.read_bytes()):
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=None)
 def builder_version() -> str:
     """BUILDER_VERSION and the sha256 of the code generator's sources: any change to a lowering changes it."""
-    root = Path(__file__).resolve().parent
-    files = sorted(root.glob("*.py")) + sorted(root.glob("lower/*.py"))
-    return f"{BUILDER_VERSION}:" + _digest(*(f"{p.relative_to(root)}\n{p.read_text('utf-8')}" for p in files))
+    return f"{BUILDER_VERSION}:" + sources_digest(Path(__file__).resolve().parent, ("*.py", "lower/*.py"))
 
 
 def graph_digest(graph: Graph, target: Target) -> str:
     """A hex digest naming everything the module depends on: the graph text (with its memory plan, without param
     ids), the target and the builder version."""
-    return _digest(f"braze-module {builder_version()}", target.identity, str(_without_param_ids(graph)))
+    return _digest(f"braze-module {builder_version()}", target.identity, str(with_leaf_ids(graph)))
 
 
-def _without_param_ids(graph: Graph) -> Graph:
-    """The graph with every param's id set to 0: ids count the parameters a process created before this model, and
-    no code depends on them, so the same model traced in another process finds the same cache entry."""
-    nodes = tuple(n.replace(attrs=tuple((k, 0 if k == "id" else v) for k, v in n.attrs)) if n.op == "param" else n
-                  for n in graph.nodes)
+def with_leaf_ids(graph: Graph, ids: Mapping[str, int] | None = None) -> Graph:
+    """The graph with every param's and flag's id set to ids[path] (0 without `ids`, or for a path it lacks). Ids
+    count the parameters and flags a process created before this model and no code depends on them, so the same
+    model traced in another process finds the same cache entry."""
+    ids = ids or {}
+    nodes = tuple(n.replace(attrs=tuple((k, ids.get(n.attr["path"], 0) if k == "id" else v) for k, v in n.attrs))
+                  if n.op in ("param", "flag") else n for n in graph.nodes)
     return graph.replace(nodes=nodes)
+
+
+def module_names(digest: str) -> tuple[str, str, str]:
+    """The module, entry and prepare function names of the default lowering's module of the graph with `digest`:
+    they name the target and builder too, so a cache entry built for another CPU or version exports other names."""
+    code = digest[:16]
+    return f"braze_{code}", f"braze_entry_{code}", f"braze_prepare_{code}"
 
 
 def module_key(digest: str) -> str:

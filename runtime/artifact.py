@@ -16,18 +16,19 @@ content_hash key as canonical JSON (sorted keys, separators "," and ":", ASCII),
 order of name, its name (UTF-8), its dtype's IR name ("f32"), its shape (8 bytes little-endian per dimension,
 so the field is 8 x rank bytes long) and its data (little-endian, C order).
 
-Reading trusts nothing in the file. `unpack` checks, before anything is compiled: the format marker and version
-(a newer version is refused), the manifest's fields, the content hash, that the graph parses and verifies, that
-every size in it fits in this machine's memory (in exact integer arithmetic), that the manifest's inputs, outputs
-and parameter totals are the graph's, and that every param leaf has a tensor of its dtype and shape and every
-tensor belongs to a param leaf. A memory plan in the graph is dropped; `planned` makes a new one and checks it.
+Reading trusts nothing in the file. `unpack` checks, before anything is compiled, each once: the format marker and
+version (a newer version is refused), the manifest's fields, the content hash, that the graph parses (the parser
+verifies it), that every size in it fits in this machine's memory (in exact integer arithmetic), that the
+manifest's inputs, outputs and parameter totals are the graph's, and that every param leaf has a tensor of its
+dtype and shape and every tensor belongs to a param leaf. A memory plan in the graph is dropped; the compile path
+(runtime/compile_path.py) makes a new one and checks it, and that it fits in this machine's memory, without
+verifying the graph again.
 Nothing in the file is ever executed as code: the graph is IR text and the weights are arrays.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import struct
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
@@ -37,9 +38,8 @@ import numpy as np
 from braze.ir.errors import BrazeError, RecordError
 from braze.ir.graph import Graph, Value
 from braze.ir.parser import parse
-from braze.ir.passes import PassReport, optimize
-from braze.ir.types import TensorType, as_dtype, physical_memory
-from braze.ir.verify import verify
+from braze.ir.passes import PassReport
+from braze.ir.types import as_dtype
 
 FORMAT = "braze.artifact"
 VERSION = 1
@@ -153,15 +153,10 @@ def unpack(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], sourc
     if content_hash(ir_text, manifest, tensors) != manifest["content_hash"]:
         raise ArtifactError(f"{source}: the content hash does not match: the graph, the manifest or the weights "
                             f"were altered or corrupted after export")
-    graph = _graph(ir_text, source)  # every type is checked against the size limit as it is parsed
+    graph = _graph(ir_text, source)  # parsed and verified; every type checked against the size limit
     _check_signature(graph, manifest, source)
-    weights = _weights(graph, tensors, manifest, source)
-    graph = graph.replace(weights=weights)
-    try:
-        verify(graph)
-    except BrazeError as err:
-        raise ArtifactError(f"{source}: the graph does not verify: {err}") from None
-    return Artifact(graph, manifest)
+    weights = _weights(graph, tensors, manifest, source)  # what verifying the graph with its weights would check
+    return Artifact(graph.replace(weights=weights), manifest)
 
 
 def _manifest(text: str, source: str) -> dict[str, Any]:
@@ -252,28 +247,3 @@ def _weights(graph: Graph, tensors: Mapping[str, np.ndarray], manifest: Mapping[
         raise ArtifactError(f"{source}: the manifest's parameter totals {manifest['parameters']} are not the "
                             f"file's {_totals(weights)}")
     return weights
-
-
-# --- sizes ----------------------------------------------------------------------------------------------------
-
-def memory_bytes() -> int:
-    """This machine's physical memory: the bound a loaded graph's arena, inputs, outputs and weights must fit."""
-    return physical_memory() or 1 << 40
-
-
-def planned(graph: Graph, memory_limit: int | None = None, source: str = "graph") -> Graph:
-    """The graph with a fresh memory plan, after checking that its arena, inputs, outputs and weights fit in
-    `memory_limit` bytes (default: this machine's memory)."""
-    graph = optimize(_without_plan(graph), ["plan_memory"])
-    limit = memory_bytes() if memory_limit is None else memory_limit
-    arena = int(graph.attributes["memory_plan"]["arena_bytes"])
-    values = [*graph.inputs, *graph.outputs]
-    total = arena + sum(_nbytes(v.type) for v in values) + sum(int(a.nbytes) for a in graph.weights.values())
-    if total > limit:
-        raise ArtifactError(f"{source}: running the graph needs {total} bytes (arena {arena}), more than this "
-                            f"machine's {limit} bytes of memory")
-    return graph
-
-
-def _nbytes(t: TensorType) -> int:
-    return math.prod(t.shape) * t.dtype.itemsize

@@ -2,8 +2,9 @@
 
     graph -> drop_buffer_updates -> the pass pipeline -> plan_memory -> build module -> JIT -> Executable
 
-The native code of a planned graph compiled before (in any process) is found by the graph's text
-(codegen/graph_cache.py) without building its LLVM module. Every stage's wall time is recorded in a
+A traced graph optimized before by the same passes (in any process, with the same weights) finds its optimized,
+planned graph on disk without running a pass (runtime/pass_cache.py), and the native code of a planned graph
+compiled before is found by the graph's text (codegen/graph_cache.py) without building its LLVM module. Every stage's wall time is recorded in a
 CompileTimings (runtime/timings.py), kept as Executable.timings.
 
 braze.compile (after tracing), `braze dump --stage llvm|asm` and artifact loading all come through compile_graph,
@@ -13,18 +14,23 @@ planned afresh by plan_memory, so a memory plan found in a graph's meta is never
 verified by the pass manager, the input graph included.
 
 pipeline=None states that the graph is the output of braze.optimize already; a trusted graph is then compiled as it
-is, while an untrusted one (from a file or from IR text, untrusted=True) is still verified and re-planned.
-planned_graph is the one place where the plan codegen reads is made.
+is, while an untrusted one (from a file or from IR text, untrusted=True) is still verified and re-planned, and its
+fresh plan is checked twice: by an independent liveness-overlap check and against this machine's memory (the arena,
+inputs, outputs and weights together). `verified=True` says the caller has just verified the untrusted graph (an
+artifact's reader does): it is then re-planned without verifying it again, since plan_memory only adds the plan and
+the plan is checked on its own. planned_graph is the one place where the plan codegen reads is made.
 """
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from braze.ir.errors import TensorSizeError
 from braze.ir.graph import Graph
 from braze.ir.passes import PassReport, optimize
 from braze.ir.passes.manager import resolve_pipeline
 from braze.ir.passes.plan_check import check_memory_plan
+from braze.ir.types import physical_memory
 
 from .timings import CompileTimings
 
@@ -43,16 +49,30 @@ def compile_passes(pipeline: str | Sequence[str] | None, *, untrusted: bool = Fa
 
 
 def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", untrusted: bool = False,
-                  options: Mapping[str, Any] | None = None, timings: CompileTimings | None = None) -> Graph:
+                  verified: bool = False, options: Mapping[str, Any] | None = None,
+                  timings: CompileTimings | None = None) -> Graph:
     """The graph codegen builds: `graph` through compile_passes(pipeline), every step verified; for an untrusted
-    graph the fresh plan is also checked by an independent liveness-overlap check before codegen reads it.
-    `timings` receives each pass's time and the rest (verification, checks) as "verify"."""
+    graph the fresh plan is also checked (see the module doc) before codegen reads it. `verified` (with
+    pipeline=None and untrusted=True only) skips verifying the graph again. `timings` receives each pass's time and
+    the rest (verification, checks) as "verify"."""
     start = time.perf_counter()
     passes = compile_passes(pipeline, untrusted=untrusted)
+    options = dict(options or {})
+    entry = _pass_cache_key(graph, passes, options) if passes and not untrusted else None
+    if entry is not None:
+        found = entry[0].load(entry[1], graph)
+        if found is not None:
+            if timings is not None:
+                timings.add("cached passes", time.perf_counter() - start)
+            return found
+    replan_only = verified and untrusted and passes == (TAIL,)
     reports: list[PassReport] = []
-    planned = optimize(graph, passes, report=reports, **dict(options or {})) if passes else graph
+    planned = optimize(graph, passes, report=reports, verify=not replan_only, **options) if passes else graph
+    if entry is not None:
+        entry[0].store(entry[1], graph, planned)
     if untrusted:
         check_memory_plan(planned)
+        check_fits_memory(planned)
     if timings is not None:
         records = [r for report in reports for r in report.records]
         timings.update({f"pass {r.name}": r.seconds for r in records})
@@ -60,17 +80,43 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     return planned
 
 
+def _pass_cache_key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> tuple[Any, str] | None:
+    """The pass cache module and the key of this optimization, or None when the disk cache is off or the options
+    cannot be keyed (the cache module loads the code generator: imported on the first compile, not with braze)."""
+    from braze.codegen import cache
+
+    from . import pass_cache
+    if not cache.enabled():
+        return None
+    key = pass_cache.key(graph, passes, options)
+    return (pass_cache, key) if key is not None else None
+
+
+def check_fits_memory(graph: Graph, memory_limit: int | None = None) -> None:
+    """Raise TensorSizeError when a planned graph's arena, inputs, outputs and weights together need more than
+    `memory_limit` bytes (default: this machine's memory)."""
+    limit = (physical_memory() or 1 << 40) if memory_limit is None else memory_limit
+    arena = int(graph.attributes["memory_plan"]["arena_bytes"])
+    values = [*graph.inputs, *graph.outputs]
+    total = arena + sum(v.type.nbytes for v in values) + sum(int(a.nbytes) for a in graph.weights.values())
+    if total > limit:
+        raise TensorSizeError(f"graph @{graph.name}: running it needs {total} bytes (arena {arena}), more than "
+                              f"this machine's {limit} bytes of memory")
+
+
 def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", threads: int | None = None,
-                  untrusted: bool = False, options: Mapping[str, Any] | None = None,
+                  untrusted: bool = False, verified: bool = False, options: Mapping[str, Any] | None = None,
                   timings: CompileTimings | None = None) -> Executable:
-    """Optimize, plan, generate code for, compile and load `graph` (see the module doc); options go to the passes.
+    """Optimize, plan, generate code for, compile and load `graph` (see the module doc; `verified` as in
+    planned_graph); options go to the passes.
     The stages' times are added to `timings` (a new CompileTimings if None), kept as the result's `timings`."""
     from braze.codegen.graph_cache import compile_module
 
     from .executable import Executable
     timings = timings if timings is not None else CompileTimings()
     # optimize and plan memory: verified before and after every pass
-    graph = planned_graph(graph, pipeline=pipeline, untrusted=untrusted, options=options, timings=timings)
+    graph = planned_graph(graph, pipeline=pipeline, untrusted=untrusted, verified=verified, options=options,
+                          timings=timings)
     # one LLVM module (a kernel per distinct node and the entry point of the whole graph, codegen/abi.py) compiled
     # for the host, or its object found in the disk cache by the graph's text
     steps: dict[str, float] = {}

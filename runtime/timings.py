@@ -1,7 +1,8 @@
 """Where compile time goes: the wall time of every stage of one compile, in the order the stages ran.
 
 Stages: "trace" (braze.compile of a model), "pass <name>" for each pass of the pipeline, "verify" (the verifier and
-plan checks around the passes), "cache key", then either "cache read" and "link" (a warm hit: no LLVM IR is
+plan checks around the passes), or instead of those "cached passes" (the optimized graph found on disk,
+runtime/pass_cache.py), then "cache key", then either "cache read" and "link" (a warm hit: no LLVM IR is
 built), or "linked before" (the same code is already linked in this process), or "build IR", "print IR", "LLVM parse", "LLVM optimize", "emit object", "cache write" and "link", and last
 "prepare" (the runtime's weight copies, prepared weights and buffers). `str()` is a table with each stage's share;
 `braze dump --timings` prints it and benchmarks/compile_time.py sums it over processes.

@@ -112,7 +112,7 @@ def test_cli_dump_of_an_artifact_shows_its_graph_and_code(folder: Path, capsys: 
 def test_cli_dump_timings_lists_every_compile_stage(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = ok(capsys, "dump", "model.py:make", "--input", "1x8", "--timings")
     stages = [line.rsplit(maxsplit=2)[0] for line in table.splitlines()[1:-1]]
-    assert stages[0] == "trace" and "pass fuse" in stages and stages[-1] == "prepare"
+    assert stages[0] == "trace" and {"pass fuse", "cached passes"} & set(stages) and stages[-1] == "prepare"
     assert {"link", "linked before"} & set(stages) and table.splitlines()[-1].startswith("total")
 
 
@@ -148,10 +148,21 @@ def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
-    for name in ("dump", "export", "info", "run", "bench", "demo", "version"):
+    for name in ("dump", "export", "info", "run", "bench", "cache", "demo", "version"):
         with pytest.raises(SystemExit):
             main([name, "--help"])
         assert "example:\n  braze " + name in capsys.readouterr().out
+
+
+def test_cli_cache_info_shows_the_directory_and_clear_empties_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BRAZE_CACHE", raising=False)
+    braze.compile(lambda a: braze.exp(a) * 2, np.ones((3, 5), np.float32))  # the optimized graph and its object
+    shown = ok(capsys, "cache", "info")
+    assert f"path     {tmp_path / 'cache'}\n" in shown and "entries  2\n" in shown and "cap      1024.0 MB" in shown
+    assert ok(capsys, "cache", "clear") == f"removed 2 entries from {tmp_path / 'cache'}\n"
+    assert "entries  0\n" in ok(capsys, "cache", "info")
 
 
 def test_cli_export_merges_a_peft_adapter_and_writes_onnx(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,10 +22,11 @@ A merge is legal when the merged region satisfies its kind's rule and creates no
 - "gemm" / "conv": the anchor is the region's first op and the only anchor; every other member is an
   elementwise op with the anchor's result shape that reads a value computed in the region (bias add, activation,
   residual add). Its other operands come from outside the region and so cannot depend on the anchor's result;
-- no cycles: regions A -> B merge only if B is not reachable from A through a third region (networkx
-  reachability on the region graph). The finished regions are checked by condensing the node graph with each
-  region tied into a cycle: every strongly connected component must be a single region. Nodes are emitted in a
-  topological order of that condensation, earliest original position first, so the output is deterministic.
+- no cycles: regions A -> B merge only if B is not reachable from A through a third region (a depth-first search
+  of the region graph, whose edges are the data edges between regions). Nodes are emitted in a topological order
+  of the groups (each finished region, and each node outside a region), the group with the earliest original
+  position first among those ready, so the output is deterministic; a group left unordered (a cycle between
+  regions) is a bug the pass reports.
 
 A region's operands are the values its members read but do not define, in order of first use; its results are
 the member values read outside the region or returned by the graph, in graph order. The fused node states the
@@ -35,10 +36,10 @@ one whose values are all unused) stays as plain nodes. The pass never changes we
 """
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from ..builder import GraphBuilder
@@ -93,7 +94,9 @@ class _Fuser:
         self.returned = {v.name for v in graph.outputs}
         self.region_of: dict[int, int] = {}
         self.regions: dict[int, _Region] = {}
-        self.region_graph = nx.DiGraph()  # regions (keyed by their first member) and the data edges between them
+        # the region graph: regions (keyed by their first member) and the data edges between them, both ways
+        self.succ: dict[int, set[int]] = {}
+        self.pred: dict[int, set[int]] = {}
 
     # --- growing ----------------------------------------------------------------------------------------------
     def grow(self) -> None:
@@ -102,8 +105,10 @@ class _Fuser:
             if kind == "leaf":
                 continue
             self.regions[i], self.region_of[i] = _Region(kind, [i]), i
-            self.region_graph.add_node(i)
-            self.region_graph.add_edges_from((self.region_of[p], i) for p in self._producers(i))
+            self.pred[i] = {self.region_of[p] for p in self._producers(i)}
+            self.succ[i] = set()
+            for r in self.pred[i]:
+                self.succ[r].add(i)
             if kind not in ("elementwise", "reduction"):
                 continue
             for p in sorted(self._producers(i), key=self._priority):
@@ -130,11 +135,36 @@ class _Fuser:
             self.region_of[m] = keep
         del self.regions[drop]
         self.regions[keep] = _Region(kind, members)
-        nx.contracted_nodes(self.region_graph, keep, drop, self_loops=False, copy=False)
+        self._contract(keep, drop)
+
+    def _contract(self, keep: int, drop: int) -> None:
+        """Region `drop` joins `keep` in the region graph: its edges become keep's, without a self-loop."""
+        succ, pred = self.succ.pop(drop), self.pred.pop(drop)
+        for s in succ:
+            self.pred[s].discard(drop)
+            self.pred[s].add(keep)
+        for p in pred:
+            self.succ[p].discard(drop)
+            self.succ[p].add(keep)
+        self.succ[keep] |= succ
+        self.pred[keep] |= pred
+        for edges in (self.succ, self.pred):
+            edges[keep].discard(keep)
+            edges[keep].discard(drop)
 
     def _reaches_around(self, a: int, b: int) -> bool:
         """Whether b is reachable from a other than by their direct edge: merging them would create a cycle."""
-        return nx.has_path(nx.restricted_view(self.region_graph, (), [(a, b)]), a, b)
+        stack = [r for r in self.succ[a] if r != b]
+        seen = set(stack)
+        while stack:
+            r = stack.pop()
+            if r == b:
+                return True
+            for s in self.succ[r]:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return False
 
     def _merged_kind(self, producer: str, consumer: str, members: list[int]) -> str | None:
         """The kind of the region of `members` formed from a producer and a consumer region, or None if illegal."""
@@ -201,22 +231,37 @@ class _Fuser:
         return sorted(out, key=lambda r: r.members[0])
 
     def emission_order(self, regions: list[_Region]) -> list[frozenset[int]]:
-        """Groups of node indices (a region, or one node) in a topological order of the condensed node graph."""
-        g = nx.DiGraph()
-        g.add_nodes_from(range(len(self.nodes)))
-        g.add_edges_from((self.producer[v.name], i) for i, n in enumerate(self.nodes) for v in n.inputs
-                         if v.name in self.producer)
+        """Groups of node indices (a region, or one node) in a topological order of the graph of groups, the ready
+        group with the earliest first member first (Kahn's algorithm with a heap)."""
+        group_of = list(range(len(self.nodes)))  # each group is keyed by its first member
         for region in regions:
-            nx.add_cycle(g, region.members)
-        condensed = nx.condensation(g)
-        groups = {c: frozenset(condensed.nodes[c]["members"]) for c in condensed}
-        wanted = {frozenset(r.members) for r in regions}
-        for group in groups.values():
-            if len(group) > 1 and group not in wanted:
-                raise BrazeError(f"fuse: regions around nodes {sorted(group)} depend on each other (a cycle); "
-                                 f"this is a bug in the fuse pass")
-        order = nx.lexicographical_topological_sort(condensed, key=lambda c: min(groups[c]))
-        return [groups[c] for c in order]
+            for m in region.members:
+                group_of[m] = region.members[0]
+        members: dict[int, list[int]] = {}
+        for i, g in enumerate(group_of):
+            members.setdefault(g, []).append(i)
+        succ: dict[int, set[int]] = {g: set() for g in members}
+        for i, n in enumerate(self.nodes):
+            for v in n.inputs:
+                p = self.producer.get(v.name)
+                if p is not None and group_of[p] != group_of[i]:
+                    succ[group_of[p]].add(group_of[i])
+        indegree = Counter(s for targets in succ.values() for s in targets)
+        ready = [g for g in members if not indegree[g]]
+        heapq.heapify(ready)
+        order: list[frozenset[int]] = []
+        while ready:
+            g = heapq.heappop(ready)
+            order.append(frozenset(members[g]))
+            for s in succ[g]:
+                indegree[s] -= 1
+                if not indegree[s]:
+                    heapq.heappush(ready, s)
+        if len(order) < len(members):
+            stuck = sorted(i for g in members if indegree[g] for i in members[g])
+            raise BrazeError(f"fuse: regions around nodes {stuck} depend on each other (a cycle); "
+                             f"this is a bug in the fuse pass")
+        return order
 
     def build(self) -> tuple[Graph, list[_Region]]:
         """The graph with a fused node per region (in a topological order), and the regions it formed."""

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import llvmlite
+import braze
 import pytest
 
 from braze.codegen import cache, compile_ir, host_target
@@ -135,3 +136,47 @@ def test_cache_unwritable_dir_still_compiles(tmp_path, monkeypatch):
     name = unique_name()
     run_add(compile_ir(add_module(name)), name)
     assert cache.stats().write_errors == 1 and cache.stats().rebuilds == 0
+
+
+# --- size cap, least recently used eviction, info and clear -------------------------------------------------
+
+def stored(key: str, nbytes: int, age_s: float) -> Path:
+    """An entry of `nbytes` payload bytes last used `age_s` seconds ago."""
+    assert cache.store(key, b"x" * nbytes, ("f",))
+    path = cache.entry_path(key)
+    when = path.stat().st_mtime - age_s
+    os.utime(path, (when, when))
+    return path
+
+
+def test_cache_store_past_the_cap_evicts_the_least_recently_used_entries(cache_root, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE_MAX_MB", str(7000 / 2 ** 20))  # room for two entries of 3000 bytes
+    old, used, recent = stored("a" * 64, 3000, 300), stored("b" * 64, 3000, 200), stored("c" * 64, 3000, 100)
+    assert cache.load("b" * 64) is not None  # a hit makes b the most recently used
+    cache.store("d" * 64, b"y" * 3000, ("f",))
+    assert not old.exists() and not recent.exists() and used.exists() and cache.entry_path("d" * 64).exists()
+    assert cache.stats().evictions == 2 and cache.info().bytes <= 7000
+
+
+def test_cache_store_keeps_the_new_entry_even_when_it_alone_is_over_the_cap(cache_root, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE_MAX_MB", str(1000 / 2 ** 20))
+    old = stored("a" * 64, 100, 100)
+    cache.store("b" * 64, b"y" * 5000, ("f",))
+    assert not old.exists() and cache.load("b" * 64).payload == b"y" * 5000
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "lots", "nan", "inf"])
+def test_cache_max_mb_that_is_not_a_positive_number_is_an_error_naming_it(raw, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE_MAX_MB", raw)
+    with pytest.raises(braze.BrazeError, match=f"BRAZE_CACHE_MAX_MB must be a positive number of megabytes, got "
+                                               f"'{raw}'"):
+        cache.max_bytes()
+
+
+def test_cache_info_and_clear_count_the_entries(cache_root, monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE_MAX_MB", "2.5")
+    stored("a" * 64, 100, 0), stored("b" * 64, 200, 0)
+    info = cache.info()
+    assert (info.path, info.entries, info.max_bytes, info.enabled) == (cache_root, 2, int(2.5 * 2 ** 20), True)
+    assert info.bytes == sum(p.stat().st_size for p in entries(cache_root)) and "2.5 MB" in str(info)
+    assert cache.clear() == 2 and entries(cache_root) == [] and cache.info().entries == 0

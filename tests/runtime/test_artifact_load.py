@@ -206,6 +206,14 @@ def test_load_refuses_huge_declared_sizes(tmp_path: Path, monkeypatch: pytest.Mo
     refused(path, f"does not parse: .*f32\\[{huge},4\\] needs {huge * 16} bytes")
 
 
+def test_load_refuses_a_graph_that_needs_more_than_this_machines_memory(exported,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import braze.runtime.compile_path as path
+    monkeypatch.setattr(path, "physical_memory", lambda: 1024)
+    refused(exported[1], "mlp.braze: graph @.* needs [0-9]+ bytes \\(arena [0-9]+\\), more than this machine's "
+                         "1024 bytes of memory")
+
+
 def test_load_refuses_a_tensor_whose_declared_size_wraps_around(exported, tmp_path: Path) -> None:
     data = exported[1].read_bytes()
     tensors, _, _ = parts(exported[1])

@@ -108,6 +108,31 @@ def test_compile_path_checks_the_fresh_plan_of_an_untrusted_graph(monkeypatch: p
     import braze.runtime.compile_path as path
     planner = path.optimize
     monkeypatch.setattr(path, "optimize", lambda graph, passes, **options: bogus_plan(planner(graph, passes)))
+    monkeypatch.setenv("BRAZE_CACHE", "0")  # keep the bogus planner's graphs out of the optimized-graph cache
     with pytest.raises(ir.VerifyError, match="memory_plan .* inside the 0-byte arena"):
         path.planned_graph(two_gemms(), pipeline="inference", untrusted=True)
     assert path.planned_graph(two_gemms(), pipeline="inference").attributes["memory_plan"]["arena_bytes"] == 0
+
+
+def test_compile_path_refuses_an_untrusted_graph_larger_than_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import braze.runtime.compile_path as path
+    needed = 4 * (4 * 16 + 16 * 16 + 4 * 16)  # the inputs and the output, before any arena
+    monkeypatch.setattr(path, "physical_memory", lambda: needed)
+    with pytest.raises(braze.TensorSizeError, match=f"@g: running it needs [0-9]+ bytes .*this machine's {needed} "):
+        path.planned_graph(two_gemms(), pipeline="inference", untrusted=True)
+    assert path.planned_graph(two_gemms(), pipeline="inference").attributes["memory_plan"]["arena_bytes"] > 0
+
+
+def test_compile_path_replans_a_verified_untrusted_graph_without_verifying_it_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import braze.ir.passes.manager as manager
+    import braze.runtime.compile_path as path
+    calls: list[str] = []
+    verify = manager.verify_graph
+    monkeypatch.setattr(manager, "verify_graph", lambda g: (calls.append(g.name), verify(g))[1])
+    optimized = braze.optimize(two_gemms())
+    calls.clear()
+    planned = path.planned_graph(optimized, pipeline=None, untrusted=True, verified=True)
+    assert calls == [] and planned.attributes["memory_plan"] == optimized.attributes["memory_plan"]
+    path.planned_graph(optimized, pipeline=None, untrusted=True)
+    assert calls == ["g", "g"]  # the input and the plan_memory result

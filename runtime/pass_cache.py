@@ -1,0 +1,116 @@
+"""The optimized graph of a traced graph, found on disk when the same model went through the same passes before.
+
+A warm compile in a new process then costs the trace, this lookup and the link of the cached object
+(codegen/graph_cache.py): no pass runs and no pass module is imported.
+
+Key: a digest of the traced graph's text (param and flag ids zeroed, see module_layout.with_leaf_ids), the weights (every
+param's path, dtype, shape and the sha256 of its bytes: folding passes compute new weights from their values),
+the pass names, the passes' options and the version of the IR code (a hash of braze.ir's sources, passes
+included). The passes do not depend on the target, so it is not part of the key.
+
+Entry (codegen/cache.py's format, no symbols): `meta` holds the optimized, planned graph's text (param ids zeroed)
+and, per weight of the optimized graph, either the traced weight it is (a param the passes left alone) or where its
+bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA). A hit parses the text (the
+parser verifies it), puts the traced graph's param ids back, attaches the weights and checks them; an entry that
+fails any of that is deleted and the passes run. Options that are not plain JSON data skip the cache.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from braze.codegen import cache
+from braze.codegen.module_layout import sources_digest, with_leaf_ids
+from braze.ir.errors import BrazeError
+from braze.ir.graph import Graph
+from braze.ir.parser import parse
+from braze.ir.types import as_dtype
+from braze.ir.verify import verify
+
+KIND = "braze-optimized-graph 1"
+
+
+@functools.lru_cache(maxsize=None)
+def ir_version() -> str:
+    """The sha256 of braze.ir's sources (ops, passes, printer and parser): any change to a pass changes it."""
+    import braze.ir
+    return sources_digest(Path(braze.ir.__file__).resolve().parent, ("*.py", "*/*.py"))
+
+
+def key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> str | None:
+    """The cache key of `graph` optimized by `passes` with `options`; None when the options are not JSON data."""
+    try:
+        options_text = json.dumps(dict(options), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    h = hashlib.sha256()
+    for part in (KIND, ir_version(), json.dumps(list(passes)), options_text, str(with_leaf_ids(graph))):
+        _field(h, part.encode("utf-8"))
+    for path in sorted(graph.weights):
+        array = np.ascontiguousarray(graph.weights[path])
+        _field(h, f"{path}|{array.dtype.str}|{array.shape}".encode("utf-8"))
+        _field(h, hashlib.sha256(array.reshape(-1).view(np.uint8)).digest())
+    return h.hexdigest()
+
+
+def _field(h: Any, data: bytes) -> None:
+    h.update(len(data).to_bytes(8, "little"))
+    h.update(data)
+
+
+def store(entry_key: str, traced: Graph, optimized: Graph) -> None:
+    """Write the entry of `optimized`, the result of the passes over `traced` (see the module doc)."""
+    weights, chunks, offset = [], [], 0
+    for path in sorted(optimized.weights):
+        array = optimized.weights[path]
+        if traced.weights.get(path) is array:
+            weights.append([path, "traced"])
+            continue
+        data = np.ascontiguousarray(array).tobytes()
+        weights.append([path, as_dtype(np.asarray(array).dtype).name, list(np.shape(array)), offset, len(data)])
+        chunks.append(data)
+        offset += len(data)
+    meta = {"kind": KIND, "graph": str(with_leaf_ids(optimized)), "weights": weights}
+    cache.store(entry_key, b"".join(chunks), (), meta)
+
+
+def load(entry_key: str, traced: Graph) -> Graph | None:
+    """The optimized graph stored under `entry_key` for `traced`, or None (no entry, or one that is deleted because
+    it does not parse, verify or hold the weights it lists)."""
+    entry = cache.load(entry_key)
+    if entry is None:
+        return None
+    try:
+        graph = _graph(entry.meta, entry.payload, traced)
+    except (BrazeError, KeyError, TypeError, ValueError, RecursionError):
+        cache.discard(entry_key)
+        return None
+    cache.count("hits")
+    return graph
+
+
+def _graph(meta: dict[str, Any], payload: bytes, traced: Graph) -> Graph:
+    """The entry's graph with the traced graph's param ids and its weights, verified (ValueError if malformed)."""
+    if meta.get("kind") != KIND or not isinstance(meta.get("graph"), str):
+        raise ValueError("not an optimized-graph entry")
+    weights = dict(_weight(item, payload, traced) for item in meta["weights"])
+    graph = with_leaf_ids(parse(meta["graph"]), {leaf.path: leaf.id for leaf in traced.params()})
+    return verify(graph.replace(weights=weights))
+
+
+def _weight(item: list[Any], payload: bytes, traced: Graph) -> tuple[str, np.ndarray]:
+    """One weight of an entry: the traced graph's own array, or a derived one read from the payload."""
+    if item[1] == "traced":
+        return item[0], traced.weights[item[0]]
+    path, dtype, shape, offset, nbytes = item
+    if not (isinstance(dtype, str) and isinstance(offset, int) and isinstance(nbytes, int)
+            and 0 <= offset <= offset + nbytes <= len(payload)):
+        raise ValueError(f"weight {path!r} is not a dtype and a span of the entry")
+    numpy_dtype = as_dtype(dtype).numpy
+    array = np.frombuffer(payload, numpy_dtype, count=nbytes // numpy_dtype.itemsize, offset=offset)
+    return path, array.reshape(shape)
