@@ -114,6 +114,34 @@ def test_conv2d_every_vector_width(width) -> None:
     check(ConvSpec(1, 4, 10, 11, 4, 3, 3, padding=(1, 1), groups=4), tiling=tiling)
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("sw", [1, 2])
+@pytest.mark.parametrize("ow", ["W-1", "W+1", "13"])
+def test_conv2d_im2col_rows_at_every_output_width(width, sw, ow) -> None:
+    """Output rows shorter than a vector (gathers) and longer (runs of input columns that wrap to the next row)."""
+    tiling = tiling_for(width)
+    out_w = {"W-1": width - 1, "W+1": width + 1, "13": 13}[ow]
+    check(ConvSpec(2, 3, 7, (out_w - 1) * sw + 1, tiling.mr + 1, 3, 3, stride=(2, sw), padding=(1, 1)),
+          tiling=tiling)
+
+
+@pytest.mark.parametrize("sw", [1, 2])
+def test_conv2d_im2col_runs_with_dilation_and_wide_padding(sw) -> None:
+    check(ConvSpec(1, 2, 6, 8 * sw + 3, 5, 2, 3, stride=(1, sw), padding=(0, 2), dilation=(1, 2)), with_bias=False)
+
+
+@pytest.mark.parametrize("case", [dict(n=1, c=40, h=9, w=11, c_out=7, kh=3, kw=3, padding=(1, 1)),
+                                  dict(n=1, c=2, h=20, w=19, c_out=7, kh=17, kw=17)], ids=["channels", "taps"])
+def test_conv2d_k_blocks_hold_whole_input_channels(case) -> None:
+    """K longer than one block: blocks end between channels, even when one channel's taps exceed the block."""
+    spec = ConvSpec(**case)
+    plan = conv2d_plan(spec)
+    taps = spec.kh * spec.kw
+    assert plan.blocks > 1 or taps > HOST.kc
+    assert plan.kc % taps == 0 and plan.kc * plan.blocks >= spec.gemm_dims[2]
+    check(spec, nthreads=2)
+
+
 @settings(max_examples=20, deadline=None, derandomize=True)
 @given(n=st.integers(1, 2), cg=st.integers(1, 4), groups=st.integers(1, 3), og=st.integers(1, 5),
        h=st.integers(1, 12), w=st.integers(1, 12), kh=st.integers(1, 4), kw=st.integers(1, 4),
