@@ -107,6 +107,15 @@ def test_depthwise_conv2d_matches_reference(case) -> None:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("vectors", [2 * 4, 2 * 4 + 1, 1])
+def test_depthwise_rows_of_full_tiles_and_a_short_rest(width, vectors) -> None:
+    """Output rows of exactly two full tiles (4 vectors each), of a vector and a lane more, and of one lane short
+    of a vector: the rest of a row after the full tiles is a static tile of only the vectors it needs."""
+    ow = vectors * width - 1 if vectors == 1 else vectors * width + (vectors % 2)
+    check(ConvSpec(1, 3, 5, ow, 3, 3, 3, padding=(1, 1), groups=3), tiling=tiling_for(width))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
 def test_conv2d_every_vector_width(width) -> None:
     tiling = tiling_for(width)
     check(ConvSpec(2, 5, 12, 13, 2 * tiling.mr + 3, 3, 3, padding=(1, 1), stride=(1, 2)), tiling=tiling)
