@@ -2,8 +2,7 @@
 
 Per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output positions and the
 im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its panels straight from
-the input (zero where a window hangs over the padding), with masked loads of input row segments when the
-stride along W is 1 and with masked gathers otherwise. The weight is the GEMM's A operand, packed per K block
+the input (conv_im2col.py). The weight is the GEMM's A operand, packed per K block
 or pre-packed once (emit_conv_weight_prepack). Depthwise convolutions (one input channel per group) use a
 direct vectorized kernel instead (conv_depthwise.py).
 
@@ -19,11 +18,12 @@ import llvmlite.ir as ir
 from braze.ir.ops.conv import conv2d_output_shape
 
 from .conv_depthwise import emit_depthwise
+from .conv_im2col import Im2col
 from .gemm import default_tiling, emit_prepack_a, prepacked_a_floats
 from .gemm_driver import Plan, Problem, emit_problem, make_plan
-from .gemm_kernel import I32, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask, load_vec
-from .gemm_pack import Prepacked, RowReader, Strided, gather
-from .loops import I64, PTR, define_function, entry_builder, splat
+from .gemm_kernel import Epilogue, Tiling, TilePos, const64
+from .gemm_pack import Prepacked, Strided
+from .loops import I64, PTR, define_function, entry_builder
 
 
 @dataclass(frozen=True)
@@ -77,109 +77,6 @@ class ConvSpec:
     def flops(self) -> int:
         m, n, k = self.gemm_dims
         return 2 * m * n * k * self.groups * self.n
-
-
-@dataclass(frozen=True)
-class Im2col:
-    """The implicit im2col matrix of one image and group: row k = (ci, kh, kw), column p = (oh, ow)."""
-
-    spec: ConvSpec
-    batch_strides: tuple[int, ...]
-
-    def panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling) -> RowReader:
-        """A reader of the panel's rows: masked loads of input row segments for stride-1 convolutions whose
-        output rows are at least a vector wide, else one masked gather per vector."""
-        if self.spec.stride[1] == 1 and self.spec.out_shape[3] >= tiling.width:
-            return self._segments(builder, base, col, lanes, tiling.width)
-        return self._gathers(builder, base, col, lanes, tiling.width)
-
-    def _tap(self, b: ir.IRBuilder, base: ir.Value, k: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-        """Row k = (ci, kh, kw) of the im2col matrix: the input plane and the (row, column) offsets of the tap."""
-        s = self.spec
-        taps = s.kh * s.kw
-        ci, tap = b.udiv(k, const64(taps)), b.urem(k, const64(taps))
-        dh = b.mul(b.udiv(tap, const64(s.kw)), const64(s.dilation[0]))
-        dw = b.mul(b.urem(tap, const64(s.kw)), const64(s.dilation[1]))
-        return elem_ptr(b, base, b.mul(ci, const64(s.h * s.w))), dh, dw
-
-    def _gathers(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, w: int) -> RowReader:
-        """Per panel, each lane's window origin; per row, one masked gather per vector."""
-        s = self.spec
-        ow_count = s.out_shape[3]
-        vi32 = ir.VectorType(I32, w)
-        first = builder.trunc(col, I32)
-        origins = []
-        for v in range(-(-lanes // w)):
-            p = builder.add(_splat_i32(builder, builder.add(first, ir.Constant(I32, v * w)), w),
-                            ir.Constant(vi32, list(range(w))))
-            oh = builder.udiv(p, _vconst(w, ow_count))
-            ow = builder.sub(p, builder.mul(oh, _vconst(w, ow_count)))
-            ih = builder.sub(builder.mul(oh, _vconst(w, s.stride[0])), _vconst(w, s.padding[0]))
-            iw = builder.sub(builder.mul(ow, _vconst(w, s.stride[1])), _vconst(w, s.padding[1]))
-            origins.append((ih, iw, lane_mask(w, min(w, lanes - v * w))))
-
-        def row(b: ir.IRBuilder, k: ir.Value) -> list:
-            plane, dh, dw = self._tap(b, base, k)
-            out = []
-            for ih0, iw0, lane_ok in origins:
-                ih = b.add(ih0, _splat_i32(b, b.trunc(dh, I32), w))
-                iw = b.add(iw0, _splat_i32(b, b.trunc(dw, I32), w))
-                inside = b.and_(b.icmp_unsigned("<", ih, _vconst(w, s.h)), b.icmp_unsigned("<", iw, _vconst(w, s.w)))
-                index = b.add(b.mul(ih, _vconst(w, s.w)), iw)
-                out.append(gather(b, plane, index, b.and_(inside, lane_ok)))
-            return out
-        return row
-
-    def _segments(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, w: int) -> RowReader:
-        """Stride 1 along W: a vector's positions are one run of input columns, or two when it wraps to the
-        next output row (never more, since output rows are at least W long): one or two masked loads."""
-        s = self.spec
-        ow_count = s.out_shape[3]
-        wraps = ow_count % w != 0  # vectors start at multiples of W, so they wrap only if OW is not one
-        iota = ir.Constant(ir.VectorType(I32, w), list(range(w)))
-        pieces = []
-        for v in range(-(-lanes // w)):
-            p0 = builder.add(col, const64(v * w))
-            oh = builder.udiv(p0, const64(ow_count))
-            ow = builder.sub(p0, builder.mul(oh, const64(ow_count)))
-            ih = builder.sub(builder.mul(oh, const64(s.stride[0])), const64(s.padding[0]))
-            split = builder.sub(const64(ow_count), ow)  # lanes before the wrap
-            in_first = builder.icmp_signed("<", iota, _splat_i32(builder, builder.trunc(split, I32), w))
-            lane_ok = lane_mask(w, min(w, lanes - v * w))
-            second = (builder.add(ih, const64(s.stride[0])), builder.sub(const64(-s.padding[1]), split),
-                      builder.and_(builder.not_(in_first), lane_ok)) if wraps else None
-            pieces.append(((ih, builder.sub(ow, const64(s.padding[1])), builder.and_(in_first, lane_ok)), second,
-                           in_first))
-
-        def segment(b: ir.IRBuilder, plane, dh, dw, piece) -> ir.Value:
-            ih, iw, lanes_mask = piece
-            ih = b.add(ih, dh)
-            iw = b.add(iw, dw)
-            columns = b.icmp_unsigned("<", b.add(_splat_i32(b, b.trunc(iw, I32), w), iota), _vconst(w, s.w))
-            row_ok = splat(b, b.icmp_unsigned("<", ih, const64(s.h)), w)
-            start = elem_ptr(b, plane, b.add(b.mul(ih, const64(s.w)), iw))
-            return load_vec(b, start, w, b.and_(b.and_(columns, row_ok), lanes_mask))
-
-        def row(b: ir.IRBuilder, k: ir.Value) -> list:
-            plane, dh, dw = self._tap(b, base, k)
-            out = []
-            for first, second, in_first in pieces:
-                value = segment(b, plane, dh, dw, first)
-                if second is not None:
-                    value = b.select(in_first, value, segment(b, plane, dh, dw, second))
-                out.append(value)
-            return out
-        return row
-
-
-def _vconst(width: int, value: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(I32, width), [value] * width)
-
-
-def _splat_i32(builder: ir.IRBuilder, value: ir.Value, width: int) -> ir.Value:
-    vt = ir.VectorType(I32, width)
-    one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(vt, None))
 
 
 def _tiling(tiling: Tiling | None) -> Tiling:

@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 
 from .gemm_kernel import (F32, I32, I64, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, mul_add,
                           store_vec, vec_type)
-from .gemm_pack import gather, smin
+from .gemm_pack import gather
 from .loops import PTR, define_function, entry_builder, for_range, splat
 
 if TYPE_CHECKING:
@@ -68,14 +68,18 @@ def _plane(builder: ir.IRBuilder, spec: ConvSpec, t: Tiling, ptrs, unit, extra, 
 
 
 def _row_block(builder: ir.IRBuilder, ctx, oh0, rows: int, vecs: int) -> None:
-    """Output rows [oh0, oh0+rows), all columns, `vecs` vectors at a time (the last ones masked)."""
+    """Output rows [oh0, oh0+rows), all columns: full tiles of `vecs` vectors in a loop, then one static tile of
+    just the vectors the rest of the row needs (masked loads of vectors with no lane set are far from free)."""
     spec, t = ctx[0], ctx[1]
     ow_count = spec.out_shape[3]
     w = t.width
     step = vecs * w
-    with for_range(builder, 0, ow_count, step, name="ow") as ow0:
-        lanes = smin(builder, builder.sub(const64(ow_count), ow0), const64(step))
-        _tile_block(builder, ctx, oh0, ow0, lanes, rows, vecs)
+    full = ow_count - ow_count % step
+    with for_range(builder, 0, full, step, name="ow") as ow0:
+        _tile_block(builder, ctx, oh0, ow0, const64(step), rows, vecs)
+    if full < ow_count:
+        rest = ow_count - full
+        _tile_block(builder, ctx, oh0, const64(full), const64(rest), rows, -(-rest // w))
 
 
 def _lanes_mask(builder: ir.IRBuilder, first: ir.Value, limit: ir.Value, width: int) -> ir.Value:

@@ -94,8 +94,9 @@ def make_plan(p: Problem, t: Tiling) -> Plan:
     else:
         b_mode = "pack"
     if "pack" in (a_mode, b_mode) and p.k > 0:
-        blocks = -(-p.k // t.kc)
-        kc = -(-p.k // blocks)
+        unit = getattr(p.b, "k_unit", 1)
+        kc = _round_up(-(-p.k // -(-p.k // t.kc)), unit)
+        blocks = -(-p.k // kc)
     else:
         blocks, kc = 1, p.k
     mc = _balanced(p.m, t.mc, t.mr)

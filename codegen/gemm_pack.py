@@ -29,6 +29,20 @@ class Strided:
     rs: int
     cs: int
     batch_strides: tuple[int, ...] = ()
+    k_unit = 1
+
+    def pack_panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling,
+                   panel: ir.Value, k0: ir.Value, kc: ir.Value) -> None:
+        """Pack rows [k0, k0+kc) of the `lanes` columns from `col` into the NR-wide panel rows at `panel`."""
+        w, nr = tiling.width, tiling.nr
+        k_from = const64(0)
+        if self.rs == 1 and self.cs != 1 and w & (w - 1) == 0:
+            k_from = _pack_b_transposed(builder, self, base, col, lanes, panel, k0, kc, tiling)
+        read = self.panel(builder, base, col, lanes, tiling)
+        with for_range(builder, k_from, kc, name="pb.k") as k:
+            row = elem_ptr(builder, panel, builder.mul(k, const64(nr)))
+            for v, value in enumerate(read(builder, builder.add(k0, k))):
+                store_vec(builder, value, elem_ptr(builder, row, v * w))
 
     def panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling) -> RowReader:
         """Read B rows of `lanes` columns from `col`: vector loads when columns are adjacent, else gathers."""
@@ -54,12 +68,16 @@ class Prepacked:
 
 
 class PanelSource(Protocol):
-    """Anything the driver can pack B panels from (a strided matrix, or conv's implicit im2col matrix)."""
+    """Anything the driver can pack B panels from (a strided matrix, or conv's implicit im2col matrix).
+
+    K blocks are cut at multiples of `k_unit`, so a source may treat groups of that many rows alike.
+    """
 
     batch_strides: tuple[int, ...]
+    k_unit: int
 
-    def panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int,
-              tiling: Tiling) -> RowReader: ...
+    def pack_panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling,
+                   panel: ir.Value, k0: ir.Value, kc: ir.Value) -> None: ...
 
 
 def lane_offsets(width: int, stride: int) -> ir.Constant:
@@ -109,18 +127,11 @@ def smax(builder: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 def pack_b_block(builder: ir.IRBuilder, source: PanelSource, base: ir.Value, dst: ir.Value, k0: ir.Value,
                  kc: ir.Value, j0: ir.Value, nc: ir.Value, n: int, tiling: Tiling) -> None:
     """Pack B[k0:k0+kc, j0:j0+nc] into NR-column panels at dst; the panel past N is zero-padded."""
-    nr, w = tiling.nr, tiling.width
+    nr = tiling.nr
     edge = n % nr
 
     def pack_panel(col: ir.Value, panel: ir.Value, lanes: int) -> None:
-        k_from = const64(0)
-        if isinstance(source, Strided) and source.rs == 1 and source.cs != 1 and w & (w - 1) == 0:
-            k_from = _pack_b_transposed(builder, source, base, col, lanes, panel, k0, kc, tiling)
-        read = source.panel(builder, base, col, lanes, tiling)
-        with for_range(builder, k_from, kc, name="pb.k") as k:
-            row = elem_ptr(builder, panel, builder.mul(k, const64(nr)))
-            for v, value in enumerate(read(builder, builder.add(k0, k))):
-                store_vec(builder, value, elem_ptr(builder, row, v * w))
+        source.pack_panel(builder, base, col, lanes, tiling, panel, k0, kc)
 
     with for_range(builder, j0, builder.add(j0, nc), nr, name="pb") as col:
         panel = elem_ptr(builder, dst, builder.mul(builder.sub(col, j0), kc))

@@ -107,11 +107,48 @@ def test_depthwise_conv2d_matches_reference(case) -> None:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("vectors", [2 * 4, 2 * 4 + 1, 1])
+def test_depthwise_rows_of_full_tiles_and_a_short_rest(width, vectors) -> None:
+    """Output rows of exactly two full tiles (4 vectors each), of a vector and a lane more, and of one lane short
+    of a vector: the rest of a row after the full tiles is a static tile of only the vectors it needs."""
+    ow = vectors * width - 1 if vectors == 1 else vectors * width + (vectors % 2)
+    check(ConvSpec(1, 3, 5, ow, 3, 3, 3, padding=(1, 1), groups=3), tiling=tiling_for(width))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
 def test_conv2d_every_vector_width(width) -> None:
     tiling = tiling_for(width)
     check(ConvSpec(2, 5, 12, 13, 2 * tiling.mr + 3, 3, 3, padding=(1, 1), stride=(1, 2)), tiling=tiling)
     check(ConvSpec(1, 3, 7, 35, tiling.mr + 1, 3, 3, padding=(1, 1)), tiling=tiling)
     check(ConvSpec(1, 4, 10, 11, 4, 3, 3, padding=(1, 1), groups=4), tiling=tiling)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("sw", [1, 2])
+@pytest.mark.parametrize("ow", ["W-1", "W+1", "13"])
+def test_conv2d_im2col_rows_at_every_output_width(width, sw, ow) -> None:
+    """Output rows shorter than a vector (gathers) and longer (runs of input columns that wrap to the next row)."""
+    tiling = tiling_for(width)
+    out_w = {"W-1": width - 1, "W+1": width + 1, "13": 13}[ow]
+    check(ConvSpec(2, 3, 7, (out_w - 1) * sw + 1, tiling.mr + 1, 3, 3, stride=(2, sw), padding=(1, 1)),
+          tiling=tiling)
+
+
+@pytest.mark.parametrize("sw", [1, 2])
+def test_conv2d_im2col_runs_with_dilation_and_wide_padding(sw) -> None:
+    check(ConvSpec(1, 2, 6, 8 * sw + 3, 5, 2, 3, stride=(1, sw), padding=(0, 2), dilation=(1, 2)), with_bias=False)
+
+
+@pytest.mark.parametrize("case", [dict(n=1, c=40, h=9, w=11, c_out=7, kh=3, kw=3, padding=(1, 1)),
+                                  dict(n=1, c=2, h=20, w=19, c_out=7, kh=17, kw=17)], ids=["channels", "taps"])
+def test_conv2d_k_blocks_hold_whole_input_channels(case) -> None:
+    """K longer than one block: blocks end between channels, even when one channel's taps exceed the block."""
+    spec = ConvSpec(**case)
+    plan = conv2d_plan(spec)
+    taps = spec.kh * spec.kw
+    assert plan.blocks > 1 or taps > HOST.kc
+    assert plan.kc % taps == 0 and plan.kc * plan.blocks >= spec.gemm_dims[2]
+    check(spec, nthreads=2)
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)

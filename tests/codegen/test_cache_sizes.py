@@ -1,0 +1,52 @@
+"""Host cache sizes from sysfs, and the GEMM cache blocks derived from them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from braze.codegen import host_target
+from braze.codegen.cache_sizes import CacheSizes, read_cache_sizes
+from braze.codegen.gemm_kernel import cache_blocks, tiling_for
+from tests.codegen.test_gemm import check
+
+
+def _cache(root: Path, index: int, level: int, kind: str, size: str, shared: str = "0") -> None:
+    entry = root / f"index{index}"
+    entry.mkdir(parents=True)
+    for name, text in (("level", str(level)), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+        (entry / name).write_text(text + "\n")
+
+
+def test_cache_sizes_read_from_sysfs(tmp_path) -> None:
+    _cache(tmp_path, 0, 1, "Data", "48K")
+    _cache(tmp_path, 1, 1, "Instruction", "32K")
+    _cache(tmp_path, 2, 2, "Unified", "1280K")
+    _cache(tmp_path, 3, 3, "Unified", "30M", "0-5,12-17")
+    assert read_cache_sizes(tmp_path) == CacheSizes(48 * 1024, 1280 * 1024, 30 * 1024 * 1024 // 12)
+
+
+def test_cache_sizes_default_where_sysfs_is_missing_or_garbled(tmp_path) -> None:
+    assert read_cache_sizes(tmp_path / "absent") == CacheSizes()
+    _cache(tmp_path, 0, 1, "Data", "lots")
+    _cache(tmp_path, 2, 2, "Unified", "2M")
+    assert read_cache_sizes(tmp_path) == CacheSizes(l2=2 * 1024 * 1024)
+
+
+def test_cache_blocks_of_a_zen3_core() -> None:
+    assert cache_blocks(6, 16, CacheSizes(32 * 1024, 512 * 1024, 16 * 1024 * 1024)) == (256, 126, 1024)
+
+
+def test_cache_blocks_fit_their_caches_and_tiles() -> None:
+    for caches in (CacheSizes(), CacheSizes(48 * 1024, 1280 * 1024, 2 * 1024 * 1024), CacheSizes(8192, 16384, 65536)):
+        for width in (4, 8, 16):
+            t = tiling_for(width, caches)
+            assert t.kc % 32 == 0 and t.mc % t.mr == 0 and t.nc % t.nr == 0
+            assert 4 * t.kc * 16 <= caches.l1d // 2 or t.kc == 64
+            assert 4 * t.mc * t.kc <= caches.l2 // 4 or t.mc == t.mr
+
+
+def test_gemm_with_small_cache_blocks_matches_numpy() -> None:
+    """Tiny caches give tiny blocks: every loop of the blocked nest runs several times, with edge blocks."""
+    tiling = tiling_for(host_target().vector_width, CacheSizes(8192, 16384, 65536))
+    assert (tiling.kc, tiling.mc, tiling.nc) == (64, 12, tiling.nr * (256 // tiling.nr))
+    check(37, 300, 150, tiling=tiling, nthreads=2)
+    check(37, 300, 150, tiling=tiling, trans_b=True)

@@ -1,0 +1,86 @@
+"""GEMM and conv2d kernels for each instruction set: AVX2 forced with BRAZE_CPU (run and checked against numpy on any
+AVX2 host), AVX-512 compiled to assembly for named CPUs (run where the host is that CPU).
+
+The assembly checks are substring checks on LLVM's output, which we do not control: full-width FMAs on the
+target's vector registers, and edge tiles stored with masks rather than element by element.
+"""
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as llvm
+import pytest
+
+from braze.codegen import compile_ir, host_target
+from braze.codegen.conv import ConvSpec, emit_conv2d
+from braze.codegen.gemm import GemmSpec, bias_rows, chain, emit_gemm, relu, tiling_for
+from tests.codegen import test_conv, test_gemm
+from tests.codegen.native import unique_name
+
+X86 = llvm.get_process_triple().startswith("x86_64")
+HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
+AVX512_CPUS = ["skylake-avx512", "znver4"]
+
+pytestmark = pytest.mark.skipif(not X86, reason="x86-64 instruction sets")
+
+
+def _asm(cpu: str, emit) -> tuple[str, int]:
+    """The assembly of a module emitted by emit(module, name, tiling) for `cpu`, and that CPU's vector width."""
+    target = host_target(cpu=cpu)
+    name = unique_name("t_isa", cpu, emit.__name__)
+    module = target.new_module(name)
+    emit(module, name, tiling_for(target.vector_width))
+    return compile_ir(module, target=target, use_cache=False).asm(), target.vector_width
+
+
+def _gemm(module, name, tiling) -> None:
+    emit_gemm(module, name, GemmSpec.contiguous(13, 37, 29, trans_b=True), tiling)
+
+
+def _conv(module, name, tiling) -> None:
+    spec = ConvSpec(1, 5, 17, 23, 7, 3, 3, stride=(2, 2), padding=(1, 1))
+    emit_conv2d(module, name, spec, tiling, chain(bias_rows(0), relu), 1)
+
+
+def _register(width: int) -> str:
+    return {16: "zmm", 8: "ymm", 4: "xmm"}[width]
+
+
+@pytest.mark.parametrize("cpu", AVX512_CPUS)
+@pytest.mark.parametrize("emit", [_gemm, _conv], ids=["gemm", "conv2d"])
+def test_avx512_kernels_use_zmm_fma_and_masked_edges(cpu, emit) -> None:
+    asm, width = _asm(cpu, emit)
+    assert width == 16
+    assert re.search(r"vfmadd\d+ps\s+[^\n]*%zmm", asm)
+    assert re.search(r"\{%k[1-7]\}", asm)  # edge lanes go through mask registers
+
+
+@pytest.mark.parametrize("emit", [_gemm, _conv], ids=["gemm", "conv2d"])
+def test_avx2_kernels_use_ymm_fma_and_masked_edges(emit) -> None:
+    asm, width = _asm("haswell", emit)
+    assert width == 8
+    assert re.search(r"vfmadd\d+ps\s+[^\n]*%ymm", asm) and "zmm" not in asm
+    assert "vmaskmovps" in asm
+
+
+def _force(monkeypatch, cpu: str) -> int:
+    monkeypatch.setenv("BRAZE_CPU", cpu)
+    return host_target().vector_width
+
+
+@pytest.mark.skipif("+avx2" not in HOST_FEATURES or "+fma" not in HOST_FEATURES, reason="needs an AVX2 host")
+def test_forced_avx2_kernels_match_numpy(monkeypatch) -> None:
+    tiling = tiling_for(_force(monkeypatch, "haswell"))
+    for m, n, k in ((1, 1, 1), (7, 9, 1), (13, 17, 31), (6, 16, 0)):
+        test_gemm.check(m, n, k, tiling=tiling, trans_b=True)
+    test_conv.check(ConvSpec(2, 3, 9, 17, 7, 3, 3, stride=(2, 2), padding=(1, 1)), tiling=tiling)
+
+
+@pytest.mark.parametrize("cpu", AVX512_CPUS)
+def test_avx512_kernels_match_numpy_on_that_cpu(cpu, monkeypatch) -> None:
+    if llvm.get_host_cpu_name() != cpu:
+        pytest.skip(f"the host is not a {cpu}")
+    tiling = tiling_for(_force(monkeypatch, cpu))
+    for m, n, k in ((1, 1, 1), (11, 15, 17), (13, 33, 31)):
+        test_gemm.check(m, n, k, tiling=tiling, trans_b=True)
+    test_conv.check(ConvSpec(2, 3, 9, 35, 13, 3, 3, stride=(2, 2), padding=(1, 1)), tiling=tiling)
