@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, STATUS_OFFSET, TASK_FIELDS
+from .abi import POOL_JOIN, POOL_POST, POOL_WORK, STATUS_OFFSET, TASK_FIELDS, emit_entry_call
 from .loops import I8, I64, PTR, VOID, define_function, i64
 from .target import Target
 
@@ -194,10 +194,7 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     call.add_incoming(late, woke)
     words = {field: b.load(b.gep(task, [i64(k)], source_etype=I64), typ=I64, align=8, name=field)
              for k, field in enumerate(TASK_FIELDS)}
-    entry_type = ENTRY.llvm_type()
-    entry_fn = b.inttoptr(words["fn"], entry_type.as_pointer(), name="entry")  # a typed pointer: the call's signature
-    b.call(entry_fn, [tid if name == "tid" else words[name] if typ == I64 else b.inttoptr(words[name], PTR)
-                      for name, typ in zip(ENTRY.names, entry_type.args)])
+    emit_entry_call(b, words, tid)
     b.atomic_rmw("xchg", done_word, call, "release")
     seen.add_incoming(call, b.block)
     count.add_incoming(i64(0), b.block)

@@ -81,12 +81,18 @@ class ThreadPool:
         self._controls = (ctypes.c_void_p * 1)()
         self._task = aligned_zeros(8, "int64")
         self._busy = threading.Lock()
+        self._growing = threading.Lock()
         self._calls = 0
 
     @property
     def size(self) -> int:
         """The number of worker threads started so far."""
         return len(self._workers)
+
+    def start(self, workers: int) -> None:
+        """Compile the pool's native code and start `workers` workers now, if not done yet (an executable that
+        will run on several threads asks at load time, so that its first call costs what the later ones do)."""
+        self._grow(workers, native().work)
 
     def try_acquire(self) -> bool:
         """Reserve the pool for one parallel call; False when another call holds it."""
@@ -134,9 +140,10 @@ class ThreadPool:
     def _grow(self, count: int, work: Callable[..., int]) -> None:
         if len(self._workers) >= count:
             return
-        while len(self._workers) < count:
-            self._workers.append(_Worker(len(self._workers) + 1, address(self._task), work))
-        self._controls = (ctypes.c_void_p * len(self._workers))(*[w.address for w in self._workers])
+        with self._growing:
+            while len(self._workers) < count:
+                self._workers.append(_Worker(len(self._workers) + 1, address(self._task), work))
+            self._controls = (ctypes.c_void_p * len(self._workers))(*[w.address for w in self._workers])
 
 
 _pool: ThreadPool | None = None

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+import braze
 from braze import ir
 from braze.ir.errors import BrazeError
 from braze.runtime import memory, pool, threads
@@ -73,7 +74,8 @@ def test_threads_choice_follows_request_then_environment_then_size(monkeypatch: 
     assert threads.choose_threads(1e12) == threads.available_cpus()
     assert threads.choose_threads(1e3, 3) == 3
     monkeypatch.setenv(threads.NUM_THREADS_ENV, "2")
-    assert threads.choose_threads(1e3) == 2
+    assert threads.choose_threads(1e3) == 1
+    assert threads.choose_threads(1e12) == 2
     assert threads.choose_threads(1e12, 1) == 1
 
 
@@ -117,3 +119,46 @@ def test_memory_aligned_copy_keeps_values_and_converts() -> None:
 def test_memory_aligned_block_is_never_empty() -> None:
     assert memory.aligned_block(0).nbytes == memory.ALIGNMENT
     assert memory.aligned_block(1000).nbytes == 1000
+
+
+@pytest.fixture
+def process_threads(monkeypatch: pytest.MonkeyPatch):
+    """set_num_threads for one test: the process's count is restored afterwards."""
+    monkeypatch.setattr(threads, "_set_count", None)
+    monkeypatch.setattr(threads, "version", threads.version + 1)
+    monkeypatch.delenv(threads.NUM_THREADS_ENV, raising=False)
+    return braze.set_num_threads
+
+
+def test_threads_set_num_threads_is_what_get_num_threads_returns(process_threads, monkeypatch) -> None:
+    assert braze.get_num_threads() == threads.available_cpus()
+    monkeypatch.setenv(threads.NUM_THREADS_ENV, "3")
+    assert braze.get_num_threads() == 3
+    process_threads(5)
+    assert braze.get_num_threads() == 5  # set_num_threads wins over the environment, as in torch
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True, None])
+def test_threads_set_num_threads_refuses_what_is_not_a_positive_integer(process_threads, bad: object) -> None:
+    with pytest.raises(BrazeError, match="set_num_threads: threads must be a positive integer"):
+        process_threads(bad)  # type: ignore[arg-type]
+
+
+def test_threads_set_num_threads_reaches_modules_compiled_before(process_threads) -> None:
+    """A module chosen to run on 2 threads runs on 1, then on 3 (its scratch grows), with the same results."""
+    process_threads(2)
+    exe = executable(4, shape=(512, 1024), threads=None)
+    args = inputs((512, 1024))
+    want = expected(exe, args)
+    assert exe.threads == 2
+    np.testing.assert_array_equal(exe(*args), want)
+    for count in (1, 3, 2):
+        process_threads(count)
+        assert exe.threads == count
+        np.testing.assert_array_equal(exe(*args), want)
+
+
+def test_threads_set_num_threads_leaves_explicit_counts_and_small_graphs(process_threads) -> None:
+    explicit, small = executable(2, shape=(512, 1024), threads=2), executable(2, threads=None)
+    process_threads(3)
+    assert explicit.threads == 2 and small.threads == 1
