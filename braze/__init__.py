@@ -18,6 +18,7 @@ from braze.ir import DType  # noqa: E402, F401
 from braze.frontend.device import Device  # noqa: E402, F401
 from braze.ir.passes import optimize  # noqa: E402, F401
 from braze.compiled import CompiledModule, compile  # noqa: E402, F401
+from braze.runtime.threads import get_num_threads, set_num_threads  # noqa: E402, F401
 from braze.training import TrainStep, compile_train_step, grad_graph, trace_loss, train_step_graph  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
 from braze.frontend.serialization import save  # noqa: E402, F401
@@ -32,7 +33,7 @@ _aliases.install()
 
 __all__ = ["BrazeError", "DTypeError", "ExportError", "IndexRangeError", "ParseError", "RecordError", "ShapeError",
            "TensorSizeError", "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile",
-           "CompiledModule", "dump", "export", "grad_graph", "trace_loss", "train_step_graph", "compile_train_step",
+           "CompiledModule", "get_num_threads", "set_num_threads", "dump", "export", "grad_graph", "trace_loss", "train_step_graph", "compile_train_step",
            "TrainStep",
            "export_onnx", "save", "load", "utils", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8",
            *_frontend_all]

@@ -59,19 +59,24 @@ class CompiledModule:
         self._lock = threading.Lock()
 
     # --- calls -----------------------------------------------------------------------------------------------
-    def __call__(self, *inputs: Any) -> Any:
-        """Run the compiled code; Tensors in give Tensors out, arrays in give arrays out."""
+    def __call__(self, *inputs: Any, out: Any = None) -> Any:
+        """Run the compiled code; Tensors in give Tensors out, arrays in give arrays out. `out=` (an array, or a
+        tuple of arrays for several outputs; numpy arrays of the outputs' shapes and dtypes, C-contiguous) receives
+        the results, which are then returned: a call with out= allocates nothing."""
         for x in inputs:
             if isinstance(x, Tensor):
-                arrays = [t.detach().numpy() if isinstance(t, Tensor) else t for t in inputs]
-                outputs = tuple(from_numpy(y) for y in self._run(arrays))
-                return outputs[0] if len(outputs) == 1 else outputs
-        outputs = self._run(inputs)
+                return self._call_tensors(inputs, out)
+        outputs = self._executable(inputs).run(inputs, out)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _run(self, arrays: Sequence[Any]) -> tuple[np.ndarray, ...]:
-        executable = self._latest if self._fixed else self._executable_for(arrays)
-        return executable.run(arrays)
+    def _call_tensors(self, inputs: Sequence[Any], out: Any) -> Any:
+        arrays = [t.detach().numpy() if isinstance(t, Tensor) else t for t in inputs]
+        results = self._executable(arrays).run(arrays, out)
+        outputs = results if out is not None else tuple(from_numpy(y) for y in results)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _executable(self, arrays: Sequence[Any]) -> Executable:
+        return self._latest if self._fixed else self._executable_for(arrays)
 
     def _executable_for(self, arrays: Sequence[Any]) -> Executable:
         signature = _signature(arrays)

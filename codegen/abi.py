@@ -7,6 +7,7 @@ signatures from them, so the three can never disagree about an argument's order 
     void braze_entry_<digest>(ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
                               i64 tid, i64 nthreads, ptr sync)        ENTRY
     void braze_prepare_<digest>(ptr weights)                           PREPARE
+    i64 braze_call(ptr frame, object inputs, object outputs)           CALL (codegen/call_stub.py)
     i64 braze_pool_post(...), braze_pool_work(...), braze_pool_join(...)   POOL_POST, POOL_WORK, POOL_JOIN
 
 What the arguments mean is documented where the functions are emitted (codegen/module_builder.py, codegen/sync.py).
@@ -27,13 +28,14 @@ import llvmlite.ir as ir
 
 from .loops import I64, PTR, VOID, define_function
 
-_LLVM = {"ptr": PTR, "i64": I64, "void": VOID}
-_CTYPES = {"ptr": ctypes.c_void_p, "i64": ctypes.c_int64, "void": None}
+# An "object" is a pointer to a Python object, passed by ctypes as the object itself (py_object).
+_LLVM = {"ptr": PTR, "object": PTR, "i64": I64, "void": VOID}
+_CTYPES = {"ptr": ctypes.c_void_p, "object": ctypes.py_object, "i64": ctypes.c_int64, "void": None}
 
 
 @dataclass(frozen=True)
 class NativeSignature:
-    """A native function's result and its (name, kind) parameters; a kind is "ptr", "i64" or "void"."""
+    """A native function's result and its (name, kind) parameters; a kind is "ptr", "object", "i64" or "void"."""
 
     result: str
     params: tuple[tuple[str, str], ...]
@@ -66,6 +68,7 @@ def _signature(result: str, params: str) -> NativeSignature:
 ENTRY = _signature("void", "ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch, i64 tid, i64 nthreads, "
                            "ptr sync")
 PREPARE = _signature("void", "ptr weights")
+CALL = _signature("i64", "ptr frame, object inputs, object outputs")
 
 STATUS_OFFSET = 128  # a cache line of its own: the barrier's counters live below it
 STATUS_WORDS = 2
@@ -76,5 +79,15 @@ TASK_FIELDS = ("fn", *(name for name in ENTRY.names if name != "tid"))
 _TASK_KINDS = {"fn": "ptr", **dict(ENTRY.params)}
 POOL_POST = NativeSignature("i64", (("task", "ptr"), *((f, _TASK_KINDS[f]) for f in TASK_FIELDS),
                                     ("controls", "ptr"), ("workers", "i64"), ("call", "i64")))
+
+
+def emit_entry_call(b: ir.IRBuilder, words: dict[str, ir.Value], tid: ir.Value) -> None:
+    """Call the entry point at words["fn"] with thread id `tid` and the other arguments from their task words."""
+    entry_type = ENTRY.llvm_type()
+    entry = b.inttoptr(words["fn"], entry_type.as_pointer(), name="entry")  # a typed pointer: the call's signature
+    b.call(entry, [tid if name == "tid" else words[name] if typ == I64 else b.inttoptr(words[name], PTR)
+                   for name, typ in zip(ENTRY.names, entry_type.args)])
+
+
 POOL_WORK = _signature("i64", "ptr task, ptr control, i64 tid, i64 seen, i64 spins")
 POOL_JOIN = _signature("i64", "ptr controls, i64 workers, i64 call, i64 spins")

@@ -10,37 +10,51 @@ the runtime sets it, every thread waiting at a barrier returns, and the runtime 
 waits for all threads and zeroes the block before the next call.
 
 Worker pool (runtime/pool.py), one module per process with three exported functions (signatures in codegen/abi.py),
-so that handing a call to a worker thread needs neither the GIL nor a sleeping thread's wake-up:
+so that handing a call to a worker thread needs neither the GIL nor a sleeping thread's wake-up through Python:
 - `i64 braze_pool_post(ptr task, ptr fn, ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
   i64 nthreads, ptr sync, ptr controls, i64 workers, i64 call)` writes the call into the task block, then stores
-  `call` into the go word of each of the first `workers` control blocks; returns how many of them were asleep
-  (their Python thread then needs its Event set).
+  `call` into the go word of each of the first `workers` control blocks and wakes those asleep on a futex; returns
+  how many of them sleep in Python instead (their Python thread then needs its Event set; never, with futexes).
 - `i64 braze_pool_work(ptr task, ptr control, i64 tid, i64 seen, i64 spins)` is a worker's loop: it spins on its
-  go word; for every new call it runs `fn(inputs, weights, outputs, arena, scratch, tid, nthreads, sync)` and
-  stores the call number in its done word. After `spins` idle spins it marks itself asleep and returns the last
-  call it ran, and the Python thread sleeps until the next post.
+  go word; for every new call it runs `fn(inputs, weights, outputs, arena, scratch, tid, nthreads, sync)`, stores
+  the call number in its done word and wakes a caller asleep on it. After `spins` idle spins it sleeps on its go
+  word (counting the sleeps in its sleeps word) and never returns; without futexes it marks itself asleep and
+  returns the last call it ran, and the Python thread sleeps until the next post.
 - `i64 braze_pool_join(ptr controls, i64 workers, i64 call, i64 spins)` spins until every done word holds `call`
-  (1) or the spins run out (0).
-A control block is CONTROL_BYTES: go at byte 0, asleep at byte 64, done at byte 128 (separate cache lines). The
-asleep handshake is Dekker-style with sequentially consistent accesses: the worker stores asleep = 1 and then
-reads go, the poster stores go and then reads asleep, so at least one of them sees the other's store.
+  (1) or the spins run out; then, with futexes, it sleeps once on an unfinished worker's done word (at most
+  JOIN_SLEEP_NS) and returns 0, as it does at once without futexes: the caller calls it again.
+A control block is CONTROL_BYTES: go at byte 0, asleep at byte 64 and sleeps at 72, done at byte 128 and the
+caller's joiner word at 136 (separate cache lines for what the poster, the worker and the caller write). The asleep
+and joiner handshakes are Dekker-style with sequentially consistent accesses (codegen/futex.py): the sleeper
+announces itself and then reads the word it waits on, the waker stores that word and then reads the announcement.
+With futexes the barrier's waiters, after BARRIER_SPINS spins, sleep on the generation the same way, announcing
+themselves in the word at SLEEPERS_OFFSET, and wake at the latest every BARRIER_SLEEP_NS to look at the abort flag.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, STATUS_OFFSET, TASK_FIELDS
-from .loops import I8, I64, PTR, VOID, define_function, i64
+from .abi import POOL_JOIN, POOL_POST, POOL_WORK, STATUS_OFFSET, TASK_FIELDS, emit_entry_call
+from .futex import emit_sleep_until_changed, emit_wake_sleepers, has_futex
+from .loops import I8, I64, PTR, VOID, define_function, for_range, i64
 from .target import Target
 
 SYNC_BYTES = STATUS_OFFSET + 64  # the status words get a cache line of their own
 ABORT_OFFSET = 8
 GENERATION_OFFSET = 64
-YIELD_EVERY = 4096  # spins between sched_yield calls while waiting at a barrier
+SLEEPERS_OFFSET = 72  # threads asleep on the generation (codegen/futex.py)
+YIELD_EVERY = 4096  # spins between sched_yield calls while waiting at a barrier, where there is no futex
+
+# With futexes: spins (with `pause`, tens of nanoseconds each) before a waiting thread sleeps, and the longest sleep
+# before it looks again (at the barrier's abort flag; a joining caller returns to Python to take signals).
+BARRIER_SPINS = 2048
+BARRIER_SLEEP_NS = 2_000_000
+JOIN_SLEEP_NS = 20_000_000
+WORKER_SLEEP_NS = 1_000_000_000
 
 CONTROL_BYTES = 192
-GO, ASLEEP, DONE = 0, 64, 128
-POOL_MODULE = "braze_pool_v1"
+GO, ASLEEP, SLEEPS, DONE, JOINER = 0, 64, 72, 128, 136
+POOL_MODULE = "braze_pool_v2"
 
 
 def declare(module: ir.Module, name: str, ret: ir.Type, params: list[ir.Type]) -> ir.Function:
@@ -87,7 +101,9 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
     b.cbranch(b.icmp_signed("==", before, b.sub(nthreads, i64(1))), last, wait)
     b.position_at_end(last)
     b.atomic_rmw("xchg", sync, i64(0), "monotonic")  # store_atomic needs typed pointers in llvmlite
-    b.atomic_rmw("add", generation, i64(1), "release")
+    b.atomic_rmw("add", generation, i64(1), "seq_cst")
+    if has_futex(target):
+        emit_wake_sleepers(b, module, target, generation, _at(b, sync, SLEEPERS_OFFSET))
     b.branch(done)
     b.position_at_end(wait)
     b.branch(spin)
@@ -101,11 +117,16 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
     b.position_at_end(keep)
     _relax(b, module, target)
     following = b.add(count, i64(1), name="spins.next")
-    if _has_sched_yield(target):
-        rest, back = fn.append_basic_block("yield"), fn.append_basic_block("back")
-        b.cbranch(b.icmp_signed("==", b.and_(following, i64(YIELD_EVERY - 1)), i64(0)), rest, back)
+    if has_futex(target) or _has_sched_yield(target):
+        rest, back = fn.append_basic_block("rest"), fn.append_basic_block("back")
+        every = BARRIER_SPINS if has_futex(target) else YIELD_EVERY
+        b.cbranch(b.icmp_signed("==", b.and_(following, i64(every - 1)), i64(0)), rest, back)
         b.position_at_end(rest)
-        b.call(declare(module, "sched_yield", ir.IntType(32), []), [])
+        if has_futex(target):
+            emit_sleep_until_changed(b, module, target, generation, seen, _at(b, sync, SLEEPERS_OFFSET),
+                                     BARRIER_SLEEP_NS)
+        else:
+            b.call(declare(module, "sched_yield", ir.IntType(32), []), [])
         b.branch(back)
         b.position_at_end(back)
     count.add_incoming(following, b.block)
@@ -118,25 +139,29 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
 def emit_pool_module(target: Target) -> ir.Module:
     """The module of the worker-pool functions (see the module doc)."""
     module = target.new_module(POOL_MODULE)
-    _emit_post(module)
+    _emit_post(module, target)
     _emit_work(module, target)
     _emit_join(module, target)
     return module
 
 
-def _emit_post(module: ir.Module) -> None:
+def _emit_post(module: ir.Module, target: Target) -> None:
     fn = POOL_POST.define(module, "braze_pool_post")
     args = {a.name: a for a in fn.args}
     b = ir.IRBuilder(fn.entry_basic_block)
     for k, field in enumerate(TASK_FIELDS):
         b.store(args[field], b.gep(args["task"], [i64(k)], source_etype=args[field].type), align=8)
-    asleep = _each_control(b, fn, args["controls"], args["workers"], lambda control: _post_one(b, control,
-                                                                                               args["call"]))
+    asleep = _each_control(b, fn, args["controls"], args["workers"],
+                           lambda control: _post_one(b, module, target, control, args["call"]))
     b.ret(asleep)
 
 
-def _post_one(b: ir.IRBuilder, control: ir.Value, call: ir.Value) -> ir.Value:
+def _post_one(b: ir.IRBuilder, module: ir.Module, target: Target, control: ir.Value, call: ir.Value) -> ir.Value:
+    """Post the call to one worker; 1 when the worker sleeps in Python and needs its Event set, else 0."""
     b.atomic_rmw("xchg", control, call, "seq_cst")
+    if has_futex(target):
+        emit_wake_sleepers(b, module, target, control, _at(b, control, ASLEEP))
+        return i64(0)
     return b.load_atomic(_at(b, control, ASLEEP), "seq_cst", 8, typ=I64)
 
 
@@ -167,7 +192,7 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     asleep, done_word = _at(b, control, ASLEEP, "asleep"), _at(b, control, DONE, "done")
     b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
     entry = b.block
-    spin, relax, idle, run, leave = (fn.append_basic_block(n) for n in ("spin", "relax", "idle", "run", "leave"))
+    spin, relax, idle, run = (fn.append_basic_block(n) for n in ("spin", "relax", "idle", "run"))
     b.branch(spin)
     b.position_at_end(spin)
     seen, count = b.phi(I64, name="seen"), b.phi(I64, name="count")
@@ -175,35 +200,42 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     count.add_incoming(i64(0), entry)
     go = b.load_atomic(control, "acquire", 8, typ=I64, name="go")
     b.cbranch(b.icmp_signed("!=", go, seen), run, relax)
+    b.position_at_end(run)
+    call = b.phi(I64, name="call")
+    call.add_incoming(go, spin)
     b.position_at_end(relax)
     _relax(b, module, target)
     seen.add_incoming(seen, relax)
     count.add_incoming(b.add(count, i64(1)), relax)
     b.cbranch(b.icmp_signed(">=", count, spins), idle, spin)
-    b.position_at_end(idle)  # going to sleep: announce it, then look at go once more (the poster reads asleep)
-    b.atomic_rmw("xchg", asleep, i64(1), "seq_cst")
-    late = b.load_atomic(control, "seq_cst", 8, typ=I64, name="late")
-    woke = fn.append_basic_block("woke")
-    b.cbranch(b.icmp_signed("!=", late, seen), woke, leave)
-    b.position_at_end(woke)
-    b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
-    b.branch(run)
+    b.position_at_end(idle)
+    if has_futex(target):  # sleep natively until the next post; after a timeout, straight back to sleep
+        emit_sleep_until_changed(b, module, target, control, seen, asleep, WORKER_SLEEP_NS)
+        b.atomic_rmw("add", _at(b, control, SLEEPS), i64(1), "monotonic")
+        seen.add_incoming(seen, b.block)
+        count.add_incoming(spins, b.block)
+        b.branch(spin)
+    else:  # announce the sleep, then look at go once more (the poster reads asleep), and return to Python
+        b.atomic_rmw("xchg", asleep, i64(1), "seq_cst")
+        late = b.load_atomic(control, "seq_cst", 8, typ=I64, name="late")
+        woke, leave = fn.append_basic_block("woke"), fn.append_basic_block("leave")
+        b.cbranch(b.icmp_signed("!=", late, seen), woke, leave)
+        b.position_at_end(woke)
+        b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
+        call.add_incoming(late, woke)
+        b.branch(run)
+        b.position_at_end(leave)
+        b.ret(seen)
     b.position_at_end(run)
-    call = b.phi(I64, name="call")
-    call.add_incoming(go, spin)
-    call.add_incoming(late, woke)
     words = {field: b.load(b.gep(task, [i64(k)], source_etype=I64), typ=I64, align=8, name=field)
              for k, field in enumerate(TASK_FIELDS)}
-    entry_type = ENTRY.llvm_type()
-    entry_fn = b.inttoptr(words["fn"], entry_type.as_pointer(), name="entry")  # a typed pointer: the call's signature
-    b.call(entry_fn, [tid if name == "tid" else words[name] if typ == I64 else b.inttoptr(words[name], PTR)
-                      for name, typ in zip(ENTRY.names, entry_type.args)])
-    b.atomic_rmw("xchg", done_word, call, "release")
+    emit_entry_call(b, words, tid)
+    b.atomic_rmw("xchg", done_word, call, "seq_cst")
+    if has_futex(target):
+        emit_wake_sleepers(b, module, target, done_word, _at(b, control, JOINER))
     seen.add_incoming(call, b.block)
     count.add_incoming(i64(0), b.block)
     b.branch(spin)
-    b.position_at_end(leave)
-    b.ret(seen)
 
 
 def _emit_join(module: ir.Module, target: Target) -> None:
@@ -226,4 +258,27 @@ def _emit_join(module: ir.Module, target: Target) -> None:
     count.add_incoming(b.add(count, i64(1)), relax)
     b.branch(spin)
     b.position_at_end(done)
+    if has_futex(target):
+        finish, sleep = fn.append_basic_block("joined"), fn.append_basic_block("join.sleep")
+        b.cbranch(all_done, finish, sleep)
+        b.position_at_end(sleep)
+        _sleep_on_a_worker(b, module, target, controls, workers, call)
+        b.ret(i64(0))
+        b.position_at_end(finish)
     b.ret(b.zext(all_done, I64))
+
+
+def _sleep_on_a_worker(b: ir.IRBuilder, module: ir.Module, target: Target, controls: ir.Value, workers: ir.Value,
+                       call: ir.Value) -> None:
+    """Sleep (once, at most JOIN_SLEEP_NS) on the done word of the first worker that has not finished `call`."""
+    fn = b.function
+    with for_range(b, 0, workers, name="w") as k:
+        control = b.load(b.gep(controls, [k], source_etype=PTR), typ=PTR, align=8)
+        done_word = _at(b, control, DONE)
+        last = b.load_atomic(done_word, "seq_cst", 8, typ=I64)
+        sleep, next_worker = fn.append_basic_block("w.sleep"), fn.append_basic_block("w.next")
+        b.cbranch(b.icmp_signed("!=", last, call), sleep, next_worker)
+        b.position_at_end(sleep)
+        emit_sleep_until_changed(b, module, target, done_word, last, _at(b, control, JOINER), JOIN_SLEEP_NS)
+        b.ret(i64(0))
+        b.position_at_end(next_worker)

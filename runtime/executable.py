@@ -2,11 +2,18 @@
 
 An Executable owns everything its entry point touches: 64-byte-aligned copies of the weights, the prepared forms
 of weights that some kernels read instead (a GEMM's packed B, filled once by the module's prepare function right
-after the weights are copied), the arena (sized by the memory plan), per-thread scratch, the barrier's sync block
-and an aligned staging buffer per input. A call validates every input before any native code runs (count, then
-each input's type, rank, shape and dtype), stages inputs that are not C-contiguous and 64-byte aligned, allocates
-aligned outputs, and enters the native code: once in the calling thread with one thread, or once per thread
-through the process-wide pool (runtime/pool.py).
+after the weights are copied, at load time), the arena (sized by the memory plan), per-thread scratch, the
+barrier's sync block and an aligned staging buffer per input and per small output. Everything a first call would
+otherwise set up (the worker pool's native code and threads, the call stub) is made at load time, so the first call
+costs what the later ones do.
+
+A call validates every input before any native code runs (count, then each input's type, rank, shape and dtype)
+and allocates the outputs (or takes the caller's `out=` arrays, checked). A one-thread call whose inputs are
+exactly what the entry reads (numpy arrays of the expected dtype and shape, C-contiguous) is one foreign call of
+the native call stub (runtime/call_frame.py), which does those checks on the array objects themselves and stages
+what is not 64-byte aligned; any other call takes the general path: the checks and conversions in Python, then
+the entry, once in the calling thread with one thread, or once per thread through the process-wide pool
+(runtime/pool.py).
 ctypes releases the GIL for the native part. No numpy computation and no Python per op happens inside a call.
 When a kernel's run-time check fired (an index computed inside the graph out of range), the call raises that
 check's error (IndexRangeError, worded as eager evaluation words it) after the native code has returned.
@@ -27,7 +34,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from functools import partial
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -38,117 +44,20 @@ from braze.codegen.graph_cache import compile_module
 from braze.codegen.jit import CompiledLibrary
 from braze.codegen.module_layout import BuiltModule
 from braze.codegen.target import Target
-from braze.ir.errors import BrazeError, DTypeError, IndexRangeError, ShapeError
+from braze.ir.errors import BrazeError, IndexRangeError
 from braze.ir.graph import Graph
-from braze.ir.registry import get_op
 from braze.ir.types import TensorType
 
 from . import pool as _pool
 from . import threads as _threads
-from .memory import ALIGNMENT, address, aligned_block, aligned_copy, aligned_empty
+from .call_frame import CallFrame, call_stub
+from .memory import ALIGNMENT, address, aligned_block, aligned_copy
+from .signature import InputSpec, OutputSpec, index_bounds
 from .timings import CompileTimings
 
 if TYPE_CHECKING:
     from braze.codegen.module_builder import Lowering
 
-
-
-def _describe(t: TensorType) -> str:
-    return f"a {t.dtype.numpy_name} array of shape {t.shape} ({t})"
-
-
-def index_bounds(graph: Graph) -> dict[str, int]:
-    """Graph inputs used as indices (directly or through ops that preserve values, such as reshapes and casts): the
-    exclusive upper bound their values must respect, from the registry's index_operands trait. Native kernels
-    cannot raise, so the runtime checks these before a call instead of letting an out-of-range token id read a
-    clamped row (kernels check indices computed inside the graph themselves)."""
-    origin = {v.name: v.name for v in graph.inputs}
-    bounds: dict[str, int] = {}
-    for node in graph.nodes:
-        op = get_op(node.op)
-        if op.preserves_values and node.inputs and node.inputs[0].name in origin:
-            origin[node.out.name] = origin[node.inputs[0].name]
-        for position, bound in op.index_operands:
-            indices = node.inputs[position]
-            if indices.name in origin:
-                name = origin[indices.name]
-                bounds[name] = min(bounds.get(name, bound(node)), bound(node))
-    return bounds
-
-
-class _InputSpec:
-    """One graph input: its name, type and staging buffer, with the checks of a call."""
-
-    __slots__ = ("index", "name", "type", "dtype", "shape", "nbytes", "staging", "staging_address", "bound")
-
-    def __init__(self, index: int, name: str, typ: TensorType, bound: int | None = None) -> None:
-        self.index, self.name, self.type, self.bound = index, name, typ, bound
-        self.dtype, self.shape, self.nbytes = typ.dtype.numpy, typ.shape, typ.nbytes
-        self.staging = aligned_empty(typ.shape, self.dtype)
-        self.staging_address = address(self.staging)
-
-    def label(self) -> str:
-        return f"input {self.index} ('{self.name}')"
-
-    def check(self, x: Any) -> np.ndarray:
-        """The input as an ndarray of the right shape, after the checks and the documented conversions."""
-        if type(x) is not np.ndarray:
-            x = self._as_array(x)
-        if x.shape != self.shape:
-            if x.ndim != len(self.shape):
-                raise ShapeError(f"{self.label()}: expected rank {len(self.shape)}, {_describe(self.type)}; "
-                                 f"got rank {x.ndim} with shape {x.shape}")
-            raise ShapeError(f"{self.label()}: expected {_describe(self.type)}; got shape {x.shape}")
-        if x.dtype != self.dtype and not _safe_conversion(x.dtype, self.dtype):
-            raise DTypeError(f"{self.label()}: expected {_describe(self.type)}; got dtype {x.dtype}, which does "
-                             f"not convert safely (convert it explicitly, e.g. x.astype(np.{self.dtype.name}))")
-        if self.bound is not None and x.size and (x.min() < 0 or x.max() >= self.bound):
-            bad = x[(x < 0) | (x >= self.bound)].flat[0]
-            raise IndexRangeError(f"{self.label()}: index {bad} is out of range; the values index a dimension of "
-                                  f"size {self.bound}, so they must lie in [0, {self.bound})")
-        return x
-
-    def _as_array(self, x: Any) -> np.ndarray:
-        if isinstance(x, np.ndarray):
-            return x
-        if isinstance(x, np.generic) or (hasattr(x, "__array__") and not isinstance(x, (str, bytes, type))):
-            try:
-                return np.asarray(x)
-            except Exception as exc:  # a broken __array__: report it as the user's input
-                raise BrazeError(f"{self.label()}: expected {_describe(self.type)}; converting the "
-                                 f"{type(x).__name__} failed: {exc}") from None
-        raise BrazeError(f"{self.label()}: expected {_describe(self.type)}; got {type(x).__name__}")
-
-    def pointer(self, x: np.ndarray) -> int:
-        """The address to pass for x: its own data when usable as is, else the staging buffer filled from it."""
-        if x.dtype == self.dtype and x.flags.c_contiguous:
-            where = _data_address(x)
-            if where % ALIGNMENT == 0:
-                return where
-            ctypes.memmove(self.staging_address, where, self.nbytes)
-        else:
-            self.staging[...] = x
-        return self.staging_address
-
-
-_char_view, _address_of = ctypes.c_char.from_buffer, ctypes.addressof
-
-
-def _data_address(array: np.ndarray) -> int:
-    """The address of a contiguous array's data: through a ctypes view (a third of the time of
-    array.ctypes.data) when the array is writable and not empty, else through the array interface."""
-    try:
-        return _address_of(_char_view(array))
-    except (TypeError, ValueError):
-        return int(array.__array_interface__["data"][0])
-
-
-def _safe_conversion(got: np.dtype, want: np.dtype) -> bool:
-    """Byte order only, or a widening numpy calls safe within integers or within floats (never across kinds)."""
-    if got.newbyteorder("=") == want:
-        return True
-    same_family = got.kind == want.kind or (got.kind == "u" and want.kind == "i")
-    return same_family and bool(np.can_cast(got, want, casting="safe"))
 
 
 class Executable:
@@ -157,17 +66,20 @@ class Executable:
     def __init__(self, built: BuiltModule, library: CompiledLibrary, *, threads: int | None = None) -> None:
         self.built, self.library, self.graph = built, library, built.graph
         self.timings: CompileTimings | None = None  # set by the compile path (runtime/compile_path.py)
-        self.threads = _threads.choose_threads(_threads.estimate_work(built.graph), threads)
+        self._requested = _threads.check_threads(threads)
+        self._work = _threads.estimate_work(built.graph)
+        self._threads, self._threads_version = self._chosen_threads(), _threads.version
         self._entry = ENTRY.cfunc(library, built.entry)
         self._weights = [self._weight(slot) for slot in built.weights]
         self._prepared = self._prepared_buffers()
         self._arena = aligned_block(built.arena_bytes)
-        self._scratch = aligned_block(built.scratch_stride * self.threads)
+        self._scratch = aligned_block(built.scratch_stride * self._threads)
         self._sync = aligned_block(SYNC_BYTES)
         self._status = self._sync[STATUS_OFFSET:STATUS_OFFSET + 8 * STATUS_WORDS].view(np.int64)
         self._checks = dict(built.checks)
         bounds = index_bounds(built.graph)
-        self._specs = [_InputSpec(k, v.name, v.type, bounds.get(v.name)) for k, v in enumerate(built.inputs)]
+        self._specs = [InputSpec(k, v.name, v.type, bounds.get(v.name)) for k, v in enumerate(built.inputs)]
+        self._out_specs = [OutputSpec(k, v.type) for k, v in enumerate(built.outputs)]
         self._input_ptrs = (ctypes.c_void_p * max(len(self._specs), 1))()
         self._output_ptrs = (ctypes.c_void_p * max(len(built.outputs), 1))()
         buffers = self._weights + self._prepared
@@ -175,18 +87,59 @@ class Executable:
         self.prepare_calls = 0
         if built.prepare is not None:
             self._prepare(library)
-        self._outputs = _output_layout(built.outputs)
         self._lock = threading.Lock()
-        # ctypes objects, not ints, so that a call converts no argument
+        self._entry_address = library.address(built.entry)
+        self._abort_address = address(self._sync) + ABORT_OFFSET
+        # the one-foreign-call path of one-thread calls (runtime/call_frame.py): what a call reads, prebuilt
+        self._stub = call_stub()
+        self._frame = None if self._stub is None else CallFrame(self._entry_words(), self._specs, self._out_specs)
+        self._frame_pointer = None if self._frame is None else self._frame.pointer
+        self._small_outputs = all(spec.staging is not None for spec in self._out_specs)
+        self._output_shapes = [spec.shape for spec in self._out_specs]
+        self._output_dtypes = [spec.dtype for spec in self._out_specs]
+        self._bind_scratch()
+        if self._threads > 1:
+            _pool.pool().start(self._threads - 1)  # now, so that the first call pays nothing the others do not
+
+    def _entry_words(self) -> dict[str, int]:
+        """The entry's arguments for a one-thread call, by TASK_FIELDS name."""
+        return {"fn": self._entry_address, "inputs": ctypes.addressof(self._input_ptrs),
+                "weights": ctypes.addressof(self._weight_ptrs), "outputs": ctypes.addressof(self._output_ptrs),
+                "arena": address(self._arena), "scratch": address(self._scratch), "nthreads": 1,
+                "sync": address(self._sync)}
+
+    def _bind_scratch(self) -> None:
+        """The entry's argument tuples for the current scratch area (ctypes objects: a call converts nothing)."""
         self._fixed = (self._input_ptrs, self._weight_ptrs, self._output_ptrs, ctypes.c_void_p(address(self._arena)),
                        ctypes.c_void_p(address(self._scratch)))
         self._one_thread = (*self._fixed, ctypes.c_int64(0), ctypes.c_int64(1), ctypes.c_void_p(address(self._sync)))
-        self._entry_address = library.address(built.entry)
         self._pool_args = (ctypes.addressof(self._input_ptrs), ctypes.addressof(self._weight_ptrs),
                            ctypes.addressof(self._output_ptrs), address(self._arena), address(self._scratch),
                            address(self._sync))
-        self._first = partial(self._run_thread, self.threads, 0)
-        self._abort_address = address(self._sync) + ABORT_OFFSET
+        if self._frame is not None:
+            self._frame.set("scratch", address(self._scratch))
+
+    def _chosen_threads(self) -> int:
+        return _threads.choose_threads(self._work, self._requested)
+
+    @property
+    def threads(self) -> int:
+        """Threads the next call uses: the count compiled in with threads=, else chosen from the process's thread
+        count (braze.set_num_threads) and the graph's work estimate (runtime/threads.py)."""
+        if self._threads_version != _threads.version:
+            with self._lock:
+                self._retune()
+        return self._threads
+
+    def _retune(self) -> None:
+        """Follow a new process thread count; the scratch area grows when more threads than before need it."""
+        count = self._chosen_threads()
+        if self.built.scratch_stride * count > self._scratch.nbytes:
+            self._scratch = aligned_block(self.built.scratch_stride * count)
+            self._bind_scratch()
+        if count > 1:
+            _pool.pool().start(count - 1)
+        self._threads, self._threads_version = count, _threads.version
 
     @classmethod
     def build(cls, graph: Graph, *, threads: int | None = None, target: Target | None = None,
@@ -271,40 +224,65 @@ class Executable:
                 f"arena {self.built.arena_bytes} bytes, {self.threads} thread(s))")
 
     # --- calls -----------------------------------------------------------------------------------------------
-    def __call__(self, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        """Run the graph; validates every input first (BrazeError, ShapeError or DTypeError naming it)."""
-        outputs = self.run(inputs)
+    def __call__(self, *inputs: Any, out: Any = None) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run the graph; validates every input first (BrazeError, ShapeError or DTypeError naming it). With `out=`
+        (an array, or a tuple of arrays for several outputs) the results are written there and returned."""
+        outputs = self.run(inputs, out)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def run(self, inputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
-        """Run the graph on a sequence of inputs; always returns a tuple of output arrays."""
-        specs = self._specs
-        if len(inputs) != len(specs):
-            wanted = ", ".join(f"{s.name}: {s.type}" for s in specs) or "none"
-            raise BrazeError(f"@{self.graph.name} takes {len(specs)} input(s) ({wanted}); got {len(inputs)}")
-        arrays = [spec.check(x) for spec, x in zip(specs, inputs)]
+    def run(self, inputs: Sequence[Any], out: Any = None) -> tuple[np.ndarray, ...]:
+        """Run the graph on a sequence of inputs; always returns a tuple of output arrays (`out`'s, when given)."""
+        if len(inputs) != len(self._specs):
+            raise self._count_error(inputs)
+        if type(inputs) is not tuple:
+            inputs = tuple(inputs)  # the stub reads a tuple's items
+        if self._threads_version != _threads.version:
+            self.threads  # noqa: B018 (follow a new process thread count before taking the lock)
         with self._lock:
-            pointers = self._input_ptrs
-            for k, spec in enumerate(specs):
-                pointers[k] = spec.pointer(arrays[k])
-            outputs = self._new_outputs()
-            if self.threads == 1 or not self._run_parallel():
-                self._entry(*self._one_thread)
+            if out is not None:
+                outputs = self._given_outputs(out)
+            elif self._small_outputs:
+                outputs = tuple(map(np.empty, self._output_shapes, self._output_dtypes))
+            else:
+                outputs = tuple(spec.new() for spec in self._out_specs)
+            # the stub returns 0 when it ran the call, else k + 1 for the first input it left to the general path
+            if self._stub is None or self._threads != 1 or self._stub(self._frame_pointer, inputs, outputs):
+                self._run_checked(inputs, outputs)
             if self._checks and self._status[0]:
                 self._raise_check()
         return outputs
 
-    def _new_outputs(self) -> tuple[np.ndarray, ...]:
-        total, layout = self._outputs
-        block = np.empty(total + ALIGNMENT, np.uint8)
-        base = _data_address(block)
-        start = -base % ALIGNMENT
-        pointers = self._output_ptrs
-        outputs = []
-        for k, (offset, dtype, count, shape) in enumerate(layout):
-            pointers[k] = base + start + offset
-            outputs.append(np.frombuffer(block, dtype, count, start + offset).reshape(shape))
-        return tuple(outputs)
+    def _run_checked(self, inputs: tuple[Any, ...], outputs: tuple[np.ndarray, ...]) -> None:
+        """The general path: every input checked (and converted or staged) in Python, then the native code on one
+        thread or on the pool; results written through staging are copied out."""
+        arrays = [spec.check(x) for spec, x in zip(self._specs, inputs)]
+        pointers = self._input_ptrs
+        for k, spec in enumerate(self._specs):
+            pointers[k] = spec.pointer(arrays[k])
+        written = [spec.pointer(y) for spec, y in zip(self._out_specs, outputs)]
+        for k, where in enumerate(written):
+            self._output_ptrs[k] = where
+        if self._threads == 1 or not self._run_parallel():
+            self._entry(*self._one_thread)
+        for spec, y, where in zip(self._out_specs, outputs, written):
+            spec.finish(y, where)
+
+    def _count_error(self, inputs: Sequence[Any]) -> BrazeError:
+        wanted = ", ".join(f"{s.name}: {s.type}" for s in self._specs) or "none"
+        return BrazeError(f"@{self.graph.name} takes {len(self._specs)} input(s) ({wanted}); got {len(inputs)}")
+
+    def _given_outputs(self, out: Any) -> tuple[np.ndarray, ...]:
+        """The caller's out= arrays, one per output (a bare array for a single output), each validated."""
+        given = out if isinstance(out, (tuple, list)) else (out,)
+        if len(given) != len(self._out_specs):
+            raise BrazeError(f"@{self.graph.name} has {len(self._out_specs)} output(s); out= gives {len(given)}")
+        accepted = []
+        for spec, array in zip(self._out_specs, given):
+            staged = spec.staging_address
+            accepted.append(spec.accept(array))
+            if spec.staging_address != staged and self._frame is not None:
+                self._frame.set_output_staging(spec)
+        return tuple(accepted)
 
     def _raise_check(self) -> None:
         """Raise the error of the run-time check that fired in the last call, after clearing its status words."""
@@ -321,7 +299,7 @@ class Executable:
         if not pool.try_acquire():
             return False
         try:
-            pool.run(self._entry_address, self._pool_args, self.threads, self._first, self._abort)
+            pool.run(self._entry_address, self._pool_args, self._threads, self._run_first, self._abort)
         except BaseException:
             self._sync[...] = 0  # every thread has ended: clear the counters and the abort flag
             raise
@@ -329,19 +307,10 @@ class Executable:
             pool.release()
         return True
 
-    def _run_thread(self, nthreads: int, tid: int) -> None:
+    def _run_first(self) -> None:
         """The calling thread's share of a parallel call (the workers' shares start natively, see pool.py)."""
-        self._entry(*self._fixed, tid, nthreads, self._one_thread[-1])
+        self._entry(*self._fixed, 0, self._threads, self._one_thread[-1])
 
     def _abort(self) -> None:
         """Release every thread waiting at a native barrier of the current call (its results are discarded)."""
         ctypes.c_int64.from_address(self._abort_address).value = 1
-
-
-def _output_layout(outputs: Sequence[Any]) -> tuple[int, list[tuple[int, np.dtype, int, tuple[int, ...]]]]:
-    """Byte offsets (64-byte aligned) of every output in one block per call, and the block's size."""
-    layout, offset = [], 0
-    for v in outputs:
-        layout.append((offset, v.type.dtype.numpy, v.type.size, v.type.shape))
-        offset += -(-v.type.nbytes // ALIGNMENT) * ALIGNMENT
-    return offset, layout

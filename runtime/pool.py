@@ -9,8 +9,12 @@ that watches its go word, calls the posted entry point with its thread id and st
 done word. The caller posts a call natively (braze_pool_post) and, after its own share, waits natively for the
 done words (braze_pool_join). A GIL hand-over or the wake-up of a sleeping thread costs tens of microseconds on
 many machines (virtual ones above all); this way a multi-threaded call costs a few microseconds more than a
-single-threaded one. A worker that has seen no call for WAIT_SPINS spins (about a millisecond) returns to Python
-and sleeps on an Event, which the next post sets, so an idle process does not burn CPU.
+single-threaded one. Waiting threads spin only briefly, then sleep (codegen/futex.py), so that a core taken by
+another process is not also burnt by a braze thread waiting for the one that lost its core: a worker that has
+seen no call for WAIT_SPINS spins (about a millisecond) sleeps on a futex, which the next post wakes; a caller
+whose workers are not done after JOIN_SPINS spins sleeps until the last one is, and the barrier between kernels
+does the same (codegen/sync.py). Where there is no futex, an idle worker returns to Python and sleeps on an Event,
+which the next post sets, and the waits keep spinning.
 
 The pool runs one parallel call at a time; a call that finds it busy (another Python thread is running a
 compiled call) runs on one thread instead of waiting, so concurrent callers never block each other on the pool.
@@ -28,6 +32,7 @@ from typing import Callable, NamedTuple
 from .memory import address, aligned_zeros
 
 WAIT_SPINS = 100_000  # idle spins (with `pause`) before a worker sleeps: about 1 ms on current x86 cores
+JOIN_SPINS = 4096  # spins of a caller waiting for its workers before it sleeps: tens of microseconds
 
 
 
@@ -59,16 +64,22 @@ class _Worker:
         self.control = aligned_zeros(CONTROL_BYTES // 8, "int64")
         self.address = address(self.control)
         self.wake = threading.Event()
-        self.sleeps = 0
+        self._python_sleeps = 0
         self._task_address, self._work = task_address, work
         self.thread = threading.Thread(target=self._loop, name=f"braze-worker-{tid}", daemon=True)
         self.thread.start()
+
+    @property
+    def sleeps(self) -> int:
+        """How many times this worker has gone to sleep for want of work (natively or in Python)."""
+        from braze.codegen.sync import SLEEPS
+        return self._python_sleeps + int(self.control[SLEEPS // 8])
 
     def _loop(self) -> None:
         seen = 0
         while True:
             seen = self._work(self._task_address, self.address, self.tid, seen, WAIT_SPINS)
-            self.sleeps += 1
+            self._python_sleeps += 1
             self.wake.wait()
             self.wake.clear()  # a post that comes now is still seen: the native loop reads the go word first
 
@@ -81,12 +92,18 @@ class ThreadPool:
         self._controls = (ctypes.c_void_p * 1)()
         self._task = aligned_zeros(8, "int64")
         self._busy = threading.Lock()
+        self._growing = threading.Lock()
         self._calls = 0
 
     @property
     def size(self) -> int:
         """The number of worker threads started so far."""
         return len(self._workers)
+
+    def start(self, workers: int) -> None:
+        """Compile the pool's native code and start `workers` workers now, if not done yet (an executable that
+        will run on several threads asks at load time, so that its first call costs what the later ones do)."""
+        self._grow(workers, native().work)
 
     def try_acquire(self) -> bool:
         """Reserve the pool for one parallel call; False when another call holds it."""
@@ -124,7 +141,7 @@ class ThreadPool:
         posted = failure is None or ctypes.c_int64.from_address(self._workers[0].address).value == call
         while posted:
             try:
-                if functions.join(self._controls, workers, call, WAIT_SPINS):
+                if functions.join(self._controls, workers, call, JOIN_SPINS):
                     break
             except BaseException as exc:
                 failure = failure or exc
@@ -134,9 +151,10 @@ class ThreadPool:
     def _grow(self, count: int, work: Callable[..., int]) -> None:
         if len(self._workers) >= count:
             return
-        while len(self._workers) < count:
-            self._workers.append(_Worker(len(self._workers) + 1, address(self._task), work))
-        self._controls = (ctypes.c_void_p * len(self._workers))(*[w.address for w in self._workers])
+        with self._growing:
+            while len(self._workers) < count:
+                self._workers.append(_Worker(len(self._workers) + 1, address(self._task), work))
+            self._controls = (ctypes.c_void_p * len(self._workers))(*[w.address for w in self._workers])
 
 
 _pool: ThreadPool | None = None
@@ -162,4 +180,4 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-__all__ = ["ThreadPool", "WAIT_SPINS", "native", "pool"]
+__all__ = ["JOIN_SPINS", "ThreadPool", "WAIT_SPINS", "native", "pool"]

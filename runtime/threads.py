@@ -1,8 +1,11 @@
 """How many threads a compiled call uses (the threads themselves are in runtime/pool.py).
 
-An explicit count (braze.compile(..., threads=N)) wins, then `BRAZE_NUM_THREADS`, then a heuristic: one thread
-for small graphs, where handing work to another thread costs more than it saves, else every CPU this process may
-run on (its affinity mask where the platform has one).
+An explicit count (braze.compile(..., threads=N)) is the module's own and is used as given. Every other module
+uses the process's thread count, as torch's intra-op threads do: `braze.set_num_threads(n)` (read at each call,
+so it changes modules compiled before it too), else `BRAZE_NUM_THREADS`, else every CPU this process may run on (its
+affinity mask where the platform has one); `braze.get_num_threads()` returns it. Within that count a graph whose
+work estimate (the registry's `work` trait summed over the whole graph, computed once per compile) is small runs
+on one thread, where handing work to another thread costs more than it saves.
 """
 from __future__ import annotations
 
@@ -51,15 +54,33 @@ def check_threads(threads: int | None) -> int | None:
     return threads
 
 
+_set_count: int | None = None
+version = 0  # bumped by set_num_threads: executables re-read their thread count when it changes
+
+
+def set_num_threads(threads: int) -> None:
+    """Use `threads` threads per compiled call from the next call on (modules compiled with threads= keep theirs)."""
+    global _set_count, version
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise BrazeError(f"set_num_threads: threads must be a positive integer, got {threads!r}")
+    _set_count, version = threads, version + 1
+
+
+def get_num_threads() -> int:
+    """The threads a compiled call may use: set_num_threads', else BRAZE_NUM_THREADS, else the CPUs available."""
+    if _set_count is not None:
+        return _set_count
+    from_env = env_threads()
+    return from_env if from_env is not None else available_cpus()
+
+
 def choose_threads(work: float, requested: int | None = None) -> int:
-    """Threads for a call: `requested`, else BRAZE_NUM_THREADS, else 1 for small work and all CPUs otherwise."""
+    """Threads for a call: `requested` as given, else get_num_threads(), or 1 when the work is small."""
     requested = check_threads(requested)
     if requested is not None:
         return requested
-    from_env = env_threads()
-    if from_env is not None:
-        return from_env
-    return 1 if work < PARALLEL_THRESHOLD else available_cpus()
+    count = get_num_threads()  # read even for small work, so that a bad BRAZE_NUM_THREADS is always reported
+    return 1 if work < PARALLEL_THRESHOLD else count
 
 
 def estimate_work(graph: Graph) -> float:

@@ -148,8 +148,9 @@ def test_graph_cache_warm_compile_in_a_new_process_builds_no_llvm_module(cache_r
     assert warm["hit"] and not warm["module_built"] and not warm["lowerings_imported"]
     assert "build IR" not in warm["stages"] and "link" in warm["stages"]
     assert "cached passes" in warm["stages"] and not any(s.startswith("pass ") for s in warm["stages"])
-    # two hits: the optimized graph (runtime/pass_cache.py) and its object
-    assert (warm["stats"]["hits"], warm["stats"]["misses"], warm["stats"]["rebuilds"]) == (2, 0, 0)
+    # three hits: the optimized graph (runtime/pass_cache.py), its object and the runtime's call stub (compiled
+    # once per process)
+    assert (warm["stats"]["hits"], warm["stats"]["misses"], warm["stats"]["rebuilds"]) == (3, 0, 0)
     assert warm["y"] == first["y"] == second["y"]  # bit-identical outputs
     assert warm["llvm"] and cold["llvm"]  # a warm library still shows its IR (built on demand)
     assert [p.name for p in cache_root.iterdir() if p.suffix != cache.SUFFIX] == []  # no temporary left behind

@@ -161,7 +161,12 @@ def test_executable_inputs_are_not_modified_and_outputs_are_fresh() -> None:
     np.testing.assert_array_equal(x, keep[0])
     np.testing.assert_array_equal(y, keep[1])
     assert first is not second and not np.shares_memory(first, second)
-    assert first.ctypes.data % 64 == 0 and first.flags.c_contiguous and first.flags.writeable
+    assert first.flags.c_contiguous and first.flags.writeable and first.flags.owndata
+
+
+def test_executable_large_outputs_are_allocated_aligned() -> None:
+    exe = executable(2, shape=(64, 64))
+    assert exe(*inputs((64, 64))).ctypes.data % 64 == 0
 
 
 def test_executable_returns_a_tuple_for_several_outputs() -> None:
@@ -264,7 +269,8 @@ def test_executable_concurrent_calls_from_python_threads_are_correct() -> None:
 
 def test_executable_threads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BRAZE_NUM_THREADS", "3")
-    assert executable(2, threads=None).threads == 3
+    assert executable(2, shape=(512, 1024), threads=None).threads == 3
+    assert executable(2, threads=None).threads == 1  # a small graph stays on one thread within that count
     monkeypatch.setenv("BRAZE_NUM_THREADS", "1")
     assert executable(2, shape=(512, 1024), threads=None).threads == 1
     assert executable(2, threads=2).threads == 2  # an explicit count wins over the environment

@@ -1,0 +1,143 @@
+"""The native front of a one-thread compiled call: numpy arrays in, the entry point called, in one foreign call.
+
+    i64 braze_call(ptr frame, object inputs, object outputs)      CALL (codegen/abi.py)
+
+`inputs` and `outputs` are Python tuples of numpy arrays, passed as objects (ctypes py_object). The stub reads each
+input array's type, dtype, rank, shape, flags and data pointer straight from its object, at the offsets of an
+ObjectLayout the runtime measured on this process's numpy (runtime/objects.py), checks them against the frame, and
+returns k + 1 at the first input k that is not exactly what the entry expects (another type, dtype or shape, or not
+C-contiguous), before any native code of the graph runs; the runtime then takes its general path for that call,
+with full checks, conversions and error messages. An input that passes but is not 64-byte aligned is copied into its
+staging buffer. Outputs are arrays the runtime allocated (or the caller's `out=` arrays it validated); one that is
+not 64-byte aligned is written through its staging buffer and copied out after the entry returns. The stub then
+calls the entry with tid 0 and returns 0. It runs without the GIL: the caller's tuples keep every object alive.
+
+The frame is an array of i64 words the runtime owns per executable: first the entry's arguments in TASK_FIELDS
+order (the entry's address, then every argument but the thread id), then FRAME_ARRAY_TYPE (the address of the
+numpy.ndarray type object), the input and output counts, INPUT_WORDS per input (expected dtype object, rank,
+address of the expected dims as i64s, staging buffer, byte size) and OUTPUT_WORDS per output (staging buffer,
+byte size).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+
+from .abi import CALL, TASK_FIELDS, emit_entry_call
+from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64
+from .sync import declare
+from .target import Target
+
+FRAME_ARRAY_TYPE = len(TASK_FIELDS)
+FRAME_INPUTS, FRAME_OUTPUTS = FRAME_ARRAY_TYPE + 1, FRAME_ARRAY_TYPE + 2
+FRAME_HEADER = FRAME_ARRAY_TYPE + 3
+INPUT_WORDS, OUTPUT_WORDS = 5, 2
+C_CONTIGUOUS = 0x1  # numpy's NPY_ARRAY_C_CONTIGUOUS flag
+
+
+@dataclass(frozen=True)
+class ObjectLayout:
+    """Byte offsets of the fields the stub reads: in a numpy array object, and of a tuple's first item."""
+
+    type: int
+    data: int
+    nd: int
+    dims: int
+    descr: int
+    flags: int
+    tuple_items: int
+
+
+def frame_words(inputs: int, outputs: int) -> int:
+    """The length of a frame for this many inputs and outputs."""
+    return FRAME_HEADER + INPUT_WORDS * inputs + OUTPUT_WORDS * outputs
+
+
+def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
+    """The module exporting `braze_call` for objects of this layout (see the module doc)."""
+    module = target.new_module(f"braze_call_v1_{layout.data}_{layout.descr}_{layout.tuple_items}")
+    fn = CALL.define(module, "braze_call")
+    frame, inputs, outputs = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    stub = _Stub(b, module, layout, frame)
+    stub.gather_inputs(inputs)
+    stub.each_output(outputs, stub.place_output)
+    stub.call_entry()
+    stub.each_output(outputs, stub.copy_output)
+    b.ret(i64(0))
+    return module
+
+
+class _Stub:
+    """Emits the stub's steps into one function."""
+
+    def __init__(self, b: ir.IRBuilder, module: ir.Module, layout: ObjectLayout, frame: ir.Value) -> None:
+        self.b, self.layout, self.frame = b, layout, frame
+        self.memcpy = declare(module, "llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
+
+    def word(self, index: ir.Value | int, typ: ir.Type = I64) -> ir.Value:
+        return self.b.load(self.b.gep(self.frame, [i64(index)], source_etype=I64), typ=typ, align=8)
+
+    def field(self, obj: ir.Value, offset: int, typ: ir.Type) -> ir.Value:
+        return self.b.load(self.b.gep(obj, [i64(offset)], source_etype=I8), typ=typ)
+
+    def item(self, tuple_: ir.Value, k: ir.Value) -> ir.Value:
+        items = self.b.gep(tuple_, [i64(self.layout.tuple_items)], source_etype=I8)
+        return self.b.load(self.b.gep(items, [k], source_etype=PTR), typ=PTR, align=8)
+
+    def require(self, ok: ir.Value, k: ir.Value) -> None:
+        """Continue when `ok`, else return k + 1 (input k takes the runtime's general path)."""
+        b = self.b
+        fail, go = b.append_basic_block("reject"), b.append_basic_block("accepted")
+        b.cbranch(ok, go, fail)
+        b.position_at_end(fail)
+        b.ret(b.add(k, i64(1)))
+        b.position_at_end(go)
+
+    def aligned(self, data: ir.Value) -> ir.Value:
+        return self.b.icmp_unsigned("==", self.b.and_(self.b.ptrtoint(data, I64), i64(63)), i64(0))
+
+    def gather_inputs(self, inputs: ir.Value) -> None:
+        b, layout = self.b, self.layout
+        pointers = self.word(TASK_FIELDS.index("inputs"), PTR)
+        with for_range(b, 0, self.word(FRAME_INPUTS), name="in") as k:
+            rec = b.add(i64(FRAME_HEADER), b.mul(k, i64(INPUT_WORDS)), name="rec")
+            obj = self.item(inputs, k)
+            self.require(b.icmp_unsigned("==", self.field(obj, layout.type, I64), self.word(FRAME_ARRAY_TYPE)), k)
+            self.require(b.icmp_unsigned("==", self.field(obj, layout.descr, I64), self.word(rec)), k)
+            rank = self.word(b.add(rec, i64(1)))
+            self.require(b.icmp_signed("==", b.sext(self.field(obj, layout.nd, I32), I64), rank), k)
+            flags = self.field(obj, layout.flags, I32)
+            self.require(b.icmp_unsigned("!=", b.and_(flags, ir.Constant(I32, C_CONTIGUOUS)), ir.Constant(I32, 0)), k)
+            got, want = self.field(obj, layout.dims, PTR), self.word(b.add(rec, i64(2)), PTR)
+            with for_range(b, 0, rank, name="dim") as d:
+                have = b.load(b.gep(got, [d], source_etype=I64), typ=I64, align=8)
+                self.require(b.icmp_signed("==", have, b.load(b.gep(want, [d], source_etype=I64), typ=I64, align=8)),
+                             k)
+            data = self.field(obj, layout.data, PTR)
+            staging = self.word(b.add(rec, i64(3)), PTR)
+            with b.if_then(b.not_(self.aligned(data))):
+                b.call(self.memcpy, [staging, data, self.word(b.add(rec, i64(4))), ir.Constant(I1, 0)])
+            where = b.select(self.aligned(data), data, staging)
+            b.store(where, b.gep(pointers, [k], source_etype=PTR), align=8)
+
+    def each_output(self, outputs: ir.Value, body) -> None:
+        b = self.b
+        first = b.add(i64(FRAME_HEADER), b.mul(self.word(FRAME_INPUTS), i64(INPUT_WORDS)), name="outs")
+        with for_range(b, 0, self.word(FRAME_OUTPUTS), name="out") as k:
+            rec = b.add(first, b.mul(k, i64(OUTPUT_WORDS)), name="orec")
+            body(k, rec, self.field(self.item(outputs, k), self.layout.data, PTR))
+
+    def place_output(self, k: ir.Value, rec: ir.Value, data: ir.Value) -> None:
+        b = self.b
+        where = b.select(self.aligned(data), data, self.word(rec, PTR))
+        b.store(where, b.gep(self.word(TASK_FIELDS.index("outputs"), PTR), [k], source_etype=PTR), align=8)
+
+    def copy_output(self, k: ir.Value, rec: ir.Value, data: ir.Value) -> None:
+        b = self.b
+        with b.if_then(b.not_(self.aligned(data))):
+            b.call(self.memcpy, [data, self.word(rec, PTR), self.word(b.add(rec, i64(1))), ir.Constant(I1, 0)])
+
+    def call_entry(self) -> None:
+        emit_entry_call(self.b, {field: self.word(k) for k, field in enumerate(TASK_FIELDS)}, i64(0))

@@ -1,0 +1,146 @@
+"""The one-foreign-call path of a call (the native stub) and its fallbacks, and `out=` buffers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import braze
+from braze.ir.errors import BrazeError, ShapeError
+from braze.runtime.call_frame import call_stub
+from braze.runtime.objects import object_layout
+
+from .test_executable import executable, expected, inputs
+
+pytestmark = pytest.mark.skipif(object_layout() is None, reason="numpy's object layout is not confirmed here")
+
+
+def unaligned(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `array` whose data does not start on a 64-byte boundary."""
+    raw = np.empty(array.nbytes + 64 + array.itemsize, np.uint8)
+    start = (-raw.ctypes.data % 64) + array.itemsize
+    view = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return view
+
+
+class CountingStub:
+    """Wraps the stub to record what it returned (0: it ran the call; k + 1: input k went the general path)."""
+
+    def __init__(self, stub) -> None:
+        self.stub, self.returned = stub, []
+
+    def __call__(self, *args):
+        self.returned.append(self.stub(*args))
+        return self.returned[-1]
+
+
+def counted(exe):
+    exe._stub = CountingStub(exe._stub)
+    return exe._stub
+
+
+def test_call_path_object_layout_is_confirmed_on_this_numpy() -> None:
+    assert object_layout() is not None and call_stub() is not None
+
+
+def test_call_path_exact_inputs_take_the_stub() -> None:
+    exe = executable()
+    stub = counted(exe)
+    args = inputs()
+    np.testing.assert_array_equal(exe(*args), expected(exe, args))
+    assert stub.returned == [0]
+
+
+def test_call_path_unaligned_inputs_are_staged_by_the_stub() -> None:
+    exe = executable()
+    stub = counted(exe)
+    args = [unaligned(a) for a in inputs()]
+    assert all(a.ctypes.data % 64 for a in args)
+    np.testing.assert_array_equal(exe(*args), expected(exe, args))
+    assert stub.returned == [0]
+
+
+@pytest.mark.parametrize("change", ["dtype", "strided", "subclass", "fortran"])
+def test_call_path_other_inputs_fall_back_to_the_checked_path(change: str) -> None:
+    exe = executable()
+    stub = counted(exe)
+    x, y = inputs()
+    given = {"dtype": y.astype(">f4"), "strided": np.repeat(y, 2, axis=1)[:, ::2],
+             "subclass": y.view(np.matrix), "fortran": np.asfortranarray(y)}[change]
+    np.testing.assert_array_equal(exe(x, given), expected(exe, [x, np.asarray(given, np.float32)]))
+    assert stub.returned == [2]
+
+
+def test_call_path_wrong_shape_is_still_named_after_the_stub_declines() -> None:
+    exe = executable()
+    with pytest.raises(ShapeError, match=r"input 1 \('y'\): expected a float32 array of shape \(4, 6\)"):
+        exe(inputs()[0], np.zeros((6, 4), np.float32))
+
+
+def test_call_path_out_receives_the_results_and_is_returned() -> None:
+    exe = executable()
+    args = inputs()
+    out = np.full((4, 6), np.nan, np.float32)
+    assert exe(*args, out=out) is out
+    np.testing.assert_array_equal(out, expected(exe, args))
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (64, 64)])
+def test_call_path_unaligned_out_is_written_through_staging(shape: tuple[int, ...]) -> None:
+    exe = executable(shape=shape)
+    args = inputs(shape)
+    out = unaligned(np.zeros(shape, np.float32))
+    for _ in range(2):  # a large output's staging buffer is made on the first such call, then reused
+        assert exe(*args, out=out) is out
+        np.testing.assert_array_equal(out, expected(exe, args))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_call_path_out_works_on_every_path(threads: int) -> None:
+    exe = executable(shape=(64, 64), threads=threads)
+    args = inputs((64, 64))
+    out = np.empty((64, 64), np.float32)
+    exe(np.asfortranarray(args[0]) if threads == 1 else args[0], args[1], out=out)  # Fortran order: checked path
+    np.testing.assert_array_equal(out, expected(exe, args))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.zeros((4, 5), np.float32), r"out\[0\]: expected a float32 array of shape \(4, 6\)"),
+    (np.zeros((4, 6), np.float64), r"out\[0\]: expected a float32 array of shape \(4, 6\)"),
+    (np.zeros((6, 4), np.float32).T, r"out\[0\]: expected a writable C-contiguous array"),
+    (bytearray(96), r"out\[0\]: expected a numpy array"),
+    ((np.zeros((4, 6), np.float32),) * 2, r"has 1 output\(s\); out= gives 2"),
+])
+def test_call_path_bad_out_is_a_clear_error(bad, message: str) -> None:
+    exe = executable()
+    with pytest.raises(BrazeError, match=message):
+        exe(*inputs(), out=bad)
+
+
+def test_call_path_read_only_out_is_refused() -> None:
+    out = np.zeros((4, 6), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(BrazeError, match="writable C-contiguous"):
+        executable()(*inputs(), out=out)
+
+
+def test_call_path_compiled_module_out_with_arrays_and_tensors() -> None:
+    model = braze.nn.Linear(4, 3)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    compiled = braze.compile(model.eval(), x)
+    want = compiled(x)
+    out = np.empty((2, 3), np.float32)
+    assert compiled(x, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    out[...] = 0
+    assert compiled(braze.tensor(x), out=out) is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_call_path_index_inputs_keep_their_range_check() -> None:
+    compiled = braze.compile(braze.nn.Embedding(5, 2).eval(), np.array([0, 1, 2]))
+    stub = counted(compiled.executable)
+    np.testing.assert_array_equal(compiled(np.array([0, 4, 2])).shape, (3, 2))
+    with pytest.raises(braze.IndexRangeError, match="index 5 is out of range"):
+        compiled(np.array([0, 5, 2]))
+    assert stub.returned == [1, 1]

@@ -1,0 +1,47 @@
+"""The harness's own arithmetic: the FMA peak kernel computes what it claims, and "% of peak" is FLOPs / time / peak."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks import peak, report
+
+
+def test_benchmarks_fma_kernel_runs_every_chain_every_iteration() -> None:
+    kernel, flops = peak.fma_kernel()
+    out = np.ones(64, np.float32)
+    kernel(10, out.ctypes.data)  # each chain: acc = acc * 1 + 1, from 1 + 0.001 k
+    lanes = flops // (2 * peak.ACCUMULATORS)
+    want = sum(11 + 0.001 * k for k in range(peak.ACCUMULATORS))
+    np.testing.assert_allclose(out[:lanes], want, rtol=1e-6)
+
+
+RESULTS = {
+    "machine": {"date": "2026-01-01 00:00 UTC", "python": "3.11", "numpy": "2.4", "cpu": "znver3",
+                "cpu_model": "AMD EPYC", "cpus": 2},
+    "load": {"before": [0.5, 0.4, 0.3], "after": [1.0, 0.5, 0.3]}, "command": "python -m benchmarks.run",
+    "runs": [{"threads": 1, "peak_gflops": 100.0,
+              "models": {"mlp b64": {"seconds": {"braze compiled": 1e-3, "numpy eager": 2e-3, "torch.compile": 4e-3,
+                                                 "torch.compile freezing": 3e-3},
+                                     "notes": {"flops": 5e7, "braze threads": 1, "first_call_s": 1.1e-3}}},
+              "sgemm": [{"n": 256, "braze_gflops": 80.0, "numpy_gflops": 40.0}]}],
+}
+
+
+def test_benchmarks_tables_show_percent_of_peak_and_the_better_torch_compile() -> None:
+    table = report.markdown(RESULTS)
+    assert "| mlp b64 | 1 (braze: 1) | 1.00 ms | 50% | 1.10 ms | 2.00 ms (2.00x) | 3.00 ms (3.00x) (freezing) |" in table
+    assert "| 256 | 1 | 80.0 | 80% | 40.0 | 2.00 |" in table
+
+
+def test_benchmarks_readme_table_names_date_cpu_versions_and_load() -> None:
+    text = report.readme_table(RESULTS)
+    assert text.startswith("Measured 2026-01-01 00:00 UTC with `python -m benchmarks.run` on AMD EPYC")
+    assert "python 3.11, numpy 2.4" in text and "0.50 0.40 0.30 / 1.00 0.50 0.30" in text
+    assert "| mlp b64 | 1 (braze: 1) | 1.00 ms | 50% | numpy eager 2.00 ms | 2.00x |" in text
+
+
+def test_benchmarks_plots_one_png_per_model(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    (path,) = report.plots(RESULTS, tmp_path)
+    assert path.name == "mlp_b64.png" and path.read_bytes()[:4] == b"\x89PNG"
