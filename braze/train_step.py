@@ -21,8 +21,9 @@ from braze.frontend.tensor import Tensor
 from braze.ir.autodiff import backward_graph
 from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph
-from braze.ir.train_step import (SEED_ROLE, StepGroup, coefficient_inputs, dropout_seeds_as_inputs, input_roles,
-                                 optimizer_step_graph, updated_leaves)
+from braze.ir.autodiff import STATE_UPDATE
+from braze.ir.train_step import (APPLY_ROLE, SEED_ROLE, StepGroup, coefficient_inputs, dropout_seeds_as_inputs,
+                                 input_roles, optimizer_step_graph, updated_leaves)
 from braze.ir.update_rules import RULES
 from braze.training import trace_loss
 
@@ -33,12 +34,14 @@ if TYPE_CHECKING:  # codegen loads LLVM: imported on first compile, not with bra
 COMPILED_RULES = {"sgd": "sgd", "adam": "adam", "adamw": "adam"}
 
 
-def train_step_graph(model: Module, loss_fn: Callable[[Any, Any], Any], optimizer: Any, *example_batch: Any) -> Graph:
-    """The traced loss, its gradients and the optimizer's update as one graph (ir/train_step.py), with the state
-    the optimizer already holds as the initial values of its state leaves."""
+def train_step_graph(model: Module, loss_fn: Callable[[Any, Any], Any], optimizer: Any, *example_batch: Any,
+                     max_norm: float | None = None, accumulate: int = 1) -> Graph:
+    """The traced loss, its gradients and the optimizer's update as one graph (ir/train_step.py: clipping by
+    `max_norm`, accumulating over `accumulate` calls), with the state the optimizer already holds as the initial
+    values of its state leaves."""
     groups = step_groups(optimizer, model)
     forward = dropout_seeds_as_inputs(trace_loss(model, loss_fn, *example_batch))
-    graph = optimizer_step_graph(backward_graph(forward), groups)
+    graph = optimizer_step_graph(backward_graph(forward), groups, max_norm=max_norm, accumulate=accumulate)
     state = _optimizer_state(optimizer, model)
     return graph.replace(weights={**graph.weights, **{p: state[p] for p in graph.weights if p in state}})
 
@@ -101,24 +104,38 @@ class TrainStep:
                  steps: list[int]) -> None:
         self.graph, self.executable, self.optimizer = graph, executable, optimizer
         self.groups, self.steps = groups, steps
+        self.accumulate, self.calls = int(graph.attributes.get("accumulate", 1)), 0
         self._updates = updated_leaves(graph)
         self._roles = input_roles(graph)
         self._coefficients = coefficient_inputs(graph)
         self._structures = [RULES[g.rule].structure(g.hyper) for g in groups]
 
     def __call__(self, *batch: Any) -> np.ndarray:
-        """One step on `batch` at the optimizer's current hyper-parameters; returns the loss (a rank-0 array)."""
-        arrays = [x.detach().numpy() if isinstance(x, Tensor) else x for x in batch]
-        inputs = arrays + [np.int64(default_generator.draw_seed()) for r in self._roles if r == SEED_ROLE]
-        inputs += self._coefficient_values()
-        outputs = self.executable.run(inputs)
+        """One step (with accumulate=k: one micro-batch, the k-th of which updates) on `batch` at the optimizer's
+        current hyper-parameters; returns the loss (a rank-0 array)."""
+        applies = (self.calls + 1) % self.accumulate == 0
+        outputs = self.executable.run(self._inputs(batch, applies))
         self.executable.write_weights({path: outputs[k] for path, k in self._updates.items()})
-        self.steps = [n + 1 for n in self.steps]
-        self.optimizer._opt_called = True  # a scheduler stepped after this call does not warn, as after opt.step()
+        self.calls += 1
+        if applies:
+            self.steps = [n + 1 for n in self.steps]
+            self.optimizer._opt_called = True  # a scheduler stepped now does not warn, as after opt.step()
         return outputs[0]
 
-    def _coefficient_values(self) -> list[np.ndarray]:
-        """Each coefficient input's value for the coming step, from its group's current hyper-parameters."""
+    def _inputs(self, batch: tuple[Any, ...], applies: bool) -> list[Any]:
+        """The call's inputs by role: the batch, a fresh seed per dropout, whether to apply, the coefficients."""
+        arrays = [x.detach().numpy() if isinstance(x, Tensor) else x for x in batch]
+        if len(arrays) != self._roles.count("batch"):
+            raise BrazeError(f"TrainStep: expected a batch of {self._roles.count('batch')} tensor(s) (the model's "
+                             f"inputs, then the target), got {len(arrays)}")
+        batch_values, coefficients = iter(arrays), self._coefficient_values()
+        by_role = {SEED_ROLE: lambda k: np.int64(default_generator.draw_seed()),
+                   APPLY_ROLE: lambda k: np.bool_(applies), "batch": lambda k: next(batch_values)}
+        return [by_role[role](k) if role in by_role else coefficients[k] for k, role in enumerate(self._roles)]
+
+    def _coefficient_values(self) -> dict[int, np.ndarray]:
+        """Each coefficient input's value (by input index) for the coming update, from its group's current
+        hyper-parameters."""
         values = []
         for k, (group, current) in enumerate(zip(self.groups, self.optimizer.param_groups)):
             hyper, rule = _hyper(self.optimizer, current), RULES[group.rule]
@@ -126,8 +143,8 @@ class TrainStep:
                 raise BrazeError(f"TrainStep: the hyper-parameters of group {k} changed in a way the compiled step "
                                  f"cannot follow (from {dict(group.hyper)} to {hyper}): compile a new step")
             values.append(rule.coefficients(hyper, float(current["lr"]), self.steps[k] + 1))
-        return [np.asarray(values[group][name], self.graph.inputs[k].type.dtype.numpy)
-                for k, group, name in self._coefficients]
+        return {k: np.asarray(values[group][name], self.graph.inputs[k].type.dtype.numpy)
+                for k, group, name in self._coefficients}
 
     def sync(self, model: Module) -> None:
         """Write the trained weights and buffers into `model` and the optimizer state into the optimizer, matched
@@ -137,12 +154,15 @@ class TrainStep:
         states = {f"{path}.{name}": (path, name) for g in self.groups for path in g.paths
                   for name in RULES[g.rule].state_arrays(g.hyper)}
         collected: dict[str, dict[str, Any]] = {}
-        for path in self._updates:
+        for role in self.graph.attributes["outputs"]:
+            path = role.split(":", 1)[1] if ":" in role else None
+            if path is None or (role.startswith(STATE_UPDATE) and path not in states):
+                continue  # the loss, and gradient accumulators (mid-accumulation gradients stay in the step)
             param = by_id.get(int(leaves[path].id))
             if param is None:
                 raise BrazeError(f"TrainStep.sync: the model has no parameter with id {int(leaves[path].id)} "
                                  f"('{path}')")
-            if path in states:
+            if role.startswith(STATE_UPDATE):
                 owner, name = states[path]
                 collected.setdefault(owner, {})[name] = self.executable.weight(path)
             else:
@@ -165,7 +185,7 @@ class TrainStep:
 
 
 def compile_train_step(model: Module, loss_fn: Callable[[Any, Any], Any], optimizer: Any, *example_batch: Any,
-                       threads: int | None = None) -> TrainStep:
+                       max_norm: float | None = None, accumulate: int = 1, threads: int | None = None) -> TrainStep:
     """Compile `loss_fn(model(*inputs), target)`, its backward pass and `optimizer`'s update as one native call.
 
     The model is traced in its current mode (train() for batch norm on batch statistics and dropout, whose masks
@@ -174,9 +194,14 @@ def compile_train_step(model: Module, loss_fn: Callable[[Any, Any], Any], optimi
     Supported: braze.optim.SGD, Adam and AdamW with any parameter groups, reading each group's hyper-parameters
     at every call (schedulers work); a change to a choice the arithmetic branches on (nesterov, maximize, a
     weight decay or momentum becoming zero) needs a new step.
+
+    `max_norm` clips the gradients by their total 2-norm before the update, as torch.nn.utils.clip_grad_norm_.
+    `accumulate=k` accumulates over micro-batches: call the step once per micro-batch; every call adds its
+    gradient and the k-th applies the update to their mean (torch's loop with `(loss / k).backward()` and one
+    `optimizer.step()` per k micro-batches); each call returns its micro-batch's loss.
     """
     from braze.runtime.compile_path import compile_graph
-    graph = train_step_graph(model, loss_fn, optimizer, *example_batch)
+    graph = train_step_graph(model, loss_fn, optimizer, *example_batch, max_norm=max_norm, accumulate=accumulate)
     return step_running(graph, compile_graph(graph, pipeline="training", threads=threads), optimizer, model)
 
 

@@ -55,6 +55,8 @@ def _small_mlp(dtype: type) -> nn.Module:
     """The benchmark MLP's layers at a size the interpreter runs quickly, for the optimizer variants."""
     braze.manual_seed(0)
     model = nn.Sequential(nn.Linear(SMALL, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10)).train()
+    for p in model.parameters():
+        p.detach()  # materialize now: lazy parameters draw from the generator when first read
     return model.double() if dtype is np.float64 else model
 
 
@@ -311,3 +313,83 @@ def test_compiled_train_step_with_lora_trains_only_the_adapters() -> None:
             np.testing.assert_array_equal(p.base().numpy(), bases[path], err_msg=path)
         else:
             np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=path)
+
+
+def test_train_step_clips_gradients_by_total_norm_as_clip_grad_norm_in_float64() -> None:
+    """max_norm: torch's clip_grad_norm_ (norm of the per-gradient norms, scale by max_norm / (norm + 1e-6))."""
+    x, y = _batch(np.float64, features=SMALL)
+    model, eager = _small_mlp(np.float64), _small_mlp(np.float64)
+    opt, eager_opt = (braze.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (model, eager))
+    graph = braze.train_step_graph(model, F.cross_entropy, opt, x, y, max_norm=0.2)
+    step = step_running(graph, Interpreted(graph), opt, model)
+    losses = [float(step(x, y)) for _ in range(STEPS)]
+    step.sync(model)
+    want, norms = [], []
+    for _ in range(STEPS):
+        eager_opt.zero_grad()
+        loss = F.cross_entropy(eager(braze.tensor(x)), braze.tensor(y))
+        loss.backward()
+        norms.append(float(nn.utils.clip_grad_norm_(eager.parameters(), 0.2)))
+        eager_opt.step()
+        want.append(loss.item())
+    assert sum(n > 0.2 for n in norms) >= STEPS // 2  # the clipping is in effect on most steps
+    np.testing.assert_allclose(losses, want, **F64)
+    for p, q in zip(model.parameters(), eager.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), **F64)
+
+
+def _eager_accumulated(model: nn.Module, opt: Any, micro: list[tuple[np.ndarray, np.ndarray]], k: int) -> list[float]:
+    """torch's accumulation loop: (loss / k).backward() per micro-batch, one step per k of them."""
+    losses = []
+    opt.zero_grad()
+    for i, (x, y) in enumerate(micro):
+        loss = F.cross_entropy(model(braze.tensor(x)), braze.tensor(y))
+        (loss / k).backward()
+        losses.append(loss.item())
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+    return losses
+
+
+def _micro_batches(dtype: type, count: int, features: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(5)
+    return [(rng.standard_normal((4, features)).astype(dtype), rng.integers(0, 10, 4)) for _ in range(count)]
+
+
+def test_train_step_accumulates_gradients_over_micro_batches_in_float64() -> None:
+    """accumulate=3: three calls per update; weights and Adam's state move only on every third call."""
+    micro = _micro_batches(np.float64, 12, SMALL)
+    model, eager = _small_mlp(np.float64), _small_mlp(np.float64)
+    opt, eager_opt = (braze.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, eager))
+    graph = braze.train_step_graph(model, F.cross_entropy, opt, *micro[0], accumulate=3, max_norm=1.0)
+    step = step_running(graph, Interpreted(graph), opt, model)
+    first = step.executable.weight("0.weight")
+    losses = [float(step(*micro[0])), float(step(*micro[1]))]
+    np.testing.assert_array_equal(step.executable.weight("0.weight"), first)
+    losses += [float(step(x, y)) for x, y in micro[2:]]
+    step.sync(model)
+
+    def clipped_step() -> None:
+        nn.utils.clip_grad_norm_(eager.parameters(), 1.0)
+        AdamW_step()
+    AdamW_step = eager_opt.step
+    eager_opt.step = clipped_step
+    want = _eager_accumulated(eager, eager_opt, micro, 3)
+    np.testing.assert_allclose(losses, want, **F64)
+    for (path, p), q in zip(model.named_parameters(), eager.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), **F64, err_msg=path)
+        assert opt.state[p]["step"] == 4
+        np.testing.assert_allclose(opt.state[p]["exp_avg_sq"], eager_opt.state[q]["exp_avg_sq"], **F64)
+
+
+def test_compiled_train_step_accumulates_gradients_in_float32() -> None:
+    micro = _micro_batches(np.float32, 6, SMALL)
+    model, eager = _small_mlp(np.float32), _small_mlp(np.float32)
+    opt, eager_opt = (braze.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (model, eager))
+    step = braze.compile_train_step(model, F.cross_entropy, opt, *micro[0], accumulate=2)
+    losses = [float(step(x, y)) for x, y in micro]
+    step.sync(model)
+    np.testing.assert_allclose(losses, _eager_accumulated(eager, eager_opt, micro, 2), rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), eager.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6)
