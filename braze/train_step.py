@@ -4,6 +4,7 @@
     for x, y in batches:
         loss = step(x, y)            # at the optimizer's current lr, betas, momentum (schedulers work)
     step.sync(model)                 # weights, buffers and optimizer state back into the model and optimizer
+    outputs = step.eval(x)           # the model in evaluation mode on the weights being trained
 
 The step graph (ir/train_step.py) takes the batch, one seed per dropout and each parameter group's coefficients as
 inputs; the executable owns the weights, buffers and optimizer state and writes each call's new values over them.
@@ -25,6 +26,7 @@ from braze.ir.autodiff import STATE_UPDATE
 from braze.ir.train_step import (APPLY_ROLE, SEED_ROLE, StepGroup, coefficient_inputs, dropout_seeds_as_inputs,
                                  input_roles, optimizer_step_graph, updated_leaves)
 from braze.ir.update_rules import RULES
+from braze.step_eval import StepEvaluator
 from braze.training import trace_loss
 
 if TYPE_CHECKING:  # codegen loads LLVM: imported on first compile, not with braze
@@ -39,11 +41,17 @@ def train_step_graph(model: Module, loss_fn: Callable[[Any, Any], Any], optimize
     """The traced loss, its gradients and the optimizer's update as one graph (ir/train_step.py: clipping by
     `max_norm`, accumulating over `accumulate` calls), with the state the optimizer already holds as the initial
     values of its state leaves."""
+    return _step_and_forward(model, loss_fn, optimizer, example_batch, max_norm, accumulate)[0]
+
+
+def _step_and_forward(model: Module, loss_fn: Callable[[Any, Any], Any], optimizer: Any, example_batch: tuple,
+                      max_norm: float | None, accumulate: int) -> tuple[Graph, Graph]:
+    """The step graph and the traced forward graph it was built from (loss first, then the model's outputs)."""
     groups = step_groups(optimizer, model)
-    forward = dropout_seeds_as_inputs(trace_loss(model, loss_fn, *example_batch))
+    forward = dropout_seeds_as_inputs(trace_loss(model, loss_fn, *example_batch, keep_output=True))
     graph = optimizer_step_graph(backward_graph(forward), groups, max_norm=max_norm, accumulate=accumulate)
     state = _optimizer_state(optimizer, model)
-    return graph.replace(weights={**graph.weights, **{p: state[p] for p in graph.weights if p in state}})
+    return graph.replace(weights={**graph.weights, **{p: state[p] for p in graph.weights if p in state}}), forward
 
 
 def step_groups(optimizer: Any, model: Module) -> list[StepGroup]:
@@ -101,8 +109,8 @@ class TrainStep:
     (Executable.write_weights): a failing call changes nothing. Call a step from one thread at a time."""
 
     def __init__(self, graph: Graph, executable: Executable, optimizer: Any, groups: list[StepGroup],
-                 steps: list[int]) -> None:
-        self.graph, self.executable, self.optimizer = graph, executable, optimizer
+                 steps: list[int], evaluator: StepEvaluator | None = None) -> None:
+        self.graph, self.executable, self.optimizer, self._evaluator = graph, executable, optimizer, evaluator
         self.groups, self.steps = groups, steps
         self.accumulate, self.calls = int(graph.attributes.get("accumulate", 1)), 0
         self._updates = updated_leaves(graph)
@@ -121,6 +129,15 @@ class TrainStep:
             self.steps = [n + 1 for n in self.steps]
             self.optimizer._opt_called = True  # a scheduler stepped now does not warn, as after opt.step()
         return outputs[0]
+
+    def eval(self, *inputs: Any) -> Any:
+        """The model's output(s) on `inputs` (the batch without its target) in evaluation mode (every flag off)
+        with the weights and buffers this step holds now; compiled on first use from the step's traced graph."""
+        if self._evaluator is None:
+            raise BrazeError("TrainStep.eval: this step was built without its forward graph (use "
+                             "braze.compile_train_step)")
+        trained = {path for path in self._updates if path in self._evaluator.graph.weights}
+        return self._evaluator(self.executable, trained, self.calls, inputs)
 
     def _inputs(self, batch: tuple[Any, ...], applies: bool) -> list[Any]:
         """The call's inputs by role: the batch, a fresh seed per dropout, whether to apply, the coefficients."""
@@ -201,12 +218,14 @@ def compile_train_step(model: Module, loss_fn: Callable[[Any, Any], Any], optimi
     `optimizer.step()` per k micro-batches); each call returns its micro-batch's loss.
     """
     from braze.runtime.compile_path import compile_graph
-    graph = train_step_graph(model, loss_fn, optimizer, *example_batch, max_norm=max_norm, accumulate=accumulate)
-    return step_running(graph, compile_graph(graph, pipeline="training", threads=threads), optimizer, model)
+    graph, forward = _step_and_forward(model, loss_fn, optimizer, example_batch, max_norm, accumulate)
+    executable = compile_graph(graph, pipeline="training", threads=threads)
+    return step_running(graph, executable, optimizer, model, StepEvaluator(forward, threads))
 
 
-def step_running(graph: Graph, executable: Any, optimizer: Any, model: Module) -> TrainStep:
+def step_running(graph: Graph, executable: Any, optimizer: Any, model: Module,
+                 evaluator: StepEvaluator | None = None) -> TrainStep:
     """The TrainStep of a step graph run by `executable` (anything with Executable's run, weight and
     write_weights: the reference interpreter in tests), counting on from the optimizer's steps."""
     groups = step_groups(optimizer, model)
-    return TrainStep(graph, executable, optimizer, groups, _steps_taken(optimizer, model, groups))
+    return TrainStep(graph, executable, optimizer, groups, _steps_taken(optimizer, model, groups), evaluator)

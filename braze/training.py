@@ -19,8 +19,10 @@ from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph
 
 
-def trace_loss(model: Module, loss_fn: Callable[[Any, Any], Any], *example_batch: Any) -> Graph:
-    """`loss_fn(model(*inputs), target)` traced with the model's param and flag leaves; batch = (*inputs, target)."""
+def trace_loss(model: Module, loss_fn: Callable[[Any, Any], Any], *example_batch: Any,
+               keep_output: bool = False) -> Graph:
+    """`loss_fn(model(*inputs), target)` traced with the model's param and flag leaves; batch = (*inputs, target).
+    keep_output=True also makes the model's outputs graph outputs, after the loss (what a step's eval runs)."""
     if not isinstance(model, Module):
         raise BrazeError(f"trace_loss: expected a braze Module, got {type(model).__name__}")
     if len(example_batch) < 2:
@@ -28,7 +30,9 @@ def trace_loss(model: Module, loss_fn: Callable[[Any, Any], Any], *example_batch
                          f"{len(example_batch)} tensor(s)")
 
     def loss_of_batch(self: Module, *batch: Any) -> Any:
-        return loss_fn(self(*batch[:-1]), batch[-1])
+        output = self(*batch[:-1])
+        loss = loss_fn(output, batch[-1])
+        return (loss, output) if keep_output else loss
 
     # a method bound to the model, so the tracer gives its parameters and flags their paths
     return trace(types.MethodType(loss_of_batch, model), *example_batch, name=f"{type(model).__name__}_loss")

@@ -393,3 +393,26 @@ def test_compiled_train_step_accumulates_gradients_in_float32() -> None:
     np.testing.assert_allclose(losses, _eager_accumulated(eager, eager_opt, micro, 2), rtol=1e-5, atol=1e-6)
     for p, q in zip(model.parameters(), eager.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_compiled_train_step_eval_runs_the_model_with_flags_off_on_the_trained_weights() -> None:
+    """step.eval(x) after 4 steps equals the synced model in eval mode: batch norm on the running statistics the
+    steps moved, dropout off; and a later step's new weights are seen by the next eval."""
+    braze.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                          nn.Dropout(0.5), nn.Linear(64, 10)).train()
+    x = np.random.default_rng(1).standard_normal((4, 3, 7, 7)).astype(np.float32)
+    y = np.random.default_rng(2).integers(0, 10, 4)
+    step = braze.compile_train_step(model, F.cross_entropy, braze.optim.SGD(model.parameters(), lr=0.1), x, y)
+    outputs = []
+    for _ in range(2):
+        for _ in range(4):
+            step(x, y)
+        got = step.eval(x)
+        step.sync(model)
+        want = model.eval()(braze.tensor(x)).detach().numpy()
+        model.train()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        outputs.append(got)
+    assert not np.allclose(outputs[0], outputs[1])
+    np.testing.assert_array_equal(step.eval(x), outputs[1])  # evaluation changes nothing
