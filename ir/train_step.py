@@ -208,21 +208,24 @@ def updated_leaves(graph: Graph) -> dict[str, int]:
 
 
 def dropout_seeds_as_inputs(graph: Graph) -> Graph:
-    """The graph with each constant seed of a dropout (p > 0) turned into an i64[] input of the same name (role
-    "seed", after the graph's own inputs, in graph order), so each call of a step can draw new masks."""
+    """The graph with each constant seed of a dropout (p > 0) turned into an i64[] input (role "seed", after the
+    graph's own inputs, in graph order, named "<module path>.seed"), so each call of a step can draw new masks."""
     producers = graph.producers
+    taken = {v.name for v in graph.inputs} | {v.name for n in graph.nodes for v in n.outputs}
     seeds: dict[str, Value] = {}
     for node in graph.ops():
         source = producers.get(node.inputs[2].name) if node.op == "dropout" and node.attr["p"] > 0.0 else None
-        if source is not None and source.op == "constant":
-            seeds.setdefault(source.out.name, source.out)
+        if source is not None and source.op == "constant" and source.out.name not in seeds:
+            module = node.loc.module if node.loc is not None and node.loc.module else ""
+            name = _fresh(f"{module}.seed" if module else "seed", taken)
+            taken.add(name)
+            seeds[source.out.name] = Value(name, source.out.type)
     if not seeds:
         return graph
-    roles = input_roles(graph)
-    inputs = (*graph.inputs, *seeds.values())
-    nodes = tuple(n for n in graph.nodes if not (n.op == "constant" and n.out.name in seeds))
-    meta = {**graph.attributes, "inputs": roles + [SEED_ROLE] * len(seeds)}
-    return graph.replace(inputs=inputs, nodes=nodes, attributes=meta)
+    nodes = tuple(n.replace(inputs=tuple(seeds.get(v.name, v) for v in n.inputs)) for n in graph.nodes
+                  if not (n.op == "constant" and n.out.name in seeds))
+    meta = {**graph.attributes, "inputs": input_roles(graph) + [SEED_ROLE] * len(seeds)}
+    return graph.replace(inputs=(*graph.inputs, *seeds.values()), nodes=nodes, attributes=meta).renumbered()
 
 
 def input_roles(graph: Graph) -> list[str]:
