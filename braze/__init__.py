@@ -19,7 +19,8 @@ from braze.frontend.device import Device  # noqa: E402, F401
 from braze.ir.passes import optimize  # noqa: E402, F401
 from braze.compiled import CompiledModule, compile  # noqa: E402, F401
 from braze.runtime.threads import get_num_threads, set_num_threads  # noqa: E402, F401
-from braze.training import TrainStep, compile_train_step, grad_graph, trace_loss, train_step_graph  # noqa: E402, F401
+from braze.train_step import TrainStep, compile_train_step, train_step_graph  # noqa: E402, F401
+from braze.training import grad_graph, trace_loss  # noqa: E402, F401
 from braze.dumping import dump  # noqa: E402, F401
 from braze.frontend.serialization import save  # noqa: E402, F401
 from braze.artifacts import export, load  # noqa: E402, F401  (after the frontend: braze.load reads every file)

@@ -13,6 +13,7 @@ from typing import Any, NoReturn, Sequence
 
 from braze.cli_model import (UserCodeError, build_model, check_arity, parse_shape, random_inputs, run_user_code,
                              write_output)
+from braze.dumping import TRAINING_STAGES, training_stage
 from braze.ir.errors import BrazeError
 
 EXIT_ERROR, EXIT_USER_CODE, EXIT_INTERNAL = 2, 1, 3
@@ -37,6 +38,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     if args.timings and (args.stage != "ir" or args.after_each or args.format != "text"):
         raise BrazeError("--timings prints the compile-time breakdown; it cannot be combined with --stage, "
                          "--after-each or --format")
+    if args.stage in TRAINING_STAGES and (args.mode != "train" or args.model.endswith(".braze")):
+        raise BrazeError(f"--stage {args.stage} shows a graph of the compiled training step: it needs --mode train "
+                         f"and a FILE.py:FACTORY model")
     if args.model.endswith(".braze"):
         return _dump_artifact(args)
     if not args.input:
@@ -51,6 +55,11 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     if args.timings:
         compiled = run_user_code(args.model, braze.compile, model, *inputs, pipeline=args.passes or "inference")
         write_output(f"{compiled.timings}\n", args.output)
+        return 0
+    if args.stage in TRAINING_STAGES:
+        graph = run_user_code(args.model, _training_graph, model, inputs, args)
+        write_output(braze.dump(graph, passes=args.passes, after_each=args.after_each, format=args.format,
+                                provenance=args.provenance), args.output)
         return 0
     if args.stage != "ir":
         write_output(run_user_code(args.model, _native_code, model, inputs, args), args.output)
@@ -84,6 +93,22 @@ def _dump_artifact(args: argparse.Namespace) -> int:
 def _check_code_options(args: argparse.Namespace) -> None:
     if args.after_each or args.format != "text":
         raise BrazeError(f"--stage {args.stage} prints code; it cannot be combined with --after-each or --format")
+
+
+def _training_graph(model: Any, inputs: list[Any], args: argparse.Namespace) -> Any:
+    """The --stage graph of a training step on the inputs and a random target for --loss, with --optimizer."""
+    import numpy as np
+
+    import braze
+    import braze.nn.functional as F
+    output = braze.trace(model, *inputs).outputs[0].type  # traced, so the model's buffers do not move
+    rng = np.random.default_rng(args.seed)
+    if args.loss == "cross_entropy":  # class indices along the output's dim 1, as cross_entropy reads them
+        target = rng.integers(0, output.shape[1], (output.shape[0], *output.shape[2:]))
+    else:
+        target = rng.standard_normal(output.shape).astype(output.dtype.numpy)
+    optimizer = {"sgd": braze.optim.SGD, "adam": braze.optim.Adam, "adamw": braze.optim.AdamW}[args.optimizer]
+    return training_stage(model, getattr(F, args.loss), optimizer(model.parameters()), [*inputs, target], args.stage)
 
 
 def _native_code(model: Any, inputs: list[Any], args: argparse.Namespace) -> str:
@@ -143,9 +168,15 @@ def _add_dump(sub: Any) -> None:
                       help="optimize the traced graph with a pass pipeline: 'inference' or pass names joined by commas")
     dump.add_argument("--after-each", action="store_true",
                       help="show the traced graph and the graph after every pass, not only the last one")
-    dump.add_argument("--stage", default="ir", choices=["ir", "llvm", "asm"],
+    dump.add_argument("--stage", default="ir", choices=["ir", "llvm", "asm", *TRAINING_STAGES],
                       help="what to print: the IR graph (default), or the compiled graph's optimized LLVM IR or "
-                           "host assembly (after the --passes pipeline, 'inference' by default)")
+                           "host assembly (after the --passes pipeline, 'inference' by default); with --mode train, "
+                           "a graph of the compiled training step: forward (model and loss), backward (with the "
+                           "gradients) or step (with the optimizer's update)")
+    dump.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse_loss"],
+                      help="with --stage forward|backward|step: the loss, on a random target (default cross_entropy)")
+    dump.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw"],
+                      help="with --stage step: the optimizer, with torch's default hyper-parameters (default sgd)")
     dump.add_argument("--kernel", metavar="NAME", help="with --stage llvm|asm: only this kernel (names are listed "
                                                       "at the top of the whole module's output)")
     dump.add_argument("--timings", action="store_true",

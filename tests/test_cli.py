@@ -103,6 +103,22 @@ def test_cli_dump_as_the_readme_shows(folder: Path, capsys: pytest.CaptureFixtur
     assert braze.ir.parse(text).name == "Net" and "fused" in text
 
 
+@pytest.mark.parametrize("stage, roles", [("forward", {"output"}), ("backward", {"output", "gradient"}),
+                                          ("step", {"output", "param_update", "state_update"})])
+def test_cli_dump_shows_the_graphs_of_a_training_step(folder: Path, capsys: pytest.CaptureFixture[str], stage: str,
+                                                      roles: set[str]) -> None:
+    text = ok(capsys, "dump", "model.py:make", "--input", "2x8", "--mode", "train", "--stage", stage,
+              "--optimizer", "adamw")
+    graph = braze.ir.parse(text)
+    assert {role.split(":")[0] for role in graph.attributes["outputs"]} == roles
+    assert ("coefficient:0.neg_step_size" in graph.attributes.get("inputs", ())) == (stage == "step")
+
+
+def test_cli_dump_of_a_training_stage_needs_train_mode(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = error(capsys, "dump", "model.py:make", "--input", "2x8", "--stage", "backward")
+    assert "--stage backward shows a graph of the compiled training step: it needs --mode train" in line
+
+
 def test_cli_dump_of_an_artifact_shows_its_graph_and_code(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ok(capsys, "export", "model.py:make", "--input", "1x8", "-o", "net.braze")
     assert braze.ir.parse(ok(capsys, "dump", "net.braze")) == braze.artifacts.read("net.braze").graph

@@ -10,6 +10,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from braze.ir.update_rules import RULES, numpy_step
+
 from .base import (OptimizerConfig, StateLayout, TensorState, addcdiv, addcmul, check_nonnegative, checked_betas,
                    l2_decayed, lerp, signed, step_count)
 
@@ -22,7 +24,7 @@ def _decayed(param: np.ndarray, grad: np.ndarray, lr: float, weight_decay: float
     return param, l2_decayed(grad, param, weight_decay)
 
 
-def _begin(rule: AdamConfig | NAdamConfig | RAdamConfig, lr: float, param: np.ndarray, grad: np.ndarray,
+def _begin(rule: NAdamConfig | RAdamConfig, lr: float, param: np.ndarray, grad: np.ndarray,
            state: TensorState | None) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The first half of a step: the step number, the decayed parameter and gradient, and the updated first and
     second moment estimates (zero before the first step)."""
@@ -59,18 +61,10 @@ class AdamConfig(_MomentRule):
 
     def step(self, lr: float, param: np.ndarray, grad: np.ndarray,
              state: TensorState | None) -> tuple[np.ndarray, TensorState]:
-        beta1, beta2 = self.betas
-        step, param, g, exp_avg, exp_avg_sq = _begin(self, lr, param, grad, state)
-        step_size = lr / (1 - beta1 ** step)
-        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-        new_state: TensorState = {"step": step, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
-        second = exp_avg_sq
-        if self.amsgrad:
-            previous = state.get("max_exp_avg_sq") if state else None
-            second = exp_avg_sq if previous is None else np.maximum(previous, exp_avg_sq)
-            new_state["max_exp_avg_sq"] = second
-        denom = np.sqrt(second) / bias_correction2_sqrt + self.eps
-        return addcdiv(param, exp_avg, denom, -step_size), new_state
+        step = step_count(state)
+        arrays = {k: v for k, v in (state or {}).items() if isinstance(v, np.ndarray)}
+        param, new_state = numpy_step(RULES["adam"], self.hyperparameters(), lr, step, param, grad, arrays)
+        return param, {"step": step, **new_state}
 
     def state_layout(self) -> StateLayout:
         return StateLayout(arrays=("exp_avg", "exp_avg_sq", *(("max_exp_avg_sq",) if self.amsgrad else ())),

@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Union
 import numpy as np
 
 from braze.ir.errors import RecordError
+from braze.ir.evaluate import Concrete, NumpyEmitter
+from braze.ir.update_rules import lerp as emitted_lerp
 
 from ..options import OptionError
 
@@ -22,10 +24,9 @@ TensorState = dict[str, Union[np.ndarray, int, float]]
 
 
 def lerp(start: np.ndarray, end: np.ndarray, weight: float) -> np.ndarray:
-    """torch.lerp: the two-branch formula that keeps the endpoints exact."""
-    if weight < 0.5:
-        return start + weight * (end - start)
-    return end - (end - start) * (1 - weight)
+    """torch.lerp: the two-branch formula that keeps the endpoints exact (the one the compiled rules use)."""
+    high = weight >= 0.5
+    return emitted_lerp(NumpyEmitter(), Concrete(start), Concrete(end), 1 - weight if high else weight, high).array
 
 
 def addcmul(base: np.ndarray, a: np.ndarray, b: np.ndarray, value: float) -> np.ndarray:

@@ -6,7 +6,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .base import OptimizerConfig, StateLayout, TensorState, check, check_nonnegative, l2_decayed, signed
+from braze.ir.update_rules import RULES, numpy_step
+
+from .base import OptimizerConfig, StateLayout, TensorState, check, check_nonnegative
 
 
 @dataclass(frozen=True)
@@ -28,14 +30,10 @@ class SgdConfig(OptimizerConfig):
 
     def step(self, lr: float, param: np.ndarray, grad: np.ndarray,
              state: TensorState | None) -> tuple[np.ndarray, TensorState]:
-        g = l2_decayed(signed(grad, param, self.maximize), param, self.weight_decay)
-        new_state: TensorState = {}
-        if self.momentum != 0:
-            buf = None if state is None else state.get("momentum_buffer")
-            buf = np.array(g, copy=True) if buf is None else buf * self.momentum + (1 - self.dampening) * g
-            new_state["momentum_buffer"] = buf
-            g = g + self.momentum * buf if self.nesterov else buf
-        return param + (-lr) * g, new_state
+        buffers = {} if state is None or state.get("momentum_buffer") is None else \
+            {"momentum_buffer": state["momentum_buffer"]}
+        # SGD counts no steps: only whether this is the first (no buffer yet) changes the arithmetic
+        return numpy_step(RULES["sgd"], self.hyperparameters(), lr, 2 if buffers else 1, param, grad, buffers)
 
     def state_layout(self) -> StateLayout:
         # torch keeps no buffer without momentum and creates it on the first step with momentum
