@@ -1,4 +1,5 @@
-"""The `braze` command line: `braze dump`, `export`, `info`, `run`, `bench`, `demo`, `version` and `--version`.
+"""The `braze` command line: `braze dump`, `export`, `info`, `run`, `bench`, `serve`, `demo`, `version` and
+`--version`.
 
 Every error is one line, `braze: error: ...`, with a non-zero exit status and no traceback unless --debug is
 given; an exception raised by the user's own code (the model file, its factory, its forward) is shown as the
@@ -156,7 +157,7 @@ def _add_dump(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     import braze
-    from braze import cli_artifact, cli_bench
+    from braze import cli_artifact, cli_bench, cli_serve
     parser = _Parser(prog="braze", description="Capture neural-network modules as IR graphs, compile them to "
                                                "native CPU code and export merged inference graphs.")
     parser.add_argument("--version", action="version", version=f"braze {braze.__version__}")
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dump(sub)
     cli_artifact.add_commands(sub, command)
     cli_bench.add_command(sub, command)
+    cli_serve.add_command(sub, command)
     demo = command(sub, "demo", "train a small CNN with LoRA, then trace, optimize, compile and time it",
                    "Train a small CNN with LoRA adapters, then trace, optimize, compile and time it.",
                    "braze demo --steps 50")

@@ -99,7 +99,7 @@ class _InputSpec:
                 raise ShapeError(f"{self.label()}: expected rank {len(self.shape)}, {_describe(self.type)}; "
                                  f"got rank {x.ndim} with shape {x.shape}")
             raise ShapeError(f"{self.label()}: expected {_describe(self.type)}; got shape {x.shape}")
-        if x.dtype != self.dtype and not _safe_conversion(x.dtype, self.dtype):
+        if x.dtype != self.dtype and not safe_conversion(x.dtype, self.dtype):
             raise DTypeError(f"{self.label()}: expected {_describe(self.type)}; got dtype {x.dtype}, which does "
                              f"not convert safely (convert it explicitly, e.g. x.astype(np.{self.dtype.name}))")
         if self.bound is not None and x.size and (x.min() < 0 or x.max() >= self.bound):
@@ -143,7 +143,7 @@ def _data_address(array: np.ndarray) -> int:
         return int(array.__array_interface__["data"][0])
 
 
-def _safe_conversion(got: np.dtype, want: np.dtype) -> bool:
+def safe_conversion(got: np.dtype, want: np.dtype) -> bool:
     """Byte order only, or a widening numpy calls safe within integers or within floats (never across kinds)."""
     if got.newbyteorder("=") == want:
         return True
