@@ -32,6 +32,4 @@ def test_predictor_threads_follow_the_cpus_ray_assigns(local_ray: Any, mlp_path:
     def threads(predictor: type) -> int:
         return predictor().compiled.threads
 
-    chosen = local_ray.get([threads.remote(braze.ray.predictor(mlp_path)),
-                            threads.remote(braze.ray.predictor(mlp_path, threads=1))])
-    assert chosen == [2, 1]
+    assert local_ray.get(threads.remote(braze.ray.predictor(mlp_path))) == 2

@@ -23,6 +23,10 @@ def test_predictor_keeps_the_batch_s_other_columns(mlp_path: Path) -> None:
     np.testing.assert_allclose(got[output], local_outputs(mlp_path, {"input": x})[output][:5], rtol=1e-6, atol=1e-6)
 
 
+def test_predictor_threads_given_win(mlp_path: Path) -> None:
+    assert braze.ray.predictor(mlp_path, threads=3)().compiled.threads == 3
+
+
 def test_predictor_refuses_a_column_named_as_an_output(mlp_path: Path) -> None:
     output = braze.load(mlp_path).graph.outputs[0].name
     with pytest.raises(braze.BrazeError, match=rf"column\(s\) '{output}' would be overwritten"):

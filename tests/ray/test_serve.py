@@ -130,3 +130,14 @@ def test_deployment_refuses_only_the_request_whose_index_is_out_of_range(served:
         answers = list(clients.map(lambda inputs: post_json(f"{served}/scorer", inputs), [good, bad] * 8))
     assert [status for status, _ in answers] == [200, 422] * 8
     assert "index 10 is out of range" in answers[1][1]["error"]
+
+
+def test_serve_shutdown_stops_the_replicas_and_frees_the_port(served: str, local_ray: Any) -> None:
+    """Runs last in this file: it shuts down the module's deployment (the fixture's own shutdown then does nothing)."""
+    from ray import serve
+    assert post_json(f"{served}/mlp", {"input": [[0.0] * 8]})[0] == 200
+    serve.shutdown()
+    named = [a["name"] for a in local_ray.util.list_named_actors(all_namespaces=True)]
+    assert not [name for name in named if name.startswith("SERVE_")], named
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{served}/mlp", timeout=10)
