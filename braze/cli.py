@@ -1,4 +1,4 @@
-"""The `braze` command line: `braze dump`, `export`, `info`, `run`, `bench`, `cache`, `demo`, `version` and
+"""The `braze` command line: `braze dump`, `export`, `info`, `run`, `bench`, `serve`, `cache`, `demo`, `version` and
 `--version`.
 
 Every error is one line, `braze: error: ...`, with a non-zero exit status and no traceback unless --debug is
@@ -188,7 +188,7 @@ def _add_dump(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     import braze
-    from braze import cli_artifact, cli_bench, cli_cache
+    from braze import cli_artifact, cli_bench, cli_cache, cli_serve
     parser = _Parser(prog="braze", description="Capture neural-network modules as IR graphs, compile them to "
                                                "native CPU code and export merged inference graphs.")
     parser.add_argument("--version", action="version", version=f"braze {braze.__version__}")
@@ -198,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_artifact.add_commands(sub, command)
     cli_bench.add_command(sub, command)
     cli_cache.add_command(sub, command)
+    cli_serve.add_command(sub, command)
     demo = command(sub, "demo", "train a small CNN with LoRA, then trace, optimize, compile and time it",
                    "Train a small CNN with LoRA adapters, then trace, optimize, compile and time it.",
                    "braze demo --steps 50")

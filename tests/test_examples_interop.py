@@ -2,6 +2,7 @@
 optional packages they need."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +32,10 @@ def test_peft_adapter_example_runs(tmp_path: Path) -> None:
     out = run_example("peft_adapter.py", tmp_path)
     assert "with the PEFT adapter 1.00" in out and "max |loaded - adapted|" in out
     assert "5. PEFT loads braze's adapter" in out
+
+
+def test_ray_batch_inference_example_runs(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    out = run_example("ray_batch_inference.py", tmp_path)
+    assert "3. map_batches with 2 actors: 19200 rows" in out
+    assert float(re.search(r"max \|ray - local\| = (\S+);", out).group(1)) <= 1e-6
