@@ -56,6 +56,19 @@ def torch_weights_to_braze(torch_model: Any, braze_model: Any, tmp_path: Path) -
     braze_model.load_state_dict(braze.load(path), strict=True)
 
 
+def build_pair(torch_ns: Namespace, braze_ns: Namespace, build: Callable[[Namespace], Any], tmp_path: Path, *,
+               dtype: str = "float32", seed: int = 0) -> tuple[Any, Any]:
+    """The model built in each namespace and cast to `dtype`, the torch one initialized from `seed` and the braze
+    one carrying its weights (torch_weights_to_braze); both in eval mode."""
+    import torch
+    torch.manual_seed(seed)
+    theirs, ours = build(torch_ns), build(braze_ns)
+    theirs.to(getattr(torch, dtype)).eval()
+    ours.to(getattr(braze_ns["torch"], dtype)).eval()
+    torch_weights_to_braze(theirs, ours, tmp_path)
+    return theirs, ours
+
+
 def check_model(name: str, build: Callable[[Namespace], Any], inputs: Callable[[Namespace, np.random.Generator], tuple],
                 tmp_path: Path, *, dtype: str = "float64",
                 loss: Callable[[Namespace, Any], Any] | None = None, rtol: float, atol: float,
@@ -70,11 +83,10 @@ def check_model(name: str, build: Callable[[Namespace], Any], inputs: Callable[[
 
     import braze
     runs = {flavor: _Run(run_model_file(name, flavor), dtype) for flavor in FLAVORS}
-    torch.manual_seed(seed)
+    runs["torch"].model, runs["braze"].model = build_pair(runs["torch"].ns, runs["braze"].ns, build, tmp_path,
+                                                          dtype=dtype, seed=seed)
     for run in runs.values():
-        run.model = build(run.ns).to(getattr(run.torch, dtype)).train(train)
-    torch_weights_to_braze(runs["torch"].model, runs["braze"].model, tmp_path)
-    for run in runs.values():
+        run.model.train(train)
         run.forward_backward(inputs, loss or _projection_loss, seed)
     ours, theirs = runs["braze"], runs["torch"]
     _assert_trees_close(ours.outputs, theirs.outputs, rtol, atol, f"{name} ({dtype}): eager output")
