@@ -3,8 +3,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # A BERT-style encoder for sequence classification: word + position + token-type embeddings, post-LN encoder
-# layers whose attention adds a padding mask built from attention_mask, a GELU MLP, a tanh pooler over the first
-# token and a classifier. The zoo runs this text under torch and, with only the imports swapped, under braze.
+# layers whose attention adds a padding mask built from attention_mask and torch.finfo(dtype).min, a GELU MLP, a
+# tanh pooler over the first token and a classifier. The zoo runs this text under torch and, with only the imports
+# swapped, under braze.
 
 import math
 
@@ -169,7 +170,7 @@ class BertModel(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         embedding_output = self.embeddings(input_ids, token_type_ids)
         extended_attention_mask = attention_mask[:, None, None, :].to(dtype=embedding_output.dtype)
-        extended_attention_mask = (1.0 - extended_attention_mask) * -10000.0
+        extended_attention_mask = (1.0 - extended_attention_mask) * torch.finfo(embedding_output.dtype).min
         sequence_output = self.encoder(embedding_output, extended_attention_mask)
         return sequence_output, self.pooler(sequence_output)
 

@@ -21,8 +21,12 @@ F32 = {"dtype": "float32", "rtol": 1e-4, "atol": 1e-5, "compile_rtol": 1e-4, "co
 
 # --- GPT-2 --------------------------------------------------------------------------------------------------------
 
-def _gpt2(ns: Namespace) -> Any:
-    return ns["GPT"](ns["GPTConfig"]())
+def _gpt2(ns: Namespace, **config: Any) -> Any:
+    return ns["GPT"](ns["GPTConfig"](**config))
+
+
+def _gpt2_flash(ns: Namespace) -> Any:
+    return _gpt2(ns, flash=True)
 
 
 def _gpt2_tokens(ns: Namespace, rng: np.random.Generator) -> tuple:
@@ -37,6 +41,27 @@ def _returned_loss(ns: Namespace, out: Any) -> Any:
 @pytest.mark.parametrize("precision", [F64, F32], ids=["float64", "float32"])
 def test_gpt2_matches_torch(tmp_path: Path, precision: dict[str, Any]) -> None:
     check_model("gpt2", _gpt2, _gpt2_tokens, tmp_path, loss=_returned_loss, **precision)
+
+
+@pytest.mark.parametrize("precision", [F64, F32], ids=["float64", "float32"])
+def test_gpt2_scaled_dot_product_attention_matches_torch(tmp_path: Path, precision: dict[str, Any]) -> None:
+    check_model("gpt2", _gpt2_flash, _gpt2_tokens, tmp_path, loss=_returned_loss, **precision)
+
+
+def test_gpt2_adamw_training_steps_match_torch(tmp_path: Path) -> None:
+    """The file's own training loop (AdamW with weight-decay groups, clip_grad_norm_) leaves torch's weights."""
+    torch_ns, braze_ns = run_model_file("gpt2", "torch"), run_model_file("gpt2", "braze")
+    theirs, ours = build_pair(torch_ns, braze_ns, lambda ns: _gpt2(ns, dropout=0.0), tmp_path, dtype="float64")
+    rng = np.random.default_rng(7)
+    tokens = [rng.integers(0, 61, (2, 13)) for _ in range(3)]
+    losses = {}
+    for ns, model in ((torch_ns, theirs), (braze_ns, ours)):
+        batches = [(ns["torch"].tensor(t[:, :12]), ns["torch"].tensor(t[:, 1:])) for t in tokens]
+        losses[ns["__name__"]] = ns["train_steps"](model, batches, learning_rate=1e-2)
+    np.testing.assert_allclose(losses["zoo_braze"], losses["zoo_torch"], rtol=1e-9)
+    weights = {key: p.detach().numpy() for key, p in theirs.named_parameters()}
+    for key, p in ours.named_parameters():
+        np.testing.assert_allclose(p.detach().numpy(), weights[key], rtol=1e-9, atol=1e-12, err_msg=key)
 
 
 @pytest.fixture(scope="module")
