@@ -3,9 +3,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # A LLaMA-style decoder: RMSNorm before attention and MLP (a hand-written RMSNorm module as in the original code,
-# and nn.RMSNorm), rotary position embeddings from arange / outer / cos / sin applied by rotate-half,
+# and nn.RMSNorm), rotary position embeddings from arange / outer / cos / sin (autocast off) applied by rotate-half,
 # grouped-query attention whose key/value heads are shared through repeat_interleave, a causal mask from triu,
-# and a SwiGLU MLP. The zoo runs this text under torch and, with only the imports swapped, under braze.
+# a SwiGLU MLP, and optional gradient checkpointing. The zoo runs this text under torch and, with only the imports
+# swapped, under braze.
 
 import math
 from dataclasses import dataclass
@@ -43,11 +44,15 @@ class RotaryEmbedding(nn.Module):
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
+    @torch.no_grad()
     def forward(self, x, seq_len):
         t = torch.arange(seq_len, device=x.device, dtype=self.inv_freq.dtype)
-        freqs = torch.outer(t, self.inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        device_type = x.device.type if isinstance(x.device.type, str) and x.device.type != "mps" else "cpu"
+        with torch.autocast(device_type=device_type, enabled=False):  # keep the angles in full precision
+            freqs = torch.outer(t, self.inv_freq)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos, sin = emb.cos(), emb.sin()
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
 
 def rotate_half(x):
@@ -132,13 +137,17 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(TransformerBlock(i, args) for i in range(args.n_layers))
         self.norm = RMSNorm(args.dim, eps=args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
+        self.gradient_checkpointing = False
 
     def forward(self, tokens):
         _bsz, seqlen = tokens.shape
         h = self.tok_embeddings(tokens)
         mask = causal_mask(seqlen, h.dtype) if seqlen > 1 else None
         for layer in self.layers:
-            h = layer(h, mask)
+            if self.gradient_checkpointing and self.training:
+                h = torch.utils.checkpoint.checkpoint(layer.__call__, h, mask, use_reentrant=False)
+            else:
+                h = layer(h, mask)
         return self.output(self.norm(h))
 
 

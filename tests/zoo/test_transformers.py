@@ -126,6 +126,16 @@ def test_llama_matches_torch(tmp_path: Path, precision: dict[str, Any]) -> None:
     check_model("llama", _llama, _llama_tokens, tmp_path, **precision)
 
 
+def _llama_checkpointed(ns: Namespace) -> Any:
+    model = _llama(ns)
+    model.gradient_checkpointing = True
+    return model
+
+
+def test_llama_gradient_checkpointing_in_training_matches_torch(tmp_path: Path) -> None:
+    check_model("llama", _llama_checkpointed, _llama_tokens, tmp_path, train=True, **F64)
+
+
 def test_llama_block_input_gradients_match_torch(tmp_path: Path) -> None:
     check_model("llama", _llama_block, _llama_embeddings, tmp_path, **F64)
 
