@@ -5,7 +5,7 @@ import torch.nn.functional as F
 # A LLaMA-style decoder: RMSNorm before attention and MLP (a hand-written RMSNorm module as in the original code,
 # and nn.RMSNorm), rotary position embeddings from arange / outer / cos / sin (autocast off) applied by rotate-half,
 # grouped-query attention whose key/value heads are shared through repeat_interleave, a causal mask from triu,
-# a SwiGLU MLP, and optional gradient checkpointing. The zoo runs this text under torch and, with only the imports
+# a SwiGLU MLP, optional gradient checkpointing, and greedy decoding with a key/value cache. The zoo runs this text under torch and, with only the imports
 # swapped, under braze.
 
 import math
@@ -23,6 +23,7 @@ class ModelArgs:
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     max_seq_len: int = 16
+    max_batch_size: int = 2
 
 
 class RMSNorm(nn.Module):
@@ -79,14 +80,26 @@ class Attention(nn.Module):
         self.wv = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(args.n_heads * self.head_dim, args.dim, bias=False)
         self.rotary = RotaryEmbedding(self.head_dim, args.rope_theta)
+        # the key/value cache of incremental decoding, kept out of the state dict
+        cache_shape = (args.max_batch_size, self.n_kv_heads, args.max_seq_len, self.head_dim)
+        self.register_buffer("cache_k", torch.zeros(cache_shape), persistent=False)
+        self.register_buffer("cache_v", torch.zeros(cache_shape), persistent=False)
 
-    def forward(self, x, mask):
+    def forward(self, x, mask, start_pos=None):
         bsz, seqlen, _ = x.shape
         xq = self.wq(x).view(bsz, seqlen, self.n_heads, self.head_dim).transpose(1, 2)
         xk = self.wk(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim).transpose(1, 2)
         xv = self.wv(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        cos, sin = self.rotary(xv, seqlen)
-        xq, xk = apply_rotary_pos_emb(xq, xk, cos, sin)
+        offset = 0 if start_pos is None else start_pos
+        cos, sin = self.rotary(xv, offset + seqlen)
+        xq, xk = apply_rotary_pos_emb(xq, xk, cos[offset:], sin[offset:])
+        if start_pos is not None:
+            self.cache_k = self.cache_k.to(xq)
+            self.cache_v = self.cache_v.to(xq)
+            self.cache_k[:bsz, :, start_pos: start_pos + seqlen] = xk
+            self.cache_v[:bsz, :, start_pos: start_pos + seqlen] = xv
+            xk = self.cache_k[:bsz, :, : start_pos + seqlen]
+            xv = self.cache_v[:bsz, :, : start_pos + seqlen]
 
         keys = xk.repeat_interleave(self.n_rep, dim=1)
         values = torch.repeat_interleave(xv, self.n_rep, dim=1)
@@ -119,8 +132,8 @@ class TransformerBlock(nn.Module):
         self.attention_norm = RMSNorm(args.dim, eps=args.norm_eps)
         self.ffn_norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
 
-    def forward(self, x, mask):
-        h = x + self.attention(self.attention_norm(x), mask)
+    def forward(self, x, mask, start_pos=None):
+        h = x + self.attention(self.attention_norm(x), mask, start_pos)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -139,16 +152,34 @@ class Transformer(nn.Module):
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
         self.gradient_checkpointing = False
 
-    def forward(self, tokens):
+    def forward(self, tokens, start_pos=None):
         _bsz, seqlen = tokens.shape
         h = self.tok_embeddings(tokens)
-        mask = causal_mask(seqlen, h.dtype) if seqlen > 1 else None
+        mask = None
+        if seqlen > 1:
+            mask = causal_mask(seqlen, h.dtype)
+            if start_pos is not None:  # the cached keys before start_pos are all visible
+                mask = torch.hstack([torch.zeros((seqlen, start_pos), device=tokens.device), mask]).type_as(h)
         for layer in self.layers:
             if self.gradient_checkpointing and self.training:
                 h = torch.utils.checkpoint.checkpoint(layer.__call__, h, mask, use_reentrant=False)
             else:
-                h = layer(h, mask)
+                h = layer(h, mask, start_pos)
         return self.output(self.norm(h))
+
+    @torch.inference_mode()
+    def generate(self, prompt_tokens, max_gen_len):
+        """Greedy decoding with the key/value cache: the prompt in one step, then one token per step."""
+        bsz, prompt_len = prompt_tokens.shape
+        total_len = min(self.args.max_seq_len, prompt_len + max_gen_len)
+        tokens = torch.full((bsz, total_len), 0, dtype=torch.long, device=prompt_tokens.device)
+        tokens[:, :prompt_len] = prompt_tokens
+        prev_pos = 0
+        for cur_pos in range(prompt_len, total_len):
+            logits = self.forward(tokens[:, prev_pos:cur_pos], prev_pos)
+            tokens[:, cur_pos] = torch.argmax(logits[:, -1], dim=-1)
+            prev_pos = cur_pos
+        return tokens
 
 
 class Block(nn.Module):

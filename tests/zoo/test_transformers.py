@@ -113,6 +113,21 @@ def _llama_tokens(ns: Namespace, rng: np.random.Generator) -> tuple:
     return (ns["torch"].tensor(rng.integers(0, 53, (2, 11))),)
 
 
+def test_llama_cached_decoding_is_torchs_and_the_uncached_greedy_continuation(tmp_path: Path) -> None:
+    """generate() fills the key/value cache by slice assignment and masks with hstack; its tokens are torch's,
+    and each is the argmax of braze's full (uncached) forward over the tokens before it."""
+    import torch
+
+    import braze
+    theirs, ours = build_pair(run_model_file("llama", "torch"), run_model_file("llama", "braze"), _llama, tmp_path)
+    prompt = np.array([[3, 14, 15, 9], [26, 5, 35, 8]])
+    tokens = ours.generate(braze.tensor(prompt), 9).numpy()
+    np.testing.assert_array_equal(tokens, theirs.generate(torch.tensor(prompt), 9).numpy())
+    with braze.no_grad():
+        logits = ours(braze.tensor(tokens[:, :-1])).numpy()
+    np.testing.assert_array_equal(tokens[:, 4:], logits[:, 3:].argmax(-1))
+
+
 def _llama_block(ns: Namespace) -> Any:
     return ns["Block"](ns["ModelArgs"]())
 
