@@ -1,5 +1,5 @@
 """What model code asks about dtypes and tensors: torch.finfo / torch.iinfo (numeric limits, as in masks built
-from `torch.finfo(dtype).min`), torch.is_tensor and torch.is_floating_point.
+from `torch.finfo(dtype).min`), torch.is_tensor, torch.is_floating_point and torch.numel.
 
 finfo covers float16 and bfloat16 too: braze computes in neither, but code asks for their limits by name.
 """
@@ -72,4 +72,11 @@ def is_floating_point(input: Tensor) -> bool:
     return input.dtype.is_float
 
 
-__all__ = ["finfo", "iinfo", "is_tensor", "is_floating_point"]
+def numel(input: Tensor) -> int:
+    """The number of elements of the tensor."""
+    if not is_tensor(input):
+        raise BrazeError(f"numel: argument 'input' must be a Tensor, got {type(input).__name__}")
+    return input.numel()
+
+
+__all__ = ["finfo", "iinfo", "is_tensor", "is_floating_point", "numel"]

@@ -63,3 +63,12 @@ def test_is_floating_point_function_follows_the_dtype() -> None:
 def test_is_floating_point_refuses_a_python_number() -> None:
     with pytest.raises(braze.BrazeError, match="is_floating_point: argument 'input' must be a Tensor, got float"):
         braze.is_floating_point(3.0)
+
+
+def test_numel_counts_tensors_and_parameters() -> None:
+    assert (braze.numel(braze.ones(2, 3)), braze.numel(braze.nn.Linear(4, 5).weight)) == (6, 20)
+
+
+def test_numel_refuses_a_python_list() -> None:
+    with pytest.raises(braze.BrazeError, match="numel: argument 'input' must be a Tensor, got list"):
+        braze.numel([1, 2])
