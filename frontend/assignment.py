@@ -19,7 +19,7 @@ from .autodiff import GRAD_MODE
 from .dispatch import apply
 from .indexing import getitem
 from .movement import normalize_dim
-from .promotion import as_tensor, cast
+from .promotion import as_tensor, can_cast, cast
 from .tensor import Tensor
 
 _IN_AUTODIFF = ("{what}: assignment into a tensor that requires grad cannot be recorded by braze's autodiff (its "
@@ -163,16 +163,13 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     return apply("add", input, apply("index_add", source, as_tensor(index), axis=axis, shape=tuple(input.shape)))
 
 
-_KIND_RANK = {"bool": 0, "uint": 1, "int": 1, "float": 2}
-
-
 def _in_place(fn: Any, name: str) -> Any:
     """fn(self, ...) as the in-place method `name`: the result, kept in self's dtype as torch keeps it, is bound to
     self; a result of a higher kind (a float result for an integer tensor) is refused as torch refuses it."""
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         new = fn(self, *args, **kwargs)
         if new.dtype != self.dtype:
-            if _KIND_RANK[new.dtype.kind] > _KIND_RANK[self.dtype.kind]:
+            if not can_cast(new.dtype, self.dtype):
                 raise BrazeError(f"{name}: the result type {new.dtype} cannot be stored in place in a tensor of "
                                  f"dtype {self.dtype}; use the out-of-place {name[:-1]} or convert the tensor first")
             new = cast(new, self.dtype)

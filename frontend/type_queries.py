@@ -1,5 +1,6 @@
 """What model code asks about dtypes and tensors: torch.finfo / torch.iinfo (numeric limits, as in masks built
-from `torch.finfo(dtype).min`), torch.is_tensor, torch.is_floating_point and torch.numel.
+from `torch.finfo(dtype).min`), torch.is_tensor, torch.is_floating_point, torch.numel, and torch.promote_types /
+torch.can_cast (defined with the promotion rules).
 
 finfo covers float16 and bfloat16 too: braze computes in neither, but code asks for their limits by name.
 """
@@ -12,6 +13,7 @@ import numpy as np
 from braze.ir.errors import BrazeError
 from braze.ir.types import DTYPES, DType, bfloat16, float16, float32, float64
 
+from .promotion import can_cast, promote_types
 from .tensor import Tensor
 
 _FLOATS = (float16, bfloat16, float32, float64)
@@ -79,4 +81,4 @@ def numel(input: Tensor) -> int:
     return input.numel()
 
 
-__all__ = ["finfo", "iinfo", "is_tensor", "is_floating_point", "numel"]
+__all__ = ["finfo", "iinfo", "is_tensor", "is_floating_point", "numel", "promote_types", "can_cast"]

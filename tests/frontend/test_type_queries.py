@@ -72,3 +72,20 @@ def test_numel_counts_tensors_and_parameters() -> None:
 def test_numel_refuses_a_python_list() -> None:
     with pytest.raises(braze.BrazeError, match="numel: argument 'input' must be a Tensor, got list"):
         braze.numel([1, 2])
+
+
+# (type1, type2, torch.promote_types, torch.can_cast(type1, type2)), as torch 2.13 gives them
+PROMOTIONS = [("int64", "float32", "float32", True), ("float32", "float64", "float64", True),
+              ("bool", "int32", "int32", True), ("uint8", "int64", "int64", True),
+              ("float64", "int8", "float64", False), ("int32", "bool", "int32", False)]
+
+
+@pytest.mark.parametrize("a, b, promoted, castable", PROMOTIONS)
+def test_promote_types_and_can_cast_follow_torchs_categories(a: str, b: str, promoted: str, castable: bool) -> None:
+    x, y = getattr(braze, a), getattr(braze, b)
+    assert (braze.promote_types(x, y), braze.can_cast(x, y)) == (getattr(braze, promoted), castable)
+
+
+def test_promote_types_without_a_braze_dtype_for_the_result_says_so() -> None:
+    with pytest.raises(braze.DTypeError, match="no braze dtype holds both int8 and uint8"):
+        braze.promote_types(braze.int8, braze.uint8)
