@@ -36,7 +36,8 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
     def forward(self, x):
-        return self._norm(x).type_as(x) * self.weight
+        compute_dtype = torch.promote_types(x.dtype, torch.float32)  # at least float32 for the mean of squares
+        return self._norm(x.to(compute_dtype)).type_as(x) * self.weight
 
 
 class RotaryEmbedding(nn.Module):
