@@ -282,7 +282,8 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
 
 
 __all__ = ["reshape", "permute", "transpose", "swapaxes", "t", "flatten", "squeeze", "unsqueeze", "broadcast_to", "cat",
-           "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "row_stack", "narrow", "split", "chunk", "unbind", "gather", "index_select", "flip",
-           "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten", "tril", "triu"]
+           "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "row_stack", "narrow", "split", "chunk",
+           "unbind", "gather", "index_select", "flip", "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten",
+           "tril", "triu"]
 
 moveaxis = movedim
