@@ -5,8 +5,8 @@ import torch.nn.functional as F
 # A LLaMA-style decoder: RMSNorm before attention and MLP (a hand-written RMSNorm module as in the original code,
 # and nn.RMSNorm), rotary position embeddings from arange / outer / cos / sin (autocast off) applied by rotate-half,
 # grouped-query attention whose key/value heads are shared through repeat_interleave, a causal mask from triu,
-# a SwiGLU MLP, optional gradient checkpointing, and greedy decoding with a key/value cache. The zoo runs this text under torch and, with only the imports
-# swapped, under braze.
+# a SwiGLU MLP, optional gradient checkpointing, and greedy decoding with a key/value cache. The zoo runs this text
+# under torch and, with only the imports swapped, under braze.
 
 import math
 from dataclasses import dataclass
