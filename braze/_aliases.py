@@ -1,5 +1,6 @@
-"""`braze.nn`, `braze.optim` and `braze.utils.data` are the modules of `braze.frontend.nn`, `braze.frontend.optim` and
-`braze.frontend.data` under short names.
+"""`braze.nn`, `braze.optim`, `braze.amp`, `braze.cuda`, `braze.utils.data` and `braze.utils.checkpoint` are the
+modules of `braze.frontend.nn`, `braze.frontend.optim`, `braze.frontend.amp`, `braze.frontend.cuda`,
+`braze.frontend.data` and `braze.frontend.checkpoint` under short names.
 
 A finder makes `import braze.nn.x` return the very module object `braze.frontend.nn.x` (never a second copy with
 its own classes), at any depth.
@@ -15,7 +16,8 @@ from types import ModuleType
 from typing import Any, Sequence
 
 ALIASES = {"braze.nn": "braze.frontend.nn", "braze.optim": "braze.frontend.optim",
-           "braze.utils.data": "braze.frontend.data"}
+           "braze.utils.data": "braze.frontend.data", "braze.utils.checkpoint": "braze.frontend.checkpoint",
+           "braze.amp": "braze.frontend.amp", "braze.cuda": "braze.frontend.cuda"}
 
 
 def _target(name: str) -> str | None:

@@ -1,6 +1,6 @@
 """braze.frontend: the eager Tensor with reverse-mode autodiff, torch-style tensor functions and braze.nn."""
 from .tensor import Tensor
-from .autodiff import Gradients, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autodiff import Gradients, enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .dispatch import apply, intercept
 from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
@@ -16,16 +16,21 @@ from .linalg import *  # noqa: F403
 from .linalg import __all__ as _linalg_all
 from .namespace import *  # noqa: F403
 from .namespace import __all__ as _namespace_all
+from .type_queries import *  # noqa: F403
+from .type_queries import __all__ as _type_queries_all
 from .device import Device as device
 from .size import Size
 from . import nn
 from . import optim
+from . import amp
+from . import cuda
+from .amp import autocast, is_autocast_enabled
 from .records import ModuleRecord, RecordEntry
 from .torch_pickle import load_torch_state_dict
 from .trace import trace
 
-__all__ = ["Tensor", "Gradients", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "apply",
-           "intercept", "nn", "optim", "device", "Size", "ModuleRecord", "RecordEntry", "load_torch_state_dict",
-           "trace",
+__all__ = ["Tensor", "Gradients", "enable_grad", "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled",
+           "apply", "intercept", "nn", "optim", "amp", "cuda", "autocast", "is_autocast_enabled", "device", "Size",
+           "ModuleRecord", "RecordEntry", "load_torch_state_dict", "trace",
            *_creation_all, *_functions_all, *_linalg_all, *_namespace_all, *_assignment_all, *_data_dependent_all,
-           *_math_all]
+           *_math_all, *_type_queries_all]

@@ -1,4 +1,5 @@
-"""Indexed assignment (`x[index] = value`, masked_fill_, index_put) as functional updates with registered ops.
+"""Indexed assignment (`x[index] = value`, masked_fill_, index_put) and in-place methods (`add_`, `triu_`, ...) as
+functional updates with registered ops.
 
 The updated tensor is computed as a new value and then bound to `x`: eagerly its array (and, when the value
 requires grad, its place in the autodiff graph), while tracing its graph value. Positions known without reading
@@ -18,7 +19,7 @@ from .autodiff import GRAD_MODE
 from .dispatch import apply
 from .indexing import getitem
 from .movement import normalize_dim
-from .promotion import as_tensor, cast
+from .promotion import as_tensor, can_cast, cast
 from .tensor import Tensor
 
 _IN_AUTODIFF = ("{what}: assignment into a tensor that requires grad cannot be recorded by braze's autodiff (its "
@@ -162,18 +163,33 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     return apply("add", input, apply("index_add", source, as_tensor(index), axis=axis, shape=tuple(input.shape)))
 
 
-def _in_place(fn: Any) -> Any:
+def _in_place(fn: Any, name: str) -> Any:
+    """fn(self, ...) as the in-place method `name`: the result, kept in self's dtype as torch keeps it, is bound to
+    self; a result of a higher kind (a float result for an integer tensor) is refused as torch refuses it."""
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        return assign(self, fn(self, *args, **kwargs), fn.__name__ + "_")
-    method.__name__, method.__doc__ = fn.__name__ + "_", f"{fn.__name__} in place; returns self."
+        new = fn(self, *args, **kwargs)
+        if new.dtype != self.dtype:
+            if not can_cast(new.dtype, self.dtype):
+                raise BrazeError(f"{name}: the result type {new.dtype} cannot be stored in place in a tensor of "
+                                 f"dtype {self.dtype}; use the out-of-place {name[:-1]} or convert the tensor first")
+            new = cast(new, self.dtype)
+        return assign(self, new, name)
+    method.__name__, method.__doc__ = name, f"{name[:-1]} in place; returns self."
     return method
 
+
+# torch's in-place forms of Tensor methods (x.add_(y, alpha=2), mask.triu_(1), p.data.mul_(0.9), ...)
+_IN_PLACE = ("add", "sub", "mul", "div", "pow", "neg", "abs", "sign", "square", "exp", "log", "sqrt", "rsqrt",
+             "tanh", "sigmoid", "relu", "clamp", "clip", "tril", "triu", "sin", "cos", "log1p", "expm1", "floor",
+             "ceil", "round", "fmod", "remainder", "true_divide", "multiply", "subtract", "divide", "negative")
 
 Tensor.__setitem__ = setitem
 for _fn in (scatter, scatter_add, index_add):
     setattr(Tensor, _fn.__name__, _fn)
-    setattr(Tensor, _fn.__name__ + "_", _in_place(_fn))
+    setattr(Tensor, _fn.__name__ + "_", _in_place(_fn, _fn.__name__ + "_"))
 for _fn in (masked_fill_, index_put, index_put_):
     setattr(Tensor, _fn.__name__, _fn)
+for _name in _IN_PLACE:
+    setattr(Tensor, _name + "_", _in_place(getattr(Tensor, _name), _name + "_"))
 
 __all__ = ["scatter", "scatter_add", "index_add", "index_put"]

@@ -91,6 +91,30 @@ class enable_grad(_GradContext):
     mode = True
 
 
+class inference_mode(_GradContext):  # noqa: N801  (torch's name)
+    """torch.inference_mode: no_grad (braze has no separate inference tensors); inference_mode(False) leaves the
+    grad mode as it is. A context manager and decorator, bare (`@inference_mode`) or called."""
+
+    mode = False
+
+    def __new__(cls, mode: bool | Callable[..., Any] = True) -> Any:
+        if callable(mode):
+            return cls()(mode)
+        return object.__new__(cls)
+
+    def __init__(self, mode: bool | Callable[..., Any] = True) -> None:
+        super().__init__()
+        self.active = callable(mode) or bool(mode)
+
+    def _recreate_cm(self) -> inference_mode:
+        return type(self)(self.active)
+
+    def __enter__(self) -> None:
+        self.prev = GRAD_MODE.enabled
+        if self.active:
+            GRAD_MODE.enabled = False
+
+
 class Node:
     """One recorded op application: the op, its checked attributes, its operand tensors and result arrays."""
 

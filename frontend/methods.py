@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from braze.ir.errors import BrazeError
 from braze.ir.types import bool_
 
 from . import functions as F
@@ -16,6 +17,7 @@ from . import linalg as L
 from . import math_functions as MF
 from .creation import multinomial
 from .movement import repeat
+from .namespace import contiguous_format
 from .tensor import Tensor
 
 _SAME_AS_FUNCTION = (
@@ -95,6 +97,19 @@ def _mT(self: Tensor) -> Tensor:
     return F.transpose(self, -2, -1)
 
 
+def element_size(self: Tensor) -> int:
+    """The bytes one element takes."""
+    return self.dtype.itemsize
+
+
+def is_contiguous(self: Tensor, memory_format: Any = contiguous_format) -> bool:
+    """True: braze tensors are dense in row-major order (the contiguous format)."""
+    if memory_format is not contiguous_format:
+        raise BrazeError(f"is_contiguous: memory_format={memory_format!r} is not supported; braze tensors are "
+                         f"row-major, so only braze.contiguous_format applies")
+    return True
+
+
 def _require_bool(name: str, *operands: Any) -> None:
     for o in operands:
         if isinstance(o, Tensor) and o.dtype != bool_:
@@ -116,7 +131,8 @@ def __invert__(self: Tensor) -> Tensor:
     return F.logical_not(self)
 
 
-for _fn in (reshape, view_as, permute, expand, expand_as, split, flip, where, type_as, __and__, __or__, __invert__):
+for _fn in (reshape, view_as, permute, expand, expand_as, split, flip, where, type_as, element_size, is_contiguous,
+            __and__, __or__, __invert__):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.repeat = repeat
 for _name in MF.__all__:
@@ -132,6 +148,9 @@ Tensor.multinomial = multinomial
 for _name in ("bmm", "addmm", "baddbmm", "outer", "ger"):
     setattr(Tensor, _name, getattr(L, _name))
 Tensor.view = reshape
+Tensor.nelement = Tensor.numel
+Tensor.is_cuda = property(lambda self: False, doc="False: every braze tensor is in host memory.")
+Tensor.is_cpu = property(lambda self: True, doc="True: every braze tensor is in host memory.")
 Tensor.reshape_as = view_as
 Tensor.__rand__ = __and__
 Tensor.__ror__ = __or__

@@ -117,6 +117,39 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     return apply("stack", *coerce(list(tensors)), axis=dim)
 
 
+def _joined(name: str, tensors: Sequence[Any], rank: int) -> list[Tensor]:
+    """The tensors (dtypes promoted) with 0-d ones as 1-D and, below `rank` dims, reshaped as torch's atleast_2d
+    (1, n) and atleast_3d ((1, n, 1) or (m, n, 1)) reshape them."""
+    if not tensors:
+        raise ShapeError(f"{name}: expects a non-empty sequence of tensors")
+    out = []
+    for t in coerce(list(tensors)):
+        shape = tuple(t.shape) or (1,)
+        if len(shape) < rank:
+            shape = ((1,) + shape)[-2:] if rank == 2 else {1: (1, shape[0], 1), 2: shape + (1,)}[len(shape)]
+        out.append(reshape(t, shape))
+    return out
+
+
+def hstack(tensors: Sequence[Any]) -> Tensor:
+    """Join along dim 1, or along dim 0 when the tensors are 1-D (0-d ones count as 1-D), as torch.hstack."""
+    joined = _joined("hstack", tensors, 1)
+    return cat(joined, 0 if joined[0].ndim == 1 else 1)
+
+
+def vstack(tensors: Sequence[Any]) -> Tensor:
+    """Join along dim 0, 0-d and 1-D tensors as rows (torch.vstack, row_stack)."""
+    return cat(_joined("vstack", tensors, 2), 0)
+
+
+def dstack(tensors: Sequence[Any]) -> Tensor:
+    """Join along dim 2, 1-D tensors as (1, n, 1) and 2-D ones as (m, n, 1) (torch.dstack)."""
+    return cat(_joined("dstack", tensors, 3), 2)
+
+
+row_stack = vstack
+
+
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """The slice [start, start + length) of `input` along `dim`."""
     d = normalize_dim(dim, input.ndim)
@@ -266,7 +299,8 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
 
 
 __all__ = ["reshape", "permute", "transpose", "swapaxes", "t", "flatten", "squeeze", "unsqueeze", "broadcast_to", "cat",
-           "concat", "concatenate", "stack", "narrow", "split", "chunk", "unbind", "gather", "index_select", "flip",
-           "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten", "tril", "triu", "diagonal"]
+           "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "row_stack", "narrow", "split", "chunk",
+           "unbind", "gather", "index_select", "flip", "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten",
+           "tril", "triu", "diagonal"]
 
 moveaxis = movedim

@@ -49,6 +49,17 @@ def _combine(higher: DType | None, lower: DType | None) -> DType | None:
     return higher
 
 
+def promote_types(type1: DType, type2: DType) -> DType:
+    """torch.promote_types: the smallest dtype both convert to without leaving the higher category."""
+    return _promote_same_group(as_dtype(type1), as_dtype(type2))
+
+
+def can_cast(from_: DType, to: DType) -> bool:
+    """torch.can_cast: whether a value may be stored as `to` without moving to a lower category (float to integer,
+    integer to bool); in-place ops store their result under this rule."""
+    return _category(as_dtype(from_)) <= _category(as_dtype(to))
+
+
 def scalar_dtype(value: Any) -> DType:
     """The dtype a Python number takes on its own: bool, int64 or the default float32."""
     if isinstance(value, (bool, np.bool_)):

@@ -98,6 +98,10 @@ class Tensor:
         """The number of dims."""
         return self._data.ndim
 
+    def is_floating_point(self) -> bool:
+        """Whether the element type is a float type (torch's name for the test)."""
+        return self.dtype.is_float
+
     def numel(self) -> int:
         """The number of elements."""
         return int(self._data.size)

@@ -1,4 +1,5 @@
-"""braze.utils: the counterparts of torch.utils; `braze.utils.data` is braze.frontend.data."""
-from braze.frontend import data
+"""braze.utils: the counterparts of torch.utils; `braze.utils.data` is braze.frontend.data and
+`braze.utils.checkpoint` braze.frontend.checkpoint."""
+from braze.frontend import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

@@ -17,6 +17,7 @@ import numpy as np
 from braze.ir.errors import BrazeError, DTypeError, ShapeError
 from braze.ir.types import DType, as_dtype, float32
 
+from ..assignment import assigned
 from ..device import CPU, Device, as_device
 from ..tensor import Tensor, as_array
 from ..trace_context import TRACE
@@ -280,6 +281,20 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         p = self.clone()
         p._set_value(self.mapper.on_save(p.base()))
         return p
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Assign into the stored value (`self.cache_k[:, :, pos] = k`), as torch's buffers and parameters take it.
+
+        While tracing, the updated value becomes the new value through assign (a buffer update output). A
+        reparameterized (LoRA) or quantized value is computed, not stored, so assigning into it is refused.
+        """
+        if self._reparam is not None or self._packed is not None:
+            raise BrazeError("item assignment into a parameter whose value is computed (a reparameterization or a "
+                             "quantized store) cannot be kept; materialize() it first")
+        if TRACE.watcher is not None:
+            self.assign(assigned(self.val(), index, value))
+        else:
+            self.base()[index] = value
 
     def assign(self, value: Any) -> Param:
         """Replace the value in place with a copy of `value` (cast to this dtype), keeping the Tensor object.

@@ -1,5 +1,6 @@
 """Indexed assignment: x[index] = value, masked_fill_ and index_put agree with numpy's assignment (torch's on these
-index kinds), gradients flow to the assigned value, and traced assignments compile."""
+index kinds), gradients flow to the assigned value, and traced assignments compile; in-place methods (add_, triu_,
+...) update self with the out-of-place result, as torch's do."""
 from __future__ import annotations
 
 from typing import Any
@@ -108,7 +109,58 @@ def test_traced_mask_assignment_of_a_vector_names_the_users_line() -> None:
         braze.trace(f, braze.tensor([1.0, 2.0]))
 
 
+M = np.arange(-6.0, 10.0).reshape(4, 4) / 2
+IN_PLACE = [("add_", (M,), {"alpha": 2}), ("sub_", (1.5,), {}), ("mul_", (M,), {}), ("div_", (2.0,), {}),
+            ("pow_", (2,), {}), ("clamp_", (), {"min": -1, "max": 2}), ("triu_", (1,), {}),
+            ("tril_", (), {"diagonal": -1}), ("exp_", (), {}), ("neg_", (), {}), ("floor_", (), {}),
+            ("remainder_", (1.5,), {})]
+
+
+def _args(args: tuple[Any, ...], tensor: Any) -> tuple[Any, ...]:
+    return tuple(tensor(a) if isinstance(a, np.ndarray) else a for a in args)
+
+
+@pytest.mark.parametrize("name, args, kwargs", IN_PLACE, ids=[c[0] for c in IN_PLACE])
+def test_in_place_method_updates_self_with_the_out_of_place_result(name: str, args: tuple, kwargs: dict) -> None:
+    x = braze.tensor(M)
+    expected = getattr(x, name[:-1])(*_args(args, braze.tensor), **kwargs).numpy()
+    assert getattr(x, name)(*_args(args, braze.tensor), **kwargs) is x
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
+def test_in_place_arithmetic_keeps_the_tensors_dtype() -> None:
+    x, i = braze.ones(2), braze.arange(3)
+    x.mul_(braze.tensor([2.0, 3.0], dtype=braze.float64))
+    i.mul_(2)
+    assert (x.dtype, x.tolist(), i.dtype, i.tolist()) == (braze.float32, [2.0, 3.0], braze.int64, [0, 2, 4])
+
+
+def test_in_place_arithmetic_refuses_a_float_result_for_an_integer_tensor() -> None:
+    with pytest.raises(braze.BrazeError, match="add_: the result type float32 cannot be stored in place in a tensor "
+                                               "of dtype int64"):
+        braze.arange(3).add_(0.5)
+
+
+def _causal_scores(x):
+    mask = braze.full((x.shape[-1], x.shape[-1]), float("-inf"))
+    mask.triu_(1)
+    return x.mul_(0.5) + mask
+
+
+def test_traced_in_place_updates_compile_and_match_eager() -> None:
+    x = braze.tensor(M)
+    np.testing.assert_array_equal(braze.compile(_causal_scores, x)(M), _causal_scores(braze.tensor(M)).numpy())
+
+
 torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("name, args, kwargs", IN_PLACE, ids=[c[0] for c in IN_PLACE])
+def test_in_place_method_matches_torch(name: str, args: tuple, kwargs: dict) -> None:
+    ours, theirs = braze.tensor(M), torch.tensor(M)
+    getattr(ours, name)(*_args(args, braze.tensor), **kwargs)
+    getattr(theirs, name)(*_args(args, torch.tensor), **kwargs)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
 @pytest.mark.parametrize("index, value", CASES, ids=[str(k) for k in range(len(CASES))])

@@ -110,6 +110,28 @@ def test_enable_grad_inside_no_grad() -> None:
     assert y.requires_grad
 
 
+def test_inference_mode_records_nothing_as_context_and_decorator() -> None:
+    x = _leaf([1.0])
+
+    @braze.inference_mode
+    def bare() -> braze.Tensor:
+        return x * 2
+
+    @braze.inference_mode()
+    def called() -> braze.Tensor:
+        return x * 2
+
+    with braze.inference_mode():
+        y = x * 2
+    assert [t.requires_grad for t in (y, bare(), called())] == [False, False, False] and braze.is_grad_enabled()
+
+
+@pytest.mark.parametrize("outer", [True, False])
+def test_inference_mode_false_leaves_the_grad_mode(outer: bool) -> None:
+    with braze.set_grad_enabled(outer), braze.inference_mode(False):
+        assert (_leaf([1.0]) * 2).requires_grad is outer
+
+
 def test_set_grad_enabled_as_context() -> None:
     with braze.set_grad_enabled(False):
         assert not braze.is_grad_enabled()

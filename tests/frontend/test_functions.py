@@ -218,6 +218,12 @@ def test_cat_of_mismatched_shapes_raises_shape_error() -> None:
         braze.cat([T(X), T(M)], dim=0)
 
 
+@pytest.mark.parametrize("name", ["hstack", "vstack", "dstack"])
+def test_stacking_nothing_raises_shape_error_naming_the_function(name: str) -> None:
+    with pytest.raises(braze.ShapeError, match=f"{name}: expects a non-empty sequence of tensors"):
+        getattr(braze, name)([])
+
+
 def test_dim_out_of_range_raises_index_error() -> None:
     with pytest.raises(IndexError, match="out of range"):
         T(X).sum(dim=2)

@@ -111,3 +111,15 @@ def test_inplace_fill_of_a_parameter_needs_no_grad() -> None:
 def test_tensor_split_takes_torchs_split_size_name() -> None:
     parts = braze.arange(5).split(split_size=2)
     assert [p.tolist() for p in parts] == [[0, 1], [2, 3], [4]]
+
+
+@pytest.mark.parametrize("dtype, floating", [(braze.float32, True), (braze.float64, True), (braze.long, False),
+                                             (braze.uint8, False), (braze.bool, False)])
+def test_is_floating_point_follows_the_dtype(dtype: braze.DType, floating: bool) -> None:
+    assert (braze.zeros(2, dtype=dtype).is_floating_point(), dtype.is_floating_point) == (floating, floating)
+
+
+def test_cuda_is_never_available_and_seeding_it_does_nothing() -> None:
+    import braze.cuda
+    braze.cuda.manual_seed_all(0)
+    assert (braze.cuda.is_available(), braze.cuda.device_count(), braze.cuda.is_bf16_supported()) == (False, 0, False)

@@ -1,4 +1,5 @@
-"""Param, ParamId, ParamMapper and Flag: identity, lazy initialization, clones, mappers, gradients, devices."""
+"""Param, ParamId, ParamMapper and Flag: identity, lazy initialization, clones, mappers, gradients, devices, item
+assignment."""
 from __future__ import annotations
 
 import copy
@@ -418,3 +419,45 @@ def test_flag_drives_dropout():
     x = braze.ones(100)
     assert F.dropout(x, 0.5, training=Flag(False)).tolist() == x.tolist()
     assert F.dropout(x, 0.5, training=Flag(True)).tolist() != x.tolist()
+
+
+class _Cached(braze.nn.Module):
+    """A module that writes its input into a buffer by slice assignment, as a key/value cache does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", braze.zeros(2, 4), persistent=False)
+
+    def forward(self, x: braze.Tensor) -> braze.Tensor:
+        self.cache[:, 1:3] = x
+        return self.cache * 2
+
+
+def test_item_assignment_into_a_buffer_updates_its_stored_value() -> None:
+    m = _Cached()
+    stored = m.cache.val()
+    m(braze.ones(2, 2))
+    assert m.cache.val() is stored and stored.tolist() == [[0.0, 1.0, 1.0, 0.0]] * 2
+
+
+def test_traced_item_assignment_into_a_buffer_is_a_buffer_update() -> None:
+    m = _Cached().eval()
+    graph = braze.trace(m, braze.ones(2, 2))
+    assert tuple(graph.attributes["outputs"]) == ("output", "buffer_update:cache")
+    x = np.full((2, 2), 3.0, dtype=np.float32)
+    np.testing.assert_array_equal(braze.compile(m, braze.ones(2, 2))(x), [[0.0, 6.0, 6.0, 0.0]] * 2)
+
+
+def test_item_assignment_into_a_trainable_parameter_needs_no_grad() -> None:
+    lin = braze.nn.Linear(2, 2)
+    with pytest.raises(braze.BrazeError, match="requires grad"):
+        lin.weight[0] = 1.0
+    with braze.no_grad():
+        lin.weight[0] = 1.0
+    assert lin.weight.val().tolist()[0] == [1.0, 1.0]
+
+
+def test_item_assignment_into_a_lora_parameter_is_refused() -> None:
+    lin = braze.nn.Linear(2, 2).apply_lora(braze.nn.Lora(1, 1))
+    with pytest.raises(braze.BrazeError, match="value is computed .*materialize"), braze.no_grad():
+        lin.weight[0] = 1.0

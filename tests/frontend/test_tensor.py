@@ -185,3 +185,20 @@ def test_clone_copies_and_keeps_gradient() -> None:
     c = x.clone()
     c.sum().backward()
     assert not np.shares_memory(c.detach().numpy(), x.detach().numpy()) and x.grad.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("dtype, size", [(braze.float32, 4), (braze.float64, 8), (braze.int64, 8),
+                                         (braze.uint8, 1), (braze.bool, 1)])
+def test_element_size_is_the_dtypes_bytes(dtype: braze.DType, size: int) -> None:
+    assert braze.zeros(2, dtype=dtype).element_size() == size
+
+
+def test_memory_queries_of_a_transposed_tensor() -> None:
+    """Every braze tensor is dense, row-major and in host memory, a transposed one too."""
+    x = braze.ones(2, 3).t()
+    assert (x.nelement(), x.is_contiguous(), x.is_cuda, x.is_cpu) == (6, True, False, True)
+
+
+def test_is_contiguous_refuses_channels_last() -> None:
+    with pytest.raises(braze.BrazeError, match="is_contiguous: memory_format=braze.channels_last is not supported"):
+        braze.ones(1, 2, 2, 2).is_contiguous(memory_format=braze.channels_last)

@@ -91,6 +91,10 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
      (n(3, 4, 5),)),
     ("where_causal_mask", lambda m, x: x.masked_fill(m.ones(4, 4).tril() == 0, float("-inf")).softmax(-1),
      (n(2, 4, 4),)),
+    ("hstack_vectors_and_scalar", lambda m, x, s: m.hstack([s, x, x[::2]]), (n(5), n())),
+    ("hstack_noncontiguous_and_empty", lambda m, x, y, e: m.hstack((x.mT, y, e)), (n(4, 3), n(3, 1), n(3, 0))),
+    ("vstack_rows_and_matrix", lambda m, x, y: m.vstack([x, y, x]), (n(4), n(2, 4))),
+    ("dstack_matrix_and_3d", lambda m, x, y: m.dstack([x, y]) + m.dstack([y[..., :1], x]), (n(2, 3), n(2, 3, 1))),
 ]
 
 
