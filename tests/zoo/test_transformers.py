@@ -1,7 +1,8 @@
 """The transformer half of the model zoo against PyTorch: GPT-2, a LLaMA block and a BERT encoder, each one source
 text run under torch and under braze (imports swapped): torch weights load strictly, eager outputs and gradients
 match (float64 to 1e-9, float32 to 1e-4), and the compiled valid() snapshot matches torch's eval() output (float32,
-to 1e-4); GPT-2's generate loop samples what torch's model would."""
+to 1e-4), loss outputs included. GPT-2's sampling loop picks what torch's model ranks top, its AdamW training loop
+leaves torch's weights, and LLaMA's key/value-cached decoding gives torch's tokens."""
 from __future__ import annotations
 
 from pathlib import Path
