@@ -128,8 +128,8 @@ def report(result: dict[str, Any]) -> str:
              f"  local loop, 2 threads    {result['local_2_thread_rows_per_s']:>10,.0f} rows/s",
              f"  Ray Data, 1 worker       {result['ray_data_1_worker_rows_per_s']:>10,.0f} rows/s (start-up included)",
              f"  Ray Data, 2 workers      {result['ray_data_2_worker_rows_per_s']:>10,.0f} rows/s (start-up included)",
-             f"  Serve, 1 replica, {result['clients']} clients, one row per JSON request: p50 {serve['p50_ms']:.1f} ms, "
-             f"p99 {serve['p99_ms']:.1f} ms, {serve['requests_per_s']:,.0f} requests/s"]
+             f"  Serve, 1 replica, {result['clients']} clients, one row per JSON request: "
+             f"p50 {serve['p50_ms']:.1f} ms, p99 {serve['p99_ms']:.1f} ms, {serve['requests_per_s']:,.0f} requests/s"]
     return "\n".join(lines)
 
 

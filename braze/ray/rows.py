@@ -46,10 +46,10 @@ class Rows:
         """The columns of a loaded graph; a BrazeError naming `source` when it has no batch axis."""
         values = [*graph.inputs, *graph.outputs]
         leading = {v.type.shape[0] if v.type.shape else None for v in values}
-        if len(leading) != 1 or None in leading or 0 in leading:
+        if not graph.inputs or len(leading) != 1 or None in leading or 0 in leading:
             shown = ", ".join(f"{v.name}: {v.type}" for v in values)
-            raise BrazeError(f"{source}: no batch axis to split rows on: every input and output must have the same "
-                             f"leading dimension, at least 1 ({shown})")
+            raise BrazeError(f"{source}: no batch axis to split rows on: the artifact needs an input, and every "
+                             f"input and output the same leading dimension, at least 1 ({shown})")
         return cls(leading.pop(), tuple(map(_column, graph.inputs)), tuple(map(_column, graph.outputs)))
 
     def check(self, columns: Mapping[str, Any], what: str) -> int:

@@ -51,7 +51,8 @@ class ArtifactServer:
             if isinstance(outputs, RequestError):
                 raise outputs
         except RequestError as err:
-            return Response(error_body(str(err)), status_code=err.status, media_type=JSON_TYPE)
+            allow = {"Allow": "POST"} if err.status == 405 else None
+            return Response(error_body(str(err)), status_code=err.status, media_type=JSON_TYPE, headers=allow)
         return Response(answer(outputs, media), media_type=media)
 
     async def _run_batch(self, requests: list[tuple[Columns, int]]) -> list[Columns | RequestError]:

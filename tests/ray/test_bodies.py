@@ -53,12 +53,9 @@ def test_parse_safetensors_reads_one_tensor_per_input() -> None:
     (json_body({"ids": [[0, 1, 2]], "scale": [["a"]]}), 422, r"'scale'.*expected JSON numbers; got values numpy "
                                                             r"reads as <U1"),
     (json_body({"ids": [[0, 1, 2]], "scale": [[1e39]]}), 422, r"'scale'.*too large for float32"),
-    (json_body({"ids": [[2 ** 63]], "scale": [[1]]}), 422, r"'ids'.*expected JSON integers in .*; got values numpy "
-                                                          r"reads as uint64"),
-    (json_body({"ids": [[2 ** 63, 1, 2]], "scale": [[1]]}), 422, r"'ids'.*expected JSON integers in .*; got values numpy "
-                                                                   r"reads as float64"),
-    (json_body({"ids": [[2 ** 64, 1, 2]], "scale": [[1]]}), 422, r"'ids'.*expected JSON integers in .*; got values numpy "
-                                                                   r"reads as object"),
+    (json_body({"ids": [[2 ** 63]], "scale": [[1]]}), 422, r"'ids'.*expected JSON integers .*reads as uint64"),
+    (json_body({"ids": [[2 ** 63, 1, 2]], "scale": [[1]]}), 422, r"'ids'.*expected JSON integers .*reads as float64"),
+    (json_body({"ids": [[2 ** 64, 1, 2]], "scale": [[1]]}), 422, r"'ids'.*expected JSON integers .*reads as object"),
     (json_body({"ids": [], "scale": []}), 422, r"got rows of shape \[\]"),
 ])
 def test_parse_refuses_a_bad_json_body(body: bytes, status: int, message: str) -> None:

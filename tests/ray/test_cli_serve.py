@@ -37,3 +37,11 @@ def test_braze_serve_answers_until_interrupted(mlp_path: Path) -> None:
         server.kill()
     assert server.returncode == 0, err
     assert out.strip().endswith("stopped")
+
+
+def test_braze_serve_checks_the_file_before_starting_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from braze.cli import main
+    damaged = tmp_path / "damaged.braze"
+    damaged.write_bytes(b"\x00" * 16)
+    assert main(["serve", str(damaged)]) == 2
+    assert capsys.readouterr().err.startswith(f"braze: error: {damaged}")

@@ -54,6 +54,12 @@ def test_rows_refuse_an_artifact_without_a_batch_axis(tmp_path: Path) -> None:
         Rows.of(read(path).graph, str(path))
 
 
+def test_rows_refuse_an_artifact_without_inputs() -> None:
+    graph = braze.trace(lambda: braze.ones(4, 2))
+    with pytest.raises(braze.BrazeError, match=r"no batch axis to split rows on: the artifact needs an input"):
+        Rows.of(graph, "constant")
+
+
 @pytest.mark.parametrize("columns, error, message", [
     ({"scale": np.ones((2, 1), np.float32)}, braze.BrazeError, r"batch: no column 'ids'; the artifact's inputs are "
                                                                r"'ids' \(rows of int64\[3\]\)"),

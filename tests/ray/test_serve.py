@@ -120,7 +120,8 @@ def test_deployment_answers_a_bad_body_4xx(served: str, body: bytes, content_typ
 def test_deployment_answers_get_405(served: str) -> None:
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(f"{served}/mlp", timeout=60)
-    assert caught.value.code == 405 and "POST the inputs" in json.loads(caught.value.read())["error"]
+    assert caught.value.code == 405 and caught.value.headers["Allow"] == "POST"
+    assert "POST the inputs" in json.loads(caught.value.read())["error"]
 
 
 def test_deployment_refuses_only_the_request_whose_index_is_out_of_range(served: str) -> None:
