@@ -19,10 +19,9 @@ from braze.frontend.creation import default_generator
 from braze.frontend.nn.module import Module
 from braze.frontend.optim.state import ParamState, value_of
 from braze.frontend.tensor import Tensor
-from braze.ir.autodiff import backward_graph
+from braze.ir.autodiff import PARAM_UPDATE, STATE_UPDATE, backward_graph
 from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph
-from braze.ir.autodiff import PARAM_UPDATE, STATE_UPDATE
 from braze.ir.train_step import (APPLY_ROLE, SEED_ROLE, StepGroup, coefficient_inputs, dropout_seeds_as_inputs,
                                  input_roles, optimizer_step_graph, updated_leaves)
 from braze.ir.update_rules import RULES
@@ -172,6 +171,9 @@ class TrainStep:
     def _coefficient_values(self) -> dict[int, np.ndarray]:
         """Each coefficient input's value (by input index) for the coming update, from its group's current
         hyper-parameters."""
+        if len(self.optimizer.param_groups) != len(self.groups):
+            raise BrazeError(f"TrainStep: the optimizer now has {len(self.optimizer.param_groups)} parameter "
+                             f"groups, the compiled step {len(self.groups)}: compile a new step")
         values = []
         for k, (group, current) in enumerate(zip(self.groups, self.optimizer.param_groups)):
             hyper, rule = _hyper(self.optimizer, current), RULES[group.rule]
