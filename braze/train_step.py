@@ -19,10 +19,9 @@ from braze.frontend.creation import default_generator
 from braze.frontend.nn.module import Module
 from braze.frontend.optim.state import ParamState, value_of
 from braze.frontend.tensor import Tensor
-from braze.ir.autodiff import backward_graph
+from braze.ir.autodiff import PARAM_UPDATE, STATE_UPDATE, backward_graph
 from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph
-from braze.ir.autodiff import STATE_UPDATE
 from braze.ir.train_step import (APPLY_ROLE, SEED_ROLE, StepGroup, coefficient_inputs, dropout_seeds_as_inputs,
                                  input_roles, optimizer_step_graph, updated_leaves)
 from braze.ir.update_rules import RULES
@@ -139,6 +138,25 @@ class TrainStep:
         trained = {path for path in self._updates if path in self._evaluator.graph.weights}
         return self._evaluator(self.executable, trained, self.calls, inputs)
 
+    def memory(self) -> dict[str, int | None]:
+        """Bytes a step holds, by kind: the trained weights, buffers, optimizer state (with any gradient
+        accumulators) and frozen params the executable owns, the arena its memory plan places every forward and
+        backward intermediate in ("arena"; "unplanned": one allocation per buffer instead), and one call's inputs
+        and outputs; "peak" sums all but "unplanned" (kernels' prepared weight copies and scratch not counted)."""
+        plan = self.executable.graph.attributes.get("memory_plan") or {}
+        kinds = {PARAM_UPDATE: "weights", "buffer_update:": "buffers", STATE_UPDATE: "optimizer_state"}
+        report: dict[str, int | None] = dict.fromkeys(kinds.values(), 0)
+        types = {p.path: p.type for p in self.graph.params()}
+        for role in self.graph.attributes["outputs"]:
+            kind = next((k for k in kinds if role.startswith(k)), None)
+            if kind is not None:
+                report[kinds[kind]] += types[role[len(kind):]].nbytes
+        report["frozen"] = sum(t.nbytes for path, t in types.items() if path not in self._updates)
+        report["arena"], report["unplanned"] = plan.get("arena_bytes"), plan.get("naive_bytes")
+        report["inputs_and_outputs"] = sum(v.type.nbytes for v in (*self.graph.inputs, *self.graph.outputs))
+        report["peak"] = sum(v or 0 for k, v in report.items() if k != "unplanned")
+        return report
+
     def _inputs(self, batch: tuple[Any, ...], applies: bool) -> list[Any]:
         """The call's inputs by role: the batch, a fresh seed per dropout, whether to apply, the coefficients."""
         arrays = [x.detach().numpy() if isinstance(x, Tensor) else x for x in batch]
@@ -153,6 +171,9 @@ class TrainStep:
     def _coefficient_values(self) -> dict[int, np.ndarray]:
         """Each coefficient input's value (by input index) for the coming update, from its group's current
         hyper-parameters."""
+        if len(self.optimizer.param_groups) != len(self.groups):
+            raise BrazeError(f"TrainStep: the optimizer now has {len(self.optimizer.param_groups)} parameter "
+                             f"groups, the compiled step {len(self.groups)}: compile a new step")
         values = []
         for k, (group, current) in enumerate(zip(self.groups, self.optimizer.param_groups)):
             hyper, rule = _hyper(self.optimizer, current), RULES[group.rule]

@@ -22,7 +22,7 @@ are written back into the leaves they replace by whoever runs the step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class _Coefficients(Mapping[str, Value]):
             self.values[name] = self._builder.input(fresh, TensorType((), self._dtype))
         return self.values[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
     def __len__(self) -> int:

@@ -416,3 +416,14 @@ def test_compiled_train_step_eval_runs_the_model_with_flags_off_on_the_trained_w
         outputs.append(got)
     assert not np.allclose(outputs[0], outputs[1])
     np.testing.assert_array_equal(step.eval(x), outputs[1])  # evaluation changes nothing
+
+
+def test_compiled_step_memory_reports_weights_state_and_the_planned_arena() -> None:
+    x, y = _batch(np.float32, 4, features=SMALL)
+    model = _small_mlp(np.float32)
+    step = braze.compile_train_step(model, F.cross_entropy, braze.optim.AdamW(model.parameters()), x, y)
+    memory = step.memory()
+    weights = sum(p.detach().numpy().nbytes for p in model.parameters())
+    assert (memory["weights"], memory["optimizer_state"], memory["buffers"]) == (weights, 2 * weights, 0)
+    assert 0 < memory["arena"] <= memory["unplanned"]  # liveness lets intermediates share bytes
+    assert memory["peak"] == weights * 3 + memory["arena"] + memory["inputs_and_outputs"]
