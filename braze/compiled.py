@@ -206,8 +206,8 @@ def compile_untrusted(graph: Graph, threads: int | None = None, *, verified: boo
 def inference_source(source: Any, want_eval: bool, want_train: bool, options: dict[str, Any],
                       passes: Sequence[str]) -> Any:
     """The model to trace (its valid() snapshot when asked), after refusing training mode; shared by every export."""
-    train_error = ("compiled code runs inference only (compiled training is not available yet); call "
-                   "model.eval() first, or pass mode='eval' to compile the model's evaluation snapshot")
+    train_error = ("braze.compile builds inference code; call model.eval() first, pass mode='eval' to compile the "
+                   "model's evaluation snapshot, or compile training with braze.compile_train_step")
     if want_train:
         raise BrazeError(f"braze.compile(mode='train'): {train_error}")
     if isinstance(source, Graph):
