@@ -8,9 +8,9 @@ rows then cost one or two masked loads per vector, or one masked gather. (Kernel
 unroll only the taps of one kernel row, recomputed per row, to bound the code size.)
 
 How a vector of W output positions is read:
-- stride 1 or 2 along W and output rows at least W long: the positions are one run of input columns, or two when
-  the vector wraps to the next output row. One masked load of stride*W lanes per run (only the lanes the vector
-  needs are set), every stride-th lane kept by a shuffle, the two runs joined by a select;
+- stride 1 or 2 along W, and a vector spans at most MAX_RUNS output rows: the positions in each output row are
+  one run of input columns. One masked load of stride*W lanes per run (only the lanes of the run's positions are
+  set), every stride-th lane kept by a shuffle, the runs joined by selects;
 - otherwise: a masked gather with the per-lane offsets.
 """
 from __future__ import annotations
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 VectorLoad = Callable[[ir.IRBuilder, ir.Value], ir.Value]
 
 SEGMENT_STRIDES = (1, 2)
+# A vector touching more output rows than this is gathered (short rows: one load per row would cost more).
+MAX_RUNS = 3
 # Kernels with up to this many taps have all of them unrolled, their offsets and masks computed once per panel.
 STATIC_TAPS = 49
 
@@ -51,7 +53,7 @@ class Im2col:
                    panel: ir.Value, k0: ir.Value, kc: ir.Value) -> None:
         """Pack rows [k0, k0+kc) of the `lanes` columns from `col` into the NR-wide panel rows at `panel`."""
         s, w = self.spec, tiling.width
-        segments = s.stride[1] in SEGMENT_STRIDES and s.out_shape[3] >= w
+        segments = s.stride[1] in SEGMENT_STRIDES and _rows_per_vector(s.out_shape[3], w) <= MAX_RUNS
         reader = self._segment_loads if segments else self._gather_loads
 
         def reads(b: ir.IRBuilder, kh: ir.Value | int) -> list[list[VectorLoad]]:
@@ -84,7 +86,7 @@ class Im2col:
 
     def _segment_loads(self, builder: ir.IRBuilder, col: ir.Value, lanes: int, w: int, dh: ir.Value,
                        dw: int) -> list[VectorLoad]:
-        """Per vector: the runs of input columns of tap (dh, dw), as (start offset, wide lane mask) pairs."""
+        """Per vector: one run of input columns of tap (dh, dw) per output row the vector's positions lie in."""
         s = self.spec
         sh, sw = s.stride
         ow_count = s.out_shape[3]
@@ -96,16 +98,22 @@ class Im2col:
             oh, ow = self._origin(builder, builder.add(col, const64(v * w)))
             needed = ir.Constant(ir.VectorType(I1, wide), [j % sw == 0 and j // sw < min(w, lanes - v * w)
                                                             for j in range(wide)])
-            split = builder.sub(const64(ow_count), ow)  # positions before the vector wraps to the next row
-            in_first = builder.icmp_signed("<", position, splat(builder, builder.trunc(split, I32), wide))
             ih = builder.add(builder.mul(oh, const64(sh)), builder.sub(dh, const64(s.padding[0])))
-            runs = [self._run(builder, ih, builder.add(builder.mul(ow, const64(sw)), const64(dw - s.padding[1])),
-                              column, builder.and_(needed, in_first))]
-            if ow_count % w:  # vectors start at multiples of W: they wrap only when OW is not one
-                start = builder.sub(const64(dw - s.padding[1]), builder.mul(split, const64(sw)))
-                runs.append(self._run(builder, builder.add(ih, const64(sh)), start, column,
-                                      builder.and_(needed, builder.not_(in_first))))
-            out.append(self._joined(runs, in_first, w, sw))
+            split = builder.sub(const64(ow_count), ow)  # positions before the vector wraps to the next row
+            runs, starts = [], []
+            for r in range(_rows_per_vector(ow_count, w)):
+                # Run r holds positions [first, first + OW) (run 0: [0, split)), in input row ih + r*sh; position
+                # i of a later run is at column (i - first)*sw + dw - pw, of run 0 at (ow + i)*sw + dw - pw.
+                first = const64(0) if r == 0 else builder.add(split, const64((r - 1) * ow_count))
+                end = split if r == 0 else builder.add(first, const64(ow_count))
+                inside = builder.and_(_at_least(builder, position, first),
+                                      builder.not_(_at_least(builder, position, end)))
+                origin = ow if r == 0 else builder.neg(first)
+                iw = builder.add(builder.mul(origin, const64(sw)), const64(dw - s.padding[1]))
+                runs.append(self._run(builder, builder.add(ih, const64(r * sh)), iw, column,
+                                      builder.and_(needed, inside)))
+                starts.append(first)
+            out.append(self._joined(runs, starts, w, sw))
         return out
 
     def _run(self, builder: ir.IRBuilder, ih: ir.Value, iw: ir.Value, column: ir.Constant,
@@ -120,18 +128,18 @@ class Im2col:
         return builder.add(builder.mul(ih, const64(s.w)), iw), mask
 
     @staticmethod
-    def _joined(runs: list, in_first: ir.Value, w: int, sw: int) -> VectorLoad:
+    def _joined(runs: list, starts: list, w: int, sw: int) -> VectorLoad:
+        """Load every run and keep, in each lane, the run its position lies in."""
         keep = ir.Constant(ir.VectorType(I32, w), [i * sw for i in range(w)])
+        iota = ir.Constant(ir.VectorType(I32, w), list(range(w)))
 
         def load(b: ir.IRBuilder, plane: ir.Value) -> ir.Value:
-            values = []
-            for start, mask in runs:
-                value = masked_load(b, elem_ptr(b, plane, start), mask, w * sw)
-                values.append(value if sw == 1 else b.shuffle_vector(value, ir.Constant(value.type, ir.Undefined), keep))
-            if len(values) == 1:
-                return values[0]
-            first = in_first if sw == 1 else b.shuffle_vector(in_first, ir.Constant(in_first.type, ir.Undefined), keep)
-            return b.select(first, values[0], values[1])
+            value = None
+            for (start, mask), first in zip(runs, starts):
+                run = masked_load(b, elem_ptr(b, plane, start), mask, w * sw)
+                run = run if sw == 1 else b.shuffle_vector(run, ir.Constant(run.type, ir.Undefined), keep)
+                value = run if value is None else b.select(_at_least(b, iota, first), run, value)
+            return value
         return load
 
     def _gather_loads(self, builder: ir.IRBuilder, col: ir.Value, lanes: int, w: int, dh: ir.Value,
@@ -154,6 +162,18 @@ class Im2col:
             index = builder.add(builder.mul(ih, _vconst(w, s.w)), iw)
             out.append(lambda b, plane, index=index, mask=mask: gather(b, plane, index, mask))
         return out
+
+
+def _at_least(builder: ir.IRBuilder, lanes: ir.Constant, bound: ir.Value) -> ir.Value:
+    """lanes[i] >= bound, lane by lane (bound an i64 scalar)."""
+    return builder.icmp_signed(">=", lanes, splat(builder, builder.trunc(bound, I32), lanes.type.count))
+
+
+def _rows_per_vector(ow: int, w: int) -> int:
+    """The most output rows W consecutive positions starting at a multiple of W can touch."""
+    if ow % w == 0 or w % ow == 0:
+        return max(1, w // ow)
+    return -(-(w - 1) // ow) + 1
 
 
 def _vconst(width: int, value: int) -> ir.Constant:

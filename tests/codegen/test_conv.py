@@ -125,11 +125,11 @@ def test_conv2d_every_vector_width(width) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("sw", [1, 2])
-@pytest.mark.parametrize("ow", ["W-1", "W+1", "13"])
+@pytest.mark.parametrize("ow", ["W/2", "W/2+1", "W-1", "W+1"])
 def test_conv2d_im2col_rows_at_every_output_width(width, sw, ow) -> None:
-    """Output rows shorter than a vector (gathers) and longer (runs of input columns that wrap to the next row)."""
+    """A vector's positions in two or three output rows (short rows), or wrapping once (longer rows)."""
     tiling = tiling_for(width)
-    out_w = {"W-1": width - 1, "W+1": width + 1, "13": 13}[ow]
+    out_w = {"W/2": width // 2, "W/2+1": width // 2 + 1, "W-1": width - 1, "W+1": width + 1}[ow]
     check(ConvSpec(2, 3, 7, (out_w - 1) * sw + 1, tiling.mr + 1, 3, 3, stride=(2, sw), padding=(1, 1)),
           tiling=tiling)
 

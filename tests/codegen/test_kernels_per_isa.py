@@ -55,6 +55,17 @@ def test_avx512_kernels_use_zmm_fma_and_masked_edges(cpu, emit) -> None:
     assert re.search(r"\{%k[1-7]\}", asm)  # edge lanes go through mask registers
 
 
+def _short_rows(module, name, tiling) -> None:
+    emit_conv2d(module, name, ConvSpec(1, 8, 16, 16, 16, 3, 3, stride=(2, 2), padding=(1, 1)), tiling)
+
+
+@pytest.mark.parametrize("cpu", AVX512_CPUS + ["haswell"])
+def test_conv2d_reads_output_rows_of_half_a_vector_without_gathers(cpu) -> None:
+    """8-wide output rows (the benchmark CNN's last conv) are two runs of a zmm vector on AVX-512."""
+    asm, _ = _asm(cpu, _short_rows)
+    assert "gather" not in asm
+
+
 @pytest.mark.parametrize("emit", [_gemm, _conv], ids=["gemm", "conv2d"])
 def test_avx2_kernels_use_ymm_fma_and_masked_edges(emit) -> None:
     asm, width = _asm("haswell", emit)
