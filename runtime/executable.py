@@ -97,6 +97,8 @@ class Executable:
         self._small_outputs = all(spec.staging is not None for spec in self._out_specs)
         self._output_shapes = [spec.shape for spec in self._out_specs]
         self._output_dtypes = [spec.dtype for spec in self._out_specs]
+        self._one_small_output = (self._output_shapes[0], self._output_dtypes[0]) \
+            if self._small_outputs and len(self._out_specs) == 1 else None
         self._bind_scratch()
         if self._threads > 1:
             _pool.pool().start(self._threads - 1)  # now, so that the first call pays nothing the others do not
@@ -241,6 +243,8 @@ class Executable:
         with self._lock:
             if out is not None:
                 outputs = out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
+            elif self._one_small_output is not None:
+                outputs = (np.empty(*self._one_small_output),)
             elif self._small_outputs:
                 outputs = tuple(map(np.empty, self._output_shapes, self._output_dtypes))
             else:
