@@ -66,17 +66,15 @@ class CompiledModule:
         for x in inputs:
             if isinstance(x, Tensor):
                 return self._call_tensors(inputs, out)
-        outputs = self._executable(inputs).run(inputs, out)
+        executable = self._latest if self._fixed else self._executable_for(inputs)
+        outputs = executable.run(inputs, out)
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _call_tensors(self, inputs: Sequence[Any], out: Any) -> Any:
         arrays = [t.detach().numpy() if isinstance(t, Tensor) else t for t in inputs]
-        results = self._executable(arrays).run(arrays, out)
+        results = (self._latest if self._fixed else self._executable_for(arrays)).run(arrays, out)
         outputs = results if out is not None else tuple(from_numpy(y) for y in results)
         return outputs[0] if len(outputs) == 1 else outputs
-
-    def _executable(self, arrays: Sequence[Any]) -> Executable:
-        return self._latest if self._fixed else self._executable_for(arrays)
 
     def _executable_for(self, arrays: Sequence[Any]) -> Executable:
         signature = _signature(arrays)

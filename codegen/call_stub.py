@@ -3,20 +3,19 @@
     i64 braze_call(ptr frame, object inputs, object outputs)      CALL (codegen/abi.py)
 
 `inputs` and `outputs` are Python tuples of numpy arrays, passed as objects (ctypes py_object). The stub reads each
-input array's type, dtype, rank, shape, flags and data pointer straight from its object, at the offsets of an
-ObjectLayout the runtime measured on this process's numpy (runtime/objects.py), checks them against the frame, and
-returns k + 1 at the first input k that is not exactly what the entry expects (another type, dtype or shape, or not
-C-contiguous), before any native code of the graph runs; the runtime then takes its general path for that call,
-with full checks, conversions and error messages. An input that passes but is not 64-byte aligned is copied into its
-staging buffer. Outputs are arrays the runtime allocated (or the caller's `out=` arrays it validated); one that is
-not 64-byte aligned is written through its staging buffer and copied out after the entry returns. The stub then
+array's type, dtype, rank, shape, flags and data pointer straight from its object, at the offsets of an ObjectLayout
+the runtime measured on this process's numpy (runtime/objects.py), checks them against the frame, and returns k + 1
+at the first array k (inputs first, then outputs) that is not exactly what the entry expects (another type, dtype or
+shape, not C-contiguous, an output not writable, or an unaligned output without a staging buffer), before any
+native code of the graph runs; the runtime then takes its general path for that call, with full checks,
+conversions and error messages. An input that passes but is not 64-byte aligned is copied into its staging buffer;
+an output that is not is written through its staging buffer and copied out after the entry returns. The stub then
 calls the entry with tid 0 and returns 0. It runs without the GIL: the caller's tuples keep every object alive.
 
 The frame is an array of i64 words the runtime owns per executable: first the entry's arguments in TASK_FIELDS
 order (the entry's address, then every argument but the thread id), then FRAME_ARRAY_TYPE (the address of the
-numpy.ndarray type object), the input and output counts, INPUT_WORDS per input (expected dtype object, rank,
-address of the expected dims as i64s, staging buffer, byte size) and OUTPUT_WORDS per output (staging buffer,
-byte size).
+numpy.ndarray type object), the input and output counts, and RECORD_WORDS per input and then per output: the
+expected dtype object, rank, address of the expected dims as i64s, staging buffer (0 for none) and byte size.
 """
 from __future__ import annotations
 
@@ -32,8 +31,8 @@ from .target import Target
 FRAME_ARRAY_TYPE = len(TASK_FIELDS)
 FRAME_INPUTS, FRAME_OUTPUTS = FRAME_ARRAY_TYPE + 1, FRAME_ARRAY_TYPE + 2
 FRAME_HEADER = FRAME_ARRAY_TYPE + 3
-INPUT_WORDS, OUTPUT_WORDS = 5, 2
-C_CONTIGUOUS = 0x1  # numpy's NPY_ARRAY_C_CONTIGUOUS flag
+RECORD_WORDS = 5
+C_CONTIGUOUS, WRITEABLE = 0x1, 0x400  # numpy's NPY_ARRAY_C_CONTIGUOUS and NPY_ARRAY_WRITEABLE flags
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class ObjectLayout:
 
 def frame_words(inputs: int, outputs: int) -> int:
     """The length of a frame for this many inputs and outputs."""
-    return FRAME_HEADER + INPUT_WORDS * inputs + OUTPUT_WORDS * outputs
+    return FRAME_HEADER + RECORD_WORDS * (inputs + outputs)
 
 
 def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
@@ -62,9 +61,9 @@ def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
     b = ir.IRBuilder(fn.entry_basic_block)
     stub = _Stub(b, module, layout, frame)
     stub.gather_inputs(inputs)
-    stub.each_output(outputs, stub.place_output)
+    stub.gather_outputs(outputs)
     stub.call_entry()
-    stub.each_output(outputs, stub.copy_output)
+    stub.copy_outputs(outputs)
     b.ret(i64(0))
     return module
 
@@ -87,7 +86,7 @@ class _Stub:
         return self.b.load(self.b.gep(items, [k], source_etype=PTR), typ=PTR, align=8)
 
     def require(self, ok: ir.Value, k: ir.Value) -> None:
-        """Continue when `ok`, else return k + 1 (input k takes the runtime's general path)."""
+        """Continue when `ok`, else return k + 1 (the k-th array, inputs then outputs, takes the general path)."""
         b = self.b
         fail, go = b.append_basic_block("reject"), b.append_basic_block("accepted")
         b.cbranch(ok, go, fail)
@@ -98,46 +97,61 @@ class _Stub:
     def aligned(self, data: ir.Value) -> ir.Value:
         return self.b.icmp_unsigned("==", self.b.and_(self.b.ptrtoint(data, I64), i64(63)), i64(0))
 
-    def gather_inputs(self, inputs: ir.Value) -> None:
+    def check(self, obj: ir.Value, rec: ir.Value, flags_needed: int, answer: ir.Value) -> ir.Value:
+        """Return `answer` unless `obj` is an ndarray with the record's dtype, rank and dims and the flags; its
+        data pointer."""
         b, layout = self.b, self.layout
+        self.require(b.icmp_unsigned("==", self.field(obj, layout.type, I64), self.word(FRAME_ARRAY_TYPE)), answer)
+        self.require(b.icmp_unsigned("==", self.field(obj, layout.descr, I64), self.word(rec)), answer)
+        rank = self.word(b.add(rec, i64(1)))
+        self.require(b.icmp_signed("==", b.sext(self.field(obj, layout.nd, I32), I64), rank), answer)
+        needed = ir.Constant(I32, flags_needed)
+        self.require(b.icmp_unsigned("==", b.and_(self.field(obj, layout.flags, I32), needed), needed), answer)
+        got, want = self.field(obj, layout.dims, PTR), self.word(b.add(rec, i64(2)), PTR)
+        with for_range(b, 0, rank, name="dim") as d:
+            have = b.load(b.gep(got, [d], source_etype=I64), typ=I64, align=8)
+            self.require(b.icmp_signed("==", have, b.load(b.gep(want, [d], source_etype=I64), typ=I64, align=8)),
+                         answer)
+        return self.field(obj, layout.data, PTR)
+
+    def gather_inputs(self, inputs: ir.Value) -> None:
+        b = self.b
         pointers = self.word(TASK_FIELDS.index("inputs"), PTR)
         with for_range(b, 0, self.word(FRAME_INPUTS), name="in") as k:
-            rec = b.add(i64(FRAME_HEADER), b.mul(k, i64(INPUT_WORDS)), name="rec")
-            obj = self.item(inputs, k)
-            self.require(b.icmp_unsigned("==", self.field(obj, layout.type, I64), self.word(FRAME_ARRAY_TYPE)), k)
-            self.require(b.icmp_unsigned("==", self.field(obj, layout.descr, I64), self.word(rec)), k)
-            rank = self.word(b.add(rec, i64(1)))
-            self.require(b.icmp_signed("==", b.sext(self.field(obj, layout.nd, I32), I64), rank), k)
-            flags = self.field(obj, layout.flags, I32)
-            self.require(b.icmp_unsigned("!=", b.and_(flags, ir.Constant(I32, C_CONTIGUOUS)), ir.Constant(I32, 0)), k)
-            got, want = self.field(obj, layout.dims, PTR), self.word(b.add(rec, i64(2)), PTR)
-            with for_range(b, 0, rank, name="dim") as d:
-                have = b.load(b.gep(got, [d], source_etype=I64), typ=I64, align=8)
-                self.require(b.icmp_signed("==", have, b.load(b.gep(want, [d], source_etype=I64), typ=I64, align=8)),
-                             k)
-            data = self.field(obj, layout.data, PTR)
+            rec = b.add(i64(FRAME_HEADER), b.mul(k, i64(RECORD_WORDS)), name="rec")
+            data = self.check(self.item(inputs, k), rec, C_CONTIGUOUS, k)
             staging = self.word(b.add(rec, i64(3)), PTR)
             with b.if_then(b.not_(self.aligned(data))):
                 b.call(self.memcpy, [staging, data, self.word(b.add(rec, i64(4))), ir.Constant(I1, 0)])
             where = b.select(self.aligned(data), data, staging)
             b.store(where, b.gep(pointers, [k], source_etype=PTR), align=8)
 
-    def each_output(self, outputs: ir.Value, body) -> None:
+    def gather_outputs(self, outputs: ir.Value) -> None:
+        """Check every output like an input (and writable); place it, or its staging buffer when unaligned (an
+        unaligned output without one is left to the general path, which makes one)."""
         b = self.b
-        first = b.add(i64(FRAME_HEADER), b.mul(self.word(FRAME_INPUTS), i64(INPUT_WORDS)), name="outs")
+        count = self.word(FRAME_INPUTS)
         with for_range(b, 0, self.word(FRAME_OUTPUTS), name="out") as k:
-            rec = b.add(first, b.mul(k, i64(OUTPUT_WORDS)), name="orec")
-            body(k, rec, self.field(self.item(outputs, k), self.layout.data, PTR))
+            rec, answer = self.output_record(k), b.add(count, k)
+            data = self.check(self.item(outputs, k), rec, C_CONTIGUOUS | WRITEABLE, answer)
+            staging = self.word(b.add(rec, i64(3)), PTR)
+            self.require(b.or_(self.aligned(data), b.icmp_unsigned("!=", b.ptrtoint(staging, I64), i64(0))), answer)
+            where = b.select(self.aligned(data), data, staging)
+            b.store(where, b.gep(self.word(TASK_FIELDS.index("outputs"), PTR), [k], source_etype=PTR), align=8)
 
-    def place_output(self, k: ir.Value, rec: ir.Value, data: ir.Value) -> None:
+    def output_record(self, k: ir.Value) -> ir.Value:
         b = self.b
-        where = b.select(self.aligned(data), data, self.word(rec, PTR))
-        b.store(where, b.gep(self.word(TASK_FIELDS.index("outputs"), PTR), [k], source_etype=PTR), align=8)
+        first = b.add(i64(FRAME_HEADER), b.mul(self.word(FRAME_INPUTS), i64(RECORD_WORDS)))
+        return b.add(first, b.mul(k, i64(RECORD_WORDS)), name="orec")
 
-    def copy_output(self, k: ir.Value, rec: ir.Value, data: ir.Value) -> None:
+    def copy_outputs(self, outputs: ir.Value) -> None:
+        """Copy each output written through its staging buffer into the array."""
         b = self.b
-        with b.if_then(b.not_(self.aligned(data))):
-            b.call(self.memcpy, [data, self.word(rec, PTR), self.word(b.add(rec, i64(1))), ir.Constant(I1, 0)])
+        with for_range(b, 0, self.word(FRAME_OUTPUTS), name="copy") as k:
+            rec, data = self.output_record(k), self.field(self.item(outputs, k), self.layout.data, PTR)
+            with b.if_then(b.not_(self.aligned(data))):
+                b.call(self.memcpy, [data, self.word(b.add(rec, i64(3)), PTR), self.word(b.add(rec, i64(4))),
+                                     ir.Constant(I1, 0)])
 
     def call_entry(self) -> None:
         emit_entry_call(self.b, {field: self.word(k) for k, field in enumerate(TASK_FIELDS)}, i64(0))

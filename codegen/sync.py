@@ -82,9 +82,10 @@ def _has_sched_yield(target: Target) -> bool:
 def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
     """`void braze.barrier(ptr sync, i64 nthreads)`: returns once all nthreads threads have arrived.
 
-    The last thread to arrive resets the arrival counter and then bumps the generation (release); the others
-    spin until they see the generation change (acquire) or the abort flag set, with `pause` between reads and
-    sched_yield now and then so an oversubscribed machine still makes progress. Reading the generation before
+    The last thread to arrive resets the arrival counter, bumps the generation and wakes the sleepers, if any; the
+    others spin until they see the generation change (acquire) or the abort flag set, with `pause` between reads,
+    and every BARRIER_SPINS spins sleep on the generation (a futex; sched_yield where there is none), so that a
+    thread waiting for one that lost its core gives the core up. Reading the generation before
     arriving makes the barrier reusable: a thread that races ahead to the next barrier arrives only after the
     reset it observed.
     """

@@ -3,9 +3,10 @@
 `call_stub()(frame.pointer, inputs, outputs)` hands the caller's tuple of input arrays and the tuple of output
 arrays to the native stub (codegen/call_stub.py), which checks every input against the frame, stages what is not
 aligned and runs the entry on the calling thread: no Python work per input and no ctypes conversion per argument.
-It returns k + 1, before any native code of the graph has run, when input k is not exactly what the entry reads
-(another type, dtype or shape, not C-contiguous, or an input whose index range must be checked): the executable's
-general path then takes the call. Without a confirmed object layout (runtime/objects.py) there is no stub and
+It returns k + 1, before any native code of the graph has run, when array k (inputs, then outputs) is not exactly
+what the entry reads or writes (another type, dtype or shape, not C-contiguous, an input whose index range must be
+checked, an `out=` array that is read-only or unaligned without a staging buffer): the executable's general path
+then takes the call. Without a confirmed object layout (runtime/objects.py) there is no stub and
 `call_stub()` is None.
 """
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from braze.codegen.abi import CALL, TASK_FIELDS
-from braze.codegen.call_stub import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, INPUT_WORDS,
-                                     OUTPUT_WORDS, frame_words)
+from braze.codegen.call_stub import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, RECORD_WORDS,
+                                     frame_words)
 
 from .memory import address, aligned_zeros
 from .objects import object_layout
@@ -47,22 +48,19 @@ class CallFrame:
             self.words[k] = entry[field]
         self.words[FRAME_ARRAY_TYPE] = id(np.ndarray)
         self.words[FRAME_INPUTS], self.words[FRAME_OUTPUTS] = len(inputs), len(outputs)
-        self._keep = [spec.dtype for spec in inputs]  # the dtype objects whose addresses the frame holds
-        self._dims = [np.array(spec.shape or (0,), np.int64) for spec in inputs]
-        for spec, dims in zip(inputs, self._dims):
-            at = FRAME_HEADER + INPUT_WORDS * spec.index
+        self._keep = [(spec.dtype, np.array(spec.shape or (0,), np.int64)) for spec in (*inputs, *outputs)]
+        for k, (spec, (dtype, dims)) in enumerate(zip((*inputs, *outputs), self._keep)):
             # an input whose values must be range-checked gets no dtype here, so the stub always declines it
-            self.words[at:at + INPUT_WORDS] = (0 if spec.bound is not None else id(spec.dtype), len(spec.shape),
-                                               address(dims), spec.staging_address, spec.nbytes)
-        self._outputs_at = FRAME_HEADER + INPUT_WORDS * len(inputs)
-        for spec in outputs:
-            self.set_output_staging(spec)
+            checked = isinstance(spec, InputSpec) and spec.bound is not None
+            at = FRAME_HEADER + RECORD_WORDS * k
+            self.words[at:at + RECORD_WORDS] = (0 if checked else id(dtype), len(spec.shape), address(dims),
+                                                spec.staging_address, spec.nbytes)
+        self._outputs_at = FRAME_HEADER + RECORD_WORDS * len(inputs)
         self.pointer = ctypes.c_void_p(address(self.words))  # the stub's first argument
 
     def set_output_staging(self, spec: OutputSpec) -> None:
         """Record an output's staging buffer (given once, when a large output first arrives unaligned)."""
-        at = self._outputs_at + OUTPUT_WORDS * spec.index
-        self.words[at:at + OUTPUT_WORDS] = (spec.staging_address, spec.nbytes)
+        self.words[self._outputs_at + RECORD_WORDS * spec.index + 3] = spec.staging_address
 
     def set(self, field: str, value: int) -> None:
         """Change one of the entry's arguments (the scratch area, when a larger thread count grew it)."""

@@ -97,6 +97,8 @@ class Executable:
         self._small_outputs = all(spec.staging is not None for spec in self._out_specs)
         self._output_shapes = [spec.shape for spec in self._out_specs]
         self._output_dtypes = [spec.dtype for spec in self._out_specs]
+        self._one_small_output = (self._output_shapes[0], self._output_dtypes[0]) \
+            if self._small_outputs and len(self._out_specs) == 1 else None
         self._bind_scratch()
         if self._threads > 1:
             _pool.pool().start(self._threads - 1)  # now, so that the first call pays nothing the others do not
@@ -240,13 +242,17 @@ class Executable:
             self.threads  # noqa: B018 (follow a new process thread count before taking the lock)
         with self._lock:
             if out is not None:
-                outputs = self._given_outputs(out)
+                outputs = out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
+            elif self._one_small_output is not None:
+                outputs = (np.empty(*self._one_small_output),)
             elif self._small_outputs:
                 outputs = tuple(map(np.empty, self._output_shapes, self._output_dtypes))
             else:
                 outputs = tuple(spec.new() for spec in self._out_specs)
             # the stub returns 0 when it ran the call, else k + 1 for the first input it left to the general path
-            if self._stub is None or self._threads != 1 or self._stub(self._frame_pointer, inputs, outputs):
+            if len(outputs) != len(self._out_specs) or self._stub is None or self._threads != 1 or \
+                    self._stub(self._frame_pointer, inputs, outputs):
+                outputs = outputs if out is None else self._given_outputs(outputs)
                 self._run_checked(inputs, outputs)
             if self._checks and self._status[0]:
                 self._raise_check()
@@ -271,9 +277,8 @@ class Executable:
         wanted = ", ".join(f"{s.name}: {s.type}" for s in self._specs) or "none"
         return BrazeError(f"@{self.graph.name} takes {len(self._specs)} input(s) ({wanted}); got {len(inputs)}")
 
-    def _given_outputs(self, out: Any) -> tuple[np.ndarray, ...]:
-        """The caller's out= arrays, one per output (a bare array for a single output), each validated."""
-        given = out if isinstance(out, (tuple, list)) else (out,)
+    def _given_outputs(self, given: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
+        """The caller's out= arrays, one per output, each validated (with the errors the stub cannot give)."""
         if len(given) != len(self._out_specs):
             raise BrazeError(f"@{self.graph.name} has {len(self._out_specs)} output(s); out= gives {len(given)}")
         accepted = []

@@ -154,7 +154,8 @@ class OutputSpec:
         if out.shape != self.shape or out.dtype != self.dtype:
             raise ShapeError(f"{label}: expected {_describe(self.type)}; got a {out.dtype} array of shape "
                              f"{out.shape}")
-        if not (out.flags.c_contiguous and out.flags.writeable):
+        flags = out.flags
+        if not (flags.c_contiguous and flags.writeable):
             raise BrazeError(f"{label}: expected a writable C-contiguous array; pass np.ascontiguousarray(...) or "
                              f"a fresh np.empty{self.shape}")
         if self.staging is None and self.nbytes and data_address(out) % ALIGNMENT:

@@ -79,10 +79,22 @@ def test_call_path_wrong_shape_is_still_named_after_the_stub_declines() -> None:
 
 def test_call_path_out_receives_the_results_and_is_returned() -> None:
     exe = executable()
+    stub = counted(exe)
     args = inputs()
     out = np.full((4, 6), np.nan, np.float32)
     assert exe(*args, out=out) is out
     np.testing.assert_array_equal(out, expected(exe, args))
+    assert stub.returned == [0]  # checked by the stub itself
+
+
+def test_call_path_read_only_out_is_left_to_the_checked_path() -> None:
+    exe = executable()
+    stub = counted(exe)
+    out = np.zeros((4, 6), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(BrazeError, match="writable C-contiguous"):
+        exe(*inputs(), out=out)
+    assert stub.returned == [3] and not out.any()  # two inputs, then output 0
 
 
 @pytest.mark.parametrize("shape", [(4, 6), (64, 64)])
@@ -115,13 +127,6 @@ def test_call_path_bad_out_is_a_clear_error(bad, message: str) -> None:
     exe = executable()
     with pytest.raises(BrazeError, match=message):
         exe(*inputs(), out=bad)
-
-
-def test_call_path_read_only_out_is_refused() -> None:
-    out = np.zeros((4, 6), np.float32)
-    out.flags.writeable = False
-    with pytest.raises(BrazeError, match="writable C-contiguous"):
-        executable()(*inputs(), out=out)
 
 
 def test_call_path_compiled_module_out_with_arrays_and_tensors() -> None:
