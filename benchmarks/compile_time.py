@@ -11,6 +11,11 @@ first import of the code generator (llvmlite, the lowerings), which a process pa
 processes share one cache directory that a first, unmeasured process filled. Figures are medians over --repeats
 processes; the table shows cold over warm and the largest stages of each, so the numbers are read as ratios and
 shares, not as lone absolute claims about a machine that may be busy.
+
+Beside braze, measured in the same run, each in a new process too: torch.compile's first call of the same torch
+module (inductor with an empty cache directory of its own, so it compiles: what a new user waits for) and
+onnxruntime's session creation for braze's ONNX export of the model (braze.export_onnx). Either is skipped,
+with a note, when torch or onnxruntime is not installed.
 """
 from __future__ import annotations
 
@@ -47,12 +52,67 @@ print(json.dumps({"import_s": imported - start, "codegen_import_s": codegen_impo
 """
 
 
-def _compile_once(model: str, env: dict[str, str]) -> dict[str, Any]:
+TORCH_COMPILER = """
+import json, sys, time
+import torch
+from benchmarks import models
+case = getattr(models, sys.argv[1])(1)
+module = case.torch_model()
+x = torch.from_numpy(case.x)
+start = time.perf_counter()
+compiled = torch.compile(module)
+with torch.no_grad():
+    compiled(x)
+print(json.dumps({"first_call_s": time.perf_counter() - start}))
+"""
+
+ORT_SESSION = """
+import json, sys, time
+import onnxruntime
+start = time.perf_counter()
+session = onnxruntime.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+print(json.dumps({"session_s": time.perf_counter() - start}))
+"""
+
+
+def _run(script: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run a measuring script in a new Python process from the repository root; its last line of JSON."""
     root = Path(__file__).resolve().parents[1]
     env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")])))
-    result = subprocess.run([sys.executable, "-c", COMPILER, model], env=env, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
                             check=True, cwd=root)
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _compile_once(model: str, env: dict[str, str]) -> dict[str, Any]:
+    return _run(COMPILER, [model], env)
+
+
+def _installed(name: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+def _others(model: str, repeats: int, folder: Path) -> dict[str, float | None]:
+    """torch.compile's first call and onnxruntime's session creation for `model` (None when not installed)."""
+    found: dict[str, float | None] = {"torch_compile_s": None, "ort_session_s": None}
+    if _installed("torch"):
+        runs = [_run(TORCH_COMPILER, [model], dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(folder / f"inductor-{k}")))
+                for k in range(repeats)]
+        found["torch_compile_s"] = statistics.median(r["first_call_s"] for r in runs)
+    if _installed("onnxruntime") and _installed("onnx"):
+        import braze
+        from benchmarks import models
+        case = getattr(models, model)(1)
+        path = folder / f"{model}.onnx"
+        braze.export_onnx(case.model, path, case.x)
+        runs = [_run(ORT_SESSION, [str(path)], dict(os.environ)) for _ in range(repeats)]
+        found["ort_session_s"] = statistics.median(r["session_s"] for r in runs)
+    return found
+
+
+def _ms(seconds: float | None) -> str:
+    return "not installed" if seconds is None else f"{seconds * 1e3:.0f} ms"
 
 
 def _median_stages(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -83,7 +143,8 @@ def measure(repeats: int) -> list[dict[str, Any]]:
                    "import_s": statistics.median(r["import_s"] for r in warm + cold),
                    "codegen_import_s": statistics.median(r["codegen_import_s"] for r in warm + cold),
                    "warm_all_hits": all(r["cache_hit"] for r in warm),
-                   "cold_stages": _median_stages(cold), "warm_stages": _median_stages(warm)}
+                   "cold_stages": _median_stages(cold), "warm_stages": _median_stages(warm),
+                   **_others(model, repeats, Path(folder))}
             rows.append(row)
             print(f"{row['model']:<16} cold {row['cold_compile_s'] * 1e3:8.1f} ms  warm "
                   f"{row['warm_compile_s'] * 1e3:7.1f} ms  cold/warm {row['cold_compile_s'] / row['warm_compile_s']:5.1f}x"
@@ -91,6 +152,8 @@ def measure(repeats: int) -> list[dict[str, Any]]:
                   f"warm hits: {'all' if row['warm_all_hits'] else 'not all'})")
             print(f"{'':<16} cold: {_top(row['cold_stages'])}")
             print(f"{'':<16} warm: {_top(row['warm_stages'])}")
+            print(f"{'':<16} torch.compile first call {_ms(row['torch_compile_s'])}, onnxruntime session "
+                  f"{_ms(row['ort_session_s'])}")
     return rows
 
 

@@ -6,9 +6,9 @@ text, the target and the code generator's version (codegen/module_layout.py), so
 without building LLVM IR. Its file holds a magic line, a JSON header with the key, the exported symbols, the
 sha256 and size of the payload and a `meta` object (what the runtime needs beside the code: a whole graph's module
 layout; empty for a plain module), then the object file itself. The optimized-graph entries of
-runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as payload. A truncated, altered or foreign entry
-fails those checks, and one whose object does not link or does not export the module's functions fails in the JIT:
-either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
+runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as the
+payload. A truncated, altered or foreign entry fails those checks, and one whose object does not link or does not
+export the module's functions fails in the JIT: either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
 os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
 removed by a later store once they are an hour old.
 

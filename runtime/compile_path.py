@@ -4,8 +4,8 @@
 
 A traced graph optimized before by the same passes (in any process, with the same weights) finds its optimized,
 planned graph on disk without running a pass (runtime/pass_cache.py), and the native code of a planned graph
-compiled before is found by the graph's text (codegen/graph_cache.py) without building its LLVM module. Every stage's wall time is recorded in a
-CompileTimings (runtime/timings.py), kept as Executable.timings.
+compiled before is found by the graph's text (codegen/graph_cache.py) without building its LLVM module. Every
+stage's wall time is recorded in a CompileTimings (runtime/timings.py), kept as Executable.timings.
 
 braze.compile (after tracing), `braze dump --stage llvm|asm` and artifact loading all come through compile_graph,
 so what one of them compiles is what the others would. drop_buffer_updates always runs first: an inference graph
@@ -51,16 +51,18 @@ def compile_passes(pipeline: str | Sequence[str] | None, *, untrusted: bool = Fa
 def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", untrusted: bool = False,
                   verified: bool = False, options: Mapping[str, Any] | None = None,
                   timings: CompileTimings | None = None) -> Graph:
-    """The graph codegen builds: `graph` through compile_passes(pipeline), every step verified; for an untrusted
-    graph the fresh plan is also checked (see the module doc) before codegen reads it. `verified` (with
-    pipeline=None and untrusted=True only) skips verifying the graph again. `timings` receives each pass's time and
-    the rest (verification, checks) as "verify"."""
+    """The graph codegen builds: `graph` through compile_passes(pipeline), every step verified, or the result of
+    the same passes found in the disk cache for a trusted graph; for an untrusted graph the fresh plan is also
+    checked (see the module doc) before codegen reads it. `verified` (with pipeline=None and untrusted=True only)
+    skips verifying the graph again. `timings` receives each pass's time and the rest (verification, checks) as
+    "verify", or the cache lookup as "cached passes"."""
     start = time.perf_counter()
     passes = compile_passes(pipeline, untrusted=untrusted)
     options = dict(options or {})
-    entry = _pass_cache_key(graph, passes, options) if passes and not untrusted else None
-    if entry is not None:
-        found = entry[0].load(entry[1], graph)
+    key = _pass_cache_key(graph, passes, options) if passes and not untrusted else None
+    if key is not None:
+        from . import pass_cache  # loads the code generator's cache: imported on the first compile, not with braze
+        found = pass_cache.load(key, graph)
         if found is not None:
             if timings is not None:
                 timings.add("cached passes", time.perf_counter() - start)
@@ -68,8 +70,8 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     replan_only = verified and untrusted and passes == (TAIL,)
     reports: list[PassReport] = []
     planned = optimize(graph, passes, report=reports, verify=not replan_only, **options) if passes else graph
-    if entry is not None:
-        entry[0].store(entry[1], graph, planned)
+    if key is not None:
+        pass_cache.store(key, graph, planned)
     if untrusted:
         check_memory_plan(planned)
         check_fits_memory(planned)
@@ -80,16 +82,13 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     return planned
 
 
-def _pass_cache_key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> tuple[Any, str] | None:
-    """The pass cache module and the key of this optimization, or None when the disk cache is off or the options
-    cannot be keyed (the cache module loads the code generator: imported on the first compile, not with braze)."""
+def _pass_cache_key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> str | None:
+    """The optimized-graph cache key of this optimization, or None when the disk cache is off or the options cannot
+    be keyed."""
     from braze.codegen import cache
 
     from . import pass_cache
-    if not cache.enabled():
-        return None
-    key = pass_cache.key(graph, passes, options)
-    return (pass_cache, key) if key is not None else None
+    return pass_cache.key(graph, passes, options) if cache.enabled() else None
 
 
 def check_fits_memory(graph: Graph, memory_limit: int | None = None) -> None:

@@ -1,18 +1,19 @@
 """The optimized graph of a traced graph, found on disk when the same model went through the same passes before.
 
 A warm compile in a new process then costs the trace, this lookup and the link of the cached object
-(codegen/graph_cache.py): no pass runs and no pass module is imported.
+(codegen/graph_cache.py): no pass runs.
 
-Key: a digest of the traced graph's text (param and flag ids zeroed, see module_layout.with_leaf_ids), the weights (every
-param's path, dtype, shape and the sha256 of its bytes: folding passes compute new weights from their values),
-the pass names, the passes' options and the version of the IR code (a hash of braze.ir's sources, passes
-included). The passes do not depend on the target, so it is not part of the key.
+Key: a digest of the traced graph's text (param and flag ids zeroed, see module_layout.with_leaf_ids), the weights
+(every param's path, dtype, shape and the sha256 of its bytes: folding passes compute new weights from their
+values), the pass names, the passes' options and the version of the IR code (a hash of braze.ir's sources, passes
+included). The passes do not depend on the target, so it is not part of the key. Pipelines with a pass registered
+by the user (whose code the key cannot name) and options that are not plain JSON data are not cached.
 
 Entry (codegen/cache.py's format, no symbols): `meta` holds the optimized, planned graph's text (param ids zeroed)
 and, per weight of the optimized graph, either the traced weight it is (a param the passes left alone) or where its
 bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA). A hit parses the text (the
 parser verifies it), puts the traced graph's param ids back, attaches the weights and checks them; an entry that
-fails any of that is deleted and the passes run. Options that are not plain JSON data skip the cache.
+fails any of that is deleted and the passes run.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from braze.codegen.module_layout import sources_digest, with_leaf_ids
 from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph
 from braze.ir.parser import parse
+from braze.ir.passes import BUILTIN_PASSES
 from braze.ir.types import as_dtype
 from braze.ir.verify import verify
 
@@ -43,7 +45,10 @@ def ir_version() -> str:
 
 
 def key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> str | None:
-    """The cache key of `graph` optimized by `passes` with `options`; None when the options are not JSON data."""
+    """The cache key of `graph` optimized by `passes` with `options`; None when a pass is not built in or the
+    options are not JSON data."""
+    if not set(passes) <= set(BUILTIN_PASSES):
+        return None
     try:
         options_text = json.dumps(dict(options), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):

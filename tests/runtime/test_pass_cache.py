@@ -57,6 +57,7 @@ def test_pass_cache_key_follows_weights_passes_and_options() -> None:
     assert base != pass_cache.key(graph, PASSES[:-2] + PASSES[-1:], {})
     assert base != pass_cache.key(graph, PASSES, {"policy": "keep"})
     assert pass_cache.key(graph, PASSES, {"flags": object()}) is None  # not JSON: not cached
+    assert pass_cache.key(graph, [*PASSES, "a_user_pass"], {}) is None  # a user's pass: code the key cannot name
 
 
 @pytest.mark.parametrize("damage", [
