@@ -1,14 +1,17 @@
 """Indexed assignment (`x[index] = value`, masked_fill_, index_put) as functional updates with registered ops.
 
-The updated tensor is computed as a new value and then bound to `x`: eagerly its array (and, when the value
-requires grad, its place in the autodiff graph), while tracing its graph value. Positions known without reading
+The updated tensor is computed as a new value from x's current one and then bound to `x`: eagerly its array and,
+when either requires grad, its place in the autodiff graph (x becomes the result of the update, whose gradient
+reaches x's old value except at the written positions, and the written value), while tracing its graph value.
+As in torch, a leaf that requires grad cannot be changed in place while autodiff records, and each eager update
+bumps x's version, so a backward through an op recorded with x's old value refuses to run. Positions known without reading
 traced data (every index of an eager call; constant indices while tracing) become constant masks, so the update is
 `where(mask, values, x)` with the values gathered by index_select: elementwise ops every compiled graph can hold.
 A traced index tensor's positions are data: the update is then the registered scatter op.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,14 +24,13 @@ from .movement import normalize_dim
 from .promotion import as_tensor, cast
 from .tensor import Tensor
 
-_IN_AUTODIFF = ("{what}: assignment into a tensor that requires grad cannot be recorded by braze's autodiff (its "
-                "earlier uses would see the new values); compute the result functionally (braze.where(mask, value, "
-                "x), x.masked_fill(mask, value), x.index_put(indices, values)) or assign under braze.no_grad()")
+LEAF_IN_PLACE = ("{what}: a leaf Variable that requires grad is being used in an in-place operation; assign "
+                 "under braze.no_grad(), or into a non-leaf (x = w.clone(); x[...] = value)")
 
 
 def setitem(x: Tensor, index: Any, value: Any) -> None:
     """x[index] = value, with torch's index kinds and broadcasting of value."""
-    assign(x, assigned(x, index, value), "x[...] = value")
+    update_in_place(x, "x[...] = value", lambda old: assigned(old, index, value))
 
 
 def assigned(x: Tensor, index: Any, value: Any, accumulate: bool = False) -> Tensor:
@@ -96,24 +98,32 @@ def _leading_mask(x: Tensor, index: Any) -> Tensor | None:
     return None
 
 
-def assign(x: Tensor, new: Tensor, what: str) -> Tensor:
-    """Bind the updated value `new` to x in place; returns x."""
+def update_in_place(x: Tensor, what: str, update: Callable[[Tensor], Tensor]) -> Tensor:
+    """Replace x's value by update(x's current value), in place; returns x.
+
+    The update reads a stand-in for x's old value (its array and autodiff node), so recorded ops keep pointing at
+    the old value while x moves on to the update's result.
+    """
     from .traced import TracedTensor
     if isinstance(x, TracedTensor):
-        x.value = x.tracer.lift(new)
+        x.value = x.tracer.lift(update(x))
         return x
-    if x._requires_grad and GRAD_MODE.enabled:
-        raise BrazeError(_IN_AUTODIFF.format(what=what))
-    if new._node is not None:  # the value requires grad: x becomes its result in the autodiff graph
+    if x._requires_grad and x._node is None and GRAD_MODE.enabled:
+        raise BrazeError(LEAF_IN_PLACE.format(what=what))
+    old = Tensor._make(x._data, x._node, x._index, x._autodiff, x._device)
+    old._requires_grad = x._requires_grad
+    new = update(old)
+    if new._node is not None:  # recorded: x becomes the update's result in the autodiff graph
         x._node, x._index, x._requires_grad = new._node, new._index, True
     x._data = new._data
+    x._version += 1
     return x
 
 
 def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
     """Set the elements where `mask` is True to `value` in place; returns self."""
     from .functions import masked_fill
-    return assign(self, masked_fill(self, mask, value), "masked_fill_")
+    return update_in_place(self, "masked_fill_", lambda old: masked_fill(old, mask, value))
 
 
 def index_put(input: Tensor, indices: tuple[Any, ...], values: Any, accumulate: bool = False) -> Tensor:
@@ -123,7 +133,7 @@ def index_put(input: Tensor, indices: tuple[Any, ...], values: Any, accumulate: 
 
 def index_put_(self: Tensor, indices: tuple[Any, ...], values: Any, accumulate: bool = False) -> Tensor:
     """index_put in place; returns self."""
-    return assign(self, assigned(self, tuple(indices), values, accumulate), "index_put_")
+    return update_in_place(self, "index_put_", lambda old: assigned(old, tuple(indices), values, accumulate))
 
 
 def _fitted(name: str, input: Tensor, index: Tensor, src: Any) -> Tensor:
@@ -164,7 +174,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
 
 def _in_place(fn: Any) -> Any:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        return assign(self, fn(self, *args, **kwargs), fn.__name__ + "_")
+        return update_in_place(self, fn.__name__ + "_", lambda old: fn(old, *args, **kwargs))
     method.__name__, method.__doc__ = fn.__name__ + "_", f"{fn.__name__} in place; returns self."
     return method
 
