@@ -13,6 +13,7 @@ from braze.ir.errors import BrazeError
 from braze.ir.types import DType, as_dtype
 
 from .device import CPU, Device, as_device, is_device_like
+from .markers import eager_only
 from .namespace import SUPPORTED_MEMORY_FORMATS, preserve_format
 from .size import Size
 
@@ -41,6 +42,9 @@ def as_array(data: Any, dtype: Any = None) -> np.ndarray:
         array = array.astype(as_dtype(dtype).numpy, copy=False)
     dtype_of(array)  # rejects dtypes braze does not support
     return array
+
+
+_READS_VALUES = "reads the values into Python"
 
 
 class Tensor:
@@ -111,6 +115,7 @@ class Tensor:
             return Size.of(self._data.shape)
         return self._data.shape[_fn.normalize_dim(dim, self._data.ndim)]
 
+    @eager_only(_READS_VALUES)
     def numpy(self) -> np.ndarray:
         """The underlying array (shared, as torch's .numpy()); detach first when it requires grad."""
         if self._requires_grad:
@@ -121,12 +126,14 @@ class Tensor:
         array = self._data if dtype is None else self._data.astype(dtype)
         return np.array(array, copy=True) if copy else array
 
+    @eager_only(_READS_VALUES)
     def item(self) -> bool | int | float:
         """The single element as a Python number."""
         if self._data.size != 1:
             raise BrazeError(f"item(): only a one-element tensor converts to a Python number, shape {self.shape}")
         return self._data.reshape(()).item()
 
+    @eager_only(_READS_VALUES)
     def tolist(self) -> Any:
         """The elements as nested Python lists."""
         return self._data.tolist()
@@ -234,6 +241,7 @@ class Tensor:
     def data(self, value: Any) -> None:
         self._data = as_array(value, self.dtype) if not isinstance(value, Tensor) else value._data
 
+    @eager_only("eager autodiff; a traced graph's gradients come from braze.grad_graph or compile_train_step")
     def backward(self, gradient: Any = None) -> Any:
         """Accumulate gradients into the leaves' .grad; returns this call's Gradients mapping."""
         return _ad.backward(self, gradient)
