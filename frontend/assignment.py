@@ -4,9 +4,10 @@ The updated tensor is computed as a new value from x's current one and then boun
 when either requires grad, its place in the autodiff graph (x becomes the result of the update, whose gradient
 reaches x's old value except at the written positions, and the written value), while tracing its graph value.
 As in torch, a leaf that requires grad cannot be changed in place while autodiff records, and each eager update
-bumps x's version, so a backward through an op recorded with x's old value refuses to run. Positions known without reading
-traced data (every index of an eager call; constant indices while tracing) become constant masks, so the update is
-`where(mask, values, x)` with the values gathered by index_select: elementwise ops every compiled graph can hold.
+bumps x's version, so a backward through an op recorded with x's old value refuses to run. Positions known
+without reading traced data (every index of an eager call; constant indices while tracing) become constant masks,
+so the update is `where(mask, values, x)` with the values gathered by index_select: elementwise ops every compiled
+graph can hold.
 A traced index tensor's positions are data: the update is then the registered scatter op.
 """
 from __future__ import annotations

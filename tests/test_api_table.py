@@ -16,5 +16,6 @@ def test_api_table_marks_the_data_dependent_functions_eager_only() -> None:
     text = api_table.table()
     for row in ("| `torch.nonzero` | eager only: the result's shape depends on the values |",
                 "| `Tensor.item` | eager only: reads the values into Python |",
-                "| `torch.einsum` | traces |", "| `torch.zeros` | a constant when traced |", "| `nn.Hardtanh` | traces |"):
+                "| `torch.einsum` | traces |", "| `torch.zeros` | a constant when traced |",
+                "| `nn.Hardtanh` | traces |"):
         assert row in text

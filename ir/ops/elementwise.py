@@ -55,7 +55,8 @@ def _unary(name, impl, vjp, floats_only=True, numbers_only=False, **kw):
 
 
 # --- arithmetic -------------------------------------------------------------------------------------------
-add = _binary("add", np.add, vjp_reads=(), vjp=lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, g, y.shape)))
+add = _binary("add", np.add, vjp_reads=(),
+              vjp=lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, g, y.shape)))
 sub = _binary("sub", np.subtract, numbers_only=True, vjp_reads=(),
               vjp=lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, e.neg(g), y.shape)))
 mul = _binary("mul", np.multiply,

@@ -36,7 +36,8 @@ reshape = defop("reshape", ("x",), vjp_reads=(), infer=_reshape_infer, impl=lamb
                 doc="The same elements in row-major order under a new shape of equal size.")
 
 
-copy = defop("copy", ("x",), vjp_reads=(), infer=lambda x: x, impl=lambda x: np.array(x, copy=True), vjp=lambda e, g, out, x: (g,),
+copy = defop("copy", ("x",), vjp_reads=(), infer=lambda x: x, impl=lambda x: np.array(x, copy=True),
+             vjp=lambda e, g, out, x: (g,),
              category="movement", preserves_values=True,
              doc="A copy of the operand: what moving a tensor to another device records.")
 
@@ -49,7 +50,8 @@ def _scale_grad_infer(x: TensorType, scale: TensorType) -> TensorType:
 
 
 # Not a derivative: the VJP weighs the cotangent on purpose (torch's Embedding(scale_grad_by_freq=True)).
-scale_grad = defop("scale_grad", ("x", "scale"), vjp_reads=(1,), infer=_scale_grad_infer, impl=lambda x, scale: np.array(x, copy=True),
+scale_grad = defop("scale_grad", ("x", "scale"), vjp_reads=(1,), infer=_scale_grad_infer,
+                   impl=lambda x, scale: np.array(x, copy=True),
                    vjp=lambda e, g, out, x, scale: (e.mul(g, scale), None), category="movement",
                    preserves_values=True, decomposition=lambda e, x, scale: x,
                    doc="The operand itself, whose gradient is the cotangent times `scale` (broadcast to it): how "
@@ -69,7 +71,8 @@ def _transpose_vjp(e, g, out, x, *, perm):
     return (e.transpose(g, perm=tuple(int(i) for i in np.argsort(perm))),)
 
 
-transpose = defop("transpose", ("x",), vjp_reads=(), infer=_transpose_infer, impl=lambda x, *, perm: np.transpose(x, perm),
+transpose = defop("transpose", ("x",), vjp_reads=(), infer=_transpose_infer,
+                  impl=lambda x, *, perm: np.transpose(x, perm),
                   vjp=_transpose_vjp, attrs=(AttrSpec("perm", "ints"),), category="movement", preserves_values=True,
                   doc="Permute the axes: result axis i is operand axis perm[i].")
 
