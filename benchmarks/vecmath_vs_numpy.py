@@ -1,4 +1,4 @@
-"""Elementwise exp (and log, tanh, sin, cos) over 1e6 float32 values: braze's vector math vs numpy, single thread.
+"""Elementwise exp (and log, tanh, sin, cos, log1p, expm1) over 1e6 float32 values: braze's vector math vs numpy, single thread.
 
 Run: python benchmarks/vecmath_vs_numpy.py [--n 1000000] [--repeat 50]
 Prints the best-of-repeat time of each and the ratio numpy / braze (above 1 means braze is faster).
@@ -21,6 +21,8 @@ NUMPY: dict[str, Callable[[np.ndarray, np.ndarray], object]] = {
     "tanh": lambda x, out: np.tanh(x, out=out),
     "sin": lambda x, out: np.sin(x, out=out),
     "cos": lambda x, out: np.cos(x, out=out),
+    "log1p": lambda x, out: np.log1p(x, out=out),
+    "expm1": lambda x, out: np.expm1(x, out=out),
 }
 
 
@@ -58,7 +60,7 @@ def main() -> None:
     print(f"target: {host_target()}, n = {args.n}, best of {args.repeat}")
     print(f"{'function':10s} {'braze ms':>10s} {'numpy ms':>10s} {'numpy/braze':>12s}")
     for name, reference in NUMPY.items():
-        x = rng.uniform(0.01 if name == "log" else -20, 20, args.n).astype(np.float32)
+        x = rng.uniform(0.01 if name == "log" else -0.99 if name == "log1p" else -20, 20, args.n).astype(np.float32)
         ours, theirs = np.empty_like(x), np.empty_like(x)
         kernel = braze_kernel(name)
         t_braze = best_time(lambda: kernel(x, ours), args.repeat)

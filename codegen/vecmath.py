@@ -1,13 +1,14 @@
-"""Vectorizable float32 math: exp, log, tanh, erf, sigmoid and the activations built on them (gelu, silu); sin and
+"""Vectorizable float32 math: exp, log, tanh, erf, sigmoid, log1p, expm1 and the activations built on exp (gelu,
+silu); sin and
 cos (also in float64) are in vecmath_trig.py and described there.
 
 LLVM's llvm.exp/llvm.log and libm's tanhf/erff become one scalar library call per lane, which stops a vectorized
 loop cold. These are straight-line IR (float arithmetic, integer bit manipulation and selects, no branches, no
 calls, no table lookups; sin/cos branch to libm for rare inputs), emitted once per module, width and element type
-as internal alwaysinline functions over float (`braze.vm.exp.f32`) or <W x float> (`braze.vm.exp.v16f32`), so they inline into the kernel's loop and a scalar
-call in a loop vectorizes. Arithmetic carries only the `contract` flag (FMA where the target has it); every
-special case (NaN, infinities, zeros, subnormals, overflow) is handled by explicit selects, never by fast-math
-assumptions.
+as internal alwaysinline functions over float (`braze.vm.exp.f32`) or <W x float> (`braze.vm.exp.v16f32`), so
+they inline into the kernel's loop and a scalar call in a loop vectorizes. Arithmetic carries only the `contract`
+flag (FMA where the target has it); every special case (NaN, infinities, zeros, subnormals, overflow) is handled
+by explicit selects, never by fast-math assumptions.
 
 Method and accuracy. The bounds are the max error in float32 ulp over all inputs, measured against float64
 references by tests/codegen/test_vecmath.py on 2^20 bit patterns strided over all 2^32, every 256th subnormal,
@@ -30,6 +31,10 @@ dense samples in [-20, 20] and near each threshold, with and without FMA; ACCURA
 - gelu_tanh = x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), equal to 0.5 x (1 + tanh(...)) without its
   cancellation: <= 3 ulp for x >= -1.
 - gelu_erf = 0.5 x (1 + erf(x / sqrt(2))), as torch computes it in float32: <= 3 ulp for x >= -1.
+- log1p, <= 2.5 ulp: log(u) x / (u - 1) with u = 1 + x rounded (Goldberg's correction of u's rounding error); x
+  itself where u rounds to 1. log1p(-1) = -inf, log1p(x < -1) = NaN, log1p(+inf) = +inf, log1p(-0) = -0.
+- expm1, <= 2.5 ulp: (u - 1) (x / log(u)) with u = exp(x) (Kahan's correction); x where u rounds to 1, -1 where it
+  underflows. expm1(-inf) = -1, expm1(+inf) = +inf, expm1(-0) = -0.
 For the activations outside ACCURATE_RANGE the result is a tiny number whose float32 argument is ill-conditioned
 (or a cancellation, for gelu_erf); there the absolute error is below 2^-24 |x|. NaN in gives NaN out everywhere;
 at -inf the activations give NaN (x times 0), exactly as the registry's reference does.
@@ -49,7 +54,7 @@ from .vecmath_trig import ACCURACY_TRIG, TRIG_BODIES
 # Max error in ulp over all float32 inputs in ACCURATE_RANGE (default: all of them), asserted by the tests.
 # Outside that range the absolute error is below 2^-24 |x| (OUTSIDE_ABS_ERROR * |x|).
 ACCURACY: dict[str, float] = {"exp": 1.0, "log": 1.0, "tanh": 1.5, "erf": 1.5, "sigmoid": 2.5,
-                              "silu": 3.5, "gelu_tanh": 3.0, "gelu_erf": 3.0,
+                              "silu": 3.5, "gelu_tanh": 3.0, "gelu_erf": 3.0, "log1p": 2.5, "expm1": 2.5,
                               **{name: ulps for (name, dtype), ulps in ACCURACY_TRIG.items() if dtype == "f32"}}
 ACCURATE_RANGE: dict[str, tuple[float, float]] = {"silu": (-87.0, float("inf")),
                                                   "gelu_tanh": (-1.0, float("inf")),
@@ -158,9 +163,28 @@ def _gelu_erf(m: VectorEmit, x: ir.Value) -> ir.Value:
     return m.mul(m.mul(x, 0.5), cdf)
 
 
+def _log1p(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """log(1 + x) as log(u) x / (u - 1) with u = fl(1 + x) (Goldberg), which cancels u's rounding error."""
+    u = m.add(x, 1.0)
+    d = m.sub(u, 1.0)
+    r = m.mul(call(m.b, "log", u), m.div(x, d))
+    r = m.select(m.cmp("==", d, 0.0), x, r)                          # |x| below half an ulp of 1 (also +-0)
+    return m.select(m.cmp("==", u, _INF), u, r)                      # x = +inf or 1 + x overflows
+
+
+def _expm1(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """exp(x) - 1 as (u - 1) x / log(u) with u = exp(x) (Kahan), which cancels u's rounding error."""
+    u = call(m.b, "exp", x)
+    d = m.sub(u, 1.0)
+    r = m.mul(d, m.div(x, call(m.b, "log", u)))
+    r = m.select(m.cmp("==", d, 0.0), x, r)                          # u rounds to 1 (also +-0)
+    r = m.select(m.cmp("==", d, -1.0), -1.0, r)                      # u underflows to 0
+    return m.select(m.cmp("==", u, _INF), u, r)                      # exp overflows (x = +inf included)
+
+
 BODIES: dict[str, Callable[[VectorEmit, ir.Value], ir.Value]] = {
     "exp": _exp, "log": _log, "tanh": _tanh, "erf": _erf, "sigmoid": _sigmoid,
-    "silu": _silu, "gelu_tanh": _gelu_tanh, "gelu_erf": _gelu_erf, **TRIG_BODIES,
+    "silu": _silu, "gelu_tanh": _gelu_tanh, "gelu_erf": _gelu_erf, "log1p": _log1p, "expm1": _expm1, **TRIG_BODIES,
 }
 FUNCTIONS: tuple[str, ...] = tuple(BODIES)
 FLOAT64_FUNCTIONS: tuple[str, ...] = tuple(TRIG_BODIES)

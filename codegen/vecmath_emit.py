@@ -95,8 +95,8 @@ def libm(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """A libm function applied lane by lane (LLVM has no vector form of these without a vector math library)."""
     first = args[0]
     element = first.type.element if isinstance(first.type, ir.VectorType) else first.type
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(element, [element] * len(args)),
-                                                         name)
+    fn = builder.module.globals.get(name) or ir.Function(
+        builder.module, ir.FunctionType(element, [element] * len(args)), name)
     if not isinstance(first.type, ir.VectorType):
         return builder.call(fn, list(args))
     out = ir.Constant(first.type, ir.Undefined)

@@ -1,15 +1,19 @@
 """Indexed assignment (`x[index] = value`, masked_fill_, index_put) and in-place methods (`add_`, `triu_`, ...) as
 functional updates with registered ops.
 
-The updated tensor is computed as a new value and then bound to `x`: eagerly its array (and, when the value
-requires grad, its place in the autodiff graph), while tracing its graph value. Positions known without reading
-traced data (every index of an eager call; constant indices while tracing) become constant masks, so the update is
-`where(mask, values, x)` with the values gathered by index_select: elementwise ops every compiled graph can hold.
+The updated tensor is computed as a new value from x's current one and then bound to `x`: eagerly its array and,
+when either requires grad, its place in the autodiff graph (x becomes the result of the update, whose gradient
+reaches x's old value except at the written positions, and the written value), while tracing its graph value.
+As in torch, a leaf that requires grad cannot be changed in place while autodiff records, and each eager update
+bumps x's version, so a backward through an op recorded with x's old value refuses to run. Positions known
+without reading traced data (every index of an eager call; constant indices while tracing) become constant masks,
+so the update is `where(mask, values, x)` with the values gathered by index_select: elementwise ops every compiled
+graph can hold.
 A traced index tensor's positions are data: the update is then the registered scatter op.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -22,14 +26,13 @@ from .movement import normalize_dim
 from .promotion import as_tensor, can_cast, cast
 from .tensor import Tensor
 
-_IN_AUTODIFF = ("{what}: assignment into a tensor that requires grad cannot be recorded by braze's autodiff (its "
-                "earlier uses would see the new values); compute the result functionally (braze.where(mask, value, "
-                "x), x.masked_fill(mask, value), x.index_put(indices, values)) or assign under braze.no_grad()")
+LEAF_IN_PLACE = ("{what}: a leaf Variable that requires grad is being used in an in-place operation; assign "
+                 "under braze.no_grad(), or into a non-leaf (x = w.clone(); x[...] = value)")
 
 
 def setitem(x: Tensor, index: Any, value: Any) -> None:
     """x[index] = value, with torch's index kinds and broadcasting of value."""
-    assign(x, assigned(x, index, value), "x[...] = value")
+    update_in_place(x, "x[...] = value", lambda old: assigned(old, index, value))
 
 
 def assigned(x: Tensor, index: Any, value: Any, accumulate: bool = False) -> Tensor:
@@ -97,24 +100,32 @@ def _leading_mask(x: Tensor, index: Any) -> Tensor | None:
     return None
 
 
-def assign(x: Tensor, new: Tensor, what: str) -> Tensor:
-    """Bind the updated value `new` to x in place; returns x."""
+def update_in_place(x: Tensor, what: str, update: Callable[[Tensor], Tensor]) -> Tensor:
+    """Replace x's value by update(x's current value), in place; returns x.
+
+    The update reads a stand-in for x's old value (its array and autodiff node), so recorded ops keep pointing at
+    the old value while x moves on to the update's result.
+    """
     from .traced import TracedTensor
     if isinstance(x, TracedTensor):
-        x.value = x.tracer.lift(new)
+        x.value = x.tracer.lift(update(x))
         return x
-    if x._requires_grad and GRAD_MODE.enabled:
-        raise BrazeError(_IN_AUTODIFF.format(what=what))
-    if new._node is not None:  # the value requires grad: x becomes its result in the autodiff graph
+    if x._requires_grad and x._node is None and GRAD_MODE.enabled:
+        raise BrazeError(LEAF_IN_PLACE.format(what=what))
+    old = Tensor._make(x._data, x._node, x._index, x._autodiff, x._device)
+    old._requires_grad = x._requires_grad
+    new = update(old)
+    if new._node is not None:  # recorded: x becomes the update's result in the autodiff graph
         x._node, x._index, x._requires_grad = new._node, new._index, True
     x._data = new._data
+    x._version += 1
     return x
 
 
 def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
     """Set the elements where `mask` is True to `value` in place; returns self."""
     from .functions import masked_fill
-    return assign(self, masked_fill(self, mask, value), "masked_fill_")
+    return update_in_place(self, "masked_fill_", lambda old: masked_fill(old, mask, value))
 
 
 def index_put(input: Tensor, indices: tuple[Any, ...], values: Any, accumulate: bool = False) -> Tensor:
@@ -124,7 +135,7 @@ def index_put(input: Tensor, indices: tuple[Any, ...], values: Any, accumulate: 
 
 def index_put_(self: Tensor, indices: tuple[Any, ...], values: Any, accumulate: bool = False) -> Tensor:
     """index_put in place; returns self."""
-    return assign(self, assigned(self, tuple(indices), values, accumulate), "index_put_")
+    return update_in_place(self, "index_put_", lambda old: assigned(old, tuple(indices), values, accumulate))
 
 
 def _fitted(name: str, input: Tensor, index: Tensor, src: Any) -> Tensor:
@@ -167,13 +178,15 @@ def _in_place(fn: Any, name: str) -> Any:
     """fn(self, ...) as the in-place method `name`: the result, kept in self's dtype as torch keeps it, is bound to
     self; a result of a higher kind (a float result for an integer tensor) is refused as torch refuses it."""
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        new = fn(self, *args, **kwargs)
-        if new.dtype != self.dtype:
-            if not can_cast(new.dtype, self.dtype):
-                raise BrazeError(f"{name}: the result type {new.dtype} cannot be stored in place in a tensor of "
-                                 f"dtype {self.dtype}; use the out-of-place {name[:-1]} or convert the tensor first")
-            new = cast(new, self.dtype)
-        return assign(self, new, name)
+        def update(old: Tensor) -> Tensor:
+            result = fn(old, *args, **kwargs)
+            if result.dtype == old.dtype:
+                return result
+            if not can_cast(result.dtype, old.dtype):
+                raise BrazeError(f"{name}: the result type {result.dtype} cannot be stored in place in a tensor of "
+                                 f"dtype {old.dtype}; use the out-of-place {name[:-1]} or convert the tensor first")
+            return cast(result, old.dtype)
+        return update_in_place(self, name, update)
     method.__name__, method.__doc__ = name, f"{name[:-1]} in place; returns self."
     return method
 

@@ -116,13 +116,20 @@ class inference_mode(_GradContext):  # noqa: N801  (torch's name)
 
 
 class Node:
-    """One recorded op application: the op, its checked attributes, its operand tensors and result arrays."""
+    """One recorded op application: the op, its checked attributes, its operand tensors and result arrays.
 
-    __slots__ = ("op", "attrs", "inputs", "outputs")
+    Each operand's producer (node, result index, whether it required grad) and version are taken when recorded:
+    an in-place update later moves the tensor to a new producer, while this op's gradient must reach the old one;
+    the versions are checked at backward for the operands the VJP reads.
+    """
+
+    __slots__ = ("op", "attrs", "inputs", "edges", "versions", "outputs")
 
     def __init__(self, op: OpDef, attrs: dict[str, Any], inputs: Sequence[Tensor],
                  outputs: Sequence[np.ndarray]) -> None:
         self.op, self.attrs, self.inputs, self.outputs = op, attrs, tuple(inputs), tuple(outputs)
+        self.edges = tuple((t._node, t._index, t._requires_grad) for t in self.inputs)
+        self.versions = tuple(t._version for t in self.inputs)
 
     def __repr__(self) -> str:
         return f"Node({self.op.name}, inputs={len(self.inputs)}, outputs={len(self.outputs)})"
@@ -184,8 +191,7 @@ def _topological(root: Node) -> list[Node]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        for t in node.inputs:
-            producer = t._node
+        for producer, _, _ in node.edges:
             if producer is not None and id(producer) not in seen:
                 stack.append((producer, False))
     return order
@@ -242,25 +248,37 @@ def _sweep(root: Tensor, seed: Tensor, leaves: dict[int, Tensor], leaf_grads: di
         if cots is None or all(c is None for c in cots):
             continue
         grads = _node_vjp(node, cots, emitter)
-        for operand, grad in zip(node.inputs, grads):
-            if grad is None or not operand._requires_grad:
+        for operand, (producer, index, requires), grad in zip(node.inputs, node.edges, grads):
+            if grad is None or not requires:
                 continue
             if tuple(grad.shape) != operand.shape:
                 raise BrazeError(f"{node.op.name}: the vjp rule returned a gradient of shape {tuple(grad.shape)} "
                                  f"for an operand of shape {operand.shape} (an op-definition bug)")
             if grad._device is not operand._device:  # a device copy's gradient goes back to the source device
                 grad = Tensor._wrap(grad._data, grad._autodiff, operand._device)
-            if operand._node is None:
+            if producer is None:
                 leaves[id(operand)] = operand
                 _accumulate(leaf_grads, id(operand), grad, apply)
             else:
-                slots = cotangents.setdefault(id(operand._node), [None] * len(operand._node.outputs))
-                prev = slots[operand._index]
-                slots[operand._index] = grad if prev is None else apply("add", prev, grad)
+                slots = cotangents.setdefault(id(producer), [None] * len(producer.outputs))
+                prev = slots[index]
+                slots[index] = grad if prev is None else apply("add", prev, grad)
+
+
+def _check_unmodified(node: Node) -> None:
+    """Refuse, as torch, a VJP whose operands it reads (OpDef.vjp_reads) were changed in place after the op was
+    recorded."""
+    reads = node.op.vjp_reads
+    for k, (t, version) in enumerate(zip(node.inputs, node.versions)):
+        if t._version != version and (reads is None or k in reads):
+            raise BrazeError(f"backward: one of the variables needed for gradient computation has been modified "
+                             f"by an inplace operation: operand {k} of {node.op.name} (shape {tuple(t.shape)}, "
+                             f"{t.dtype}) is at version {t._version}; expected version {version} instead")
 
 
 def _node_vjp(node: Node, cots: list[Tensor | None], emitter: TensorEmitter) -> tuple[Any, ...]:
     """Call the op's VJP with Tensor cotangents and results (tuples for multi-result ops)."""
+    _check_unmodified(node)
     outs = tuple(Tensor._wrap(o) for o in node.outputs)
     if node.op.num_results == 1:
         g: Any = cots[0]

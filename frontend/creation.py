@@ -14,6 +14,7 @@ from braze.ir.errors import BrazeError, DTypeError
 from braze.ir.types import DType, as_dtype, float32, int64
 
 from .device import CPU, Device, as_device
+from .markers import eager_only
 from .tensor import Tensor, as_array
 
 _DEFAULT_SEED = 67280421310721  # torch's initial seed, so an unseeded run is still repeatable
@@ -214,6 +215,7 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None, d
     return _leaf(rng.permutation(n).astype(_dtype_or(dtype, int64).numpy), requires_grad, device)
 
 
+@eager_only("random draws that depend on the weights' values")
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                 generator: Generator | None = None) -> Tensor:
     """int64 category indices drawn from each row of non-negative weights (eager only: random and data-dependent);

@@ -6,7 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from .markers import eager_only
 from .tensor import Tensor
+
+_SHAPE_FROM_VALUES = "the result's shape depends on the values"
 
 
 def _values(name: str, input: Any) -> np.ndarray:
@@ -18,6 +21,7 @@ def _values(name: str, input: Any) -> np.ndarray:
     return np.asarray(input._data if isinstance(input, Tensor) else input)
 
 
+@eager_only(_SHAPE_FROM_VALUES)
 def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     """The int64 coordinates of the nonzero elements, one row each (or one tensor per dim with as_tuple)."""
     values = _values("nonzero", input)
@@ -32,11 +36,13 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
     return Tensor._wrap(np.stack(coords, axis=1), True, device)
 
 
+@eager_only(_SHAPE_FROM_VALUES)
 def argwhere(input: Tensor) -> Tensor:
     """nonzero's coordinate rows."""
     return nonzero(input)
 
 
+@eager_only(_SHAPE_FROM_VALUES)
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
            dim: int | None = None) -> Tensor | tuple[Tensor, ...]:
     """The distinct values in ascending order (of rows along `dim`, when given), with the inverse indices and

@@ -13,6 +13,7 @@ from braze.ir.errors import BrazeError
 from braze.ir.types import DType, as_dtype
 
 from .device import CPU, Device, as_device, is_device_like
+from .markers import eager_only
 from .namespace import SUPPORTED_MEMORY_FORMATS, preserve_format
 from .size import Size
 
@@ -43,16 +44,22 @@ def as_array(data: Any, dtype: Any = None) -> np.ndarray:
     return array
 
 
+_READS_VALUES = "reads the values into Python"
+
+
 class Tensor:
     """An eager n-dimensional array that records the ops applied to it for reverse-mode autodiff."""
 
-    __slots__ = ("_data", "_node", "_index", "_requires_grad", "_autodiff", "_device", "grad", "__weakref__")
+    # _version counts in-place changes (torch's version counter): autodiff refuses a backward through an op whose
+    # operand changed after it was recorded.
+    __slots__ = ("_data", "_node", "_index", "_requires_grad", "_autodiff", "_device", "_version", "grad",
+                 "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to the Tensor's reflected operator
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> None:
         self._data = np.array(as_array(data, dtype), copy=True)
         self._node, self._index, self._requires_grad, self._autodiff, self.grad = None, 0, False, True, None
-        self._device = as_device(device)
+        self._device, self._version = as_device(device), 0
         if requires_grad:
             self.requires_grad_(True)
 
@@ -65,7 +72,7 @@ class Tensor:
         """
         t = object.__new__(Tensor)
         t._data, t._node, t._index, t._device = data, node, index, device
-        t._requires_grad, t._autodiff, t.grad = node is not None, autodiff, None
+        t._requires_grad, t._autodiff, t.grad, t._version = node is not None, autodiff, None, 0
         return t
 
     @staticmethod
@@ -112,6 +119,7 @@ class Tensor:
             return Size.of(self._data.shape)
         return self._data.shape[_fn.normalize_dim(dim, self._data.ndim)]
 
+    @eager_only(_READS_VALUES)
     def numpy(self) -> np.ndarray:
         """The underlying array (shared, as torch's .numpy()); detach first when it requires grad."""
         if self._requires_grad:
@@ -122,12 +130,14 @@ class Tensor:
         array = self._data if dtype is None else self._data.astype(dtype)
         return np.array(array, copy=True) if copy else array
 
+    @eager_only(_READS_VALUES)
     def item(self) -> bool | int | float:
         """The single element as a Python number."""
         if self._data.size != 1:
             raise BrazeError(f"item(): only a one-element tensor converts to a Python number, shape {self.shape}")
         return self._data.reshape(()).item()
 
+    @eager_only(_READS_VALUES)
     def tolist(self) -> Any:
         """The elements as nested Python lists."""
         return self._data.tolist()
@@ -235,24 +245,30 @@ class Tensor:
     def data(self, value: Any) -> None:
         self._data = as_array(value, self.dtype) if not isinstance(value, Tensor) else value._data
 
+    @eager_only("eager autodiff; a traced graph's gradients come from braze.grad_graph or compile_train_step")
     def backward(self, gradient: Any = None) -> Any:
         """Accumulate gradients into the leaves' .grad; returns this call's Gradients mapping."""
         return _ad.backward(self, gradient)
 
     def copy_(self, src: Any) -> Tensor:
-        """Overwrite the values (broadcast and cast to this tensor's shape and dtype) outside autodiff; returns self.
+        """Overwrite the values (broadcast and cast to this tensor's shape and dtype); returns self.
 
-        The array is written in place when this tensor owns it; a view of another array (an op's result) is
-        replaced by a fresh array instead, so no other tensor or recorded graph sees the change.
+        While autodiff records and either side requires grad, this is an in-place update (assignment.py): the
+        gradient reaches src, and a leaf that requires grad is refused, as torch. Otherwise the array is written
+        in place when this tensor owns it; a view of another array or an op's recorded result is replaced by a
+        fresh array instead, so no other tensor or recorded graph sees the change.
         """
-        if self._requires_grad and _ad.GRAD_MODE.enabled:
-            raise BrazeError("copy_: a tensor that requires grad can be changed in place only under no_grad()")
+        if _ad.GRAD_MODE.enabled and (self._requires_grad or getattr(src, "_requires_grad", False)):
+            from .assignment import update_in_place
+            return update_in_place(self, "copy_", lambda old: _fn.broadcast_to(
+                _fn.to_dtype(_fn.as_tensor(src, self.dtype), self.dtype), self.shape))
         with _ad.no_grad():
             value = _fn.broadcast_to(_fn.to_dtype(_fn.as_tensor(src, self.dtype), self.dtype), self.shape)
-        if self._data.flags.writeable and self._data.base is None:
+        if self._data.flags.writeable and self._data.base is None and self._node is None:
             np.copyto(self._data, value._data)
         else:
             self._data = np.array(value._data, copy=True)
+        self._version += 1
         return self
 
     def zero_(self) -> Tensor:

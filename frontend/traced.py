@@ -115,7 +115,7 @@ class TracedTensor(Tensor):
     def of(value: Value, tracer: Tracer, device: Device | None = None) -> TracedTensor:
         t = object.__new__(TracedTensor)
         t._data, t._node, t._index, t._device = Abstract(value.type), None, 0, device
-        t._requires_grad, t._autodiff, t.grad = False, True, None
+        t._requires_grad, t._autodiff, t.grad, t._version = False, True, None, 0
         t.value, t.tracer = value, tracer
         return t
 

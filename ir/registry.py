@@ -55,6 +55,9 @@ class OpDef:
     anchor: the fusion kernel family ("gemm", "conv") a region starting with this op compiles to.
     work: node -> a rough cost (multiply-adds plus elements written) for the thread heuristic; None means the
          elements the node writes (nothing for leaves).
+    vjp_reads: the positions of the operands whose values (not only shapes) the VJP reads; None means all of them.
+         Eager autodiff refuses a backward through the op when one of these was changed in place after it was
+         recorded (torch's saved-tensor version check), and lets the others change (x[0] = x[1] reads x by a slice).
     decomposition: (emitter, *operands, **attrs) -> the same result(s) written with other registered ops, for an
          op compiled as the ops that compose it (the decompose pass) rather than by a kernel of its own; it may
          return None for operands it does not cover, and the node stays.
@@ -77,6 +80,7 @@ class OpDef:
     anchor: str | None = None
     work: Callable[["Node"], int] | None = None
     decomposition: Callable[..., Any] | None = None
+    vjp_reads: tuple[int, ...] | None = None
     attr_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

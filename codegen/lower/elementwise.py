@@ -217,6 +217,8 @@ ELEMENTWISE["tanh"] = _transcendental("tanh", lambda b, x: libm(b, "tanh", x))
 ELEMENTWISE["erf"] = _transcendental("erf", lambda b, x: libm(b, "erf", x))
 ELEMENTWISE["sigmoid"] = _transcendental("sigmoid", _f64_sigmoid)
 ELEMENTWISE["silu"] = _transcendental("silu", lambda b, x: b.fmul(x, _f64_sigmoid(b, x)))
+ELEMENTWISE["log1p"] = _transcendental("log1p", lambda b, x: libm(b, "log1p", x))
+ELEMENTWISE["expm1"] = _transcendental("expm1", lambda b, x: libm(b, "expm1", x))
 
 
 for _name in vecmath.FLOAT64_FUNCTIONS:   # sin, cos: vectorized in both float dtypes
@@ -230,7 +232,7 @@ def _libm_both(name: str) -> Emit:
     return emit
 
 
-for _name in ("log1p", "expm1", "atan2", "fmod"):
+for _name in ("atan2", "fmod"):
     ELEMENTWISE[_name] = _libm_both(_name)
 for _name, _intrinsic in (("floor", "floor"), ("ceil", "ceil"), ("round", "roundeven")):
     ELEMENTWISE[_name] = (lambda f: lambda b, args, attrs, dtype: intrinsic(b, f"llvm.{f}.{_suffix(args[0])}",

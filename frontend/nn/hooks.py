@@ -160,6 +160,7 @@ class _Identity:
     """The duck-typed op of a hook step in the recorded graph: results are the operands, the vjp a callback."""
 
     name = "backward_hook"
+    vjp_reads: tuple[int, ...] = ()   # the callback reads gradients only
 
     def __init__(self, count: int, vjp: Callable[..., tuple[Any, ...]]) -> None:
         self.num_results, self.vjp = count, vjp

@@ -55,8 +55,9 @@ def _unary(name, impl, vjp, floats_only=True, numbers_only=False, **kw):
 
 
 # --- arithmetic -------------------------------------------------------------------------------------------
-add = _binary("add", np.add, lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, g, y.shape)))
-sub = _binary("sub", np.subtract, numbers_only=True,
+add = _binary("add", np.add, vjp_reads=(),
+              vjp=lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, g, y.shape)))
+sub = _binary("sub", np.subtract, numbers_only=True, vjp_reads=(),
               vjp=lambda e, g, out, x, y: (unbroadcast(e, g, x.shape), unbroadcast(e, e.neg(g), y.shape)))
 mul = _binary("mul", np.multiply,
               lambda e, g, out, x, y: (unbroadcast(e, e.mul(g, y), x.shape), unbroadcast(e, e.mul(g, x), y.shape)))
@@ -87,7 +88,7 @@ def _split_ties(e, g, x, y, pick_x):
 maximum = _binary("maximum", np.maximum, lambda e, g, out, x, y: _split_ties(e, g, x, y, e.gt(x, y)))
 minimum = _binary("minimum", np.minimum, lambda e, g, out, x, y: _split_ties(e, g, x, y, e.lt(x, y)))
 
-neg = _unary("neg", np.negative, lambda e, g, out, x: (e.neg(g),), floats_only=False, numbers_only=True)
+neg = _unary("neg", np.negative, lambda e, g, out, x: (e.neg(g),), floats_only=False, numbers_only=True, vjp_reads=())
 sign = _unary("sign", np.sign, lambda e, g, out, x: (e.mul(g, 0.0),), floats_only=False, numbers_only=True)
 abs = _unary("abs", np.abs, lambda e, g, out, x: (e.mul(g, e.sign(x)),), floats_only=False)
 
@@ -242,7 +243,8 @@ def _where_vjp(e, g, out, cond, x, y):
     return None, unbroadcast(e, e.where(cond, g, zero), x.shape), unbroadcast(e, e.where(cond, zero, g), y.shape)
 
 
-where = defop("where", ("cond", "x", "y"), infer=_where_infer, impl=np.where, vjp=_where_vjp, category="elementwise")
+where = defop("where", ("cond", "x", "y"), infer=_where_infer, impl=np.where, vjp=_where_vjp, category="elementwise",
+              vjp_reads=(0,))
 
 
 def _cast_vjp(e, g, out, x, *, dtype):
@@ -251,6 +253,6 @@ def _cast_vjp(e, g, out, x, *, dtype):
     return (e.cast(g, dtype=x.dtype),)
 
 
-cast = defop("cast", ("x",), infer=lambda x, *, dtype: x.with_dtype(dtype),
+cast = defop("cast", ("x",), vjp_reads=(), infer=lambda x, *, dtype: x.with_dtype(dtype),
              impl=lambda x, *, dtype: x.astype(dtype.numpy), vjp=_cast_vjp, category="elementwise",
              attrs=(AttrSpec("dtype", "dtype"),), preserves_values=True)

@@ -52,7 +52,7 @@ def _slice_vjp(e, g, out, x, *, starts, stops, steps):
     return (e.slice_scatter(g, shape=tuple(x.shape), starts=starts, stops=stops, steps=steps),)
 
 
-slice = defop("slice", ("x",), infer=_slice_infer,
+slice = defop("slice", ("x",), vjp_reads=(), infer=_slice_infer,
               impl=lambda x, *, starts, stops, steps: np.array(x[_index(starts, stops, steps)]),
               vjp=_slice_vjp, attrs=_SLICE_ATTRS, category="movement",
               doc="x[start:stop:step] on every axis, with normalized bounds.")
@@ -103,7 +103,7 @@ def _pad_vjp(e, g, out, x, *, pads, value):
     return (e.slice(g, starts=starts, stops=stops, steps=(1,) * len(x.shape)),)
 
 
-pad = defop("pad", ("x",), infer=_pad_infer, impl=_pad_impl, vjp=_pad_vjp,
+pad = defop("pad", ("x",), vjp_reads=(), infer=_pad_infer, impl=_pad_impl, vjp=_pad_vjp,
             attrs=(AttrSpec("pads", "ints"), AttrSpec("value", "float", 0.0)), category="movement",
             doc="Constant padding: pads holds (before, after) for each axis in order.")
 
@@ -181,7 +181,7 @@ def _gather_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray
     return x[_along_axis(indices, ax)]
 
 
-gather = defop("gather", ("x", "indices"), infer=_gather_infer, impl=_gather_impl,
+gather = defop("gather", ("x", "indices"), vjp_reads=(1,), infer=_gather_infer, impl=_gather_impl,
                vjp=lambda e, g, out, x, indices, *, axis: (
                    e.scatter_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
                attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),
@@ -253,7 +253,8 @@ def _index_select_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.n
     return np.take(x, indices, axis=ax)
 
 
-index_select = defop("index_select", ("x", "indices"), infer=_index_select_infer, impl=_index_select_impl,
+index_select = defop("index_select", ("x", "indices"), vjp_reads=(1,),
+                      infer=_index_select_infer, impl=_index_select_impl,
                      vjp=lambda e, g, out, x, indices, *, axis: (
                          e.index_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
                      attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),

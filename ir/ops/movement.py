@@ -30,13 +30,14 @@ def _reshape_infer(x: TensorType, *, shape: tuple[int, ...]) -> TensorType:
     return x.with_shape(shape)
 
 
-reshape = defop("reshape", ("x",), infer=_reshape_infer, impl=lambda x, *, shape: np.reshape(x, shape),
+reshape = defop("reshape", ("x",), vjp_reads=(), infer=_reshape_infer, impl=lambda x, *, shape: np.reshape(x, shape),
                 vjp=lambda e, g, out, x, *, shape: (e.reshape(g, shape=tuple(x.shape)),),
                 attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
                 doc="The same elements in row-major order under a new shape of equal size.")
 
 
-copy = defop("copy", ("x",), infer=lambda x: x, impl=lambda x: np.array(x, copy=True), vjp=lambda e, g, out, x: (g,),
+copy = defop("copy", ("x",), vjp_reads=(), infer=lambda x: x, impl=lambda x: np.array(x, copy=True),
+             vjp=lambda e, g, out, x: (g,),
              category="movement", preserves_values=True,
              doc="A copy of the operand: what moving a tensor to another device records.")
 
@@ -49,7 +50,8 @@ def _scale_grad_infer(x: TensorType, scale: TensorType) -> TensorType:
 
 
 # Not a derivative: the VJP weighs the cotangent on purpose (torch's Embedding(scale_grad_by_freq=True)).
-scale_grad = defop("scale_grad", ("x", "scale"), infer=_scale_grad_infer, impl=lambda x, scale: np.array(x, copy=True),
+scale_grad = defop("scale_grad", ("x", "scale"), vjp_reads=(1,), infer=_scale_grad_infer,
+                   impl=lambda x, scale: np.array(x, copy=True),
                    vjp=lambda e, g, out, x, scale: (e.mul(g, scale), None), category="movement",
                    preserves_values=True, decomposition=lambda e, x, scale: x,
                    doc="The operand itself, whose gradient is the cotangent times `scale` (broadcast to it): how "
@@ -69,7 +71,8 @@ def _transpose_vjp(e, g, out, x, *, perm):
     return (e.transpose(g, perm=tuple(int(i) for i in np.argsort(perm))),)
 
 
-transpose = defop("transpose", ("x",), infer=_transpose_infer, impl=lambda x, *, perm: np.transpose(x, perm),
+transpose = defop("transpose", ("x",), vjp_reads=(), infer=_transpose_infer,
+                  impl=lambda x, *, perm: np.transpose(x, perm),
                   vjp=_transpose_vjp, attrs=(AttrSpec("perm", "ints"),), category="movement", preserves_values=True,
                   doc="Permute the axes: result axis i is operand axis perm[i].")
 
@@ -80,7 +83,7 @@ def _flip_infer(x: TensorType, *, axes: tuple[int, ...]) -> TensorType:
     return x
 
 
-flip = defop("flip", ("x",), infer=_flip_infer, impl=lambda x, *, axes: np.flip(x, axes).copy(),
+flip = defop("flip", ("x",), vjp_reads=(), infer=_flip_infer, impl=lambda x, *, axes: np.flip(x, axes).copy(),
              vjp=lambda e, g, out, x, *, axes: (e.flip(g, axes=axes),), attrs=(AttrSpec("axes", "ints"),),
              category="movement", preserves_values=True, doc="The elements in reverse order along each of `axes`.")
 
@@ -96,7 +99,7 @@ def _broadcast_to_infer(x: TensorType, *, shape: tuple[int, ...]) -> TensorType:
     return x.with_shape(shape)
 
 
-broadcast_to = defop("broadcast_to", ("x",), infer=_broadcast_to_infer,
+broadcast_to = defop("broadcast_to", ("x",), vjp_reads=(), infer=_broadcast_to_infer,
                      impl=lambda x, *, shape: np.array(np.broadcast_to(x, shape)),
                      vjp=lambda e, g, out, x, *, shape: (unbroadcast(e, g, tuple(x.shape)),),
                      attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
@@ -135,11 +138,11 @@ def _reshape_back(e, g, out, x, *, axes):
     return (e.reshape(g, shape=tuple(x.shape)),)
 
 
-squeeze = defop("squeeze", ("x",), infer=_squeeze_infer,
+squeeze = defop("squeeze", ("x",), vjp_reads=(), infer=_squeeze_infer,
                 impl=lambda x, *, axes: np.reshape(x, _squeeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                 vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
                 doc="Remove the listed size-1 axes.")
-unsqueeze = defop("unsqueeze", ("x",), infer=_unsqueeze_infer,
+unsqueeze = defop("unsqueeze", ("x",), vjp_reads=(), infer=_unsqueeze_infer,
                   impl=lambda x, *, axes: np.reshape(
                       x, _unsqueeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                   vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
@@ -174,7 +177,7 @@ def _concat_vjp(e, g, out, *xs, axis):
     return tuple(grads)
 
 
-concat = defop("concat", ("*xs",), infer=_concat_infer,
+concat = defop("concat", ("*xs",), vjp_reads=(), infer=_concat_infer,
                impl=lambda *xs, axis: np.concatenate(xs, axis=axis), vjp=_concat_vjp,
                attrs=(AttrSpec("axis", "int"),), category="movement",
                doc="Join tensors of one dtype along an existing axis.")
@@ -200,6 +203,6 @@ def _stack_vjp(e, g, out, *xs, axis):
     return tuple(grads)
 
 
-stack = defop("stack", ("*xs",), infer=_stack_infer, impl=lambda *xs, axis: np.stack(xs, axis=axis),
+stack = defop("stack", ("*xs",), vjp_reads=(), infer=_stack_infer, impl=lambda *xs, axis: np.stack(xs, axis=axis),
               vjp=_stack_vjp, attrs=(AttrSpec("axis", "int"),), category="movement",
               doc="Join equal-shaped tensors along a new axis `axis` of the result.")

@@ -90,10 +90,12 @@ def _extremum_vjp(name: str):
     return vjp
 
 
-sum = defop("sum", ("x",), infer=_reduce_infer("sum"), impl=_reduce_impl("sum", np.sum, cast_bool=True), vjp=_sum_vjp,
+sum = defop("sum", ("x",), vjp_reads=(), infer=_reduce_infer("sum"),
+            impl=_reduce_impl("sum", np.sum, cast_bool=True), vjp=_sum_vjp,
             attrs=_REDUCE_ATTRS, category="reduction", reduces=_axes_rule("sum"),
             doc="Sum over `axes` (all when None).")
-mean = defop("mean", ("x",), infer=_reduce_infer("mean", floats_only=True), impl=_reduce_impl("mean", _mean_impl),
+mean = defop("mean", ("x",), vjp_reads=(), infer=_reduce_infer("mean", floats_only=True),
+             impl=_reduce_impl("mean", _mean_impl),
              vjp=_mean_vjp, attrs=_REDUCE_ATTRS, category="reduction", reduces=_axes_rule("mean"),
              doc="Arithmetic mean over `axes`.")
 max = defop("max", ("x",), infer=_reduce_infer("max", needs_elements=True), impl=_reduce_impl("max", np.max),

@@ -7,7 +7,7 @@ import pytest
 
 from tests.codegen.lowering_harness import check_node, make_node
 
-LENGTHS = [0, 1, 2, 5, 13, 33]
+LENGTHS = [0, 1, 5, 33]
 
 
 def _line(n: int, seed: int) -> np.ndarray:
@@ -32,7 +32,7 @@ def test_sort_lowering_sorts_an_inner_axis(descending):
     check_node(make_node("sort", x, axis=1, descending=descending), [x])
 
 
-@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "bool"])
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "bool"])
 def test_sort_lowering_sorts_integer_and_bool_lines(dtype):
     x = np.random.default_rng(2).integers(0, 3, (2, 17)).astype(dtype)
     check_node(make_node("sort", x, axis=-1), [x])

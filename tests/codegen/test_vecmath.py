@@ -12,7 +12,8 @@ import pytest
 
 from braze.codegen import (F32, F64, I64, PTR, compile_ir, define_function, entry_builder, for_range, host_target, load,
                            store, vec, vecmath, vector_loop)
-from braze.codegen.vecmath import ACCURACY, ACCURATE_RANGE, FLOAT64_FUNCTIONS, FUNCTIONS, LIBM_FALLBACK, OUTSIDE_ABS_ERROR
+from braze.codegen.vecmath import (ACCURACY, ACCURATE_RANGE, FLOAT64_FUNCTIONS, FUNCTIONS, LIBM_FALLBACK,
+                                   OUTSIDE_ABS_ERROR)
 from braze.codegen.vecmath_trig import ACCURACY_TRIG, LIMIT
 from braze.ir import get_op
 
@@ -95,7 +96,7 @@ def reference(name: str) -> np.ndarray:
             return _sigmoid64(x)
         if name == "silu":
             return x * _sigmoid64(x)
-        if name in ("sin", "cos"):
+        if name in ("sin", "cos", "log1p", "expm1"):
             return getattr(np, name)(x)
         if name == "gelu_tanh":
             return x * _sigmoid64(2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))
@@ -142,6 +143,10 @@ SPECIALS = {
     "gelu_tanh": [(np.inf, np.inf), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (1e30, 1e30),
                   (-1e30, -0.0)],
     "gelu_erf": [(np.inf, np.inf), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (1e30, 1e30)],
+    "log1p": [(-1.0, -np.inf), (-2.0, np.nan), (-np.inf, np.nan), (np.inf, np.inf), (np.nan, np.nan), (0.0, 0.0),
+              (-0.0, -0.0), (1e-30, 1e-30), (3e38, np.float32(np.log1p(3e38)))],
+    "expm1": [(-np.inf, -1.0), (np.inf, np.inf), (np.nan, np.nan), (0.0, 0.0), (-0.0, -0.0), (1e-30, 1e-30),
+              (-200.0, -1.0), (100.0, np.inf)],
     "sin": [(np.inf, np.nan), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 0.0), (-0.0, -0.0), (1e-30, 1e-30),
             (-1e-30, -1e-30)],
     "cos": [(np.inf, np.nan), (-np.inf, np.nan), (np.nan, np.nan), (0.0, 1.0), (-0.0, 1.0), (1e-30, 1.0)],
@@ -185,7 +190,7 @@ def test_vecmath_vector_loop_calls_no_libm(name):
         assert {c for c in calls if not c.startswith("llvm.")} == {LIBM_FALLBACK[name]}
     else:
         assert "call" not in asm
-    for libm in ("expf", "logf", "tanhf", "erff"):
+    for libm in ("expf", "logf", "tanhf", "erff", "log1pf", "expm1f"):
         assert libm not in asm
     width = host_target().vector_width
     if IS_X86 and width > 4:
@@ -213,9 +218,10 @@ def trig_inputs(dtype: type) -> np.ndarray:
     """A dense sweep to 1e5, random values to past LIMIT, values nearest multiples of pi/2, zeros and specials."""
     rng = np.random.default_rng(7)
     k = np.arange(-70000, 70000)
-    return np.concatenate([np.linspace(-1e5, 1e5, 2 ** 18), np.linspace(-8, 8, 2 ** 16), rng.uniform(-LIMIT, LIMIT, 2 ** 16),
-                           k * (np.pi / 2), (k * (np.pi / 2)).astype(np.float32), np.exp(rng.uniform(-80, 0, 2 ** 12)),
-                           rng.uniform(-1e30, 1e30, 256), [0.0, -0.0, np.inf, -np.inf, np.nan, LIMIT, -LIMIT]]).astype(dtype)
+    parts = [np.linspace(-1e5, 1e5, 2 ** 18), np.linspace(-8, 8, 2 ** 16), rng.uniform(-LIMIT, LIMIT, 2 ** 16),
+             k * (np.pi / 2), (k * (np.pi / 2)).astype(np.float32), np.exp(rng.uniform(-80, 0, 2 ** 12)),
+             rng.uniform(-1e30, 1e30, 256), [0.0, -0.0, np.inf, -np.inf, np.nan, LIMIT, -LIMIT]]
+    return np.concatenate(parts).astype(dtype)
 
 
 def trig_ulp_error(y: np.ndarray, x: np.ndarray, name: str) -> np.ndarray:
@@ -225,7 +231,8 @@ def trig_ulp_error(y: np.ndarray, x: np.ndarray, name: str) -> np.ndarray:
         ref = getattr(np, name)(x.astype(wide))
         _, exponent = np.frexp(np.abs(ref).astype(np.float64))
         bits, lowest = (53, -1074) if y.dtype == np.float64 else (24, -149)
-        err = (np.abs(y.astype(wide) - ref) / np.ldexp(wide(1.0), np.maximum(exponent - bits, lowest))).astype(np.float64)
+        ulp = np.ldexp(wide(1.0), np.maximum(exponent - bits, lowest))
+        err = (np.abs(y.astype(wide) - ref) / ulp).astype(np.float64)
     return np.where(np.isnan(y) & np.isnan(ref), 0.0, np.where(np.isnan(err), np.inf, err))
 
 

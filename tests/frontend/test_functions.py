@@ -124,6 +124,8 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
     ("row_stack", lambda: braze.row_stack((T(X), T(Y))), lambda: np.vstack([X, Y])),
     ("dstack", lambda: braze.dstack([T(X), T(Y)]), lambda: np.dstack([X, Y])),
     ("narrow", lambda: T(X).narrow(1, 1, 2), lambda: X[:, 1:3]),
+    ("diagonal", lambda: T(X).diagonal(1) + braze.diagonal(T(X), -1, 1, 0)[:1].sum(), lambda: np.diagonal(X, 1)
+     + np.diagonal(X, -1, 1, 0)[:1].sum()),
     ("split", lambda: braze.split(T(X), 3, dim=1)[1], lambda: X[:, 3:]),
     ("split_sizes", lambda: T(X).split([1, 2])[1], lambda: X[1:]),
     ("chunk", lambda: T(X).chunk(2, dim=1)[0], lambda: X[:, :2]),

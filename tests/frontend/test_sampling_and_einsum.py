@@ -42,7 +42,8 @@ def test_einsum_matches_numpy() -> None:
 
 
 @pytest.mark.parametrize("equation, operands", [
-    ("...ij,...jk->...ik", ((2, 1, 3, 4), (5, 4, 2))), ("...ij", ((2, 3, 4),)), ("ii->i", ((3, 3),)), ("ii", ((4, 4),)), ("iji->j", ((3, 2, 3),)),
+    ("...ij,...jk->...ik", ((2, 1, 3, 4), (5, 4, 2))), ("...ij", ((2, 3, 4),)), ("ii->i", ((3, 3),)),
+    ("ii", ((4, 4),)), ("iji->j", ((3, 2, 3),)),
     ("i...i->...", ((3, 5, 3),)), ("bii,bi->b", ((2, 3, 3), (2, 3))), ("i,i->i", ((1,), (3,))),
     ("ii->i", ((0, 0),)), ("...,...", ((3,), (2, 3)))])
 def test_einsum_ellipsis_and_diagonals_match_numpy(equation: str, operands) -> None:

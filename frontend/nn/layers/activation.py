@@ -1,5 +1,5 @@
-"""Activation layers (ReLU, GELU, SiLU, Hardtanh, LeakyReLU, ELU, ..., PReLU with its learned slope), Softmax, LogSoftmax,
-Flatten and Unflatten, as torch.nn's."""
+"""Activation layers (ReLU, GELU, SiLU, Hardtanh, LeakyReLU, ELU, ..., PReLU with its learned slope), Softmax,
+LogSoftmax, Flatten and Unflatten, as torch.nn's."""
 from __future__ import annotations
 
 import warnings
@@ -245,5 +245,6 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish",
+__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "Hardtanh", "ReLU6", "Hardsigmoid",
+           "Hardswish",
            "Mish", "LeakyReLU", "ELU", "Softplus", "PReLU", "GLU", "LogSoftmax", "Unflatten"]
