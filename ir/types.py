@@ -29,6 +29,11 @@ class DType:
         return self.kind == "float"
 
     @property
+    def is_floating_point(self) -> bool:
+        """torch's name for is_float (`x.dtype.is_floating_point`)."""
+        return self.is_float
+
+    @property
     def is_integer(self) -> bool:
         return self.kind in ("int", "uint")
 
