@@ -1,5 +1,6 @@
 """The vision and recurrent half of the model zoo: ResNet (basic blocks, and ResNeXt-style grouped bottlenecks),
-MobileNetV2, a U-Net and an LSTM text classifier, each one source text run under torch and under braze.
+MobileNetV2, a U-Net and an LSTM text classifier (packing its padded batch by length), each one source text run
+under torch and under braze.
 
 Checked against torch: strict loading of torch's weights (batch-norm running stats and num_batches_tracked
 included, set to trained-looking values first); eager outputs, the gradients of the model's training loss with
@@ -74,9 +75,16 @@ CASES = [
     Case("unet", "unet", lambda ns: trained_batch_norm(ns["UNet"](n_channels=3, n_classes=2), ns),
          images(1, 3, 17, 19), segmentation_loss),  # odd sizes: both up paths pad with F.pad
     Case("lstm_classifier", "lstm", lambda ns: ns["LSTMClassifier"](vocab_size=50, num_classes=3),
-         lambda ns, rng: (ns["torch"].tensor(np.where(rng.random((3, 8)) < 0.2, 0, rng.integers(1, 50, (3, 8)))),),
-         classes(0, 2, 1)),  # token 0 is padding: its embedding row must get no gradient
+         lambda ns, rng: padded_tokens(ns, rng, [5, 8, 2]), classes(0, 2, 1)),
 ]
+
+
+def padded_tokens(ns: Namespace, rng: np.random.Generator, lengths: list[int]) -> tuple:
+    """Token ids (B, max length) padded with 0 (the padding index: its embedding row must get no gradient), and the
+    lengths, unsorted as a DataLoader batch comes."""
+    tokens = rng.integers(1, 50, (len(lengths), max(lengths)))
+    tokens[np.arange(max(lengths))[None, :] >= np.array(lengths)[:, None]] = 0
+    return ns["torch"].tensor(tokens), ns["torch"].tensor(lengths)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
