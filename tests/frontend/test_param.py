@@ -418,3 +418,9 @@ def test_flag_drives_dropout():
     x = braze.ones(100)
     assert F.dropout(x, 0.5, training=Flag(False)).tolist() == x.tolist()
     assert F.dropout(x, 0.5, training=Flag(True)).tolist() != x.tolist()
+
+
+def test_param_shape_is_a_size_without_initializing():
+    p = braze.nn.Linear(4, 3).weight
+    assert isinstance(p.shape, braze.Size) and p.shape.numel() == 12 and p.size() == (3, 4)
+    assert not p.is_initialized
