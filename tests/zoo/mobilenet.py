@@ -60,7 +60,6 @@ class MobileNetV2(nn.Module):
         inverted_residual_setting = [
             [1, 16, 1, 1],
             [6, 24, 2, 2],
-            [6, 32, 2, 2],
         ]
 
         input_channel = _make_divisible(input_channel * width_mult, round_nearest)

@@ -147,8 +147,8 @@ class ResNet(nn.Module):
 
 
 def resnet_tiny(num_classes=10):
-    """Two stages of two basic blocks each."""
-    return ResNet(BasicBlock, [2, 2], num_classes=num_classes)
+    """Two stages of one basic block each."""
+    return ResNet(BasicBlock, [1, 1], num_classes=num_classes)
 
 
 def resnext_tiny(num_classes=10):
