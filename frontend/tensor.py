@@ -98,13 +98,13 @@ class Tensor:
         """The number of dims."""
         return self._data.ndim
 
+    def is_floating_point(self) -> bool:
+        """Whether the element type is a float type (torch's name for the test)."""
+        return self.dtype.is_float
+
     def numel(self) -> int:
         """The number of elements."""
         return int(self._data.size)
-
-    def is_floating_point(self) -> bool:
-        """Whether the element type is a floating type (torch's test for what autodiff can differentiate)."""
-        return self.dtype.is_float
 
     def size(self, dim: int | None = None) -> Size | int:
         """The shape, or one dimension of it (negative dims count from the end)."""

@@ -30,7 +30,7 @@ class DType:
 
     @property
     def is_floating_point(self) -> bool:
-        """torch's name for is_float (`x.dtype.is_floating_point`)."""
+        """torch.dtype's name for is_float."""
         return self.is_float
 
     @property

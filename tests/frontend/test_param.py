@@ -107,6 +107,12 @@ def test_lazy_metadata_never_initializes():
     assert init.calls == []
 
 
+def test_param_shape_is_a_size_without_initializing():
+    p = braze.nn.Linear(4, 3).weight
+    assert isinstance(p.shape, braze.Size) and p.shape.numel() == 12 and p.size() == (3, 4)
+    assert not p.is_initialized
+
+
 def test_lazy_init_receives_device_and_requires_grad():
     init = CountingInit()
     lazy_param(init, device="cpu:1").val()
@@ -418,9 +424,3 @@ def test_flag_drives_dropout():
     x = braze.ones(100)
     assert F.dropout(x, 0.5, training=Flag(False)).tolist() == x.tolist()
     assert F.dropout(x, 0.5, training=Flag(True)).tolist() != x.tolist()
-
-
-def test_param_shape_is_a_size_without_initializing():
-    p = braze.nn.Linear(4, 3).weight
-    assert isinstance(p.shape, braze.Size) and p.shape.numel() == 12 and p.size() == (3, 4)
-    assert not p.is_initialized

@@ -61,11 +61,6 @@ def test_dim_ndim_numel() -> None:
     assert (t.dim(), t.ndim, t.numel(), len(t)) == (2, 2, 10, 2)
 
 
-def test_is_floating_point_of_tensors_and_dtypes() -> None:
-    assert braze.zeros(2, dtype=braze.float64).is_floating_point() and braze.float32.is_floating_point
-    assert not braze.zeros(2, dtype=braze.long).is_floating_point() and not braze.bool.is_floating_point
-
-
 def test_item_and_tolist() -> None:
     assert braze.tensor([[3.5]]).item() == 3.5
     assert braze.tensor([[1, 2]]).tolist() == [[1, 2]]
