@@ -16,13 +16,15 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from tests.zoo.harness import Namespace, check_model, load_model_source, run_as, torch_weights_to_braze
+from tests.zoo.harness import check_model, load_model_source, run_as, torch_weights_to_braze
 
 torch = pytest.importorskip("torch")
 
+Namespace = dict[str, Any]  # what run_as returns: the model file's names, with torch, nn and F
+
 FLOAT64 = {"rtol": 1e-9, "atol": 1e-10}
-# float32: a conv/LSTM stack of this depth accumulates about 1e-6 relative error; 1e-4 leaves room for the
-# different summation orders of the kernels without hiding a wrong element
+# float32: braze's kernels and torch's sum in different orders; 1e-4 relative and 1e-5 absolute leave room for
+# that and still catch a wrong element
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5, "compile_rtol": 1e-4, "compile_atol": 1e-5}
 
 
