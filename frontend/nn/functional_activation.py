@@ -28,17 +28,25 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     """input clamped to [min_val, max_val]."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return _f.clamp(input, min_val, max_val)
+    return _flat_at_ends(input, min_val, max_val)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """min(max(input, 0), 6)."""
-    return _f.clamp(input, 0.0, 6.0)
+    return _flat_at_ends(input, 0.0, 6.0)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """relu6(input + 3) / 6: a piecewise-linear sigmoid."""
-    return _f.div(_f.clamp(_f.add(input, 3.0), 0.0, 6.0), 6.0)
+    return _f.div(_flat_at_ends(_f.add(input, 3.0), 0.0, 6.0), 6.0)
+
+
+def _flat_at_ends(input: Tensor, low: float, high: float) -> Tensor:
+    """input clamped to [low, high] with torch's hardtanh gradient: zero at the ends too, not only outside (clamp
+    passes it at the ends). Exact ends are common: relu6 after zero padding or after another relu6 sees 0.0."""
+    if not input.dtype.is_float:
+        low, high = int(low), int(high)  # integer bounds keep an integer input's dtype, as clamp does
+    return _f.where(_f.le(input, low), low, _f.where(_f.ge(input, high), high, input))
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:

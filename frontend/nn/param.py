@@ -19,6 +19,7 @@ from braze.ir.types import DType, as_dtype, float32
 
 from ..assignment import assigned
 from ..device import CPU, Device, as_device
+from ..size import Size
 from ..tensor import Tensor, as_array
 from ..trace_context import TRACE
 from . import _tensorlike
@@ -163,7 +164,11 @@ class Param(ParamAsModule, _tensorlike.TensorLike):
         """What describes a value not held densely: the quantized store or the pending initialization."""
         return self._packed if self._packed is not None else self._lazy
 
-    shape = lazy_shape
+    @property
+    def shape(self) -> Size:
+        """The shape as a braze.Size (torch.Size: a tuple with numel()), without initializing."""
+        return Size.of(self.lazy_shape)
+
     device = lazy_device
     dtype = lazy_dtype
 

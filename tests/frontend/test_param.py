@@ -108,6 +108,12 @@ def test_lazy_metadata_never_initializes():
     assert init.calls == []
 
 
+def test_param_shape_is_a_size_without_initializing():
+    p = braze.nn.Linear(4, 3).weight
+    assert isinstance(p.shape, braze.Size) and p.shape.numel() == 12 and p.size() == (3, 4)
+    assert not p.is_initialized
+
+
 def test_lazy_init_receives_device_and_requires_grad():
     init = CountingInit()
     lazy_param(init, device="cpu:1").val()

@@ -44,6 +44,11 @@ COMPOSED: list[Case] = [
     ("relu6", lambda m, F, x: F.relu6(x * 5), (n(3, 4),)),
     ("hardswish", lambda m, F, x: F.hardswish(x), (outside(3, 4),)),
     ("hardsigmoid", lambda m, F, x: F.hardsigmoid(x), (outside(3, 4),)),
+    # exact ends (relu6 after zero padding sees 0.0): torch's gradient is zero there, unlike clamp's
+    ("relu6_at_its_ends", lambda m, F, x: F.relu6(x), (np.array([-1.0, 0.0, 3.0, 6.0, 7.0]),)),
+    ("hardtanh_at_its_ends", lambda m, F, x: F.hardtanh(x, -0.5, 2.0), (np.array([-0.5, 0.0, 2.0, 3.0]),)),
+    ("hardswish_at_its_ends", lambda m, F, x: F.hardswish(x), (np.array([-4.0, -3.0, 3.0, 4.0]),)),
+    ("hardsigmoid_at_its_ends", lambda m, F, x: F.hardsigmoid(x), (np.array([-4.0, -3.0, 3.0, 4.0]),)),
     ("softplus", lambda m, F, x: F.softplus(x * 4, beta=0.5, threshold=3.0), (n(3, 4),)),
     ("mish", lambda m, F, x: F.mish(x), (n(3, 4),)),
     ("prelu", lambda m, F, x, w: F.prelu(x, w), (n(2, 3, 2), pos(3))),

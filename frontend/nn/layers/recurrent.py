@@ -4,6 +4,10 @@ order, initialization and outputs.
 The recurrence is unrolled over the input's (fixed) sequence length: the input projection of every step is one
 matmul per layer and direction, then each step adds h @ weight_hh.T and applies the cell. A traced graph holds
 the unrolled steps, so it serves that sequence length.
+
+A PackedSequence (variable lengths) runs on its padded batch: the forward direction runs every step and takes
+its final state at each sequence's last step; the reverse direction keeps its initial state over the steps past
+a sequence's end, so each sequence starts from its own last element.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from ...tensor import Tensor
 from .. import functional as F
 from ..flag import Flag
 from ..module import Module
+from ..utils.rnn import PackedSequence
 from ._init import float_dtype, lazy, uniform
 
 
@@ -61,17 +66,26 @@ class _RNNBase(Module):
             return getattr(self, f"{kind}_l{layer}{suffix}") if self.bias or kind.startswith("weight") else None
         return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
 
-    def _run_direction(self, x: Any, layer: int, suffix: str, h: Any, c: Any) -> tuple[Any, Any, Any]:
+    def _run_direction(self, x: Any, layer: int, suffix: str, h: Any, c: Any,
+                       packed: PackedSequence | None) -> tuple[Any, Any, Any]:
         """The outputs (L, N, H) of one layer and direction over x (L, N, I), and its final h and c."""
         w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
         cell = self._cell  # type: ignore[attr-defined]  (each cell type defines its step)
         projected = F.linear(x, w_ih, b_ih)  # every step's input projection in one matmul
         steps = range(x.shape[0] - 1, -1, -1) if suffix else range(x.shape[0])
-        outputs: list[Any] = [None] * x.shape[0]
+        running = packed.running() if packed is not None and suffix else None
+        hs: list[Any] = [None] * x.shape[0]
+        cs: list[Any] = [None] * x.shape[0]
         for t in steps:
-            h, c = cell(projected[t], h, c, w_hh, b_hh)
-            outputs[t] = h
-        return _f.stack(outputs, 0), h, c
+            h_next, c_next = cell(projected[t], h, c, w_hh, b_hh)
+            if running is not None:  # past the sequence's end: keep the initial state
+                h_next = _f.where(running[t], h_next, h)
+                c_next = None if c is None else _f.where(running[t], c_next, c)
+            h, c = hs[t], cs[t] = h_next, c_next
+        out = _f.stack(hs, 0)
+        if packed is not None and not suffix:
+            h, c = packed.at_last_step(out), None if c is None else packed.at_last_step(_f.stack(cs, 0))
+        return out, h, c
 
     def _initial(self, x: Any, hx: Any) -> Any:
         shape = (self.num_layers * self._directions, x.shape[1], self.hidden_size)
@@ -81,7 +95,7 @@ class _RNNBase(Module):
             raise ValueError(f"{type(self).__name__}: expected hidden size {shape}, got {tuple(hx.shape)}")
         return hx
 
-    def _layers(self, x: Any, h0: Any, c0: Any) -> tuple[Any, list[Any], list[Any]]:
+    def _layers(self, x: Any, h0: Any, c0: Any, packed: PackedSequence | None) -> tuple[Any, list[Any], list[Any]]:
         finals_h: list[Any] = []
         finals_c: list[Any] = []
         for layer in range(self.num_layers):
@@ -90,22 +104,26 @@ class _RNNBase(Module):
             outs = []
             for k, suffix in enumerate(self._suffixes()):
                 i = layer * self._directions + k
-                out, h, c = self._run_direction(x, layer, suffix, h0[i], None if c0 is None else c0[i])
+                out, h, c = self._run_direction(x, layer, suffix, h0[i], None if c0 is None else c0[i], packed)
                 outs.append(out)
                 finals_h.append(h)
                 finals_c.append(c)
             x = outs[0] if len(outs) == 1 else _f.cat(outs, -1)
         return x, finals_h, finals_c
 
-    def _sequence(self, input: Any) -> tuple[Any, bool]:
-        """(L, N, I) from the input, and whether it was unbatched (L, I)."""
+    def _sequence(self, input: Any) -> tuple[Any, bool, PackedSequence | None]:
+        """(L, N, I) from the input, whether it was unbatched (L, I), and the input when it is a PackedSequence."""
+        if isinstance(input, PackedSequence):
+            return input.padded, False, input
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
         if input.ndim == 2:
-            return _f.unsqueeze(input, 1), True
-        return (_f.transpose(input, 0, 1) if self.batch_first else input), False
+            return _f.unsqueeze(input, 1), True, None
+        return (_f.transpose(input, 0, 1) if self.batch_first else input), False, None
 
-    def _output(self, out: Any, unbatched: bool) -> Any:
+    def _output(self, out: Any, unbatched: bool, packed: PackedSequence | None) -> Any:
+        if packed is not None:
+            return packed.like(out)
         if unbatched:
             return _f.squeeze(out, 1)
         return _f.transpose(out, 0, 1) if self.batch_first else out
@@ -151,9 +169,9 @@ class RNN(_RNNBase):
         return (_f.tanh(pre) if self.nonlinearity == "tanh" else _f.relu(pre)), None
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
-        x, unbatched = self._sequence(input)
-        out, hs, _ = self._layers(x, self._initial(x, _hidden(hx, unbatched)), None)
-        return self._output(out, unbatched), _final(hs, unbatched)
+        x, unbatched, packed = self._sequence(input)
+        out, hs, _ = self._layers(x, self._initial(x, _hidden(hx, unbatched)), None, packed)
+        return self._output(out, unbatched, packed), _final(hs, unbatched)
 
 
 
@@ -179,10 +197,10 @@ class LSTM(_RNNBase):
         return _f.mul(_f.sigmoid(o), _f.tanh(c)), c
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, tuple[Any, Any]]:
-        x, unbatched = self._sequence(input)
+        x, unbatched, packed = self._sequence(input)
         h0, c0 = (None, None) if hx is None else (_hidden(hx[0], unbatched), _hidden(hx[1], unbatched))
-        out, hs, cs = self._layers(x, self._initial(x, h0), self._initial(x, c0))
-        return self._output(out, unbatched), (_final(hs, unbatched), _final(cs, unbatched))
+        out, hs, cs = self._layers(x, self._initial(x, h0), self._initial(x, c0), packed)
+        return self._output(out, unbatched, packed), (_final(hs, unbatched), _final(cs, unbatched))
 
 
 class GRU(_RNNBase):
@@ -199,9 +217,9 @@ class GRU(_RNNBase):
         return _f.add(n, _f.mul(z, _f.sub(h, n))), None
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
-        x, unbatched = self._sequence(input)
-        out, hs, _ = self._layers(x, self._initial(x, _hidden(hx, unbatched)), None)
-        return self._output(out, unbatched), _final(hs, unbatched)
+        x, unbatched, packed = self._sequence(input)
+        out, hs, _ = self._layers(x, self._initial(x, _hidden(hx, unbatched)), None, packed)
+        return self._output(out, unbatched, packed), _final(hs, unbatched)
 
 
 __all__ = ["RNN", "LSTM", "GRU"]

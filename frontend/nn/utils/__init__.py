@@ -1,4 +1,5 @@
-"""braze.nn.utils: gradient clipping and flat parameter vectors, as torch.nn.utils.
+"""braze.nn.utils: gradient clipping and flat parameter vectors, as torch.nn.utils (variable-length sequences
+for the recurrent layers are in braze.nn.utils.rnn).
 
 Gradients are changed in place outside autodiff, as torch's do; `foreach` is accepted for compatibility and
 changes nothing (every tensor takes the same path).
@@ -12,10 +13,11 @@ import numpy as np
 
 from braze.ir.errors import BrazeError
 
-from .. import movement as _movement
-from ..autodiff import no_grad
-from ..tensor import Tensor
-from .param import Param
+from ... import movement as _movement
+from ...autodiff import no_grad
+from ...tensor import Tensor
+from ..param import Param
+from . import rnn
 
 
 def _as_list(parameters: Any) -> list[Any]:
