@@ -9,7 +9,7 @@ import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-OPTIONAL = ("onnx", "onnxruntime", "torch", "peft")
+OPTIONAL = ("onnx", "onnxruntime", "torch", "peft", "ray")
 
 
 def optional_needs(code: str) -> list[str]:
