@@ -1,4 +1,5 @@
-"""Indexing: gather (torch.gather), scatter (its functional write), index_select (the embedding lookup) and one_hot.
+"""Indexing: gather (torch.gather), scatter (its functional write), index_select (the embedding lookup), index_add
+(its transpose, the embedding's backward) and one_hot.
 
 Index values come from runtime data. Each one is range-checked (codegen/lower/checks.py): an index the reference
 rejects is reported through the call's status words, and the runtime raises the reference's error, naming the node.
@@ -18,8 +19,8 @@ from braze.ir.ops.indexing import axis_subject, classes_subject, index_range_mes
 from braze.ir.types import bool_
 
 from ..loops import I64, for_range, i64, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, contiguous_strides, iota, load, offset_of,
-                   register, store, thread_share, unit_loop, widen)
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, constant, contiguous_strides, iota, load,
+                   offset_of, register, store, thread_share, unit_loop, widen)
 from .checks import IndexCheck
 from .elementwise import ELEMENTWISE
 
@@ -107,6 +108,51 @@ def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
         dst = b.mul(b.add(b.mul(p, i64(count)), i), i64(inner))
         vector_loop(b, 0, inner, k.width, lambda q, lanes: store(
             b, load(b, k.ins[0], b.add(src, q), x.dtype, lanes), k.outs[0], b.add(dst, q), x.dtype), name="q")
+    check.finish()
+    return k.finish(node.op)
+
+
+@register("index_add")
+def lower_index_add(node: Node, ctx: KernelContext) -> KernelSpec:
+    """out[p, indices[i], q] += g[p, i, q] over zeros, i in index order: each element sums its terms in the order
+    of the reference's np.add.at, so results are bit-exact whatever the thread count. The thread units are
+    (p, block of q columns), disjoint in the result, so repeated indices never collide across threads."""
+    g, indices, out = node.inputs[0], node.inputs[1], node.out
+    shape = node.attr["shape"]
+    axis = normalize_axis("index_add", node.attr["axis"], len(shape))
+    outer, size, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
+    count, dtype = indices.type.size, out.dtype
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    check = index_check(k, node, 1, size, axis_subject(node.attr["axis"]))
+    if out.type.size == 0:  # nothing to write, but the reference still rejects a bad index
+        first, last = thread_share(b, k.tid, k.nthreads, 1 if count else 0)
+        with for_range(b, first, last, name="once"):
+            with for_range(b, 0, count, name="i") as i:
+                check.index(load(b, k.ins[1], i, indices.dtype))
+        check.finish()
+        return k.finish(node.op)
+    columns = 8 * k.width
+    blocks = -(-inner // columns)
+    first, last = thread_share(b, k.tid, k.nthreads, outer * blocks)
+    with unit_loop(b, [outer, blocks], first, last, name="col") as (p, block):
+        q0 = b.mul(block, i64(columns))
+        end = b.add(q0, i64(columns))
+        q1 = b.select(b.icmp_signed("<", end, i64(inner)), end, i64(inner))
+        out_base, g_base = b.mul(p, i64(size * inner)), b.mul(p, i64(count * inner))
+        with for_range(b, 0, size, name="row") as r:
+            row = b.add(out_base, b.mul(r, i64(inner)))
+            vector_loop(b, q0, q1, k.width, lambda q, lanes: store(
+                b, constant(dtype, 0, lanes), k.outs[0], b.add(row, q), dtype), name="zero")
+        with for_range(b, 0, count, name="i") as i:
+            dst = b.add(out_base, b.mul(check.index(load(b, k.ins[1], i, indices.dtype)), i64(inner)))
+            src = b.add(g_base, b.mul(i, i64(inner)))
+
+            def add(q: ir.Value, lanes: int) -> None:
+                total = ELEMENTWISE["add"](b, [load(b, k.outs[0], b.add(dst, q), dtype, lanes),
+                                               load(b, k.ins[0], b.add(src, q), g.dtype, lanes)], {}, dtype)
+                store(b, total, k.outs[0], b.add(dst, q), dtype)
+            vector_loop(b, q0, q1, k.width, add, name="q")
     check.finish()
     return k.finish(node.op)
 

@@ -1,5 +1,5 @@
-"""gather, index_select and one_hot against the numpy reference, bit for bit, with i32 and i64 indices; indices
-outside the operand never read outside it."""
+"""gather, index_select, index_add and one_hot against the numpy reference, bit for bit, with i32 and i64 indices;
+indices outside the operand never read or write outside it."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,6 +43,29 @@ def test_index_select_matches_reference(data, shape, index_shape, dtype: str, in
 
 
 @EXAMPLES
+@given(data=st.data(), shape=shapes(min_rank=1), index_shape=shapes(max_rank=2), dtype=st.sampled_from(DTYPE_NAMES),
+       index_dtype=index_dtypes, seed=st.integers(0, 2 ** 32 - 1))
+def test_index_add_matches_reference(data, shape, index_shape, dtype: str, index_dtype: str, seed: int) -> None:
+    """Repeated indices sum in index order, as np.add.at does: bit-exact, and the same bytes on 3 threads."""
+    rng = np.random.default_rng(seed)
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    indices = rng.integers(0, max(shape[axis], 1), index_shape if shape[axis] else (0,)).astype(index_dtype)
+    source = shape[:axis % len(shape)] + indices.shape + shape[axis % len(shape) + 1:]
+    g = special_array(rng, source, dtype)
+    check_node(make_node("index_add", g, indices, axis=axis, shape=shape), [g, indices])
+
+
+def test_index_add_sums_a_repeated_index_in_order() -> None:
+    """Float addition does not associate: the compiled sum of one row's terms is the reference's, left to right."""
+    g = np.asarray([[1.0], [1e8], [-1e8], [1.0]] * 3, np.float32)
+    indices = np.asarray([0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 0, 1], np.int64)
+    node = make_node("index_add", g, indices, axis=0, shape=(2, 1))
+    want = reference(node, [g, indices])[0]
+    for nthreads in (1, 3):
+        np.testing.assert_array_equal(run_node_reporting(node, [g, indices], nthreads)[0][0], want)
+
+
+@EXAMPLES
 @given(index_shape=shapes(max_rank=3), classes=st.sampled_from([1, 3, 16, 21]), dtype=st.sampled_from(DTYPE_NAMES),
        index_dtype=index_dtypes, seed=st.integers(0, 2 ** 32 - 1))
 def test_one_hot_matches_reference(index_shape, classes: int, dtype: str, index_dtype: str, seed: int) -> None:
@@ -58,6 +81,9 @@ def test_out_of_range_indices_stay_inside_the_operand() -> None:
     picks = np.asarray([[-1, 7, 3, 0]], np.int64)
     np.testing.assert_array_equal(run_node_reporting(make_node("gather", x, picks, axis=1), [x, picks])[0][0],
                                   [[0, 3, 3, 0]])
+    spread = run_node_reporting(make_node("index_add", np.ones((5, 4), np.float32), wild, axis=0, shape=(3, 4)),
+                                [np.ones((5, 4), np.float32), wild])[0][0]
+    np.testing.assert_array_equal(spread, [[2] * 4, [0] * 4, [3] * 4])
     hot = run_node_reporting(make_node("one_hot", wild, num_classes=4), [wild])[0][0]
     np.testing.assert_array_equal(hot.sum(axis=1), [0, 1, 1, 0, 0])
 
@@ -69,6 +95,8 @@ OUT_OF_RANGE = [
     ("gather", np.arange(12, dtype=np.float32).reshape(3, 4), np.asarray([[0, 1], [2, 3], [7, -1]], np.int64),
      {"axis": 0}),
     ("one_hot", None, np.asarray([[2, 0], [5, -3]], np.int64), {"num_classes": 5}),
+    ("index_add", np.ones((4, 2), np.float32), np.asarray([1, 3, 0, -2], np.int32), {"axis": 0, "shape": (3, 2)}),
+    ("index_add", np.ones((2, 0), np.float32), np.asarray([0, 5], np.int64), {"axis": 0, "shape": (3, 0)}),
 ]
 
 

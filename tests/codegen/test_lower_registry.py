@@ -21,7 +21,7 @@ from tests.codegen.lowering_harness import compile_node, make_node, random_array
 NOT_LOWERED = leaf_ops() | frozenset({
     "cross_entropy", "mse_loss", "scale_grad",
     "avg_pool2d_grad", "max_pool2d_grad", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_select",
-    "scatter_add", "index_add", "slice_scatter", "batch_norm_train", "batch_norm_flag",
+    "scatter_add", "slice_scatter", "batch_norm_train", "batch_norm_flag",
 })
 
 RNG = np.random.default_rng(3)
