@@ -16,7 +16,7 @@ import llvmlite.ir as ir
 from braze.ir.graph import Node, Value
 from braze.ir.ops._common import normalize_axis
 from braze.ir.ops.indexing import axis_subject, classes_subject, index_range_message
-from braze.ir.types import bool_
+from braze.ir.types import DType, bool_
 
 from ..loops import I64, for_range, i64, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, constant, contiguous_strides, iota, load,
@@ -31,6 +31,18 @@ def index_check(k: Kernel, node: Node, position: int, size: int, where: str) -> 
     loc = f", from {node.loc}" if node.loc is not None and str(node.loc) else ""
     message = f"{index_range_message(node.op, '{}', size, where)} (in %{node.out.name} = {node.op}{loc})"
     return IndexCheck(k, message, k.ins[position], indices.type.size, indices.dtype, size)
+
+
+def check_every_index(k: Kernel, check: IndexCheck, position: int, count: int, dtype: DType) -> None:
+    """Only the range check of all `count` indices (one thread), for a kernel that has nothing to read or write but
+    whose reference still rejects a bad index: an empty result, or an indexed axis of size 0, where every access
+    would fall outside the operand."""
+    b = k.builder
+    first, last = thread_share(b, k.tid, k.nthreads, 1 if count else 0)
+    with for_range(b, first, last, name="once"):
+        with for_range(b, 0, count, name="i") as i:
+            check.index(load(b, k.ins[position], i, dtype))
+    check.finish()
 
 
 def for_each_index(k: Kernel, x_shape: tuple[int, ...], indices: Value, axis: int, first: ir.Value, last: ir.Value,
@@ -59,8 +71,11 @@ def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if out.type.size == 0:
         return k.finish(node.op)
-    first, last = thread_share(b, k.tid, k.nthreads, prod(out.shape[:-1]))
     check = index_check(k, node, 1, x.shape[axis], axis_subject(node.attr["axis"]))
+    if x.shape[axis] == 0:
+        check_every_index(k, check, 1, indices.type.size, indices.dtype)
+        return k.finish(node.op)
+    first, last = thread_share(b, k.tid, k.nthreads, prod(out.shape[:-1]))
     for_each_index(k, x.shape, indices, axis, first, last, check,
                    lambda at, src: store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype))
     check.finish()
@@ -101,6 +116,9 @@ def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
     if node.out.type.size == 0:
         return k.finish(node.op)
     check = index_check(k, node, 1, size, axis_subject(node.attr["axis"]))
+    if size == 0:
+        check_every_index(k, check, 1, count, indices.dtype)
+        return k.finish(node.op)
     first, last = thread_share(b, k.tid, k.nthreads, outer * count)
     with unit_loop(b, [outer, count], first, last, name="sel") as (p, i):
         chosen = check.index(load(b, k.ins[1], i, indices.dtype))
@@ -125,12 +143,8 @@ def lower_index_add(node: Node, ctx: KernelContext) -> KernelSpec:
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
     check = index_check(k, node, 1, size, axis_subject(node.attr["axis"]))
-    if out.type.size == 0:  # nothing to write, but the reference still rejects a bad index
-        first, last = thread_share(b, k.tid, k.nthreads, 1 if count else 0)
-        with for_range(b, first, last, name="once"):
-            with for_range(b, 0, count, name="i") as i:
-                check.index(load(b, k.ins[1], i, indices.dtype))
-        check.finish()
+    if out.type.size == 0:
+        check_every_index(k, check, 1, count, indices.dtype)
         return k.finish(node.op)
     columns = 8 * k.width
     blocks = -(-inner // columns)

@@ -97,6 +97,9 @@ OUT_OF_RANGE = [
     ("one_hot", None, np.asarray([[2, 0], [5, -3]], np.int64), {"num_classes": 5}),
     ("index_add", np.ones((4, 2), np.float32), np.asarray([1, 3, 0, -2], np.int32), {"axis": 0, "shape": (3, 2)}),
     ("index_add", np.ones((2, 0), np.float32), np.asarray([0, 5], np.int64), {"axis": 0, "shape": (3, 0)}),
+    # an indexed axis of size 0: every index is bad, and the kernel must not read the empty operand at all
+    ("index_select", np.zeros((0, 4), np.float32), np.asarray([1, 0], np.int64), {"axis": 0}),
+    ("gather", np.zeros((0, 3), np.float32), np.asarray([[0, 1, 0]], np.int64), {"axis": 0}),
 ]
 
 
