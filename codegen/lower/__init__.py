@@ -9,8 +9,8 @@ from __future__ import annotations
 from braze.ir.graph import Node
 from braze.ir.registry import is_op
 
-from . import (elementwise, fused, indexing, linalg, movement, norm, pool, random,  # noqa: F401  (registering)
-               reduction, reparam, scan)
+from . import (elementwise, fused, indexing, linalg, movement, norm, pool, pool_grad,  # noqa: F401  (registering)
+               random, reduction, reparam, scan, scatter)
 from .base import LOWERINGS, KernelContext, KernelSpec, unsupported
 
 

@@ -62,6 +62,10 @@ ACCURACY: dict[str, Accuracy] = {
     "lora_merge": Accuracy(ulps=2, sum_terms=8, note="base + scale (b @ a), a sum of r terms: scale = "
                                                      "|base| + |scale| (|b| @ |a|)"),
     "avg_pool2d": Accuracy(ulps=2, sum_terms=8, note="a window sum, then a division: scale = avg_pool2d(|x|)"),
+    "max_pool2d_grad": Accuracy(sum_terms=8, note="the gradients of the windows sharing a maximum summed in the "
+                                "result dtype, where the reference sums in float64: scale = the op on |g|"),
+    "avg_pool2d_grad": Accuracy(ulps=2, sum_terms=8, note="each input gradient a sum of overlapping windows' "
+                                "g / divisor, in another order than the reference's: scale = the op on |g|"),
     "adaptive_avg_pool2d": Accuracy(ulps=2, sum_terms=8, note="a bin sum, then a division: scale = the op on |x|. "
                                     "A NaN or infinity only reaches the bins holding it, as in torch; the reference's "
                                     "averaging matmuls spread it over the plane (0 * NaN)"),

@@ -25,7 +25,7 @@ from .elementwise import fmax
 from .reducers import Reducer
 
 
-def _divisor(b: ir.IRBuilder, first: ir.Value, kernel: int, size: int, pad: int, include_pad: bool) -> ir.Value:
+def divisor(b: ir.IRBuilder, first: ir.Value, kernel: int, size: int, pad: int, include_pad: bool) -> ir.Value:
     """Elements of a window starting at padded coordinate `first` along one axis (torch's avg_pool2d rule)."""
     def smin(x, y):
         return b.select(b.icmp_signed("<", x, y), x, y)
@@ -75,7 +75,7 @@ def _pool(node: Node, ctx: KernelContext, kind: str) -> KernelSpec:
                 cols = b.add(widen(b, iw0, lanes), b.mul(iota(I64, lanes), widen(b, i64(sw), lanes))) \
                     if lanes > 1 else iw0
                 include = attrs["count_include_pad"]
-                count = b.mul(widen(b, _divisor(b, ih0, kh, h, ph, include), lanes), _divisor(b, cols, kw, w, pw, include))
+                count = b.mul(widen(b, divisor(b, ih0, kh, h, ph, include), lanes), divisor(b, cols, kw, w, pw, include))
                 result = b.fdiv(result, b.sitofp(count, result.type))
             store(b, result, k.outs[0], b.add(dst, ow), dtype)
         vector_loop(b, 0, ow_count, k.width, body, name="ow")

@@ -72,8 +72,30 @@ def _slice_scatter_impl(g: np.ndarray, *, shape, starts, stops, steps) -> np.nda
     return out
 
 
+def _spread(e, g, axis: int, step: int, length: int):
+    """g with step - 1 zeros after each element along `axis`, cut to `length`: a strided slice's extent."""
+    shape = tuple(g.shape)
+    widened = e.reshape(g, shape=shape[:axis + 1] + (1,) + shape[axis + 1:])
+    pads = [0] * (2 * len(shape) + 2)
+    pads[2 * axis + 3] = step - 1
+    spread = e.reshape(e.pad(widened, pads=tuple(pads), value=0.0),
+                       shape=shape[:axis] + (shape[axis] * step,) + shape[axis + 1:])
+    stops = shape[:axis] + (length,) + shape[axis + 1:]
+    return e.slice(spread, starts=(0,) * len(shape), stops=stops, steps=(1,) * len(shape))
+
+
+def _slice_scatter_decomposition(e, g, *, shape, starts, stops, steps):
+    """Each strided axis spread out with zeros, then zero padding around the slice: exact, with kernels."""
+    for axis, (lo, hi, step) in enumerate(zip(starts, stops, steps)):
+        if step > 1:
+            g = _spread(e, g, axis, step, hi - lo)
+    pads = tuple(p for lo, hi, d in zip(starts, stops, shape) for p in (lo, d - hi))
+    return e.pad(g, pads=pads, value=0.0)
+
+
 slice_scatter = defop(
     "slice_scatter", ("g",), infer=_slice_scatter_infer, impl=_slice_scatter_impl,
+    decomposition=_slice_scatter_decomposition,
     vjp=lambda e, gg, out, g, *, shape, starts, stops, steps: (
         e.slice(gg, starts=starts, stops=stops, steps=steps),),
     attrs=(AttrSpec("shape", "shape"),) + _SLICE_ATTRS, category="movement",

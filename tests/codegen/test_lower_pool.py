@@ -28,9 +28,10 @@ def pooling(draw, dilation: bool):
     return lead + (h, w), attrs
 
 
-def _node(op: str, x: np.ndarray, **attrs):
+def pool_node(op: str, *operands: np.ndarray, **attrs):
+    """The node, or the example skipped when the drawn geometry is one the op refuses."""
     try:
-        return make_node(op, x, **attrs)
+        return make_node(op, *operands, **attrs)
     except BrazeError:
         assume(False)
 
@@ -41,7 +42,7 @@ def test_max_pool2d_matches_reference(case, dtype: str, seed: int) -> None:
     shape, attrs = case
     x = random_array(np.random.default_rng(seed), shape, dtype)
     x.reshape(-1)[::7] = np.nan
-    check_node(_node("max_pool2d", x, **attrs), [x])
+    check_node(pool_node("max_pool2d", x, **attrs), [x])
 
 
 @EXAMPLES
@@ -49,7 +50,7 @@ def test_max_pool2d_matches_reference(case, dtype: str, seed: int) -> None:
 def test_avg_pool2d_matches_reference(case, include: bool, dtype: str, seed: int) -> None:
     shape, attrs = case
     x = random_array(np.random.default_rng(seed), shape, dtype)
-    node = _node("avg_pool2d", x, count_include_pad=include, **attrs)
+    node = pool_node("avg_pool2d", x, count_include_pad=include, **attrs)
     scale = evaluate("avg_pool2d", [np.abs(x)], node.attr)[0]
     check_node(node, [x], terms=attrs["kernel_size"][0] * attrs["kernel_size"][1], scale=scale)
 

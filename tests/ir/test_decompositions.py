@@ -15,7 +15,7 @@ SAMPLES = [s for s in all_samples() if ir.get_op(s.op).decomposition is not None
 
 def test_decomposed_ops_have_samples() -> None:
     assert {s.op for s in SAMPLES} == {"cross_entropy", "mse_loss", "batch_norm_train", "conv2d_grad_input",
-                                       "conv2d_grad_weight", "scale_grad"}
+                                       "conv2d_grad_weight", "scale_grad", "slice_scatter"}
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])

@@ -47,6 +47,8 @@ CASES = {
                                [X, np.array([3, -11, 0, 0], np.int64)]),
     "gather": (_Function(lambda x, i: torch.gather(x, 1, i + 2)), [X, np.zeros((10, 3), np.int64)],
                [X, np.tile(np.arange(0, 6, 2), (10, 1))]),
+    "scatter_add": (_Function(lambda x, i: x.scatter_add(1, i + 2, x[:, :3])), [X, np.zeros((10, 3), np.int64)],
+                    [X, np.tile(np.arange(0, 6, 2), (10, 1))]),
     "one_hot": (_Function(lambda i: F.one_hot(i * 2, 6)), [np.array([0, 1, 2], np.int64)],
                 [np.array([0, 3, 1], np.int64)]),
 }

@@ -33,6 +33,13 @@ def _naive_scatter_add(g, idx, axis, shape):
     return out
 
 
+def _naive_slice_scatter(g, shape, starts, stops, steps):
+    out = np.zeros(shape)
+    for pos in itertools.product(*map(range, g.shape)):
+        out[tuple(lo + p * st for p, lo, st in zip(pos, starts, steps))] = g[pos]
+    return out
+
+
 def _naive_scatter(x, idx, src, axis):
     out = x.copy()
     for pos in itertools.product(*map(range, idx.shape)):
@@ -71,6 +78,14 @@ SAMPLES = [
     Sample("slice_scatter", (normal((3, 2)),), {"shape": (5, 6), "starts": (0, 1), "stops": (5, 6), "steps": (2, 3)},
            expected=lambda g: np.array([[g[i // 2, (j - 1) // 3] if i % 2 == 0 and j % 3 == 1 else 0.0
                                          for j in range(6)] for i in range(5)])),
+    Sample("slice_scatter", (normal((1, 2, 2)),), {"shape": (3, 5, 4), "starts": (1, 0, 1), "stops": (2, 5, 4),
+                                                    "steps": (1, 3, 2)},
+           expected=lambda g: _naive_slice_scatter(g, (3, 5, 4), (1, 0, 1), (2, 5, 4), (1, 3, 2)),
+           label="3d-odd"),
+    Sample("slice_scatter", (normal((1,)),), {"shape": (5,), "starts": (1,), "stops": (5,), "steps": (7,)},
+           expected=lambda g: _naive_slice_scatter(g, (5,), (1,), (5,), (7,)), label="step-past-end"),
+    Sample("slice_scatter", (normal((0, 3)),), {"shape": (3, 3), "starts": (2, 0), "stops": (2, 3), "steps": (2, 1)},
+           expected=lambda g: np.zeros((3, 3)), label="empty"),
     Sample("pad", (normal((2, 3)),), {"pads": (1, 0, 2, 1)},
            expected=lambda x: _naive_pad(x, (1, 2), (0, 1), 0.0),
            torch=lambda x: _torch().nn.functional.pad(x, (2, 1, 1, 0))),
@@ -91,6 +106,20 @@ SAMPLES = [
            expected=lambda x, i, s: _naive_scatter(x, i.astype(np.int64), s, 1), label="last-axis"),
     Sample("scatter_add", (normal((2, 3)), _IDX), {"axis": 0, "shape": (3, 4)},
            expected=lambda g, i: _naive_scatter_add(g, i, 0, (3, 4))),
+    Sample("scatter_add", (normal((3, 5)), np.array([[6, 0, 6, 6, 2], [1, 1, 1, 1, 1], [0, 6, 3, 0, 4]], np.int32)),
+           {"axis": -1, "shape": (3, 7)}, expected=lambda g, i: _naive_scatter_add(g, i, 1, (3, 7)),
+           torch=lambda g, i: _torch().zeros(3, 7, dtype=g.dtype).scatter_add(-1, i.long(), g), label="odd-repeats"),
+    Sample("scatter_add", (normal((2, 1, 3)), np.array([[[4, 4, 0]], [[1, 0, 1]]], np.int64)),
+           {"axis": 2, "shape": (3, 4, 5)}, expected=lambda g, i: _naive_scatter_add(g, i, 2, (3, 4, 5)),
+           label="smaller-index"),
+    Sample("scatter_add", (normal((6,)), np.array([1, 1, 1, 0, 2, 1], np.int64)), {"axis": 0, "shape": (3,)},
+           expected=lambda g, i: _naive_scatter_add(g, i, 0, (3,)), label="rank1-repeats"),
+    Sample("scatter_add", (normal((1,)), np.array([0], np.int64)), {"axis": 0, "shape": (1,)},
+           expected=lambda g, i: g.copy(), label="size-1"),
+    Sample("scatter_add", (normal((0, 3)), np.zeros((0, 3), np.int64)), {"axis": 0, "shape": (4, 3)},
+           expected=lambda g, i: np.zeros((4, 3)), label="empty-source"),
+    Sample("scatter_add", (np.array([[1, 2, 3]], np.int32), np.array([[0, 0, 0]], np.int64)),
+           {"axis": 1, "shape": (1, 2)}, expected=lambda g, i: np.array([[6, 0]], np.int32), label="int"),
     Sample("index_select", (normal((5, 3)), _TOKENS), {"axis": 0}, expected=_naive_embedding,
            torch=lambda w, t: _torch().nn.functional.embedding(t.long(), w), label="embedding"),
     Sample("index_select", (normal((2, 4)), np.array([3, 1, 3], np.int64)), {"axis": 1},

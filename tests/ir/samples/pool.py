@@ -133,6 +133,8 @@ def _adaptive(label, x, output_size):
 _CEIL = dict(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), ceil_mode=True)
 _DILATED = dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), dilation=(2, 1))
 _AVG_CEIL = dict(kernel_size=(3, 2), stride=(2, 2), padding=(1, 1), ceil_mode=True)
+_OVERLAP = dict(kernel_size=(3, 3), stride=(2, 3), padding=(1, 1))  # odd sizes, overlapping rows, rounded ties
+_AVG_OVERLAP = dict(kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), count_include_pad=False)
 
 SAMPLES = [
     _max("2x2", normal((2, 2, 4, 6), 1), kernel_size=(2, 2), stride=(2, 2)),
@@ -152,6 +154,27 @@ SAMPLES = [
            expected=lambda g: naive_avg_grad(g, (1, 3, 5, 4), count_include_pad=False, **_AVG_CEIL)),
     Sample("avg_pool2d_grad", (normal((2, 3, 3), 11),), dict(input_shape=(2, 5, 4), **_AVG_CEIL),
            label="ceil-include-chw", expected=lambda g: naive_avg_grad(g, (2, 5, 4), **_AVG_CEIL)),
+    Sample("max_pool2d_grad", (normal((1, 1, 1, 1), 15), normal((1, 1, 1, 1), 16)),
+           dict(kernel_size=(1, 1), stride=(1, 1)), grad_args=(0,), label="size-1",
+           expected=lambda g, x: naive_max_grad(g, x, kernel_size=(1, 1), stride=(1, 1))),
+    Sample("max_pool2d_grad", (normal((2, 3, 3), 17), np.round(normal((2, 5, 7), 18))), _OVERLAP, grad_args=(0,),
+           label="odd-ties", expected=lambda g, x: naive_max_grad(g, x, **_OVERLAP)),
+    Sample("max_pool2d_grad", (normal((0, 2, 2, 2), 19), normal((0, 2, 4, 4), 19)),
+           dict(kernel_size=(2, 2), stride=(2, 2)), grad_args=(0,), label="empty",
+           expected=lambda g, x: np.zeros((0, 2, 4, 4))),
+    Sample("max_pool2d_select", (normal((2, 5, 7), 20), np.round(normal((2, 5, 7), 18))), _OVERLAP, grad_args=(0,),
+           label="odd-ties", expected=lambda v, x: naive_max_select(v, x, **_OVERLAP)),
+    Sample("max_pool2d_select", (normal((1, 1, 3), 21), normal((1, 1, 3), 22)),
+           dict(kernel_size=(1, 2), stride=(1, 1), padding=(0, 1)), grad_args=(0,), label="size-1-pad",
+           expected=lambda v, x: naive_max_select(v, x, kernel_size=(1, 2), stride=(1, 1), padding=(0, 1))),
+    Sample("avg_pool2d_grad", (normal((2, 5, 7), 23),), dict(input_shape=(2, 5, 7), **_AVG_OVERLAP),
+           label="odd-overlap", expected=lambda g: naive_avg_grad(g, (2, 5, 7), **_AVG_OVERLAP)),
+    Sample("avg_pool2d_grad", (normal((1, 1, 1, 1), 24),), dict(input_shape=(1, 1, 1, 1), kernel_size=(1, 1),
+                                                                   stride=(1, 1)), label="size-1",
+           expected=lambda g: g.copy()),
+    Sample("avg_pool2d_grad", (normal((0, 3, 2, 2), 25),), dict(input_shape=(0, 3, 4, 5), kernel_size=(2, 2),
+                                                                   stride=(2, 2)), label="empty",
+           expected=lambda g: np.zeros((0, 3, 4, 5))),
     _adaptive("7x5-to-3x2", normal((2, 3, 7, 5), 12), (3, 2)),
     _adaptive("upsample-chw", normal((2, 3, 4), 13), (5, 6)),
     _adaptive("global", normal((1, 4, 3, 3), 14), (1, 1)),
