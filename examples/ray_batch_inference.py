@@ -60,13 +60,16 @@ def main() -> None:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             features = np.random.default_rng(0).standard_normal((ROWS, FEATURES)).astype(np.float32)
-            dataset = ray.data.from_numpy(np.array_split(features, 8)).rename_columns({"data": "features"})
+            # an id column passes through map_batches: actors may finish batches out of order, the ids restore it
+            dataset = ray.data.from_items([{"id": i, "features": row} for i, row in enumerate(features)])
             print(f"2. a local Ray instance and a dataset of {dataset.count()} rows")
 
             start = time.perf_counter()
             scored = dataset.map_batches(braze.ray.predictor(path), batch_format="numpy", batch_size=1000,
                                          concurrency=2)
-            scores = np.concatenate([b[column] for b in scored.iter_batches(batch_format="numpy", batch_size=None)])
+            batches = list(scored.iter_batches(batch_format="numpy", batch_size=None))
+            ids = np.concatenate([b["id"] for b in batches])
+            scores = np.concatenate([b[column] for b in batches])[np.argsort(ids)]
             seconds = time.perf_counter() - start
             print(f"3. map_batches with 2 actors: {len(scores)} rows in {seconds:.1f} s (actor start-up included)")
         finally:

@@ -20,10 +20,13 @@ ROWS = 10_000
 
 def test_map_batches_matches_the_artifact_run_locally(local_ray: Any, mlp_path: Path) -> None:
     x = mlp_rows(ROWS)
-    dataset = local_ray.data.from_numpy(np.array_split(x, 4)).rename_columns({"data": "input"})
+    dataset = local_ray.data.from_items([{"id": i, "input": row} for i, row in enumerate(x)])
     result = dataset.map_batches(braze.ray.predictor(mlp_path), batch_format="numpy", batch_size=1000, concurrency=2)
     output = braze.load(mlp_path).graph.outputs[0].name
-    got = np.concatenate([batch[output] for batch in result.iter_batches(batch_format="numpy", batch_size=None)])
+    batches = list(result.iter_batches(batch_format="numpy", batch_size=None))
+    ids = np.concatenate([batch["id"] for batch in batches])  # two actors may return batches out of order
+    assert sorted(ids.tolist()) == list(range(ROWS))
+    got = np.concatenate([batch[output] for batch in batches])[np.argsort(ids)]
     np.testing.assert_allclose(got, local_outputs(mlp_path, {"input": x})[output], rtol=1e-6, atol=1e-6)
 
 
