@@ -60,17 +60,26 @@ KINDS = {
 }
 
 
-def _model(kind: str, dtype: type, lora: bool, p: float) -> nn.Module:
-    """A kind's model in training mode in `dtype`, its parameters drawn now (lazy ones would draw later)."""
-    return _prepared(lambda: KINDS[kind].build(p), dtype, nn.Lora(2, 4) if lora else None)
+# The adapters a model trains with: none, LoRA, or QLoRA (NF4 base weights, dequantized in the step's graph).
+ADAPTERS: dict[str, Callable[[], Any]] = {"plain": lambda: None, "lora": lambda: nn.Lora(2, 4),
+                                          "qlora": lambda: nn.QLora(2, 4)}
 
 
-def _prepared(build: Callable[[], nn.Module], dtype: type, lora: nn.Lora | None) -> nn.Module:
+def _model(kind: str, dtype: type, lora: bool | str, p: float) -> nn.Module:
+    """A kind's model in training mode in `dtype`, its parameters drawn now (lazy ones would draw later); `lora`
+    names an ADAPTERS entry (True: "lora")."""
+    adapter = ("lora" if lora else "plain") if isinstance(lora, bool) else lora
+    return _prepared(lambda: KINDS[kind].build(p), dtype, ADAPTERS[adapter]())
+
+
+def _prepared(build: Callable[[], nn.Module], dtype: type, lora: nn.Lora | nn.QLora | None) -> nn.Module:
     """build() from manual_seed(0) in training mode in `dtype`, with `lora`'s adapters, its parameters drawn."""
     braze.manual_seed(0)
     model = build().train()
     model = model.double() if dtype is np.float64 else model
-    if lora is not None:
+    if isinstance(lora, nn.QLora):
+        model.apply_qlora(lora)
+    elif lora is not None:
         model.apply_lora(lora)
     rng = np.random.default_rng(3)
     for path, param in model.named_parameters():
@@ -97,7 +106,7 @@ def _eager(loss_fn: Callable[[Any, Any], Any], model: nn.Module, opt: Any, x: np
     return losses
 
 
-def _trained(kind: str, dtype: type, lora: bool, optimizer: str, p: float,
+def _trained(kind: str, dtype: type, lora: bool | str, optimizer: str, p: float,
              compiled: bool) -> tuple[nn.Module, Any, list[float]]:
     """STEPS steps of a compiled (or, in float64, interpreted) step from manual_seed(1), synced back."""
     model = _model(kind, dtype, lora, p)
@@ -114,7 +123,7 @@ def _trained(kind: str, dtype: type, lora: bool, optimizer: str, p: float,
     return model, opt, losses
 
 
-def _eager_trained(kind: str, dtype: type, lora: bool, optimizer: str, p: float) -> tuple[nn.Module, Any, list[float]]:
+def _eager_trained(kind: str, dtype: type, lora: bool | str, optimizer: str, p: float) -> tuple[nn.Module, Any, list[float]]:
     model = _model(kind, dtype, lora, p)
     opt = OPTIMIZERS[optimizer](model.parameters())
     braze.manual_seed(1)
@@ -138,10 +147,11 @@ def _assert_runs_equal(mine: tuple[nn.Module, Any, list[float]], want: tuple[nn.
 
 
 @pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
-@pytest.mark.parametrize("lora", [False, True], ids=["plain", "lora"])
+@pytest.mark.parametrize("lora", sorted(ADAPTERS))
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_train_step_equals_eager_training_in_float64(kind: str, lora: bool, optimizer: str) -> None:
-    """Dropout on (p=0.2): both draw their masks' seeds from braze's generator after manual_seed(1)."""
+def test_train_step_equals_eager_training_in_float64(kind: str, lora: str, optimizer: str) -> None:
+    """Dropout on (p=0.2): both draw their masks' seeds from braze's generator after manual_seed(1). With QLoRA
+    only the adapters train; the NF4 codes and scales stay as they are."""
     p = 0.0 if kind == "mlp" else 0.2
     _assert_runs_equal(_trained(kind, np.float64, lora, optimizer, p, compiled=False),
                        _eager_trained(kind, np.float64, lora, optimizer, p), **F64)
@@ -154,6 +164,16 @@ def test_compiled_train_step_equals_eager_training_in_float32(kind: str, lora: b
     Adam scales their rounding noise up to lr-sized steps of either sign."""
     _assert_runs_equal(_trained(kind, np.float32, lora, optimizer, 0.2, compiled=True),
                        _eager_trained(kind, np.float32, lora, optimizer, 0.2), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_compiled_qlora_step_trains_only_the_adapters_as_eager_training_in_float64(optimizer: str) -> None:
+    """The native step of a QLoRA model: the NF4 base is dequantized inside the graph every step, only the adapter
+    factors (and biases) train, and 20 steps equal eager braze's to 1e-10."""
+    mine = _trained("mlp", np.float64, "qlora", optimizer, 0.0, compiled=True)
+    _assert_runs_equal(mine, _eager_trained("mlp", np.float64, "qlora", optimizer, 0.0), **F64)
+    trained = {path for path, p in mine[0].named_parameters() if p.requires_grad}
+    assert trained and all("lora_" in path or path.endswith("bias") for path in trained)
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["plain", "lora"])
