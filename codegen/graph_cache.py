@@ -1,11 +1,16 @@
-"""Native code for a whole optimized graph, found by the graph's text when compiled before: a warm load builds no LLVM.
+"""Native code for a whole optimized graph, found by the graph's text or assembled from kernels compiled before.
 
-`compile_module(graph)` looks up the disk-cache entry keyed by module_layout.module_key (the graph's text, the
-target, the builder version). On a hit it links the stored object and rebuilds the BuiltModule from the entry's
-layout and the graph: no kernel is lowered and no LLVM IR is built, printed, parsed or optimized. On a miss it
-builds the module (module_builder.py), compiles it (jit.py) and stores the object under that key with its layout.
-Only the default lowering uses the key: a custom lowering's code is not named by the graph, so its module is
-compiled (and cached) by its LLVM IR as before. Each step's wall time goes to the `timings` dict given.
+`compile_module(graph)` looks in the disk cache at two levels:
+- the whole graph, keyed by module_layout.module_key (the graph's text, the target, the builder version): on a hit
+  the entry holds every object of the module (its kernels and its entry) and the layout, so the BuiltModule is
+  rebuilt from the layout and the graph and the objects are linked: no kernel is lowered and no LLVM IR is built,
+  printed, parsed or optimized;
+- each kernel, keyed by module_layout.kernel_part_key (the node's kernel key, the target, the builder version):
+  on a graph miss, a kernel some earlier graph compiled (another batch size, another model with the same layer
+  shapes) is declared from its entry instead of lowered, so only new kernels are built and compiled.
+New kernels and the entry are compiled at once in this process and the compile workers (compile_workers.py), each
+new kernel stored under its key, then the graph entry is stored. Only the default lowering uses the keys: a custom
+lowering's module is compiled (and cached) by its LLVM IR text. Each step's wall time goes to the `timings` dict.
 """
 from __future__ import annotations
 
@@ -14,70 +19,205 @@ from typing import TYPE_CHECKING
 
 from braze.ir.graph import Graph
 
-from .jit import CompiledLibrary, compile_ir, load_cached
-from .module_layout import BuiltModule, built_from_meta, graph_digest, layout_meta, module_key, module_names
+from . import cache, compile_workers
+from .jit import CompiledLibrary, Job, compile_objects, known_library, link_objects, pack_objects, unpack_objects
+from .module_layout import BuiltModule, KernelPart, built_from_meta, graph_digest, layout_meta, module_key, \
+    module_names, part_from_meta, part_meta
 from .target import Target, host_target
 
 if TYPE_CHECKING:
     from .module_builder import Lowering
 
+Objects = list[tuple[tuple[str, ...], bytes]]
+
 
 def compile_module(graph: Graph, *, target: Target | None = None, use_cache: bool | None = None,
                    lower: Lowering | None = None, timings: dict[str, float] | None = None
                    ) -> tuple[BuiltModule, CompiledLibrary]:
-    """The built module and linked library of an optimized graph, from the whole-graph cache entry when there is
-    a valid one (see the module doc)."""
+    """The built module and linked library of an optimized graph, from the cache where it can (see the module
+    doc)."""
     timings = {} if timings is None else timings
     target = target or host_target()
-    key = None
-    if lower is None:
-        start = time.perf_counter()
-        digest = graph_digest(graph, target)
-        key = module_key(digest)
-        timings["cache key"] = time.perf_counter() - start
-        built = _cached(graph, target, digest, use_cache, timings)
-        if built is not None:
-            return built
-    from .module_builder import build_module  # the lowerings: imported on the first module actually built
+    if lower is not None:
+        return _compile_custom(graph, target, use_cache, lower, timings)
+    caching = cache.enabled() if use_cache is None else use_cache
     start = time.perf_counter()
-    built = build_module(graph, target=target, lower=lower)
-    timings["build IR"] = time.perf_counter() - start
-    meta = layout_meta(built) if key is not None else None
-    library = compile_ir(built.module, target=built.target, use_cache=use_cache, cache_key=key, meta=meta)
-    timings.update(library.timings)
+    digest = graph_digest(graph, target)
+    key = module_key(digest)
+    timings["cache key"] = time.perf_counter() - start
+    found = _linked(graph, target, key, digest, caching, timings)
+    if found is not None:
+        return found
+    compile_workers.warm_up()  # the workers start while the kernels are lowered
+    from .module_builder import build_module  # the lowerings: imported on the first module actually built
+    stored: dict[str, bytes] = {}
+    start = time.perf_counter()
+
+    def known(part_key: str) -> KernelPart | None:
+        entry = cache.load(part_key) if caching else None
+        part = part_from_meta(part_key, entry.meta) if entry is not None else None
+        if entry is None or part is None or set(entry.symbols) != set(part.symbols) or \
+                not part.name.startswith(f"k_{part_key[:16]}_"):  # kernel_name: the key names the kernel
+            if entry is not None:
+                cache.discard(part_key)
+            return None
+        cache.count("hits")
+        stored[part_key] = entry.payload
+        return part
+    built = build_module(graph, target=target, known=known)
+    timings["build IR"] = time.perf_counter() - start - timings.get("kernel cache", 0.0)
+    new = [p for p in built.parts if p.module is not None]
+    with _timed(timings, "print IR"):
+        jobs = [Job(p.name, str(p.module)) for p in new] + [Job(built.name, str(built.module))]
+    results = compile_objects(jobs, target, timings)
+    objects: dict[str, tuple[tuple[str, ...], bytes]] = {p.key: (p.symbols, stored[p.key]) for p in built.parts
+                                                          if p.key in stored}
+    for part, result in zip(new, results):
+        if set(result.symbols) != set(part.symbols):
+            raise _exports_error(part.name, result.symbols, part.symbols)
+        objects[part.key] = (part.symbols, result.payload)
+    entry = results[-1]
+    ordered = [objects[p.key] for p in built.parts] + [(entry.symbols, entry.payload)]
+    if caching:
+        with _timed(timings, "cache write"):
+            for part, result in zip(new, results):
+                cache.store(part.key, result.payload, part.symbols, part_meta(part))
+            payload, index = pack_objects(ordered)
+            cache.store(key, payload, tuple(s for syms, _ in ordered for s in syms),
+                        {**layout_meta(built), "objects": index})
+    texts = {p.key: str(p.module) for p in new}
+    optimized = {p.key: r.optimized for p, r in zip(new, results)}
+    library = link_objects(built.name, key, target, ordered,
+                           _sources(graph, target, built, texts, jobs[-1].text), from_cache=False,
+                           optimized=[optimized.get(p.key) for p in built.parts] + [entry.optimized],
+                           timings=timings, meta=layout_meta(built))
     return built, library
 
 
-def _cached(graph: Graph, target: Target, digest: str, use_cache: bool | None,
+def _linked(graph: Graph, target: Target, key: str, digest: str, caching: bool,
             timings: dict[str, float]) -> tuple[BuiltModule, CompiledLibrary] | None:
-    """The module and library from the entry of the graph's `digest`; None when there is none or its layout does
-    not fit the graph and the object's exports (exactly the entry and the prepare function, named for this graph,
-    target and builder: module_names): the entry is then rebuilt, never linked."""
-    found: list[BuiltModule] = []
+    """The module and library from the graph's entry (or the library linked from it earlier in this process);
+    None when there is none or its layout does not fit the graph and the objects' exports (the entry and prepare
+    functions named for this graph, target and builder, and exactly the kernels the layout names): the graph is
+    then built again, never linked."""
     start = time.perf_counter()
-    name, entry, prepare = module_names(digest)
-
-    def accept(meta: dict, symbols: tuple[str, ...]) -> bool:
-        built = built_from_meta(graph, target, meta)
-        if built is None or (built.name, built.entry) != (name, entry) or built.prepare not in (None, prepare):
-            return False
-        if set(symbols) != {built.entry, *((built.prepare,) if built.prepare else ())}:
-            return False
-        found.append(built)
-        return True
-    library = load_cached(module_key(digest), target, lambda: _source_ir(graph, target), use_cache=use_cache,
-                          accept=accept)
-    if library is None:
+    library = known_library(key)
+    if library is not None:
+        built = built_from_meta(graph, target, library.meta)
+        timings["linked before"] = time.perf_counter() - start
+        return (built, library) if built is not None else None
+    if not caching:
         return None
-    if found:  # read and linked now; a library linked earlier in this process was accepted then
-        timings.update(library.timings)
-        return found[0], library
-    timings["linked before"] = time.perf_counter() - start
-    built = built_from_meta(graph, target, library.meta)
-    return (built, library) if built is not None else None
+    with _timed(timings, "cache read"):
+        entry = cache.load(key)
+    if entry is None:
+        return None
+    built = built_from_meta(graph, target, entry.meta)
+    objects = unpack_objects(entry.payload, entry.meta.get("objects"))
+    if built is None or objects is None or not _fits(built, digest, objects):
+        cache.discard(key)
+        return None
+    try:
+        library = link_objects(built.name, key, target, objects, lambda: _source_ir(graph, target), from_cache=True,
+                               timings=timings, meta=entry.meta)
+    except Exception:  # noqa: BLE001 - an object that does not link is rebuilt, never called
+        cache.discard(key)
+        return None
+    cache.count("hits")
+    return built, library
 
 
-def _source_ir(graph: Graph, target: Target) -> str:
-    """The LLVM IR of a graph's module, built again when a library linked from the cache is inspected."""
+def _fits(built: BuiltModule, digest: str, objects: Objects) -> bool:
+    """The objects export exactly what the layout calls: each part's kernel and prepare functions, then the entry
+    and prepare functions of this graph's names."""
+    name, entry, prepare = module_names(digest)
+    if (built.name, built.entry) != (name, entry) or built.prepare not in (None, prepare):
+        return False
+    wanted = [p.symbols for p in built.parts] + [(entry, *((prepare,) if built.prepare else ()))]
+    if len(objects) != len(wanted) or any(set(s) != set(w) for (s, _), w in zip(objects, wanted)):
+        return False
+    return {k.name for k in built.kernels} <= {p.name for p in built.parts}
+
+
+def _compile_custom(graph: Graph, target: Target, use_cache: bool | None, lower: Lowering,
+                    timings: dict[str, float]) -> tuple[BuiltModule, CompiledLibrary]:
+    """A custom lowering's module: every part and the entry found in the cache by its IR text, or compiled."""
     from .module_builder import build_module
-    return str(build_module(graph, target=target).module)
+    start = time.perf_counter()
+    built = build_module(graph, target=target, lower=lower)
+    timings["build IR"] = time.perf_counter() - start
+    return built, compile_built(built, use_cache=use_cache, timings=timings)
+
+
+def compile_built(built: BuiltModule, *, use_cache: bool | None = None,
+                  timings: dict[str, float] | None = None) -> CompiledLibrary:
+    """The library of a module built by build_module (every part and the entry module), each module found in the
+    disk cache by its LLVM IR text or compiled."""
+    timings = {} if timings is None else timings
+    target = built.target
+    caching = cache.enabled() if use_cache is None else use_cache
+    modules = [p.module for p in built.parts] + [built.module]
+    if any(m is None for m in modules):
+        raise _built_error(built.name)
+    jobs = [Job(m.name, str(m)) for m in modules]
+    exports = [p.symbols for p in built.parts] + [(built.entry, *((built.prepare,) if built.prepare else ()))]
+    keys = [cache.make_key(job.text, target.identity) for job in jobs]
+    objects: list[tuple[tuple[str, ...], bytes] | None] = [None] * len(jobs)
+    for i, key in enumerate(keys):
+        entry = cache.load(key) if caching else None
+        if entry is not None and set(entry.symbols) == set(exports[i]):
+            cache.count("hits")
+            objects[i] = (entry.symbols, entry.payload)
+    missing = [i for i, o in enumerate(objects) if o is None]
+    for i, result in zip(missing, compile_objects([jobs[i] for i in missing], target, timings)):
+        if set(result.symbols) != set(exports[i]):
+            raise _exports_error(jobs[i].name, result.symbols, exports[i])
+        objects[i] = (result.symbols, result.payload)
+        if caching:
+            cache.store(keys[i], result.payload, result.symbols)
+    return link_objects(built.name, _custom_key(keys), target, [o for o in objects if o is not None],
+                        [job.text for job in jobs], from_cache=not missing, timings=timings,
+                        meta=layout_meta(built))
+
+
+def _custom_key(keys: list[str]) -> str:
+    import hashlib
+    return hashlib.sha256("\n".join(["braze-custom-module", *keys]).encode("utf-8")).hexdigest()
+
+
+def _sources(graph: Graph, target: Target, built: BuiltModule, texts: dict[str, str], entry: str):
+    """The IR texts of a library's modules in link order; kernels declared from the cache are built again on
+    first inspection."""
+    if all(p.key in texts for p in built.parts):
+        return [texts[p.key] for p in built.parts] + [entry]
+    return lambda: _source_ir(graph, target)
+
+
+def _source_ir(graph: Graph, target: Target) -> list[str]:
+    """The LLVM IR of every module of a graph, built again when a library linked from the cache is inspected."""
+    from .module_builder import build_module
+    built = build_module(graph, target=target)
+    return [str(p.module) for p in built.parts] + [str(built.module)]
+
+
+def _built_error(name: str) -> Exception:
+    from braze.ir.errors import CodegenError
+    return CodegenError(f"module {name!r} was linked from the cache: it has no LLVM modules to compile")
+
+
+def _exports_error(name: str, got: tuple[str, ...], want: tuple[str, ...]) -> Exception:
+    from braze.ir.errors import CodegenError
+    return CodegenError(f"kernel {name!r} exports {list(got)}; its lowering promised {list(want)}")
+
+
+class _timed:
+    """Add the wall time of a block to timings[stage]."""
+
+    def __init__(self, timings: dict[str, float], stage: str) -> None:
+        self.timings, self.stage = timings, stage
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.stage] = self.timings.get(self.stage, 0.0) + time.perf_counter() - self.start

@@ -12,10 +12,13 @@ compiled model returns its native code. While a library is alive, compiling the 
 returns it again. Engines never share symbols, so two modules may export the same name. Addresses are resolved at
 load time; a missing symbol or an address of 0 raises CodegenError and is never called.
 
-A caller that can name the module without its IR (the object of a whole graph, keyed by codegen/module_layout.py)
-passes `cache_key=` and `meta=`: the entry is stored under that key with the meta object beside the code, and
-`load_cached(key)` links it in a later process without any LLVM IR being built. Every library records the wall time
-of its steps in `timings` (print IR, cache read and write, LLVM parse and optimize, emit object, link).
+A graph's module is several objects, its kernels and its entry (codegen/module_builder.py): `compile_objects` compiles
+them at once here and in the compile workers (compile_workers.py) and `link_objects` links them into one engine,
+after checking that every symbol one object needs is defined by another or by the process (codegen/elf_symbols.py).
+
+A graph's objects are cached by keys that name them without their IR (codegen/graph_cache.py), so a later process
+links them without any LLVM IR being built. Every library records the wall time of its steps in `timings` (print
+IR, cache read and write, LLVM parse and optimize, emit object, link).
 
 `BRAZE_DUMP_LLVM=1` and `BRAZE_DUMP_ASM=1` print the optimized LLVM IR and the assembly of every module compiled.
 """
@@ -30,48 +33,59 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from braze.ir.errors import CodegenError
 
-from . import cache
+from . import cache, compile_workers, elf_symbols, llvm_object
+from .compile_workers import Job, Result
 from .target import OPT_LEVEL, Target, create_jit_machine, host_target, init_llvm, target_of
 
 _lock = threading.RLock()
 _libraries: weakref.WeakValueDictionary[str, CompiledLibrary] = weakref.WeakValueDictionary()
 
 
+Sources = Sequence[str]
+
+
 class CompiledLibrary:
-    """The machine code of one LLVM module, linked into an engine that lives as long as the library.
+    """The machine code of one or more LLVM modules (a graph's kernels and its entry), linked into one engine that
+    lives as long as the library.
 
     `address(name)` and `cfunc(name, restype, *argtypes)` give callable entry points; `llvm_ir()` and `asm()`
     return the optimized IR and the host assembly, whole or for one function. A library loaded from the disk cache
     rebuilds its optimized IR from the source IR the first time it is inspected.
     """
 
-    def __init__(self, name: str, key: str, target: Target, source_ir: str | Callable[[], str],
+    def __init__(self, name: str, key: str, target: Target, source_ir: str | Sources | Callable[[], Sources],
                  symbols: tuple[str, ...], linked: tuple[llvm.ExecutionEngine, dict[str, int]], from_cache: bool,
-                 optimized: llvm.ModuleRef | None, timings: dict[str, float] | None = None,
-                 meta: dict[str, Any] | None = None) -> None:
+                 optimized: Sequence[llvm.ModuleRef | None] | llvm.ModuleRef | None,
+                 timings: dict[str, float] | None = None, meta: dict[str, Any] | None = None) -> None:
         self.name, self.key, self.target = name, key, target
         self.symbols, self.from_cache = symbols, from_cache
         self.timings, self.meta = dict(timings or {}), dict(meta or {})
-        self._source = source_ir
+        self._source: Sources | Callable[[], Sources] = (source_ir,) if isinstance(source_ir, str) else source_ir
         self._engine, self._addresses = linked
-        self._optimized = optimized
+        self._optimized: list[llvm.ModuleRef | None] | None = None if optimized is None else \
+            [optimized] if isinstance(optimized, llvm.ModuleRef) else list(optimized)
         self._asm: str | None = None
 
     @property
-    def source_ir(self) -> str:
-        """The LLVM IR the library was compiled from; built on first use for a library linked from a whole-graph
-        cache entry."""
+    def sources(self) -> tuple[str, ...]:
+        """The LLVM IR of each module the library was compiled from; built on first use for a library linked from
+        the disk cache."""
         with _lock:
             if callable(self._source):
-                self._source = self._source()
-            return self._source
+                self._source = tuple(self._source())
+            return tuple(self._source)
+
+    @property
+    def source_ir(self) -> str:
+        """The LLVM IR the library was compiled from, its modules one after another."""
+        return "\n".join(self.sources)
 
     def address(self, name: str) -> int:
         """The address of an exported function; raises CodegenError for unknown names."""
@@ -89,104 +103,132 @@ class CompiledLibrary:
         return function
 
     def llvm_ir(self, function: str | None = None) -> str:
-        """The optimized LLVM IR of the module, or of one function in it."""
-        module = self._optimized_module()
+        """The optimized LLVM IR of the modules, or of one function defined in them."""
+        modules = self._optimized_modules()
         if function is None:
-            return str(module)
-        try:
-            return str(module.get_function(function))
-        except NameError:
-            raise CodegenError(f"module {self.name!r} has no function {function!r}") from None
+            return "\n".join(str(m) for m in modules)
+        for module in modules:
+            try:
+                fn = module.get_function(function)
+            except NameError:
+                continue
+            if not fn.is_declaration:
+                return str(fn)
+        raise CodegenError(f"module {self.name!r} has no function {function!r}")
 
     def asm(self, function: str | None = None) -> str:
-        """The host assembly of the module, or of one function in it."""
+        """The host assembly of the modules, or of one function in them."""
         with _lock:
             if self._asm is None:
-                self._asm = self.target.machine().emit_assembly(self._optimized_module())
+                self._asm = "\n".join(self.target.machine().emit_assembly(m) for m in self._optimized_modules())
         return self._asm if function is None else _function_asm(self._asm, function, self.name)
 
-    def _optimized_module(self) -> llvm.ModuleRef:
+    def _optimized_modules(self) -> list[llvm.ModuleRef]:
         with _lock:
-            if self._optimized is None:
-                self._optimized = _optimize(_parse(self.source_ir, self.name, self.target), self.target)
-            return self._optimized
+            sources = self.sources
+            if self._optimized is None or len(self._optimized) != len(sources):
+                self._optimized = [None] * len(sources)
+            for i, text in enumerate(sources):
+                if self._optimized[i] is None:
+                    self._optimized[i] = _optimize(_parse(text, self.name, self.target), self.target)
+            return list(self._optimized)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         origin = "cache" if self.from_cache else "compiled"
         return f"CompiledLibrary({self.name!r}, {origin}, symbols={list(self.symbols)}, target={self.target})"
 
 
-def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None,
-               cache_key: str | None = None, meta: dict[str, Any] | None = None) -> CompiledLibrary:
+def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None
+               ) -> CompiledLibrary:
     """Compile an llvmlite module (or LLVM IR text) for `target` and link it into an engine of its own.
 
     The target defaults to the one the module was created for (Target.new_module), else host_target().
     `use_cache=None` follows BRAZE_CACHE; True or False forces the disk cache on or off for this call.
-    `cache_key` (with `meta`, stored beside the object) keys the disk entry instead of the IR text: see the module
-    doc; the caller promises that the key determines the IR, and has looked it up with load_cached already, so the
-    entry is only written.
     """
     target = target or (target_of(module) if isinstance(module, ir.Module) else None) or host_target()
     timings: dict[str, float] = {}
     with _timed(timings, "print IR"):
         text = str(module)
     name = module.name if isinstance(module, ir.Module) else _module_name(text)
-    ir_key = cache.make_key(text, target.identity)
-    key = cache_key or ir_key
-    with _lock:
-        known = _libraries.get(key) or _libraries.get(ir_key)
-        if known is not None:
-            return known
-        caching = cache.enabled() if use_cache is None else use_cache
-        with _timed(timings, "cache read"):
-            library = _from_cache(module, name, key, target, text, timings) if caching and cache_key is None \
-                else None
-        if library is None:
-            optimized, symbols, payload = _compile_object(text, name, target, timings)
-            if caching:
-                with _timed(timings, "cache write"):
-                    cache.store(key, payload, symbols, meta)
-            with _timed(timings, "link"):
-                linked = _link(name, payload, symbols)
-            library = CompiledLibrary(name, key, target, text, symbols, linked, False, optimized, timings, meta)
-        _libraries[key] = _libraries[ir_key] = library
-    _dump(library)
-    return library
-
-
-def load_cached(key: str, target: Target, source_ir: Callable[[], str], *, use_cache: bool | None = None,
-                accept: Callable[[dict[str, Any], tuple[str, ...]], bool] = lambda meta, symbols: True
-                ) -> CompiledLibrary | None:
-    """The library stored under `key` by compile_ir(cache_key=key), linked, its `meta` the entry's; None when the
-    cache is off (use_cache as in compile_ir) or holds no valid entry. An entry whose meta and symbols `accept`
-    refuses, or whose object does not link, is discarded (rebuilt by the caller), never called. `source_ir` builds
-    the IR if the library is ever inspected."""
+    key = cache.make_key(text, target.identity)
     with _lock:
         known = _libraries.get(key)
         if known is not None:
             return known
-        if not (cache.enabled() if use_cache is None else use_cache):
-            return None
-        timings: dict[str, float] = {}
+        caching = cache.enabled() if use_cache is None else use_cache
         with _timed(timings, "cache read"):
-            entry = cache.load(key)
-        if entry is None:
-            return None
-        name = str(entry.meta.get("name", key[:16]))
-        try:
-            if not accept(entry.meta, entry.symbols):
-                raise CodegenError(f"module {name!r}: the cached layout does not fit the graph or the object")
+            library = _from_cache(module, name, key, target, text, timings) if caching else None
+        if library is None:
+            optimized, symbols, payload = _compile_object(text, name, target, timings)
+            if caching:
+                with _timed(timings, "cache write"):
+                    cache.store(key, payload, symbols)
             with _timed(timings, "link"):
-                linked = _link(name, entry.payload, entry.symbols)
-        except CodegenError:
-            cache.discard(key)
-            return None
-        cache.count("hits")
-        library = CompiledLibrary(name, key, target, source_ir, entry.symbols, linked, True, None, timings,
-                                  entry.meta)
+                linked = _link(name, [payload], symbols)
+            library = CompiledLibrary(name, key, target, text, symbols, linked, False, optimized, timings)
         _libraries[key] = library
     _dump(library)
     return library
+
+
+def compile_objects(jobs: Sequence[Job], target: Target, timings: dict[str, float]) -> list[Result]:
+    """The object of every job (name, LLVM IR text), compiled at once in this process and the compile workers
+    (compile_workers.py); this process's stage times are added to `timings`. An invalid module raises
+    CodegenError naming it."""
+    init_llvm()
+    try:
+        results = compile_workers.compile_all(list(jobs), target.triple, target.cpu, target.features, OPT_LEVEL)
+    except llvm_object.LLVMFailure as exc:
+        raise _llvm_error(getattr(exc, "job", "<llvm ir>"), exc) from None
+    for result in results:
+        for stage, seconds in result.timings.items():
+            if result.optimized is not None or stage == "waiting for workers":
+                timings[stage] = timings.get(stage, 0.0) + seconds
+    timings["compiled in workers"] = float(sum(1 for r in results if r.optimized is None))
+    return results
+
+
+def link_objects(name: str, key: str, target: Target, objects: Sequence[tuple[tuple[str, ...], bytes]],
+                 sources: Sources | Callable[[], Sources], *, from_cache: bool,
+                 optimized: Sequence[llvm.ModuleRef | None] | None = None, timings: dict[str, float] | None = None,
+                 meta: dict[str, Any] | None = None) -> CompiledLibrary:
+    """One library of several objects (symbols, object file) linked into one engine, where each resolves the
+    others' exports; `sources` (or a function building them) are their LLVM IR texts for inspection."""
+    timings = {} if timings is None else timings
+    with _lock:
+        with _timed(timings, "link"):
+            linked = _link(name, [payload for _, payload in objects], tuple(s for syms, _ in objects for s in syms))
+        library = CompiledLibrary(name, key, target, sources, tuple(s for syms, _ in objects for s in syms), linked,
+                                  from_cache, optimized, timings, meta)
+        _libraries[key] = library
+    _dump(library)
+    return library
+
+
+def known_library(key: str) -> CompiledLibrary | None:
+    """The library linked under `key` earlier in this process and still alive, if any."""
+    with _lock:
+        return _libraries.get(key)
+
+
+def pack_objects(objects: Sequence[tuple[tuple[str, ...], bytes]]) -> tuple[bytes, list[list[Any]]]:
+    """Several objects as one cache payload and the index that splits it again (per object: symbols, size)."""
+    return b"".join(p for _, p in objects), [[list(syms), len(p)] for syms, p in objects]
+
+
+def unpack_objects(payload: bytes, index: Any) -> list[tuple[tuple[str, ...], bytes]] | None:
+    """The objects of a payload packed by pack_objects, or None when the index does not describe it."""
+    if not isinstance(index, list):
+        return None
+    objects, at = [], 0
+    for item in index:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+                and all(isinstance(x, str) for x in item[0]) and isinstance(item[1], int)
+                and not isinstance(item[1], bool) and 0 < item[1] <= len(payload) - at):
+            return None
+        objects.append((tuple(item[0]), payload[at:at + item[1]]))
+        at += item[1]
+    return objects if at == len(payload) else None
 
 
 def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, text: str,
@@ -202,7 +244,7 @@ def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, te
         if set(entry.symbols) != set(expected):
             raise CodegenError(f"module {name!r}: the cached object exports {list(entry.symbols)}, "
                                f"the module defines {list(expected)}")
-        linked = _link(name, entry.payload, entry.symbols)
+        linked = _link(name, [entry.payload], entry.symbols)
     except CodegenError:
         cache.discard(key)
         return None
@@ -213,16 +255,21 @@ def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, te
 def _compile_object(text: str, name: str, target: Target, timings: dict[str, float]
                     ) -> tuple[llvm.ModuleRef, tuple[str, ...], bytes]:
     """Parse, verify, optimize and emit one module: its optimized form, its exported symbols and its object."""
-    with _timed(timings, "LLVM parse"):
-        ref = _parse(text, name, target)
-    with _timed(timings, "LLVM optimize"):
-        optimized = _optimize(ref, target)
-    symbols = _exported_functions(optimized)
+    try:
+        optimized, symbols, payload = llvm_object.compile_text(
+            text, target.triple, target.cpu, target.features, OPT_LEVEL,
+            lambda stage, seconds: timings.__setitem__(stage, timings.get(stage, 0.0) + seconds))
+    except llvm_object.LLVMFailure as exc:
+        raise _llvm_error(name, exc) from None
     if not symbols:
         raise CodegenError(f"module {name!r} defines no exported function")
-    with _timed(timings, "emit object"):
-        payload = target.machine().emit_object(optimized)
     return optimized, symbols, payload
+
+
+def _llvm_error(name: str, exc: llvm_object.LLVMFailure) -> CodegenError:
+    if exc.stage == "optimize":
+        return CodegenError(f"module {name!r} failed verification after optimization:\n{exc}")
+    return CodegenError(f"module {name!r} is not valid LLVM IR:\n{exc}")
 
 
 @contextmanager
@@ -235,34 +282,21 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:
-    init_llvm()
     try:
-        ref = llvm.parse_assembly(text)
-        ref.verify()
-    except RuntimeError as exc:
-        raise CodegenError(f"module {name!r} is not valid LLVM IR:\n{exc}") from None
-    ref.triple = target.triple
-    ref.data_layout = str(target.machine().target_data)
-    return ref
+        return llvm_object.parse(text, target.machine(), target.triple)
+    except llvm_object.LLVMFailure as exc:
+        raise _llvm_error(name, exc) from None
 
 
 def _optimize(ref: llvm.ModuleRef, target: Target) -> llvm.ModuleRef:
     """Run the level-3 module pipeline with loop and SLP vectorization, then verify the result."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    builder = llvm.create_pass_builder(target.machine(), pto)
-    builder.getModulePassManager().run(ref, builder)
     try:
-        ref.verify()
-    except RuntimeError as exc:
-        raise CodegenError(f"module {ref.name!r} failed verification after optimization:\n{exc}") from None
-    return ref
+        return llvm_object.optimize(ref, target.machine(), OPT_LEVEL)
+    except llvm_object.LLVMFailure as exc:
+        raise _llvm_error(ref.name, exc) from None
 
 
-def _exported_functions(ref: llvm.ModuleRef) -> tuple[str, ...]:
-    return tuple(f.name for f in ref.functions
-                 if not f.is_declaration and f.linkage == llvm.Linkage.external)
+_exported_functions = llvm_object.exported_functions
 
 
 def _defined_functions(module: ir.Module) -> tuple[str, ...]:
@@ -270,13 +304,18 @@ def _defined_functions(module: ir.Module) -> tuple[str, ...]:
     return tuple(f.name for f in module.functions if not f.is_declaration and f.linkage in ("", "external"))
 
 
-def _link(name: str, payload: bytes, symbols: tuple[str, ...]) -> tuple[llvm.ExecutionEngine, dict[str, int]]:
-    """A new engine holding the object, and the address of every exported symbol; never an address of 0."""
-    if not _plausible_object(payload):
+def _link(name: str, payloads: Sequence[bytes], symbols: tuple[str, ...]
+          ) -> tuple[llvm.ExecutionEngine, dict[str, int]]:
+    """A new engine holding the objects, and the address of every exported symbol; never an address of 0."""
+    if not payloads or not all(_plausible_object(p) for p in payloads):
         raise CodegenError(f"module {name!r}: its object is not a well-formed ELF file")
+    if len(set(symbols)) != len(symbols):
+        raise CodegenError(f"module {name!r}: its objects export a symbol twice")
+    _check_resolvable(name, payloads)
     engine = _new_engine()
     try:
-        engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
+        for payload in payloads:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
         engine.finalize_object()
     except RuntimeError as exc:
         raise CodegenError(f"module {name!r}: its object does not load: {exc}") from None
@@ -285,6 +324,21 @@ def _link(name: str, payload: bytes, symbols: tuple[str, ...]) -> tuple[llvm.Exe
     if missing:
         raise CodegenError(f"module {name!r}: no address for {', '.join(missing)} after loading its object")
     return engine, addresses
+
+
+def _check_resolvable(name: str, payloads: Sequence[bytes]) -> None:
+    """Every symbol the objects need is defined by one of them or by the process: MCJIT would link a call to an
+    undefined symbol as a call to address 0 (Linux only, as _plausible_object)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        missing = elf_symbols.undefined_symbols(list(payloads))
+    except ValueError as exc:
+        raise CodegenError(f"module {name!r}: its object is not a well-formed ELF file ({exc})") from None
+    process = ctypes.CDLL(None)
+    unresolved = sorted(s for s in missing if not hasattr(process, s))
+    if unresolved:
+        raise CodegenError(f"module {name!r}: its objects call {', '.join(unresolved)}, which nothing defines")
 
 
 def _plausible_object(payload: bytes) -> bool:

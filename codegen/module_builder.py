@@ -16,11 +16,14 @@ Every thread of a call runs the entry with its own tid: each kernel processes it
 atomic arrival counter and a generation counter, spinning with `pause`) separates consecutive kernels. With
 nthreads == 1 the barrier returns at once.
 
-Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into an internal
-function `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers
-of the node's results, then its operands (codegen/lower/base.py). Lowering is a pure function of the node and its
-context: whatever it needs (a region's domain, a weight stored transposed) the IR states, so the entry calls exactly
-the kernels of the graph's nodes.
+Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into a kernel
+`void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers of the
+node's results, then its operands (codegen/lower/base.py). Lowering is a pure function of the node's kernel_key and
+its context: whatever it needs (a region's domain, a weight stored transposed) the IR states. Each distinct kernel
+is a KernelPart: a module of its own whose only exports are the kernel and its prepare functions, named
+`k_<key16>_<op>` after module_layout.kernel_part_key (the kernel key, the target, the builder version), so equal
+kernels of any two graphs have one name and one cached object and are compiled once (codegen/graph_cache.py). The
+entry module declares the parts' functions and the whole is linked as one library (codegen/jit.py).
 
 A kernel may read a param in a prepared form (KernelSpec.prepared: a GEMM's B packed once). Each distinct prepared
 form gets a buffer of its stated size after the weight slots, and the module exports
@@ -37,8 +40,9 @@ graph text, the target and the builder version (module_layout.py), so the same g
 the same disk-cache entry) in every process.
 
 Kernel reuse: nodes with equal kernel_key (same op, attributes, region body, operand and result types) share one
-kernel function, generated and optimized once per module; the entry calls it once per node with that node's
-buffers. Repeated layers (transformer blocks, ResNet stages) then cost one kernel per distinct shape.
+kernel part, generated and optimized once; the entry calls it once per node with that node's buffers. Repeated
+layers (transformer blocks, ResNet stages) then cost one kernel per distinct shape, and a part some earlier graph
+compiled (`known`, the disk cache) is declared without being lowered at all.
 
 Promise to kernels: every buffer pointer they receive is 64-byte aligned (the runtime allocates or stages all of
 them) and refers to a dense row-major array of the value's static shape and dtype.
@@ -47,8 +51,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, replace
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import llvmlite.ir as ir
 import numpy as np
@@ -59,8 +63,9 @@ from braze.ir.printer import format_attrs
 from braze.ir.registry import is_leaf
 
 from .abi import ENTRY, PREPARE, STATUS_OFFSET
-from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, PreparedSlot,  # noqa: F401 (re-exported)
-                            WeightSlot, graph_digest, memory_plan, module_names, weight_slots)
+from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, KernelPart,  # noqa: F401 (re-exported)
+                            PreparedForm, PreparedSlot, WeightSlot, graph_digest, kernel_part_key, memory_plan,
+                            module_names, weight_slots)
 from .sync import declare, emit_barrier
 from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_arguments
 from .lower.checks import module_checks
@@ -79,18 +84,21 @@ class _Place:
 
 
 Lowering = Callable[[Node, KernelContext], KernelSpec]
+KnownParts = Callable[[str], "KernelPart | None"]
 
 
-def kernel_name(digest: str, index: int, node: Node) -> str:
-    """k_<digest8>_<node index>_<op or fused kind>: unique in the module, the same in every process."""
+def kernel_name(part_key: str, node: Node) -> str:
+    """k_<key16>_<op or fused kind>: named by the kernel's content (kernel_part_key), so equal kernels of any graph
+    share one name and one cached object."""
     what = f"{node.attr['kind']}" if node.op == "fused" else node.op
-    return f"k_{digest[:8]}_{index}_{re.sub(r'[^A-Za-z0-9_]', '_', what)}"
+    return f"k_{part_key[:16]}_{re.sub(r'[^A-Za-z0-9_]', '_', what)}"
 
 
 def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering | None = None,
-                 reuse: bool = True) -> BuiltModule:
-    """Lower every node of an optimized graph and emit the entry function (see the module doc); with `reuse`,
-    nodes with equal kernel_key share one kernel function."""
+                 reuse: bool = True, known: KnownParts | None = None) -> BuiltModule:
+    """Lower every node of an optimized graph into a kernel part and emit the entry module (see the module doc);
+    with `reuse`, nodes with equal kernel_key share one kernel. `known(key)` may return a part whose object is
+    already compiled (the disk cache): that kernel is then declared, not lowered."""
     target = target or host_target()
     default = lower is None
     if lower is None:
@@ -101,22 +109,28 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     places, weights = _places(graph, module)
     fixed = frozenset(p.out.name for p in graph.params())
     kernels: list[_Kernel] = []
-    lowered: dict[str, _Kernel] = {}
+    parts: dict[str, KernelPart] = {}
     for index, node in enumerate(graph.nodes):
         if is_leaf(node):
             continue
-        key = kernel_key(node, fixed) if reuse else str(index)
-        first = lowered.get(key)
-        kernel = _lower_node(node, index, module, target, digest, lower, fixed) if first is None else \
-            _reused(first, node, index)
-        lowered.setdefault(key, kernel)
-        kernels.append(kernel)
+        key = kernel_key(node, fixed) + ("" if reuse else f" #{index}")
+        if not default:  # another lowering's code is not named by the kernel key: keep its names apart
+            key += f" lowering={getattr(lower, '__module__', '')}.{getattr(lower, '__qualname__', lower)}"
+        part_key = kernel_part_key(key, target)
+        part = parts.get(part_key)
+        if part is None:
+            part = (known(part_key) if known is not None and default else None) or \
+                _lower_part(node, index, part_key, target, lower, fixed)
+            _check_part(part, node, index)
+            parts[part_key] = part
+        kernels.append(_node_kernel(part, node, index))
+    _declare_parts(module, parts.values())
     prepared, packed = _prepared_slots(graph, kernels, places, weights)
     stride = max([_round64(k.info.scratch_bytes) for k in kernels] + [0])
     copies = _output_copies(graph, places)
-    # The digest covers the default lowering's code (builder_version); another lowering's code is hashed in, so
+    # The digest covers the default lowering's code (builder_version); another lowering's parts are hashed in, so
     # two lowerings of one graph never share an exported symbol.
-    code = digest if default and reuse else hashlib.sha256(f"{digest}\n{reuse}\n{module}".encode("utf-8")).hexdigest()
+    code = digest if default and reuse else _digest_of(digest, reuse, parts.values())
     module.name, entry, prepare_name = module_names(code)
     _emit_entry(module, entry, target, kernels, places, copies, stride, packed)
     prepare = None
@@ -126,7 +140,7 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),
                        arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare,
-                       tuple(sorted(module_checks(module).items())))
+                       _all_checks(module, parts.values()), tuple(parts.values()))
 
 
 def kernel_key(node: Node, fixed: frozenset[str]) -> str:
@@ -140,18 +154,18 @@ def kernel_key(node: Node, fixed: frozenset[str]) -> str:
     return f"{node.op}({', '.join(operands)}) -> ({results}) {format_attrs(node.attrs)}"
 
 
-def _reused(first: _Kernel, node: Node, index: int) -> _Kernel:
-    """The kernel of `node` as a call of the function already emitted for an identical node."""
-    info = replace(first.info, index=index, results=tuple(v.name for v in node.outputs),
-                   loc=str(node.loc) if node.loc is not None else "")
-    prepared = tuple(_rekeyed(p, first.inputs[p.operand], node.inputs[p.operand]) for p in first.prepared)
-    return _Kernel(info, first.function, node.outputs, node.inputs, prepared)
+def _digest_of(digest: str, reuse: bool, parts: Iterable[KernelPart]) -> str:
+    text = "\n".join([digest, str(reuse), *(p.key for p in parts)])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _rekeyed(p: PreparedWeight, old: Value, new: Value) -> PreparedWeight:
-    """A prepared operand of a reused kernel, keyed by this node's param (lowerings start keys with its name)."""
-    form = p.key[len(old.name) + 1:] if p.key.startswith(f"{old.name}:") else p.key
-    return replace(p, key=f"{new.name}:{form}")
+def _node_kernel(part: KernelPart, node: Node, index: int) -> _Kernel:
+    """What the entry calls for `node`: its part's kernel with this node's buffers, prepared forms keyed by the
+    node's own params."""
+    info = KernelInfo(part.name, index, part.op, tuple(v.name for v in node.outputs), part.scratch_bytes,
+                      str(node.loc) if node.loc is not None else "")
+    prepared = tuple((p, f"{node.inputs[p.operand].name}:{p.form}") for p in part.prepared)
+    return _Kernel(info, node.outputs, node.inputs, prepared)
 
 
 def _round64(n: int) -> int:
@@ -203,20 +217,22 @@ def _constant_global(node: Node, module: ir.Module) -> _Place:
 
 @dataclass(frozen=True)
 class _Kernel:
-    """A lowered node: what the entry calls and with which values' buffers (results first)."""
+    """A node's call of a kernel part: the values whose buffers it gets (results first) and, per prepared
+    operand, its form and buffer key."""
 
     info: KernelInfo
-    function: ir.Function
     outputs: tuple[Value, ...]
     inputs: tuple[Value, ...]
-    prepared: tuple[PreparedWeight, ...] = ()
+    prepared: tuple[tuple[PreparedForm, str], ...] = ()
 
 
-def _lower_node(node: Node, index: int, module: ir.Module, target: Target, digest: str, lower: Lowering,
-                fixed: frozenset[str]) -> _Kernel:
-    """Lower one node and check that the function it emitted has the kernel signature for its values."""
-    ctx = KernelContext(module, target, kernel_name(digest, index, node), fixed)
-    spec = lower(node, ctx)
+def _lower_part(node: Node, index: int, part_key: str, target: Target, lower: Lowering,
+                fixed: frozenset[str]) -> KernelPart:
+    """Lower one node into a module of its own and check that the function it emitted has the kernel signature
+    for its values; the kernel and its prepare functions are the module's only exports."""
+    name = kernel_name(part_key, node)
+    module = target.new_module(name)
+    spec = lower(node, KernelContext(module, target, name, fixed))
     fn = spec.function
     if not isinstance(fn, ir.Function) or fn.module is not module or fn.name != spec.name:
         raise CodegenError(f"lowering {node.op} (node {index}) returned a kernel {spec.name!r} that is not a "
@@ -226,13 +242,41 @@ def _lower_node(node: Node, index: int, module: ir.Module, target: Target, diges
         raise CodegenError(f"kernel {spec.name!r} for {node.op} (node {index}) has signature {fn.function_type}; "
                            f"expected void({', '.join(map(str, want))})")
     _check_prepared(spec, node, index, module)
-    fn.linkage = "internal"
     if "alwaysinline" not in fn.attributes and "noinline" not in fn.attributes:
         fn.attributes.add("noinline")  # one function per kernel in the optimized IR and the assembly
+    exported = {fn.name, *(p.function.name for p in spec.prepared)}
+    _export_only(module, exported)
     what = f"fused:{node.attr['kind']}" if node.op == "fused" else spec.op
-    info = KernelInfo(spec.name, index, what, tuple(v.name for v in node.outputs), int(spec.scratch_bytes),
-                      str(node.loc) if node.loc is not None else "")
-    return _Kernel(info, fn, node.outputs, node.inputs, tuple(spec.prepared))
+    prepared = tuple(PreparedForm(p.operand, p.function.name, p.nbytes, _form(p, node)) for p in spec.prepared)
+    return KernelPart(part_key, fn.name, what, len(node.outputs), len(node.inputs), int(spec.scratch_bytes),
+                      prepared, tuple(sorted(module_checks(module).items())), module)
+
+
+def _export_only(module: ir.Module, names: set[str]) -> None:
+    """Give the listed functions external linkage and every other definition of the module internal linkage."""
+    for glob in module.global_values:
+        if glob.is_declaration if isinstance(glob, ir.Function) else glob.initializer is None:
+            continue
+        if glob.name in names:
+            glob.linkage = ""
+        elif glob.linkage not in ("internal", "private"):
+            glob.linkage = "internal"
+
+
+def _form(p: PreparedWeight, node: Node) -> str:
+    """A prepared operand's form without its param's name (lowerings key forms as "<param>:<form>")."""
+    name = node.inputs[p.operand].name
+    if not p.key.startswith(f"{name}:"):
+        raise CodegenError(f"kernel {p.function.name!r} keys a prepared form {p.key!r} that does not start with "
+                           f"its param's name {name!r}")
+    return p.key[len(name) + 1:]
+
+
+def _check_part(part: KernelPart, node: Node, index: int) -> None:
+    """A part fits the node it computes: as many results and operands, prepared operands among them."""
+    if (part.outputs, part.inputs) != (len(node.outputs), len(node.inputs)):
+        raise CodegenError(f"kernel {part.name!r} takes {part.outputs} results and {part.inputs} operands; "
+                           f"{node.op} (node {index}) has {len(node.outputs)} and {len(node.inputs)}")
 
 
 def _check_prepared(spec: KernelSpec, node: Node, index: int, module: ir.Module) -> None:
@@ -251,25 +295,43 @@ def _check_prepared(spec: KernelSpec, node: Node, index: int, module: ir.Module)
                                f"byte count")
 
 
+def _declare_parts(module: ir.Module, parts: Iterable[KernelPart]) -> None:
+    """Declare in the entry module every kernel and prepare function the parts export."""
+    for part in parts:
+        ir.Function(module, ir.FunctionType(VOID, kernel_arguments(part.outputs, part.inputs)), part.name)
+        for name in dict.fromkeys(p.function for p in part.prepared):
+            ir.Function(module, ir.FunctionType(VOID, [PTR, PTR]), name)
+
+
+def _all_checks(module: ir.Module, parts: Iterable[KernelPart]) -> tuple[tuple[int, str], ...]:
+    """The run-time checks of the entry module and every part; a number two messages share is an error."""
+    checks = dict(module_checks(module))
+    for part in parts:
+        for number, message in part.checks:
+            if checks.setdefault(number, message) != message:
+                raise CodegenError(f"run-time check {number} has two messages: {checks[number]!r} and {message!r}")
+    return tuple(sorted(checks.items()))
+
+
 def _prepared_slots(graph: Graph, kernels: list[_Kernel], places: dict[str, _Place],
                     weights: list[WeightSlot]) -> tuple[list[PreparedSlot], dict[str, _Place]]:
     """One buffer after the weight slots per distinct prepared form the kernels read, and its place by key."""
     slots: list[PreparedSlot] = []
     by_key: dict[str, PreparedSlot] = {}
     for kernel in kernels:
-        for p in kernel.prepared:
+        for p, key in kernel.prepared:
             value = kernel.inputs[p.operand]
             source = places[value.name]
             if source.where != "weights" or weights[source.at].kind != "param":
                 raise CodegenError(f"kernel {kernel.info.name!r} prepares %{value.name}, which is not a param of "
                                    f"graph @{graph.name}: only weights fixed for the module's life can be prepared")
-            known = by_key.get(p.key)
+            known = by_key.get(key)
             if known is None:
-                known = PreparedSlot(len(weights) + len(slots), source.at, p.function.name, p.nbytes, p.key)
+                known = PreparedSlot(len(weights) + len(slots), source.at, p.function, p.nbytes, key)
                 slots.append(known)
-                by_key[p.key] = known
+                by_key[key] = known
             elif (known.source, known.nbytes) != (source.at, p.nbytes):
-                raise CodegenError(f"kernels prepare %{value.name} twice under the key {p.key!r} with different "
+                raise CodegenError(f"kernels prepare %{value.name} twice under the key {key!r} with different "
                                    f"sources or sizes")
     return slots, {key: _Place("weights", slot.slot) for key, slot in by_key.items()}
 
@@ -310,10 +372,10 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
         if k:
             b.call(barrier, [args["sync"], nthreads])
         where = [places[v.name] for v in (*kernel.outputs, *kernel.inputs)]
-        for p in kernel.prepared:
-            where[len(kernel.outputs) + p.operand] = packed[p.key]
+        for p, key in kernel.prepared:
+            where[len(kernel.outputs) + p.operand] = packed[key]
         pointers = [_pointer(b, args, place, v.name) for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
-        b.call(kernel.function, [*pointers, scratch, tid, nthreads, status])
+        b.call(module.get_global(kernel.info.name), [*pointers, scratch, tid, nthreads, status])
     if copies:
         if kernels:
             b.call(barrier, [args["sync"], nthreads])

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # llvmlite.ir and the target are needed only to build a modul
 
     from .target import Target
 
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 INLINE_CONSTANT_BYTES = 8192
 
 
@@ -78,9 +78,68 @@ class KernelInfo:
 
 
 @dataclass(frozen=True)
+class PreparedForm:
+    """A prepared operand of a kernel part: `function` fills `nbytes` bytes from operand `operand`; `form` names
+    the prepared form (the buffer key is the param's name and the form, so kernels sharing both share a buffer)."""
+
+    operand: int
+    function: str
+    nbytes: int
+    form: str
+
+
+@dataclass(frozen=True)
+class KernelPart:
+    """One distinct kernel of a module, compiled and cached as an object of its own (see module_builder.py).
+
+    `key` is the disk-cache key of its object (kernel_part_key: the node's kernel key, the target and the builder
+    version); `name` the kernel function it exports beside its prepare functions; `module` its llvmlite module, or
+    None when its object came from the cache and no LLVM IR was built for it."""
+
+    key: str
+    name: str
+    op: str
+    outputs: int
+    inputs: int
+    scratch_bytes: int
+    prepared: tuple[PreparedForm, ...] = ()
+    checks: tuple[tuple[int, str], ...] = ()
+    module: ir.Module | None = None
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        """The functions its object exports: the kernel, then its prepare functions."""
+        return (self.name, *dict.fromkeys(p.function for p in self.prepared))
+
+
+def part_meta(part: KernelPart) -> dict[str, Any]:
+    """A kernel part's description as JSON data, stored beside its object."""
+    return {"name": part.name, "op": part.op, "outputs": part.outputs, "inputs": part.inputs,
+            "scratch_bytes": part.scratch_bytes,
+            "prepared": [[p.operand, p.function, p.nbytes, p.form] for p in part.prepared],
+            "checks": [[number, message] for number, message in part.checks]}
+
+
+def part_from_meta(key: str, meta: dict[str, Any]) -> KernelPart | None:
+    """The kernel part stored under `key`, or None when its description is malformed."""
+    try:
+        name, op, outputs, inputs, scratch = _typed(
+            [meta["name"], meta["op"], meta["outputs"], meta["inputs"], meta["scratch_bytes"]],
+            (str, str, int, int, int))
+        prepared = tuple(PreparedForm(*_typed(p, (int, str, int, str))) for p in meta["prepared"])
+        checks = tuple(tuple(_typed(c, (int, str))) for c in meta["checks"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if min(outputs, inputs, scratch) < 0 or any(not 0 <= p.operand < inputs or p.nbytes <= 0 for p in prepared):
+        return None
+    return KernelPart(key, name, op, outputs, inputs, scratch, prepared, checks)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class BuiltModule:
-    """The LLVM module of a whole graph and what the runtime needs to call its entry; `module` is None when the
-    module's object came from the disk cache and no LLVM IR was built."""
+    """The modules of a whole graph and what the runtime needs to call its entry: `module` holds the entry and
+    prepare functions (None when its object came from the disk cache and no LLVM IR was built), `parts` the
+    distinct kernels, each a module and object of its own."""
 
     name: str
     entry: str
@@ -96,6 +155,7 @@ class BuiltModule:
     prepared: tuple[PreparedSlot, ...] = ()
     prepare: str | None = None   # the exported prepare function, None when nothing is prepared
     checks: tuple[tuple[int, str], ...] = ()  # the run-time checks' numbers and messages (codegen/lower/checks.py)
+    parts: tuple[KernelPart, ...] = ()
 
     def kernel(self, name: str) -> KernelInfo:
         """The (first) kernel called `name`; raises CodegenError listing the kernels."""
@@ -180,8 +240,14 @@ def module_names(digest: str) -> tuple[str, str, str]:
 
 
 def module_key(digest: str) -> str:
-    """The disk-cache key of the object of a whole graph's module built by the default lowering."""
+    """The disk-cache key of the objects of a whole graph's module built by the default lowering."""
     return _digest("braze-graph-object", digest)
+
+
+def kernel_part_key(kernel_key: str, target: Target) -> str:
+    """The disk-cache key (and, in its first hex digits, the name) of the object of a kernel with this kernel key
+    (module_builder.kernel_key) built by the default lowering for `target`."""
+    return _digest("braze-kernel-object", builder_version(), target.identity, kernel_key)
 
 
 def layout_meta(built: BuiltModule) -> dict[str, Any]:
@@ -190,7 +256,8 @@ def layout_meta(built: BuiltModule) -> dict[str, Any]:
             "scratch_stride": built.scratch_stride,
             "prepared": [[p.slot, p.source, p.function, p.nbytes, p.key] for p in built.prepared],
             "kernels": [[k.name, k.index, k.op, list(k.results), k.scratch_bytes, k.loc] for k in built.kernels],
-            "checks": [[number, message] for number, message in built.checks]}
+            "checks": [[number, message] for number, message in built.checks],
+            "parts": [[p.key, part_meta(p)] for p in built.parts]}
 
 
 def built_from_meta(graph: Graph, target: Target, meta: dict[str, Any]) -> BuiltModule | None:
@@ -202,13 +269,16 @@ def built_from_meta(graph: Graph, target: Target, meta: dict[str, Any]) -> Built
         name, entry, stride = _typed([meta["name"], meta["entry"], meta["scratch_stride"]], (str, str, int))
         prepare = meta["prepare"]
         checks = tuple(tuple(_typed(c, (int, str))) for c in meta["checks"])
+        parts = tuple(part_from_meta(*_typed(p, (str, dict))) for p in meta["parts"])
     except (KeyError, TypeError, ValueError):
+        return None
+    if any(p is None for p in parts):
         return None
     if not (prepare is None or isinstance(prepare, str)) or stride < 0 or bool(prepared) != (prepare is not None):
         return None
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(name, entry, None, target, graph, graph.inputs, graph.outputs, weight_slots(graph),
-                       arena_bytes, stride, kernels, prepared, prepare, checks)
+                       arena_bytes, stride, kernels, prepared, prepare, checks, parts)  # type: ignore[arg-type]
 
 
 def _typed(items: Any, types: tuple[type, ...]) -> list[Any]:

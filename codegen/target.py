@@ -20,24 +20,19 @@ import llvmlite.ir as ir
 
 from braze.ir.errors import CodegenError
 
+from . import llvm_object
+
 CPU_ENV = "BRAZE_CPU"
 OPT_LEVEL = 3
 
 _lock = threading.RLock()
-_initialized = False
-_machines: dict["Target", llvm.TargetMachine] = {}
 _probed_widths: dict[tuple[str, str, str], int] = {}
 _module_targets: weakref.WeakKeyDictionary[ir.Module, "Target"] = weakref.WeakKeyDictionary()
 
 
 def init_llvm() -> None:
     """Initialize LLVM's native target and assembly printer; safe to call more than once."""
-    global _initialized
-    with _lock:
-        if not _initialized:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _initialized = True
+    llvm_object.init()
 
 
 @dataclass(frozen=True)
@@ -60,12 +55,10 @@ class Target:
 
     def machine(self) -> llvm.TargetMachine:
         """The process-wide (non-JIT) target machine for optimization, object and assembly output."""
-        with _lock:
-            tm = _machines.get(self)
-            if tm is None:
-                tm = _create_machine(self.triple, self.cpu, self.features)
-                _machines[self] = tm
-            return tm
+        try:
+            return llvm_object.machine(self.triple, self.cpu, self.features, OPT_LEVEL)
+        except RuntimeError as exc:
+            raise CodegenError(f"cannot create a target machine for {self.cpu!r} on {self.triple}: {exc}") from None
 
     def new_module(self, name: str) -> ir.Module:
         """An empty llvmlite module whose triple and data layout are this target's."""
@@ -85,10 +78,8 @@ def target_of(module: ir.Module) -> Target | None:
 
 
 def _create_machine(triple: str, cpu: str, features: str, *, jit: bool = False) -> llvm.TargetMachine:
-    init_llvm()
     try:
-        target = llvm.Target.from_triple(triple)
-        return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL, jit=jit)
+        return llvm_object.create_machine(triple, cpu, features, OPT_LEVEL, jit=jit)
     except RuntimeError as exc:
         raise CodegenError(f"cannot create a target machine for {cpu!r} on {triple}: {exc}") from None
 

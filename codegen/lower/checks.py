@@ -1,9 +1,10 @@
 """Run-time checks in kernels: an index operand out of range is reported through the call's status words
 (codegen/abi.py) and raised by the runtime, instead of silently reading a clamped slice.
 
-A check is numbered within its module and carries its error message as a template with one "{}" for the offending
-value: a private constant `braze.check.<n>` of the module holds it, and module_checks(module) reads every check back,
-so the runtime learns the messages from the module it loaded and no table travels beside it.
+A check carries its error message as a template with one "{}" for the offending value and is numbered by that
+message (a 62-bit hash, so kernels compiled and cached apart agree on numbers): a private constant
+`braze.check.<n>` of the kernel's module holds it, and module_checks(module) reads every check back, so the runtime
+learns the messages from the modules it loaded and no table travels beside them.
 
 In the hot loop a check costs an unsigned compare and an or per index (a negative index is a huge unsigned one);
 the index is still clamped, so every access stays inside its operand. Only when some index was bad does the kernel,
@@ -11,6 +12,8 @@ after its loop, scan the whole index operand for the first bad value in row-majo
 reports, whichever thread found one) and report it; the first report of a call wins.
 """
 from __future__ import annotations
+
+import hashlib
 
 import llvmlite.ir as ir
 
@@ -22,9 +25,16 @@ from .base import Kernel, load
 CHECK_PREFIX = "braze.check."
 
 
+def check_number(message: str) -> int:
+    """The number of the check with this message: nonzero, the same in every module and process."""
+    return int.from_bytes(hashlib.sha256(message.encode("utf-8")).digest()[:8], "little") >> 2 | 1
+
+
 def _declare_check(module: ir.Module, message: str) -> int:
-    """A new check number of the module, its message stored under it."""
-    number = 1 + sum(1 for name in module.globals if name.startswith(CHECK_PREFIX))
+    """The check number of `message`, its message stored under it in the module once."""
+    number = check_number(message)
+    if f"{CHECK_PREFIX}{number}" in module.globals:
+        return number
     data = bytearray(message.encode("utf-8")) + b"\0"
     typ = ir.ArrayType(I8, len(data))
     glob = ir.GlobalVariable(module, typ, f"{CHECK_PREFIX}{number}")

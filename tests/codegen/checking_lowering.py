@@ -1,8 +1,8 @@
 """A minimal lowering for module-builder and runtime tests that must not depend on the real per-op lowerings.
 
 It lowers add, mul, relu and neg over float32 operands of one shape (or a one-element operand, splatted): each
-kernel takes a share of the flattened elements for (tid, nthreads), a different share in successive kernels, so a
-missing barrier shows up as wrong results. `asserting_lowering` also checks the module builder's promise of 64-byte
+kernel takes a share of the flattened elements for (tid, nthreads), a share that differs between kernels (it follows
+the kernel's content-derived name), so a missing barrier shows up as wrong results. `asserting_lowering` also checks the module builder's promise of 64-byte
 aligned pointers at run time: a kernel receiving a misaligned pointer writes NaN everywhere instead.
 """
 from __future__ import annotations
@@ -44,8 +44,8 @@ def checking_lower(node: Node, ctx: KernelContext, scratch_bytes: int = 0, check
     if check_alignment:
         _poison_if_misaligned(b, fn, size)
     chunk = b.sdiv(b.add(i64(size), b.sub(nthreads, i64(1))), nthreads)
-    # Successive kernels give a thread different elements, so a missing barrier shows up as wrong results.
-    index = int(ctx.name.split("_")[2])  # k_<digest>_<node index>_<op>
+    # Different kernels give a thread different elements, so a missing barrier shows up as wrong results.
+    index = int(ctx.name.split("_")[1][:6], 16)  # k_<content key>_<op>
     share = b.srem(b.add(tid, i64(index)), nthreads)
     start = b.mul(share, chunk)
     stop = b.select(b.icmp_signed("<", b.add(start, chunk), i64(size)), b.add(start, chunk), i64(size))

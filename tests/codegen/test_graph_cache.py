@@ -3,6 +3,7 @@ everything the code depends on, damaged layouts rebuilt, kernel reuse, two proce
 once, and outputs bit-identical warm and cold."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -16,8 +17,7 @@ import numpy as np
 
 import braze
 from braze.codegen import cache, host_target, module_layout
-from braze.codegen.graph_cache import compile_module
-from braze.codegen.jit import compile_ir
+from braze.codegen.graph_cache import compile_built, compile_module
 from braze.codegen.module_builder import build_module
 from braze.codegen.module_layout import graph_digest, module_key
 from braze.runtime.compile_path import planned_graph
@@ -71,7 +71,7 @@ def test_graph_cache_reuse_on_and_off_give_bit_identical_outputs() -> None:
     x = np.random.default_rng(2).standard_normal((5, 24)).astype(np.float32)
     shared = Executable.build(graph, use_cache=False)(x)
     separate = build_module(graph, reuse=False)
-    alone = Executable(separate, compile_ir(separate.module, use_cache=False))(x)
+    alone = Executable(separate, compile_built(separate, use_cache=False))(x)
     assert separate.distinct_kernels > Executable.build(graph, use_cache=False).built.distinct_kernels
     assert shared.tobytes() == alone.tobytes()
     np.testing.assert_allclose(shared, braze.ir.interpret(graph, [x])[0], rtol=1e-5, atol=1e-5)
@@ -83,8 +83,10 @@ def test_graph_cache_cold_compile_stores_the_layout_beside_the_object(cache_root
     assert built.module is not None and not library.from_cache
     key = module_key(graph_digest(graph, built.target))
     entry = cache.decode_entry(key, cache.entry_path(key).read_bytes())
-    assert entry is not None and entry.meta["entry"] == built.entry == entry.symbols[0]
-    assert module_layout.built_from_meta(graph, built.target, entry.meta) == replace(built, module=None)
+    assert entry is not None and entry.meta["entry"] == built.entry in entry.symbols
+    assert set(entry.symbols) == {built.entry, built.prepare, *(s for p in built.parts for s in p.symbols)}
+    unbuilt = replace(built, module=None, parts=tuple(replace(p, module=None) for p in built.parts))
+    assert module_layout.built_from_meta(graph, built.target, entry.meta) == unbuilt
 
 
 def test_graph_cache_entry_with_a_damaged_layout_is_rebuilt_not_linked(cache_root) -> None:
@@ -168,4 +170,33 @@ def test_graph_cache_entry_of_another_cpu_under_this_cpus_key_is_rebuilt_not_lin
     assert cache.stats().rebuilds == 1 and not library.from_cache and built.module is not None
     x = np.random.default_rng(2).standard_normal((5, 24)).astype(np.float32)
     np.testing.assert_allclose(Executable(built, library, threads=1)(x), braze.ir.interpret(graph, [x])[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_graph_cache_a_new_graph_compiles_only_its_new_kernels(cache_root) -> None:
+    deep, shallow = planned_stack(4, batch=5), planned_stack(2, batch=5)  # the same layer shapes, other graphs
+    built_deep, _ = compile_module(deep)
+    cache.reset_stats()
+    built, library = compile_module(shallow)
+    shared = {p.key for p in built_deep.parts} & {p.key for p in built.parts}
+    assert shared and all(p.module is None for p in built.parts if p.key in shared)  # declared, not lowered
+    assert cache.stats().hits == len(shared) and not library.from_cache
+    x = np.random.default_rng(4).standard_normal((5, 24)).astype(np.float32)
+    fresh = Executable(build := build_module(shallow), compile_built(build, use_cache=False))(x)
+    assert Executable(built, library)(x).tobytes() == fresh.tobytes()
+
+
+def test_graph_cache_a_damaged_kernel_entry_is_rebuilt_not_linked(cache_root) -> None:
+    graph = planned_stack(2, batch=3)
+    built = compile_module(graph)[0]
+    gc.collect()  # the library is gone: the next compile looks in the cache
+    part = built.parts[0]
+    donor = cache.load(built.parts[1].key)  # a valid object that exports another kernel
+    cache.entry_path(module_key(graph_digest(graph, host_target()))).unlink()
+    cache.entry_path(part.key).write_bytes(cache.encode_entry(part.key, donor.payload, donor.symbols, donor.meta))
+    cache.reset_stats()
+    rebuilt, library = compile_module(graph)
+    assert cache.stats().rebuilds == 1 and next(p for p in rebuilt.parts if p.key == part.key).module is not None
+    x = np.random.default_rng(5).standard_normal((3, 24)).astype(np.float32)
+    np.testing.assert_allclose(Executable(rebuilt, library)(x), braze.ir.interpret(graph, [x])[0],
                                rtol=1e-5, atol=1e-5)

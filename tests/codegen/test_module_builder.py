@@ -14,7 +14,8 @@ from braze import ir
 from braze.codegen import PTR, define_function
 from braze.codegen.lower.base import KernelContext, KernelSpec
 from braze.codegen import compile_ir, host_target
-from braze.codegen.module_builder import INLINE_CONSTANT_BYTES, build_module, graph_digest, kernel_name
+from braze.codegen.graph_cache import compile_built
+from braze.codegen.module_builder import INLINE_CONSTANT_BYTES, build_module
 from braze.ir.errors import BrazeError, CodegenError
 from braze.ir.passes import optimize
 from braze.runtime.executable import Executable
@@ -113,14 +114,24 @@ def test_module_builder_names_are_deterministic_and_only_the_entry_is_exported()
     first, second = build_module(g, lower=checking_lower), build_module(g, lower=checking_lower)
     assert str(first.module) == str(second.module)
     assert first.entry.startswith("braze_entry_") and first.name.startswith("braze_")
-    digest = graph_digest(g, host_target())
     separate = build_module(g, lower=checking_lower, reuse=False)
-    assert [k.name for k in separate.kernels] == [kernel_name(digest, k.index, g.nodes[k.index])
-                                                  for k in separate.kernels]
-    assert first.kernels[0].name == f"k_{digest[:8]}_1_add"
+    assert len({k.name for k in separate.kernels}) == len(separate.kernels)
+    assert [k.name for k in first.kernels] == [k.name for k in second.kernels]
+    assert re.fullmatch(r"k_[0-9a-f]{16}_add", first.kernels[0].name)
     assert [k.op for k in first.kernels] == ["add", "relu", "neg", "mul", "neg", "mul"]
     exported = Executable.build(g, lower=checking_lower).library.symbols
-    assert exported == (first.entry,)
+    assert exported == (*(p.name for p in first.parts), first.entry)
+    for part in first.parts:  # a part exports its kernel alone; its helpers stay internal
+        assert re.findall(r'^define (?!internal|private)[^@]*@"?([^"(]+)', str(part.module), re.M) == [part.name]
+
+
+def test_module_builder_kernels_are_named_by_content_across_graphs() -> None:
+    small, other = chain_graph(), chain_graph(shape=(2, 2))
+    again = chain_graph()
+    assert [k.name for k in build_module(small, lower=checking_lower).kernels] == \
+        [k.name for k in build_module(again, lower=checking_lower).kernels]
+    assert not {k.name for k in build_module(small, lower=checking_lower).kernels} & \
+        {k.name for k in build_module(other, lower=checking_lower).kernels}
 
 
 def test_module_builder_identical_nodes_share_one_kernel() -> None:
@@ -128,7 +139,7 @@ def test_module_builder_identical_nodes_share_one_kernel() -> None:
     built = build_module(g, lower=checking_lower)
     names = [k.name for k in built.kernels]
     assert names[2] == names[4] and names[3] == names[5] and built.distinct_kernels == 4
-    assert len(re.findall(r'define internal void @"?k_', str(built.module))) == 4
+    assert len(built.parts) == 4 and len(re.findall(r'declare void @"?k_', str(built.module))) == 4
 
 
 def test_module_builder_kernel_reuse_keeps_outputs_bit_identical() -> None:
@@ -136,7 +147,7 @@ def test_module_builder_kernel_reuse_keeps_outputs_bit_identical() -> None:
     inputs = random_inputs(g)
     shared = Executable.build(g, lower=checking_lower, use_cache=False).run(inputs)
     separate = Executable(built := build_module(g, lower=checking_lower, reuse=False),
-                          compile_ir(built.module, use_cache=False)).run(inputs)
+                          compile_built(built, use_cache=False)).run(inputs)
     for a, b in zip(shared, separate):
         assert a.tobytes() == b.tobytes()
 
@@ -171,7 +182,7 @@ def test_module_builder_checks_the_kernel_signature() -> None:
         return KernelSpec(ctx.name, fn, 0, node.op)
 
     g = chain_graph()
-    with pytest.raises(CodegenError, match=r"kernel 'k_\w+_1_add' for add \(node 1\) has signature"):
+    with pytest.raises(CodegenError, match=r"kernel 'k_[0-9a-f]{16}_add' for add \(node 1\) has signature"):
         build_module(g, lower=wrong)
 
 

@@ -16,12 +16,12 @@ def _private_cache(tmp_path, monkeypatch):
 
 
 def test_target_init_initializes_llvm_once(monkeypatch):
-    from braze.codegen import target as target_module
+    from braze.codegen import llvm_object
     calls = []
     for name in ("initialize_native_target", "initialize_native_asmprinter"):
         real = getattr(llvm, name)
         monkeypatch.setattr(llvm, name, lambda real=real, name=name: (calls.append(name), real())[1])
-    monkeypatch.setattr(target_module, "_initialized", False)
+    monkeypatch.setattr(llvm_object, "_initialized", False)
     init_llvm()
     init_llvm()
     assert calls == ["initialize_native_target", "initialize_native_asmprinter"]

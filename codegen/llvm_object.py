@@ -1,0 +1,155 @@
+"""LLVM IR text to an object file: parse, verify, optimize, verify again, emit.
+
+This module imports llvmlite and nothing of braze, so the compile workers (llvm_worker.py) run exactly the code the
+JIT runs in-process and emit the same bytes: the same target machine options, the same level-3 pipeline with loop
+and SLP vectorization. A failure raises LLVMFailure naming the stage; the JIT turns it into a CodegenError.
+
+Run as a script (`python llvm_object.py`, never as part of the braze package, so a worker pays for llvmlite only),
+it is a compile worker: serve() reads length-prefixed requests on stdin and answers each with the object file.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import BinaryIO, Callable
+
+import llvmlite.binding as llvm
+
+_lock = threading.Lock()
+_initialized = False
+_machines: dict[tuple[str, str, str, int], llvm.TargetMachine] = {}
+
+
+class LLVMFailure(Exception):
+    """LLVM rejected a module: `stage` is "parse" (invalid IR) or "optimize" (invalid after optimization)."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+def init() -> None:
+    """Initialize LLVM's native target and assembly printer once per process."""
+    global _initialized
+    with _lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
+
+
+def create_machine(triple: str, cpu: str, features: str, opt: int, *, jit: bool = False) -> llvm.TargetMachine:
+    """A new target machine (an execution engine takes ownership of the one it is given)."""
+    init()
+    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, jit=jit)
+
+
+def machine(triple: str, cpu: str, features: str, opt: int) -> llvm.TargetMachine:
+    """The process-wide target machine for optimization and object output; never given to an engine."""
+    key = (triple, cpu, features, opt)
+    with _lock:
+        tm = _machines.get(key)
+    if tm is None:
+        tm = create_machine(triple, cpu, features, opt)
+        with _lock:
+            tm = _machines.setdefault(key, tm)
+    return tm
+
+
+def parse(text: str, tm: llvm.TargetMachine, triple: str) -> llvm.ModuleRef:
+    """The verified module of `text`, retargeted to the machine."""
+    init()
+    try:
+        ref = llvm.parse_assembly(text)
+        ref.verify()
+    except RuntimeError as exc:
+        raise LLVMFailure("parse", str(exc)) from None
+    ref.triple = triple
+    ref.data_layout = str(tm.target_data)
+    return ref
+
+
+def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, level: int) -> llvm.ModuleRef:
+    """Run the module pipeline of `level` with loop and SLP vectorization, then verify the result."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    builder = llvm.create_pass_builder(tm, pto)
+    builder.getModulePassManager().run(ref, builder)
+    try:
+        ref.verify()
+    except RuntimeError as exc:
+        raise LLVMFailure("optimize", str(exc)) from None
+    return ref
+
+
+def exported_functions(ref: llvm.ModuleRef) -> tuple[str, ...]:
+    """The functions the module defines with external linkage: what its object exports."""
+    return tuple(f.name for f in ref.functions if not f.is_declaration and f.linkage == llvm.Linkage.external)
+
+
+def compile_text(text: str, triple: str, cpu: str, features: str, opt: int,
+                 timed: Callable[[str, float], None] = lambda stage, seconds: None
+                 ) -> tuple[llvm.ModuleRef, tuple[str, ...], bytes]:
+    """The optimized module, exported symbols and object file of `text`; `timed(stage, seconds)` hears each
+    stage's wall time ("LLVM parse", "LLVM optimize", "emit object")."""
+    tm = machine(triple, cpu, features, opt)
+    start = time.perf_counter()
+    ref = parse(text, tm, triple)
+    parsed = time.perf_counter()
+    timed("LLVM parse", parsed - start)
+    optimize(ref, tm, opt)
+    optimized = time.perf_counter()
+    timed("LLVM optimize", optimized - parsed)
+    payload = tm.emit_object(ref)
+    timed("emit object", time.perf_counter() - optimized)
+    return ref, exported_functions(ref), payload
+
+
+MAX_MESSAGE_BYTES = 1 << 30
+
+
+def write_message(stream: BinaryIO, data: bytes) -> None:
+    """One message: its length as 8 little-endian bytes, then the bytes."""
+    stream.write(len(data).to_bytes(8, "little"))
+    stream.write(data)
+    stream.flush()
+
+
+def read_message(stream: BinaryIO) -> bytes | None:
+    """The next message, or None at the end of the stream; a torn or oversized message raises EOFError."""
+    head = stream.read(8)
+    if not head:
+        return None
+    size = int.from_bytes(head, "little") if len(head) == 8 else -1
+    if not 0 <= size <= MAX_MESSAGE_BYTES:
+        raise EOFError("a compile message's length is torn or too large")
+    data = stream.read(size)
+    if len(data) != size:
+        raise EOFError("a compile message ended early")
+    return data
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """A compile worker's loop: per request (JSON: triple, cpu, features, opt, text) reply with a JSON header
+    (symbols and stage times, or the failure) and, on success, the object file; return at the end of stdin."""
+    while True:
+        request = read_message(stdin)
+        if request is None:
+            return
+        job = json.loads(request)
+        timings: dict[str, float] = {}
+        try:
+            _, symbols, payload = compile_text(job["text"], job["triple"], job["cpu"], job["features"], job["opt"],
+                                               lambda stage, seconds: timings.__setitem__(stage, seconds))
+        except LLVMFailure as exc:
+            write_message(stdout, json.dumps({"ok": False, "stage": exc.stage, "error": str(exc)}).encode())
+            continue
+        write_message(stdout, json.dumps({"ok": True, "symbols": list(symbols), "timings": timings}).encode())
+        write_message(stdout, payload)
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)
