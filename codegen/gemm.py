@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 from .gemm_driver import Plan, Problem, emit_problem, make_plan
 from .gemm_kernel import F32, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, tiling_for
 from .gemm_pack import Prepacked, Strided, batch_offset, pack_a_block, pack_b_block
-from .loops import PTR, define_function, entry_builder, for_range, splat
+from .loops import PTR, define_function, entry_builder, for_range, optimize_for_size, splat
 from .target import host_target
 
 __all__ = ["Epilogue", "GemmSpec", "Prepacked", "Strided", "TilePos", "Tiling", "bias_cols", "bias_rows", "chain",
@@ -205,7 +205,7 @@ def emit_prepack_a(module: ir.Module, name: str, m: int, k: int, src: Strided, t
 def _emit_prepack(module, name, src: Strided, size: int, batch: tuple[int, ...], pack, empty: bool) -> ir.Function:
     if len(src.batch_strides) != len(batch):
         raise ValueError(f"{len(src.batch_strides)} source batch strides for batch {batch}")
-    fn = define_function(module, name, [("src", PTR), ("dst", PTR)])
+    fn = optimize_for_size(define_function(module, name, [("src", PTR), ("dst", PTR)]))
     builder = entry_builder(fn)
     if not empty:
         with for_range(builder, 0, prod(batch), name="batch") as index:

@@ -17,7 +17,7 @@ import llvmlite.ir as ir
 from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const64, default_pos, elem_ptr,
                           emit_microkernel)
 from .gemm_pack import PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax, smin
-from .loops import define_function, entry_builder, for_range
+from .loops import define_function, entry_builder, for_range, optimize_for_size
 
 BSource = Union[Strided, Prepacked, PanelSource]
 
@@ -148,7 +148,7 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
         raise ValueError("C must have unit column stride")
     plan = make_plan(p, t)
     args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64)]
-    fn = define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)])
+    fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
     a, b, c, scratch, tid, nthreads, *extra = fn.args
     kernels = {key: emit_microkernel(module, f"{name}.uk.{shape.tag()}", shape, t, n_extra, epilogue, p.pos_map)
                for key, shape in kernel_shapes(p, plan, t).items()}

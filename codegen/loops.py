@@ -74,6 +74,14 @@ def define_function(module: ir.Module, name: str, args: Sequence[tuple[str, ir.T
     return fn
 
 
+def optimize_for_size(fn: ir.Function) -> ir.Function:
+    """Mark a function whose time goes to the functions it calls (a GEMM's blocking loops) or that runs once (a
+    weight prepack): at level 3, LLVM unrolls and unswitches such loop nests into code that triples their compile
+    time and gains nothing measurable, so they are compiled as for size."""
+    fn.attributes.add("optsize")
+    return fn
+
+
 def entry_builder(fn: ir.Function) -> ir.IRBuilder:
     """A builder positioned at the end of the function's entry block."""
     return ir.IRBuilder(fn.entry_basic_block)
