@@ -193,6 +193,7 @@ def emit_microkernel(module: ir.Module, name: str, shape: KernelShape, tiling: T
     args = [("a", PTR), ("b", PTR), ("kc", I64), ("c", PTR), ("first", I1), ("last", I1), ("batch", I64),
             ("row", I64), ("col", I64)] + [(f"extra{i}", PTR) for i in range(n_extra)]
     fn = define_function(module, name, args, internal=True)
+    fn.attributes.add("noinline")  # a tile's work dwarfs a call; inlined, it multiplies its driver's compile time
     a, b, kc, c, first, last, batch, row, col, *extra = fn.args
     builder = entry_builder(fn)
     acc = _k_loop(builder, a, b, kc, shape, tiling)
