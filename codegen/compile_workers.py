@@ -3,8 +3,10 @@
 llvmlite serializes every LLVM call of a process behind one lock, so threads cannot optimize two modules at once;
 processes can. A worker is `python llvm_object.py` (llvmlite alone, about 0.2 s to start), kept for the life of
 this process and reused by every later compile. Workers are started by `warm_up()` as soon as a compile knows it
-will need LLVM (before its IR is built, so their start overlaps that work); `compile_all(jobs)` hands the largest
-jobs out first, to the workers and to this process alike, and returns each job's object in order.
+will need LLVM (before its IR is built, so their start overlaps that work). A `Batch` hands each job to a worker as
+soon as it is added, so the workers compile one kernel while this process lowers the next; its finish() compiles
+what is left here too, the largest jobs first, and returns each job's object in order (compile_all: a batch of
+jobs known at once).
 
 A worker that dies, answers out of protocol or cannot be started is retired and its job compiled here: workers
 only ever make a compile faster, never fail it. An invalid module fails the same way wherever it is compiled.
@@ -81,49 +83,94 @@ def warm_up() -> None:
 def compile_all(jobs: list[Job], triple: str, cpu: str, features: str, opt: int) -> list[Result]:
     """Every job's object, compiled here and in the workers at once (one job, or no workers: all here). Raises
     llvm_object.LLVMFailure (with the job's name in `job`) for a module LLVM rejects."""
-    results: list[Result | None] = [None] * len(jobs)
-    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].text))
-    if len(jobs) > 1:
-        warm_up()
-    with _lock:
-        helpers = [w for w in _workers if w.alive][:worker_count()] if len(jobs) > 1 else []
-    taken = threading.Lock()
-    failures: list[tuple[int, BaseException]] = []
+    batch = Batch(triple, cpu, features, opt, parallel=len(jobs) > 1)
+    for job in jobs:
+        batch.add(job)
+    return batch.finish()
 
-    def next_job() -> int | None:
-        with taken:
-            return order.pop(0) if order else None
 
-    def work(worker: _Worker | None) -> None:
-        while (i := next_job()) is not None:
+class Batch:
+    """Jobs compiled as they come: the workers take each job as soon as it is added (the largest waiting first),
+    while this process goes on building the next; finish() compiles what is still waiting here too and returns
+    every job's result in the order added."""
+
+    def __init__(self, triple: str, cpu: str, features: str, opt: int, *, parallel: bool = True) -> None:
+        self.machine = (triple, cpu, features, opt)
+        self.jobs: list[Job] = []
+        self.results: dict[int, Result] = {}
+        self.waiting: list[int] = []
+        self.failures: list[tuple[int, BaseException]] = []
+        self.closed = False
+        self.changed = threading.Condition()
+        if parallel:
+            warm_up()
+        with _lock:
+            helpers = [w for w in _workers if w.alive][:worker_count()] if parallel else []
+        self.threads = [threading.Thread(target=self._serve, args=(w,), daemon=True) for w in helpers]
+        for thread in self.threads:
+            thread.start()
+
+    def add(self, job: Job) -> None:
+        with self.changed:
+            self.jobs.append(job)
+            self.waiting.append(len(self.jobs) - 1)
+            self.changed.notify()
+
+    def finish(self) -> list[Result]:
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+        start = time.perf_counter()
+        self._serve(None)
+        for thread in self.threads:
+            thread.join()
+        waited = time.perf_counter() - start
+        if self.failures:
+            raise min(self.failures, key=lambda f: f[0])[1]
+        if len(self.results) != len(self.jobs):
+            raise RuntimeError("a compile job was neither compiled nor failed")
+        done = [self.results[i] for i in range(len(self.jobs))]
+        here = sum(sum(r.timings.values()) for r in done if r.optimized is not None)
+        if self.threads and done:
+            done[0].timings["waiting for workers"] = max(0.0, waited - here)
+        return done
+
+    def cancel(self) -> None:
+        """Drop the jobs still waiting and let the workers' threads end (a compile that failed before finish)."""
+        with self.changed:
+            self.closed = True
+            self.waiting.clear()
+            self.changed.notify_all()
+        for thread in self.threads:
+            thread.join()
+
+    def _take(self, block: bool) -> int | None:
+        """The largest waiting job; None once the batch is closed and empty (or, unblocking, when none waits)."""
+        with self.changed:
+            while not self.waiting and block and not self.closed:
+                self.changed.wait()
+            if not self.waiting or self.failures:
+                return None
+            best = max(self.waiting, key=lambda i: len(self.jobs[i].text))
+            self.waiting.remove(best)
+            return best
+
+    def _serve(self, worker: _Worker | None) -> None:
+        """Compile jobs in `worker` (None: in this process, only once the batch is closed) until none is left."""
+        while (i := self._take(block=worker is not None)) is not None:
+            job = self.jobs[i]
             try:
-                results[i] = _compile_here(jobs[i], triple, cpu, features, opt) if worker is None or \
-                    not worker.alive else worker.compile(jobs[i], triple, cpu, features, opt)
+                result = worker.compile(job, *self.machine) if worker is not None and worker.alive else \
+                    _compile_here(job, *self.machine)
             except _WorkerLost:
-                results[i] = _compile_here(jobs[i], triple, cpu, features, opt)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below, in job order
-                failures.append((i, exc))
-                with taken:
-                    order.clear()
+                result = _compile_here(job, *self.machine)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by finish(), the first job's first
+                with self.changed:
+                    self.failures.append((i, exc))
+                    self.changed.notify_all()
                 return
-
-    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in helpers]
-    for thread in threads:
-        thread.start()
-    start = time.perf_counter()
-    work(None)
-    for thread in threads:
-        thread.join()
-    waited = time.perf_counter() - start
-    if failures:
-        raise min(failures, key=lambda f: f[0])[1]
-    done = [r for r in results if r is not None]
-    if len(done) != len(jobs):
-        raise RuntimeError("a compile job was neither compiled nor failed")
-    here = sum(sum(r.timings.values()) for r in done if r.optimized is not None)
-    if helpers and done:
-        done[0].timings["waiting for workers"] = max(0.0, waited - here)
-    return done
+            with self.changed:
+                self.results[i] = result
 
 
 def _compile_here(job: Job, triple: str, cpu: str, features: str, opt: int) -> Result:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from braze.ir.graph import Graph
 
 from . import cache, compile_workers
-from .jit import CompiledLibrary, Job, compile_objects, known_library, link_objects, pack_objects, unpack_objects
+from .jit import CompiledLibrary, Job, compile_objects, finish_batch, known_library, link_objects, pack_objects, \
+    start_batch, unpack_objects
 from .module_layout import BuiltModule, KernelPart, built_from_meta, graph_digest, layout_meta, module_key, \
     module_names, part_from_meta, part_meta
 from .target import Target, host_target
@@ -64,12 +65,24 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
         cache.count("hits")
         stored[part_key] = entry.payload
         return part
-    built = build_module(graph, target=target, known=known)
-    timings["build IR"] = time.perf_counter() - start - timings.get("kernel cache", 0.0)
-    new = [p for p in built.parts if p.module is not None]
+    batch = start_batch(target)
+    texts: dict[str, str] = {}
+
+    def lowered(part: KernelPart) -> None:  # the workers start on each kernel while the next is lowered
+        with _timed(timings, "print IR"):
+            texts[part.key] = str(part.module)
+        batch.add(Job(part.name, texts[part.key]))
+    try:
+        built = build_module(graph, target=target, known=known, lowered=lowered)
+    except BaseException:
+        batch.cancel()
+        raise
+    timings["build IR"] = time.perf_counter() - start - timings.get("print IR", 0.0)
+    new = [p for p in built.parts if p.module is not None]  # in the order lowered, as the batch's jobs
     with _timed(timings, "print IR"):
-        jobs = [Job(p.name, str(p.module)) for p in new] + [Job(built.name, str(built.module))]
-    results = compile_objects(jobs, target, timings)
+        entry_text = str(built.module)
+    batch.add(Job(built.name, entry_text))
+    results = finish_batch(batch, timings)
     objects: dict[str, tuple[tuple[str, ...], bytes]] = {p.key: (p.symbols, stored[p.key]) for p in built.parts
                                                           if p.key in stored}
     for part, result in zip(new, results):
@@ -85,10 +98,9 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
             payload, index = pack_objects(ordered)
             cache.store(key, payload, tuple(s for syms, _ in ordered for s in syms),
                         {**layout_meta(built), "objects": index})
-    texts = {p.key: str(p.module) for p in new}
     optimized = {p.key: r.optimized for p, r in zip(new, results)}
     library = link_objects(built.name, key, target, ordered,
-                           _sources(graph, target, built, texts, jobs[-1].text), from_cache=False,
+                           _sources(graph, target, built, texts, entry_text), from_cache=False,
                            optimized=[optimized.get(p.key) for p in built.parts] + [entry.optimized],
                            timings=timings, meta=layout_meta(built))
     return built, library

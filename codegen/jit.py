@@ -175,9 +175,22 @@ def compile_objects(jobs: Sequence[Job], target: Target, timings: dict[str, floa
     """The object of every job (name, LLVM IR text), compiled at once in this process and the compile workers
     (compile_workers.py); this process's stage times are added to `timings`. An invalid module raises
     CodegenError naming it."""
+    batch = start_batch(target, parallel=len(jobs) > 1)
+    for job in jobs:
+        batch.add(job)
+    return finish_batch(batch, timings)
+
+
+def start_batch(target: Target, *, parallel: bool = True) -> compile_workers.Batch:
+    """A batch of modules compiled for `target` as they are added (the workers start on each at once)."""
     init_llvm()
+    return compile_workers.Batch(target.triple, target.cpu, target.features, OPT_LEVEL, parallel=parallel)
+
+
+def finish_batch(batch: compile_workers.Batch, timings: dict[str, float]) -> list[Result]:
+    """Every object of the batch in the order added (see compile_objects)."""
     try:
-        results = compile_workers.compile_all(list(jobs), target.triple, target.cpu, target.features, OPT_LEVEL)
+        results = batch.finish()
     except llvm_object.LLVMFailure as exc:
         raise _llvm_error(getattr(exc, "job", "<llvm ir>"), exc) from None
     for result in results:

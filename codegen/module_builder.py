@@ -95,10 +95,12 @@ def kernel_name(part_key: str, node: Node) -> str:
 
 
 def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering | None = None,
-                 reuse: bool = True, known: KnownParts | None = None) -> BuiltModule:
+                 reuse: bool = True, known: KnownParts | None = None,
+                 lowered: Callable[[KernelPart], None] | None = None) -> BuiltModule:
     """Lower every node of an optimized graph into a kernel part and emit the entry module (see the module doc);
     with `reuse`, nodes with equal kernel_key share one kernel. `known(key)` may return a part whose object is
-    already compiled (the disk cache): that kernel is then declared, not lowered."""
+    already compiled (the disk cache): that kernel is then declared, not lowered. `lowered(part)` hears of each
+    part as soon as it is lowered (so it can be compiled while the next one is)."""
     target = target or host_target()
     default = lower is None
     if lower is None:
@@ -119,8 +121,11 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
         part_key = kernel_part_key(key, target)
         part = parts.get(part_key)
         if part is None:
-            part = (known(part_key) if known is not None and default else None) or \
-                _lower_part(node, index, part_key, target, lower, fixed)
+            part = known(part_key) if known is not None and default else None
+            if part is None:
+                part = _lower_part(node, index, part_key, target, lower, fixed)
+                if lowered is not None:
+                    lowered(part)
             _check_part(part, node, index)
             parts[part_key] = part
         kernels.append(_node_kernel(part, node, index))

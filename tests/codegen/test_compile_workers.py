@@ -78,3 +78,22 @@ def test_compile_workers_messages_refuse_torn_lengths() -> None:
     with pytest.raises(EOFError):
         llvm_object.read_message(io.BytesIO((10).to_bytes(8, "little") + b"short"))
     assert llvm_object.read_message(io.BytesIO(b"")) is None
+
+
+def test_compile_workers_a_lowering_error_mid_compile_leaves_no_thread_behind(workers, monkeypatch) -> None:
+    import threading
+
+    from braze.codegen import lower
+    from braze.codegen.graph_cache import compile_module
+    real, calls = lower.lower_node, []
+
+    def failing_second(node, ctx):
+        calls.append(node.op)
+        if len(calls) == 2:
+            raise CodegenError(f"no kernel for {node.op} here")
+        return real(node, ctx)
+    monkeypatch.setattr(lower, "lower_node", failing_second)
+    before = threading.active_count()
+    with pytest.raises(CodegenError, match="no kernel for"):
+        compile_module(planned_stack(1, batch=6), use_cache=False)
+    assert threading.active_count() == before
