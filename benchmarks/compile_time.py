@@ -1,9 +1,10 @@
 """Compile time in a new process, cold (BRAZE_CACHE=0) beside warm (the disk cache filled by an earlier process), for
-the benchmark models of benchmarks/models.py, with the stage breakdown of CompiledModule.timings.
+the benchmark models of benchmarks/models.py and the ResNet-18 and GPT-2-style models of benchmarks/compile_models.py,
+with the stage breakdown of CompiledModule.timings.
 
 Run from the repository root:
 
-    python -m benchmarks.compile_time [--repeats 3] [--json out.json]
+    python -m benchmarks.compile_time [--repeats 3] [--models mlp,cnn,transformer,resnet18,gpt2] [--json out.json]
 
 Every measurement is one fresh Python process that builds the model, then times `braze.compile(model, x)` (trace,
 passes, code generation or cache lookup, prepare) and reports the compile's own stage times. `import braze` and the
@@ -30,7 +31,7 @@ from typing import Any
 
 from benchmarks.load_artifact import run_command
 
-MODELS = ("mlp", "cnn", "transformer")
+MODELS = ("mlp", "cnn", "transformer", "resnet18", "gpt2")
 
 COMPILER = """
 import json, sys, time
@@ -39,8 +40,8 @@ import braze
 imported = time.perf_counter()
 import braze.runtime.executable  # llvmlite and the runtime, paid once per process
 codegen_imported = time.perf_counter()
-from benchmarks import models
-case = getattr(models, sys.argv[1])(1)
+from benchmarks.compile_time import case_of
+case = case_of(sys.argv[1])
 model = case.model.eval()
 built = time.perf_counter()
 compiled = braze.compile(model, case.x)
@@ -55,8 +56,8 @@ print(json.dumps({"import_s": imported - start, "codegen_import_s": codegen_impo
 TORCH_COMPILER = """
 import json, sys, time
 import torch
-from benchmarks import models
-case = getattr(models, sys.argv[1])(1)
+from benchmarks.compile_time import case_of
+case = case_of(sys.argv[1])
 module = case.torch_model()
 x = torch.from_numpy(case.x)
 start = time.perf_counter()
@@ -102,13 +103,23 @@ def _others(model: str, repeats: int, folder: Path) -> dict[str, float | None]:
         found["torch_compile_s"] = statistics.median(r["first_call_s"] for r in runs)
     if _installed("onnxruntime") and _installed("onnx"):
         import braze
-        from benchmarks import models
-        case = getattr(models, model)(1)
+        case = case_of(model)
         path = folder / f"{model}.onnx"
-        braze.export_onnx(case.model, path, case.x)
+        try:
+            braze.export_onnx(case.model, path, case.x)
+        except braze.BrazeError as exc:
+            print(f"{model}: no ONNX export ({str(exc).splitlines()[0]}), so no onnxruntime session")
+            return found
         runs = [_run(ORT_SESSION, [str(path)], dict(os.environ)) for _ in range(repeats)]
         found["ort_session_s"] = statistics.median(r["session_s"] for r in runs)
     return found
+
+
+def case_of(model: str) -> Any:
+    """The batch-1 case of a model of benchmarks/models.py or benchmarks/compile_models.py."""
+    from benchmarks import compile_models, models
+    source = models if hasattr(models, model) else compile_models
+    return getattr(source, model)(1)
 
 
 def _ms(seconds: float | None) -> str:
@@ -126,11 +137,11 @@ def _top(stages: dict[str, float], count: int = 3) -> str:
     return ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in biggest)
 
 
-def measure(repeats: int) -> list[dict[str, Any]]:
+def measure(repeats: int, chosen: list[str] | None = None) -> list[dict[str, Any]]:
     """Cold and warm compile times and stage breakdowns per benchmark model (batch 1)."""
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for k, model in enumerate(MODELS):
+        for k, model in enumerate(chosen or MODELS):
             cache_dir = str(Path(folder) / f"cache-{k}")
             cold_env = dict(os.environ, BRAZE_CACHE="0", BRAZE_CACHE_DIR=cache_dir)
             warm_env = {key: v for key, v in os.environ.items() if key != "BRAZE_CACHE"}
@@ -158,7 +169,7 @@ def measure(repeats: int) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    run_command(__doc__, measure, "processes per model, cold and warm")
+    run_command(__doc__, measure, "processes per model, cold and warm", MODELS)
 
 
 if __name__ == "__main__":

@@ -72,13 +72,21 @@ def measure(repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def run_command(doc: str, measure: Callable[[int], list[dict[str, Any]]], repeats_help: str) -> None:
-    """The command line of a process-per-measurement benchmark: --repeats N and --json OUT."""
+def run_command(doc: str, measure: Callable[..., list[dict[str, Any]]], repeats_help: str,
+                models: tuple[str, ...] = ()) -> None:
+    """The command line of a process-per-measurement benchmark: --repeats N and --json OUT (and, given `models`,
+    --models a,b choosing among them; measure then gets the chosen ones)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help=f"{repeats_help} (default 3)")
     parser.add_argument("--json", metavar="OUT", help="also write the rows as JSON")
+    if models:
+        parser.add_argument("--models", default=",".join(models), help=f"comma-separated, from {', '.join(models)}")
     args = parser.parse_args()
-    rows = measure(args.repeats)
+    chosen = [m for m in args.models.split(",") if m] if models else []
+    unknown = sorted(set(chosen) - set(models))
+    if unknown:
+        parser.error(f"unknown models {', '.join(unknown)}; choose from {', '.join(models)}")
+    rows = measure(args.repeats, chosen) if models else measure(args.repeats)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

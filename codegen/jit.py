@@ -197,7 +197,6 @@ def finish_batch(batch: compile_workers.Batch, timings: dict[str, float]) -> lis
         for stage, seconds in result.timings.items():
             if result.optimized is not None or stage == "waiting for workers":
                 timings[stage] = timings.get(stage, 0.0) + seconds
-    timings["compiled in workers"] = float(sum(1 for r in results if r.optimized is None))
     return results
 
 
