@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.load_artifact import run_command
+from benchmarks.load_artifact import child_env, run_command
 
 MODELS = ("mlp", "cnn", "transformer", "resnet18", "gpt2")
 
@@ -79,7 +79,7 @@ print(json.dumps({"session_s": time.perf_counter() - start}))
 def _run(script: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run a measuring script in a new Python process from the repository root; its last line of JSON."""
     root = Path(__file__).resolve().parents[1]
-    env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")])))
+    env = child_env(dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")]))))
     result = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
                             check=True, cwd=root)
     return json.loads(result.stdout.strip().splitlines()[-1])

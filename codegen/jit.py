@@ -171,6 +171,46 @@ def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cac
     return library
 
 
+def compile_described(description: str, build: Callable[[], ir.Module], exports: tuple[str, ...], *,
+                      target: Target | None = None) -> CompiledLibrary:
+    """The library of the module `build()` returns, found in the disk cache by `description` (everything its code
+    depends on besides the code generator's version and the target, which are added) without building its IR: the
+    runtime's own modules (the call stub, the worker pool) cost a lookup per process. On a miss, or an entry that
+    does not export exactly `exports`, the module is built, compiled and stored under that key."""
+    from .module_layout import builder_version
+    target = target or host_target()
+    key = cache.make_key(f"braze-described-module\n{builder_version()}\n{description}", target.identity)
+    with _lock:
+        known = _libraries.get(key)
+        if known is not None:
+            return known
+        timings: dict[str, float] = {}
+        entry = cache.load(key) if cache.enabled() else None
+        library = None
+        if entry is not None:
+            try:
+                if set(entry.symbols) != set(exports):
+                    raise CodegenError(f"the cached module for {description!r} exports {list(entry.symbols)}")
+                linked = _link(description, [entry.payload], entry.symbols)
+                cache.count("hits")
+                library = CompiledLibrary(description, key, target, lambda: (str(build()),), entry.symbols, linked,
+                                          True, None, timings)
+            except CodegenError:
+                cache.discard(key)
+        if library is None:
+            module = build()
+            optimized, symbols, payload = _compile_object(str(module), module.name, target, timings)
+            if set(symbols) != set(exports):
+                raise CodegenError(f"module {module.name!r} exports {list(symbols)}, not {list(exports)}")
+            if cache.enabled():
+                cache.store(key, payload, symbols)
+            linked = _link(module.name, [payload], symbols)
+            library = CompiledLibrary(module.name, key, target, str(module), symbols, linked, False, optimized,
+                                      timings)
+        _libraries[key] = library
+    return library
+
+
 def compile_objects(jobs: Sequence[Job], target: Target, timings: dict[str, float]) -> list[Result]:
     """The object of every job (name, LLVM IR text), compiled at once in this process and the compile workers
     (compile_workers.py); this process's stage times are added to `timings`. An invalid module raises

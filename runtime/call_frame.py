@@ -33,10 +33,12 @@ def call_stub() -> Callable[..., int] | None:
     if layout is None:
         return None
     from braze.codegen.call_stub import emit_call_stub
-    from braze.codegen.jit import compile_ir
+    from braze.codegen.jit import compile_described
     from braze.codegen.target import host_target
     target = host_target()
-    return CALL.cfunc(compile_ir(emit_call_stub(target, layout), target=target), "braze_call")
+    library = compile_described(f"call stub {layout}", lambda: emit_call_stub(target, layout), ("braze_call",),
+                                target=target)
+    return CALL.cfunc(library, "braze_call")
 
 
 class CallFrame:

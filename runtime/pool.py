@@ -46,11 +46,12 @@ class _Native(NamedTuple):
 def native() -> _Native:
     """The pool's native functions (codegen.sync), compiled once per process through the JIT and its cache."""
     from braze.codegen.abi import POOL_JOIN, POOL_POST, POOL_WORK
-    from braze.codegen.jit import compile_ir
+    from braze.codegen.jit import compile_described
     from braze.codegen.sync import emit_pool_module
     from braze.codegen.target import host_target
     target = host_target()
-    library = compile_ir(emit_pool_module(target), target=target)
+    library = compile_described("worker pool", lambda: emit_pool_module(target),
+                                ("braze_pool_post", "braze_pool_work", "braze_pool_join"), target=target)
     return _Native(POOL_POST.cfunc(library, "braze_pool_post"), POOL_WORK.cfunc(library, "braze_pool_work"),
                    POOL_JOIN.cfunc(library, "braze_pool_join"))
 

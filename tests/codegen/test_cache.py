@@ -9,10 +9,12 @@ import textwrap
 from pathlib import Path
 
 import llvmlite
+import llvmlite.ir as ir
 import braze
 import pytest
 
 from braze.codegen import cache, compile_ir, host_target
+from braze.ir.errors import CodegenError
 from tests.codegen.test_jit import add_module, run_add, unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,3 +182,24 @@ def test_cache_info_and_clear_count_the_entries(cache_root, monkeypatch):
     assert (info.path, info.entries, info.max_bytes, info.enabled) == (cache_root, 2, int(2.5 * 2 ** 20), True)
     assert info.bytes == sum(p.stat().st_size for p in entries(cache_root)) and "2.5 MB" in str(info)
     assert cache.clear() == 2 and entries(cache_root) == [] and cache.info().entries == 0
+
+
+def test_cache_described_module_is_found_without_building_its_ir(cache_root) -> None:
+    from braze.codegen.jit import _libraries, compile_described
+    name = unique_name()
+    built: list[str] = []
+
+    def build() -> ir.Module:
+        built.append(name)
+        return add_module(name)
+    description = f"test add {name}"
+    run_add(compile_described(description, build, (name,)), name)
+    _libraries.clear()
+    library = compile_described(description, build, (name,))
+    assert built == [name] and library.from_cache  # the second process-wide lookup built nothing
+    run_add(library, name)
+    assert name in library.llvm_ir()  # inspection builds the IR on demand
+    _libraries.clear()
+    with pytest.raises(CodegenError, match="exports"):  # an entry exporting other names is discarded, then rebuilt
+        compile_described(description, build, ("another_name",))
+    assert cache.stats().rebuilds == 1
