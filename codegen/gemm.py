@@ -24,7 +24,7 @@ import llvmlite.ir as ir
 
 from .gemm_driver import Plan, Problem, emit_problem, make_plan
 from .gemm_kernel import F32, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, tiling_for
-from .gemm_pack import Prepacked, Strided, batch_offset, pack_a_block
+from .gemm_pack import Prepacked, Strided, batch_offset
 from .loops import PTR, define_function, entry_builder, for_range, optimize_for_size, splat
 from .target import host_target
 
@@ -187,32 +187,35 @@ def emit_prepack_b(module: ir.Module, name: str, k: int, n: int, src: Strided, t
     size = prepacked_b_floats(k, n, tiling)
 
     def pack(builder: ir.IRBuilder, base: ir.Value, dst: ir.Value) -> None:
-        _copy_into_panels(builder, src, base, dst, k, n, tiling.nr)
+        _copy_into_panels(builder, base, dst, k, n, tiling.nr, src.rs, src.cs)
     return _emit_prepack(module, name, src, size, tuple(batch), pack, empty=k == 0 or n == 0)
 
 
-def _copy_into_panels(builder: ir.IRBuilder, src: Strided, base: ir.Value, dst: ir.Value, k: int, n: int,
-                      nr: int) -> None:
-    """dst[panel][row][j] = B[row, panel*nr + j], 0.0 past column n: the pre-packed layout of pack_b_block, as a
-    plain element loop. It runs once per load, so compact code (a tenth of the vectorized packer's compile time)
-    beats speed; the loop along B's unit stride is innermost, so the reads stay sequential."""
-    columns = -(-n // nr) * nr
+def _copy_into_panels(builder: ir.IRBuilder, base: ir.Value, dst: ir.Value, steps: int, lanes: int, width: int,
+                      step_stride: int, lane_stride: int) -> None:
+    """dst[lane // width][step][lane % width] = src[step * step_stride + lane * lane_stride], 0.0 for the lanes
+    past `lanes`: the panels pack_b_block (lanes: B's columns) and pack_a_block (lanes: A's rows) write, as a
+    plain element loop. It runs once per load, so compact code (a fraction of the vectorized packers' compile
+    time) beats speed; the loop along the source's unit stride is innermost, so the reads stay sequential."""
+    padded = -(-lanes // width) * width
     zero = ir.Constant(F32, 0.0)
 
-    def copy(row: ir.Value, col: ir.Value) -> None:
-        at = builder.add(builder.mul(builder.sdiv(col, const64(nr)), const64(k * nr)),
-                         builder.add(builder.mul(row, const64(nr)), builder.srem(col, const64(nr))))
-        inside = builder.icmp_signed("<", col, const64(n))
-        safe = builder.select(inside, col, const64(0))
-        offset = builder.add(builder.mul(row, const64(src.rs)), builder.mul(safe, const64(src.cs)))
+    def copy(step: ir.Value, lane: ir.Value) -> None:
+        at = builder.add(builder.mul(builder.sdiv(lane, const64(width)), const64(steps * width)),
+                         builder.add(builder.mul(step, const64(width)), builder.srem(lane, const64(width))))
+        inside = builder.icmp_signed("<", lane, const64(lanes))
+        offset = builder.add(builder.mul(step, const64(step_stride)),
+                             builder.mul(builder.select(inside, lane, const64(0)), const64(lane_stride)))
         value = builder.load(elem_ptr(builder, base, offset), typ=F32, align=4)
         builder.store(builder.select(inside, value, zero), elem_ptr(builder, dst, at), align=4)
-    if src.rs == 1 and src.cs != 1:  # rows are B's unit stride (a transposed weight): rows innermost
-        with for_range(builder, 0, columns, name="pb.col") as col, for_range(builder, 0, k, name="pb.row") as row:
-            copy(row, col)
+    if step_stride == 1 and lane_stride != 1:
+        with for_range(builder, 0, padded, name="pk.lane") as lane:
+            with for_range(builder, 0, steps, name="pk.step") as step:
+                copy(step, lane)
     else:
-        with for_range(builder, 0, k, name="pb.row") as row, for_range(builder, 0, columns, name="pb.col") as col:
-            copy(row, col)
+        with for_range(builder, 0, steps, name="pk.step") as step:
+            with for_range(builder, 0, padded, name="pk.lane") as lane:
+                copy(step, lane)
 
 
 def emit_prepack_a(module: ir.Module, name: str, m: int, k: int, src: Strided, tiling: Tiling | None = None,
@@ -222,7 +225,7 @@ def emit_prepack_a(module: ir.Module, name: str, m: int, k: int, src: Strided, t
     size = prepacked_a_floats(m, k, tiling)
 
     def pack(builder: ir.IRBuilder, base: ir.Value, dst: ir.Value) -> None:
-        pack_a_block(builder, src, base, dst, const64(0), const64(m), const64(0), const64(k), m, tiling)
+        _copy_into_panels(builder, base, dst, k, m, tiling.mr, src.cs, src.rs)
     return _emit_prepack(module, name, src, size, tuple(batch), pack, empty=m == 0 or k == 0)
 
 
