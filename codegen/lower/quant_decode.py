@@ -125,6 +125,7 @@ def row_scale(b: ir.IRBuilder, p: PackedWeight, row: ir.Value) -> ir.Value:
 
 
 def _level(b: ir.IRBuilder, p: PackedWeight, e: ir.Value) -> ir.Value:
+    """The level of element e: its nibble (low for even e) looked up in the constant table."""
     byte = load(b, p.codes, b.lshr(e, i64(1)), uint8)
     shift = b.trunc(b.shl(b.and_(e, i64(1)), i64(2)), I8)
     index = b.zext(b.and_(b.lshr(byte, shift), ir.Constant(I8, 15)), I64)
@@ -132,6 +133,7 @@ def _level(b: ir.IRBuilder, p: PackedWeight, e: ir.Value) -> ir.Value:
 
 
 def _levels(b: ir.IRBuilder, p: PackedWeight, e: ir.Value, parity: int, lanes: int) -> ir.Value:
+    """The levels of elements e..e+lanes-1 (e's parity given): their bytes split into nibbles, interleaved."""
     count = lanes // 2 + parity
     raw = load(b, p.codes, b.lshr(e, i64(1)), uint8, count)
     low = b.and_(raw, ir.Constant(raw.type, [ir.Constant(I8, 15)] * count))
@@ -142,6 +144,7 @@ def _levels(b: ir.IRBuilder, p: PackedWeight, e: ir.Value, parity: int, lanes: i
 
 
 def _table_vector(p: PackedWeight, first: int, lanes: int) -> ir.Constant:
+    """Levels first..first+lanes-1 as a vector constant (the permutes' table)."""
     return ir.Constant(ir.VectorType(F32, lanes), [ir.Constant(F32, v) for v in LEVELS[p.scheme][first:first + lanes]])
 
 
@@ -162,6 +165,7 @@ def _lookup(b: ir.IRBuilder, p: PackedWeight, index: ir.Value) -> ir.Value:
 
 
 def _all(lanes: int) -> ir.Constant:
+    """A mask of `lanes` true lanes."""
     return ir.Constant(ir.VectorType(I1, lanes), [ir.Constant(I1, 1)] * lanes)
 
 

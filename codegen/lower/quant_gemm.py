@@ -32,6 +32,7 @@ PANEL_K = 512
 
 
 def _hsum(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """The sum of a vector's lanes, halving it."""
     lanes = v.type.count
     while lanes > 1:
         half = lanes // 2
@@ -138,7 +139,8 @@ def _permute_x(b, p: PackedWeight, x: ir.Value, out: ir.Value) -> None:
         store(b, b.shuffle_vector(v, v, order), out, k, float32)
 
 
-def _paneled(b, p: PackedWeight, m: int, x: ir.Value, c: ir.Value, panel: ir.Value, n0: ir.Value, count: int) -> None:
+def _paneled(b, p: PackedWeight, m: int, x: ir.Value, c: ir.Value, panel: ir.Value, n0: ir.Value,
+             count: int) -> None:
     """C[:, n0 + r] for r < count: the rows of W decoded PANEL_K columns at a time into `panel`, read by every row
     of x; C holds the partial sums of the chunks before."""
     with for_range(b, 0, p.k, PANEL_K, name="chunk") as k0:
@@ -237,6 +239,7 @@ def lower_quantized_region(node: Node, ctx: KernelContext, body: Graph) -> Kerne
 
 @register("quantized_linear")
 def lower_quantized_linear(node: Node, ctx: KernelContext) -> KernelSpec:
+    """quantized_linear alone: a region of one node without epilogue."""
     return lower_quantized_region(node, ctx, single_body(node))
 
 
