@@ -87,3 +87,27 @@ def test_nf4_levels_are_looked_up_by_permutes_without_gathers(cpu: str, register
     assert re.search(rf"vperm[dp]s?\s+[^\n]*%{register}", asm)
     assert re.search(rf"vfmadd\d+ps\s+[^\n]*%{register}", asm)
     assert "gather" not in asm
+
+
+class _Residual(braze.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = braze.nn.Linear(10, 6, bias=False)
+
+    def forward(self, x, r):
+        return braze.relu(self.fc(x) + r)
+
+
+def test_quantized_linear_region_with_a_row_broadcast_operand_runs_op_by_op() -> None:
+    """An epilogue operand (2, 1, N) over y (2, 3, N) is not linear in the flattened row of x: the region is lowered
+    op by op, still equal to the reference."""
+    model = _Residual().eval()
+    model.quantize_weights(Quantizer("int4", 8))
+    x = np.random.default_rng(3).standard_normal((2, 3, 10)).astype(np.float32)
+    r = np.random.default_rng(4).standard_normal((2, 1, 6)).astype(np.float32)
+    compiled = braze.compile(model, x, r, quantized_weights="packed")
+    (region,) = [n for n in compiled.graph.nodes if n.op == "fused"]
+    assert region.attr["body"].nodes[0].op == "quantized_linear"
+    assert ".op0(" in compiled.llvm_ir()  # the body's first node as a kernel of its own
+    want = braze.ir.interpret(compiled.graph, [x, r])[0]
+    np.testing.assert_allclose(compiled(x, r), want, rtol=1e-5, atol=1e-5)
