@@ -4,34 +4,16 @@ kernel dequantizing inside its loop) against the dense float32 compiled kernel a
 Run: python -m benchmarks.quantized_gemv [--n 4096] [--threads 1] [--rounds 7]
 
 Batch 1 is memory-bound: the dense kernel reads 4 n^2 bytes per call, NF4 about 0.56 n^2 (codes and block-64
-scales), int8 n^2. Each figure is the best of `rounds` rounds of about 0.2 s; the error line is the packed
+scales), int8 n^2. Each figure is the median over `rounds` rounds, the systems interleaved (benchmarks.run); the
+error line is the packed
 result's largest difference from the dense model's (the float32 weights before quantization) and from the
 dequantized weights' exact product, relative to the largest output.
 """
 from __future__ import annotations
 
 import argparse
-import time
-from typing import Any, Callable
 
 import numpy as np
-
-
-def best_seconds(fn: Callable[[], Any], rounds: int, budget: float = 0.2) -> float:
-    """The best per-call time over `rounds` rounds, each repeating fn for about `budget` seconds."""
-    fn()
-    start, calls = time.perf_counter(), 0
-    while time.perf_counter() - start < budget / 4:
-        fn()
-        calls += 1
-    per_round = max(1, int(calls * 4 * budget / max(time.perf_counter() - start, 1e-9) / 4))
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(per_round):
-            fn()
-        best = min(best, (time.perf_counter() - start) / per_round)
-    return best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,6 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     import braze
     from braze.frontend.nn.quant import Quantizer
     from benchmarks.report import machine
+    from benchmarks.run import interleaved
 
     info = machine()
     print(f"CPU: {info['cpu_model']} ({info['cpu']}, {info['cpus']} cpus); n = {args.n}, batch 1, "
@@ -54,8 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     weight = layer.weight.detach().numpy().copy()
     dense = braze.compile(layer, x, threads=args.threads)
     y_dense = dense(x)
-    times = {"dense float32 (braze)": best_seconds(lambda: dense(x), args.rounds),
-             "numpy x @ W.T": best_seconds(lambda: x @ weight.T, args.rounds)}
+    systems = {"dense float32 (braze)": lambda: dense(x), "numpy x @ W.T": lambda: x @ weight.T}
     errors = {}
     for scheme in ("nf4", "int8"):
         quantized = braze.nn.Linear(args.n, args.n, bias=False).eval()
@@ -63,15 +45,15 @@ def main(argv: list[str] | None = None) -> None:
         quantized.quantize_weights(Quantizer(scheme, 64))
         packed = braze.compile(quantized, x, threads=args.threads, quantized_weights="packed", policy="keep")
         assert any(k.op == "quantized_linear" for k in packed.kernels()), "the packed kernel was not used"
-        times[f"packed {scheme} (braze)"] = best_seconds(lambda: packed(x), args.rounds)
+        systems[f"packed {scheme} (braze)"] = lambda packed=packed: packed(x)
         y = packed(x)
         exact = x.astype(np.float64) @ quantized.weight.detach().numpy().astype(np.float64).T
         peak = float(np.abs(y_dense).max())
         errors[scheme] = (float(np.abs(y - y_dense).max()) / peak, float(np.abs(y - exact).max()) / peak)
+    times = interleaved(systems, args.rounds, 0.2)
     base = times["dense float32 (braze)"]
     for name, seconds in times.items():
-        gbs = ""
-        print(f"{name:<24} {seconds * 1e3:8.3f} ms   {base / seconds:5.2f}x the dense kernel{gbs}")
+        print(f"{name:<24} {seconds * 1e3:8.3f} ms   {base / seconds:5.2f}x the dense kernel")
     for scheme, (model, kernel) in errors.items():
         print(f"{scheme} error relative to max |y|: {model:.3g} against the dense model, {kernel:.3g} against the "
               f"exact product of the dequantized weights")
