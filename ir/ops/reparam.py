@@ -18,7 +18,8 @@ Dequantization is not differentiable: quantized bases are frozen.
 
 quantized_linear(x, codes, scales){scheme, block_size, shape} = x @ dequantize(codes, scales)^T for a weight of
 shape (out, in): linear with the weight kept packed, so the kernel reading it dequantizes inside its loop and no
-dense copy exists (the pass quantized_linear forms it; the gradient reaches x only).
+dense copy exists (fold_reparameterizations forms it under quantized_weights="packed"; the gradient reaches x
+only).
 """
 from __future__ import annotations
 

@@ -51,10 +51,12 @@ def pack_linear_weights(graph: Graph, ctx: PassContext) -> Graph:
     """Read dequantized linear weights packed (option quantized_weights="packed"); the report counts them."""
     mode = ctx.option("quantized_weights", "dense")
     if mode not in MODES:
-        raise BrazeError(f"fold_reparameterizations: quantized_weights must be one of {', '.join(MODES)}, got {mode!r}")
+        raise BrazeError(f"fold_reparameterizations: quantized_weights must be one of {', '.join(MODES)}, "
+                         f"got {mode!r}")
     if mode == "dense":
         return graph
     result = apply_rules(graph, [packed_matmul, packed_linear])
-    count = sum(n.op == "quantized_linear" for n in result.nodes) - sum(n.op == "quantized_linear" for n in graph.nodes)
+    count = sum(n.op == "quantized_linear" for n in result.nodes) - \
+        sum(n.op == "quantized_linear" for n in graph.nodes)
     ctx.note(f"{count} linear layer(s) read their weight packed")
     return result
