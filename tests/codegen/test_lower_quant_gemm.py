@@ -1,8 +1,8 @@
 """quantized_linear kernels against the numpy reference (x @ dequantize(codes, scales)^T) within the GEMM's bound,
 on edge shapes: one row of x (the GEMV path) and several (the panel path, K beyond one panel), N and K around the
 vector width, primes, K not a multiple of the block, blocks of 1 and 3, blocks of 32s (AVX2 decodes those by byte
-shuffles), empty dimensions; with an epilogue fused
-into the store; on the AVX2 path forced with BRAZE_CPU=haswell and in AVX-512 assembly."""
+shuffles), empty dimensions; with an epilogue fused into the store; on the AVX2 and SSE paths forced with
+BRAZE_CPU, and in AVX-512 assembly."""
 from __future__ import annotations
 
 import re
@@ -62,12 +62,20 @@ def test_quantized_linear_region_fuses_bias_and_activation() -> None:
     np.testing.assert_allclose(compiled(x), want, rtol=1e-5, atol=1e-5)
 
 
+# Shapes no other test compiles: the harness caches kernels by node, not by target.
+FORCED = {"haswell": (8, [(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64)]),
+          "nehalem": (4, [(1, 7, 13, 4), (2, 5, 64, 32), (1, 9, 160, 32)])}
+
+
 @pytest.mark.skipif(not X86 or "+avx2" not in HOST_FEATURES, reason="needs an AVX2 host")
-def test_forced_avx2_quantized_linear_matches_reference(monkeypatch) -> None:
-    monkeypatch.setenv("BRAZE_CPU", "haswell")
-    assert host_target().vector_width == 8
+@pytest.mark.parametrize("cpu", sorted(FORCED))
+def test_forced_cpu_quantized_linear_matches_reference(cpu: str, monkeypatch) -> None:
+    """AVX2 (permutes, byte planes) and SSE (4 lanes: levels and scales gathered) forced with BRAZE_CPU."""
+    monkeypatch.setenv("BRAZE_CPU", cpu)
+    width, shapes = FORCED[cpu]
+    assert host_target().vector_width == width
     for scheme in ("nf4", "int8"):
-        for seed, shape in enumerate([(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64)], start=7):
+        for seed, shape in enumerate(shapes, start=7):
             check_quantized(scheme, *shape, seed=seed)
 
 
