@@ -164,7 +164,9 @@ def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs
     (braze.optimize), or None for a graph braze.optimize returned. threads: threads per call (default:
     BRAZE_NUM_THREADS, else chosen by the graph's size). mode="eval" (or eval=True) compiles a model in training
     mode as its valid() snapshot. Other keyword arguments are options for the pipeline's passes (e.g. policy="keep"
-    for fold_reparameterizations); any other name is refused with a BrazeError listing the valid ones.
+    for fold_reparameterizations, or quantized_weights="packed" to keep quantized linear weights packed, read by
+    kernels that dequantize inside their loops); any other name is refused with a BrazeError listing the valid
+    ones.
     """
     check_threads(threads)
     from braze.runtime.compile_path import compile_passes

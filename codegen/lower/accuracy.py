@@ -58,6 +58,8 @@ ACCURACY: dict[str, Accuracy] = {
                                                       "(|x - mean| / std + mean |x| / std + 1) |weight| + |bias|"),
     "matmul": Accuracy(sum_terms=8, note=_SUM + " (|A| @ |B|)"),
     "linear": Accuracy(sum_terms=8, note=_SUM + " (|x| @ |W|^T)"),
+    "quantized_linear": Accuracy(sum_terms=8, note=_SUM + " (|x| @ |W|^T, W dequantized; int8 scales applied to "
+                                                         "the sum)"),
     "conv2d": Accuracy(sum_terms=8, note=_SUM + " (the conv of |x| with |w|, plus |bias|)"),
     "lora_merge": Accuracy(ulps=2, sum_terms=8, note="base + scale (b @ a), a sum of r terms: scale = "
                                                      "|base| + |scale| (|b| @ |a|)"),

@@ -84,8 +84,8 @@ def _prepack_conv_weight(ctx: KernelContext, spec: ConvSpec, param: Value, opera
     return replace(spec, prepacked_weight=True), PreparedWeight(operand, fn, nbytes, key)
 
 
-def _epilogue(body: Graph, anchor: Node, mapper: Mapper, slots: dict[str, int], c_name: str | None,
-              bias_slot: int | None):
+def epilogue_of(body: Graph, anchor: Node, mapper: Mapper, slots: dict[str, int], c_name: str | None,
+                bias_slot: int | None):
     """The GEMM epilogue evaluating the body after the anchor; `slots` maps body inputs and side-stored results to
     extra-pointer indices. Returns None when there is nothing to do (C is the anchor and nothing else leaves)."""
     side = [v for v in body.outputs if v.name != c_name]
@@ -118,7 +118,7 @@ def _epilogue(body: Graph, anchor: Node, mapper: Mapper, slots: dict[str, int], 
     return apply
 
 
-def _plan_region(body: Graph, anchor: Node) -> tuple[dict[str, int], str | None]:
+def plan_region(body: Graph, anchor: Node) -> tuple[dict[str, int], str | None]:
     """Extra-pointer slots (epilogue inputs, then side-stored results) and the result stored as C."""
     used = {v.name for n in body.nodes if n is not anchor for v in n.inputs}
     inputs = [v.name for v in body.inputs if v.name in used]
@@ -160,8 +160,8 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
             total = b.add(b.mul(pos.row, i64(rows)), b.mul(pos.col, i64(cols)))
             return b.add(total, batch_offset(b, pos.batch, spec.batch, batch_strides)) if nbatch else total
         return offset, cols
-    slots, c_name = _plan_region(body, anchor)
-    epilogue = _epilogue(body, anchor, mapper, slots, c_name, None)
+    slots, c_name = plan_region(body, anchor)
+    epilogue = epilogue_of(body, anchor, mapper, slots, c_name, None)
     k = begin_kernel(ctx, node.outputs, node.inputs)
     fn = emit_gemm(ctx.module, f"{ctx.name}.gemm", spec, tiling, epilogue, len(slots))
     fn.linkage = "internal"
@@ -207,11 +207,11 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
         def offset(b: ir.IRBuilder, pos: TilePos) -> ir.Value:
             return offset_of(b, [pos.batch, pos.row, pos.col], [s[0], s[1], s[3]])
         return offset, s[3]
-    slots, c_name = _plan_region(body, anchor)
+    slots, c_name = plan_region(body, anchor)
     bias_slot = None
     if len(anchor.inputs) == 3:
         bias_slot = slots.setdefault(anchor.inputs[2].name, len(slots))
-    epilogue = _epilogue(body, anchor, mapper, slots, c_name, bias_slot)
+    epilogue = epilogue_of(body, anchor, mapper, slots, c_name, bias_slot)
     tiling = tiling_for(ctx.target.vector_width)
     weight = node.inputs[index[w.name]]
     prepared = _prepack_conv_weight(ctx, spec, weight, index[w.name], tiling) if weight.name in ctx.fixed else None
@@ -312,9 +312,16 @@ def lower_conv2d(node: Node, ctx: KernelContext) -> KernelSpec:
         raise unsupported(node, str(exc)) from None
 
 
+# Region kernels of anchors other than matmul, linear and conv2d, by the anchor's op (quant_gemm.py adds its own).
+ANCHORED: dict[str, Callable[[Node, KernelContext, Graph], KernelSpec]] = {}
+
+
 def lower_anchored(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     """A gemm or conv region (raises Unfusable for regions these kernels cannot run)."""
+    own = ANCHORED.get(anchor_of(body).op)
+    if own is not None:
+        return own(node, ctx, body)
     return (_gemm_region if node.attr["kind"] == "gemm" else _conv_region)(node, ctx, body)
 
 
-__all__ = ["anchor_of", "lower_anchored", "lower_conv2d", "lower_matmul"]
+__all__ = ["ANCHORED", "anchor_of", "epilogue_of", "lower_anchored", "lower_conv2d", "lower_matmul", "plan_region"]

@@ -15,6 +15,11 @@ dequantize(codes, scales){scheme, block_size, shape} -> float32 of `shape`:
   NormalFloat code book of QLoRA as bitsandbytes defines it; int4's are the symmetric grid k / 7, k = -7..7
   (index k + 8; index 0, -8/7, is never produced by quantization).
 Dequantization is not differentiable: quantized bases are frozen.
+
+quantized_linear(x, codes, scales){scheme, block_size, shape} = x @ dequantize(codes, scales)^T for a weight of
+shape (out, in): linear with the weight kept packed, so the kernel reading it dequantizes inside its loop and no
+dense copy exists (fold_reparameterizations forms it under quantized_weights="packed"; the gradient reaches x
+only).
 """
 from __future__ import annotations
 
@@ -128,3 +133,40 @@ dequantize = defop("dequantize", ("codes", "scales"), infer=_dequantize_infer, i
                    attrs=(AttrSpec("scheme", "str", choices=SCHEMES), AttrSpec("block_size", "int", 64),
                           AttrSpec("shape", "shape")), category="other",
                    doc="The float32 value of a quantized weight: codes times their channel, tensor or block scale.")
+
+
+# --- quantized_linear -------------------------------------------------------------------------------------------
+def _quantized_linear_infer(x: TensorType, codes: TensorType, scales: TensorType, scheme: str, block_size: int,
+                            shape: tuple[int, ...]) -> TensorType:
+    if len(shape) != 2:
+        raise ShapeError(f"quantized_linear: the weight must be a matrix (out_features, in_features), got shape "
+                         f"{shape}")
+    weight = _dequantize_infer(codes, scales, scheme, block_size, shape)
+    if x.dtype != float32:
+        raise DTypeError(f"quantized_linear: x must be float32 (the dtype of the dequantized weight), got {x}")
+    if x.rank == 0 or x.shape[-1] != shape[1]:
+        raise ShapeError(f"quantized_linear: x must have rank >= 1 and {shape[1]} (in_features) as its last axis, "
+                         f"got {x}")
+    return TensorType(x.shape[:-1] + (shape[0],), weight.dtype)
+
+
+def _quantized_linear_impl(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, scheme: str, block_size: int,
+                           shape: tuple[int, ...]) -> np.ndarray:
+    return np.matmul(x, _dequantize_impl(codes, scales, scheme, block_size, shape).T)
+
+
+def _quantized_linear_vjp(e, g, out, x, codes, scales, scheme, block_size, shape):
+    """dx = g @ W with W dequantized; the codes and scales of a frozen base get no gradient."""
+    return e.matmul(g, e.dequantize(codes, scales, scheme=scheme, block_size=block_size, shape=shape)), None, None
+
+
+def _quantized_linear_work(node) -> int:
+    return node.out.type.size * node.inputs[0].shape[-1]
+
+
+quantized_linear = defop(
+    "quantized_linear", ("x", "codes", "scales"), infer=_quantized_linear_infer, impl=_quantized_linear_impl,
+    vjp=_quantized_linear_vjp, attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_linear_work,
+    vjp_reads=(1, 2),
+    doc="linear(x, dequantize(codes, scales)): x @ W^T with W (out, in) kept packed, dequantized by the kernel "
+        "that reads it (the quantized_weights='packed' option of the inference pipeline).")

@@ -32,6 +32,10 @@ and the last term is its two thin products, the scaling and the add. FLOPS_PER_B
 the machine balance: how many flops take as long as moving one byte from memory. Small batches are memory
 bound, so a 4-bit base is kept; large ones are compute bound, and the low-rank flops tip the choice to merge.
 
+Option quantized_weights="packed" then rewrites every linear layer reading a kept dequantize into
+quantized_linear, which reads the codes and scales packed (ir/passes/quantized_linear.py); "dense", the default,
+leaves the dequantize nodes writing dense weights.
+
 The report notes, per parameter, the choice and why; whenever merging changed numerics (a quantized base
 dequantized and merged, or a separately computed path merged) it gives the maximum absolute error and the
 relative one (max |merged - exact| / max |exact|) of the merged weight against the exact sum, in float64, of the
@@ -52,6 +56,7 @@ from ..evaluate import evaluate
 from ..graph import Graph, Value
 from .folded_leaves import Adoption, adopt_paths, fresh_path, next_id
 from .manager import PassContext, register_pass
+from .quantized_linear import pack_linear_weights
 from .reparam_regions import SPLITTABLE, UNIT_GEOMETRY, Region, find_regions, split_at
 from .rewrite import Match, Rule, apply_rules
 
@@ -267,15 +272,16 @@ def _options(ctx: PassContext) -> tuple[str, float]:
     return policy, float(balance)
 
 
-@register_pass("fold_reparameterizations", options=("policy", "flops_per_byte"))
+@register_pass("fold_reparameterizations", options=("policy", "flops_per_byte", "quantized_weights"))
 def fold_reparameterizations(graph: Graph, ctx: PassContext) -> Graph:
-    """Merge frozen reparameterized weights into single param leaves, or keep quantized bases (option policy)."""
+    """Merge frozen reparameterized weights into single param leaves, or keep quantized bases (option policy),
+    then let linear layers read the kept ones packed (option quantized_weights, ir/passes/quantized_linear.py)."""
     policy, balance = _options(ctx)
     regions = _usable(find_regions(graph), graph, ctx)
     if not regions:
-        return graph
+        return pack_linear_weights(graph, ctx)
     plan, decisions = _plan(graph, regions, policy, balance)
     result = settle_paths(apply_rules(graph, _rules(plan)), decisions, graph)
     for d in decisions:
         _report(d, ctx)
-    return result
+    return pack_linear_weights(result, ctx)

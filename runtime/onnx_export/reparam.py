@@ -1,6 +1,7 @@
 """ONNX rules for the reparameterization ops (ir/ops/reparam.py) that the inference pipeline keeps when asked to
 (fold_reparameterizations with policy="keep", or a quantized weight without an adapter): lora_merge and
-dequantize, written with the registry's formulas, code books and packing."""
+dequantize, written with the registry's formulas, code books and packing; quantized_linear (the option
+quantized_weights="packed") as the dequantized weight's MatMul, since ONNX has no packed 4-bit GEMM."""
 from __future__ import annotations
 
 import math
@@ -27,7 +28,12 @@ def _lora_merge(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> 
 
 @register("dequantize")
 def _dequantize(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
-    scheme, shape = node.attr["scheme"], node.attr["shape"]
+    _dequantized(e, node.attr, ins, node.inputs[1].shape[0], outs)
+
+
+def _dequantized(e: OnnxBuilder, attrs, ins: list[str], blocks: int, outs: list[str]) -> None:
+    """The dequantize op's value written to `outs` from the codes and scales `ins` (`blocks` scales)."""
+    scheme, shape = attrs["scheme"], attrs["shape"]
     codes, scales = ins
     if scheme in ("int8", "int8-tensor"):
         per_row = [shape[0]] + [1] * (len(shape) - 1) if scheme == "int8" else []
@@ -36,9 +42,7 @@ def _dequantize(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> 
         return
     count = math.prod(shape)
     values = e.emit("Gather", [e.const(np.asarray(LEVELS[scheme]), float32, hint="levels"), _nibbles(e, codes, count)])
-    block = node.attr["block_size"]
-    spread = e.emit("Expand", [e.emit("Unsqueeze", [scales, e.ints([-1])]),
-                               e.ints([node.inputs[1].shape[0], block])])
+    spread = e.emit("Expand", [e.emit("Unsqueeze", [scales, e.ints([-1])]), e.ints([blocks, attrs["block_size"]])])
     per_element = _first(e, e.emit("Reshape", [spread, e.ints([-1])]), count)
     e.emit("Reshape", [e.emit("Mul", [values, per_element]), e.ints(shape)], outs)
 
@@ -55,3 +59,11 @@ def _nibbles(e: OnnxBuilder, codes: str, count: int) -> str:
 
 def _first(e: OnnxBuilder, flat: str, count: int) -> str:
     return e.emit("Slice", [flat, e.ints([0]), e.ints([count]), e.ints([0])])
+
+
+@register("quantized_linear")
+def _quantized_linear(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """x @ dequantize(codes, scales)^T."""
+    weight = e.temp("weight")
+    _dequantized(e, node.attr, ins[1:], node.inputs[2].shape[0], [weight])
+    e.emit("MatMul", [ins[0], e.emit("Transpose", [weight], perm=[1, 0])], outs)

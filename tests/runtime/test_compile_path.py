@@ -94,13 +94,15 @@ def test_compile_without_a_pipeline_takes_only_an_optimized_graph() -> None:
 def test_compile_refuses_an_unknown_keyword_and_lists_the_valid_ones() -> None:
     with pytest.raises(BrazeError, match=r"braze.compile: unknown keyword argument\(s\) 'thread'; valid keywords "
                                          r"\(with the options of the passes drop_buffer_updates, .*\): pipeline, "
-                                         r"threads, mode, eval, flags, flops_per_byte, fold_params, policy$"):
+                                         r"threads, mode, eval, flags, flops_per_byte, fold_params, policy, "
+                                         r"quantized_weights$"):
         braze.compile(lambda a: braze.exp(a), data(2, 2), thread=2)
 
 
 def test_optimize_refuses_an_unknown_keyword_and_lists_the_valid_ones() -> None:
     with pytest.raises(BrazeError, match=r"braze.optimize: unknown keyword argument\(s\) 'polcy'.*: pipeline, dump, "
-                                         r"verify, report, flags, flops_per_byte, fold_params, policy$"):
+                                         r"verify, report, flags, flops_per_byte, fold_params, policy, "
+                                         r"quantized_weights$"):
         braze.optimize(two_gemms(), polcy="keep")
 
 

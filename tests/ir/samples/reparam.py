@@ -1,4 +1,4 @@
-"""Samples for lora_merge and dequantize, checked against element-by-element loops."""
+"""Samples for lora_merge, dequantize and quantized_linear, checked against element-by-element loops."""
 import itertools
 
 import numpy as np
@@ -65,6 +65,18 @@ def _dequantize(scheme, shape, block_size=4, label=""):
                   torch=torch, label=label or f"{scheme}-{'x'.join(map(str, shape))}")
 
 
+def _quantized_linear(scheme, x_shape, out, block_size=4, label=""):
+    """x @ W^T with W dequantized element by element (the dequantize sample's codes and scales)."""
+    weight = _dequantize(scheme, (out, x_shape[-1]), block_size)
+    x = normal(x_shape, 11).astype(np.float32)
+    attrs = weight.attrs
+
+    def expected(x, codes, scales):
+        return np.matmul(x, naive_dequantize(codes, scales, **attrs).T)
+    return Sample("quantized_linear", (x, *weight.args), attrs, expected=expected, grad_args=(0,),
+                  label=label or f"{scheme}-{'x'.join(map(str, x_shape))}-{out}")
+
+
 SAMPLES = [
     _lora((3, 4), 2, 0.5, "matrix-r2"),
     _lora((5, 3), 1, 2.0, "matrix-r1", seed=3),
@@ -78,4 +90,9 @@ SAMPLES = [
     _dequantize("int4", (2, 4), block_size=8),
     _dequantize("nf4", (3, 5), block_size=4),
     _dequantize("nf4", (7,), block_size=3),
+    _quantized_linear("int8", (2, 4), 3),
+    _quantized_linear("int8-tensor", (5,), 2),
+    _quantized_linear("int4", (2, 3, 5), 3, block_size=4),
+    _quantized_linear("nf4", (1, 9), 5, block_size=16),
+    _quantized_linear("nf4", (3, 7), 3, block_size=3),
 ]

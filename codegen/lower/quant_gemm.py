@@ -1,0 +1,249 @@
+"""quantized_linear, alone or as the anchor of a gemm region: y = x @ W^T with W read packed (quant_decode.py) and
+dequantized inside the loop, never as a dense matrix.
+
+Threads split W's rows (y's columns) in groups of ROWS; a group's rows are decoded together so each vector of x is
+loaded once for all of them. With one row of x (batch 1, GEMV: memory-bound, the case that matters most) the
+packed weight streams through once: each decoded vector is multiplied into its row's accumulator in registers
+(a 4-bit block's sum is scaled once, an int8 row's once per row; x is first permuted into the element order of
+decode_planes where that path applies).
+With more rows, a group's rows are decoded a K-chunk at a time into a panel in this thread's scratch (ROWS x
+PANEL_K floats, L1-sized) that every row of x then reads; C accumulates the chunks. Each thread finally runs the
+region's elementwise epilogue over its columns of C (the gemm epilogue of linalg.py, on masked vectors).
+"""
+from __future__ import annotations
+
+from math import prod
+
+import llvmlite.ir as ir
+
+from braze.ir.graph import Graph, Node
+from braze.ir.types import float32
+
+from ..gemm import TilePos
+from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop
+from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
+                   register, round_up, store, thread_share)
+from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
+from .quant_decode import PLANE_ORDER, PackedWeight, decode, decode_planes, packed_weight, row_scale
+from .reduction import single_body
+
+ROWS = 4
+PANEL_K = 512
+
+
+def _hsum(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """The sum of a vector's lanes, halving it."""
+    lanes = v.type.count
+    while lanes > 1:
+        half = lanes // 2
+        low = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
+        high = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half, lanes))))
+        v, lanes = b.fadd(low, high, flags=CONTRACT), half
+    return b.extract_element(v, ir.Constant(I32, 0))
+
+
+def _dot_rows(b: ir.IRBuilder, count: int, length: ir.Value | int, width: int, x_at, w_at) -> list[ir.Value]:
+    """sum_k w_at(r, k, lanes) * x_at(k, lanes) over k < length for r < count: vector accumulators, scalar tail."""
+    zero = ir.Constant(vec(width), None)
+    vectors = [alloca(b, vec(width)) for _ in range(count)]
+    tails = [alloca(b, F32) for _ in range(count)]
+    for v, t in zip(vectors, tails):
+        b.store(zero, v)
+        b.store(ir.Constant(F32, 0.0), t)
+
+    def body(k: ir.Value, lanes: int) -> None:
+        xv = x_at(k, lanes)
+        for r in range(count):
+            slot = vectors[r] if lanes > 1 else tails[r]
+            product = b.fmul(w_at(r, k, lanes), xv, flags=CONTRACT)
+            b.store(b.fadd(b.load(slot, typ=product.type), product, flags=CONTRACT), slot)
+    vector_loop(b, 0, length, width, body, name="k")
+    return [b.fadd(_hsum(b, b.load(v, typ=vec(width))), b.load(t, typ=F32)) for v, t in zip(vectors, tails)]
+
+
+def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: int) -> None:
+    """C[0, n0 + r] for r < count: one row of x against `count` rows of W decoded in registers. Scales multiply
+    sums where they can: a block's once per block, an int8 row's once per row."""
+    def row(r: int) -> ir.Value:
+        return b.add(n0, i64(r))
+
+    def x_at(k: ir.Value, lanes: int) -> ir.Value:
+        return load(b, x, k, float32, lanes)
+    if p.byte_planes:
+        sums = _plane_sums(b, p, x_at, row, count)
+    elif p.four_bit and p.block_per_vector:
+        sums = _blocked(b, p, x_at, row, count)
+    else:
+        sums = _dot_rows(b, count, p.k, p.width, x_at,
+                         lambda r, k, lanes: decode(b, p, row(r), p.parity(r), k, lanes, scaled=p.four_bit))
+        if not p.four_bit:
+            sums = [b.fmul(total, row_scale(b, p, row(r))) for r, total in enumerate(sums)]
+    for r, total in enumerate(sums):
+        store(b, total, c, row(r), float32)
+
+
+def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
+    """The row sums block by block: levels times x summed over a block, then times the block's scale."""
+    zero = ir.Constant(vec(p.width), None)
+    totals = [alloca(b, vec(p.width)) for _ in range(count)]
+    parts = [alloca(b, vec(p.width)) for _ in range(count)]
+    for t in totals:
+        b.store(zero, t)
+    per_row = p.k // p.block
+    with for_range(b, 0, per_row, name="block") as block:
+        for part in parts:
+            b.store(zero, part)
+        start = b.mul(block, i64(p.block))
+        with for_range(b, 0, p.block, p.width, name="kb") as j:
+            k = b.add(start, j)
+            xv = x_at(k, p.width)
+            for r in range(count):
+                w = decode(b, p, row(r), p.parity(r), k, p.width, scaled=False)
+                b.store(b.fadd(b.load(parts[r], typ=zero.type), b.fmul(w, xv, flags=CONTRACT), flags=CONTRACT),
+                        parts[r])
+        for r in range(count):
+            scale = load(b, p.scales, b.add(b.mul(row(r), i64(per_row)), block), float32)
+            _accumulate(b, totals[r], b.load(parts[r], typ=zero.type), scale)
+    return [_hsum(b, b.load(t, typ=zero.type)) for t in totals]
+
+
+def _accumulate(b, total: ir.Value, part: ir.Value, scale: ir.Value) -> None:
+    """total += part * scale (a vector slot, a vector, a scalar)."""
+    term = b.fmul(part, splat(b, scale, part.type.count), flags=CONTRACT)
+    b.store(b.fadd(b.load(total, typ=part.type), term, flags=CONTRACT), total)
+
+
+def _plane_sums(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
+    """The row sums 32 elements at a time (decode_planes; x_at reads x permuted by _permute_x), each 32's sum
+    times its block's scale."""
+    zero = ir.Constant(vec(8), None)
+    totals = [alloca(b, vec(8)) for _ in range(count)]
+    for t in totals:
+        b.store(zero, t)
+    with for_range(b, 0, p.k, 32, name="k") as k:
+        xs = [x_at(b.add(k, i64(8 * q)), 8) for q in range(4)]
+        for r in range(count):
+            w = decode_planes(b, p, row(r), k)
+            pairs = [b.fadd(b.fmul(w[q], xs[q], flags=CONTRACT), b.fmul(w[q + 1], xs[q + 1], flags=CONTRACT),
+                            flags=CONTRACT) for q in (0, 2)]
+            scale = load(b, p.scales, b.udiv(b.add(b.mul(row(r), i64(p.k)), k), i64(p.block)), float32)
+            _accumulate(b, totals[r], b.fadd(pairs[0], pairs[1], flags=CONTRACT), scale)
+    return [_hsum(b, b.load(t, typ=zero.type)) for t in totals]
+
+
+def _permute_x(b, p: PackedWeight, x: ir.Value, out: ir.Value) -> None:
+    """out = x with each group of 8 elements in decode_planes' order (PLANE_ORDER), once per call."""
+    order = ir.Constant(ir.VectorType(I32, 8), list(PLANE_ORDER))
+    with for_range(b, 0, p.k, 8, name="xp") as k:
+        v = load(b, x, k, float32, 8)
+        store(b, b.shuffle_vector(v, v, order), out, k, float32)
+
+
+def _paneled(b, p: PackedWeight, m: int, x: ir.Value, c: ir.Value, panel: ir.Value, n0: ir.Value,
+             count: int) -> None:
+    """C[:, n0 + r] for r < count: the rows of W decoded PANEL_K columns at a time into `panel`, read by every row
+    of x; C holds the partial sums of the chunks before."""
+    with for_range(b, 0, p.k, PANEL_K, name="chunk") as k0:
+        rest = b.sub(i64(p.k), k0)
+        length = b.select(b.icmp_signed("<", rest, i64(PANEL_K)), rest, i64(PANEL_K))
+        for r in range(count):
+            def unpack(j: ir.Value, lanes: int, r: int = r) -> None:
+                w = decode(b, p, b.add(n0, i64(r)), p.parity(r), b.add(k0, j), lanes)
+                store(b, w, panel, b.add(i64(r * PANEL_K), j), float32)
+            vector_loop(b, 0, length, p.width, unpack, name="unpack")
+        first = b.icmp_signed("==", k0, i64(0))
+        with for_range(b, 0, m, name="m") as i:
+            x0 = b.add(b.mul(i, i64(p.k)), k0)
+            sums = _dot_rows(b, count, length, p.width, lambda k, lanes: load(b, x, b.add(x0, k), float32, lanes),
+                             lambda r, k, lanes: load(b, panel, b.add(i64(r * PANEL_K), k), float32, lanes))
+            for r, total in enumerate(sums):
+                at = b.add(b.add(b.mul(i, i64(p.n)), n0), i64(r))
+                old = b.select(first, ir.Constant(F32, 0.0), load(b, c, at, float32))
+                store(b, b.fadd(old, total), c, at, float32)
+
+
+def _mapper(out_shape: tuple[int, ...]):
+    """The epilogue's operand offsets: row (of x, leading axes flattened) and column strides of a broadcast shape."""
+    def mapper(shape: tuple[int, ...]):
+        strides = broadcast_strides(shape, out_shape)
+        dims, walks, _ = coalesce(out_shape[:-1], [strides[:-1]])
+        if len(dims) > 1:
+            raise Unfusable(f"an epilogue operand of shape {shape} is not linear in the row of x")
+        rows, cols = (walks[0][0] if dims else 0), strides[-1]
+
+        def offset(b: ir.IRBuilder, pos: TilePos) -> ir.Value:
+            return b.add(b.mul(pos.row, i64(rows)), b.mul(pos.col, i64(cols)))
+        return offset, cols
+    return mapper
+
+
+def _run_epilogue(b, epilogue, c: ir.Value, m: int, n: int, width: int, first: ir.Value, last: ir.Value,
+                  extras: tuple[ir.Value, ...]) -> None:
+    """C[i, first:last] = epilogue(C[i, first:last]) for every row i, on masked vectors of `width` columns."""
+    with for_range(b, 0, m, name="em") as i, for_range(b, first, last, width, name="ec") as col:
+        at = b.add(b.mul(i, i64(n)), col)
+        mask = b.icmp_signed("<", b.add(splat(b, col, width), iota(I64, width)), splat(b, last, width))
+        acc = load(b, c, at, float32, width, mask)
+        store(b, epilogue(b, acc, TilePos(i64(0), i, col, mask, extras)), c, at, float32, mask)
+
+
+def lower_quantized_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+    """The kernel of a gemm region anchored by quantized_linear (or of the op alone)."""
+    anchor = anchor_of(body)
+    index = {v.name: i for i, v in enumerate(body.inputs)}
+    if any(v.name not in index for v in anchor.inputs):
+        raise Unfusable("the quantized_linear's operands are not region operands")
+    x_value = anchor.inputs[0]
+    n, kdim = anchor.attr["shape"]
+    m = prod(x_value.shape[:-1])
+    slots, c_name = plan_region(body, anchor)
+    epilogue = epilogue_of(body, anchor, _mapper(anchor.out.shape), slots, c_name, None)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    x, codes, scales = (k.ins[index[v.name]] for v in anchor.inputs)
+    p = packed_weight(ctx, anchor.attr, codes, scales)
+    direct = m == 1 or kdim == 0
+    permuted = direct and p.byte_planes
+    panel_bytes = round_up(4 * kdim) if permuted else 0 if direct else round_up(4 * ROWS * PANEL_K)
+    where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | \
+            {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
+    c = where[c_name] if c_name is not None else b.gep(k.scratch, [i64(panel_bytes)], source_etype=ir.IntType(8))
+    scratch = panel_bytes + (anchor.out.type.nbytes if c_name is None else 0)
+    if m * n == 0:
+        return k.finish(node.op, scratch)
+    if permuted:
+        _permute_x(b, p, x, k.scratch)
+        x = k.scratch
+    groups = -(-n // ROWS)
+    g0, g1 = thread_share(b, k.tid, k.nthreads, groups)
+
+    def rows(n0: ir.Value, count: int) -> None:
+        if direct:
+            _direct(b, p, x, c, n0, count)
+        else:
+            _paneled(b, p, m, x, c, k.scratch, n0, count)
+    full = n // ROWS
+    with for_range(b, g0, b.select(b.icmp_signed("<", g1, i64(full)), g1, i64(full)), name="group") as g:
+        rows(b.mul(g, i64(ROWS)), ROWS)
+    if n % ROWS:
+        with b.if_then(b.icmp_signed("==", g1, i64(groups))):
+            rows(i64(full * ROWS), n % ROWS)
+    if epilogue is not None:
+        first = b.mul(g0, i64(ROWS))
+        last = b.mul(g1, i64(ROWS))
+        last = b.select(b.icmp_signed("<", last, i64(n)), last, i64(n))
+        extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
+        _run_epilogue(b, epilogue, c, m, n, p.width, first, last, extras)
+    return k.finish(node.op, scratch)
+
+
+@register("quantized_linear")
+def lower_quantized_linear(node: Node, ctx: KernelContext) -> KernelSpec:
+    """quantized_linear alone: a region of one node without epilogue."""
+    return lower_quantized_region(node, ctx, single_body(node))
+
+
+ANCHORED["quantized_linear"] = lower_quantized_region
+
+
+__all__ = ["lower_quantized_linear", "lower_quantized_region"]
