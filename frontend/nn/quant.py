@@ -159,7 +159,8 @@ def quantize_array(array: np.ndarray, scheme: str, block_size: int) -> tuple[np.
     """(codes, scales) of `array` in `scheme`: the inverse of the `dequantize` op up to the scheme's error."""
     w = np.asarray(array, dtype=np.float64)
     if scheme in ("int8", "int8-tensor"):
-        rows = w.reshape(w.shape[0] if scheme == "int8" else 1, -1)
+        count = w.shape[0] if scheme == "int8" else 1
+        rows = w.reshape(count, w.size // count if count else 0)  # no -1: a weight may have 0 rows
         scales = (np.abs(rows).max(axis=1, initial=0.0) / 127).astype(np.float32)
         divisor = np.where(scales > 0, scales, 1).astype(np.float64)[:, None]
         codes = np.clip(np.rint(rows / divisor), -127, 127).astype(np.int8).reshape(w.shape)

@@ -254,3 +254,11 @@ def test_requantizing_a_quantized_weight_is_explicit_and_stable():
     once = np.asarray(m.fc.weight.val())
     m.quantize_weights(Quantizer("nf4", block_size=16))
     np.testing.assert_allclose(np.asarray(m.fc.weight.val()), once, rtol=1e-6, atol=1e-7)
+
+
+def test_quant_int8_of_a_weight_with_no_rows_is_empty() -> None:
+    from braze.frontend.nn.quant import quantize_array
+    codes, scales = quantize_array(np.zeros((0, 5), np.float32), "int8", 64)
+    assert codes.shape == (0, 5) and codes.dtype == np.int8 and scales.shape == (0,)
+    codes, scales = quantize_array(np.zeros((0, 5), np.float32), "int8-tensor", 64)
+    assert codes.shape == (0, 5) and scales.shape == (1,) and scales[0] == 0
