@@ -238,6 +238,17 @@ class _Worker:
             pass
 
 
+def _forget_workers() -> None:
+    """In a forked child: the workers (and their pipes) belong to the parent, so the child starts its own."""
+    global _lock
+    _lock = threading.Lock()
+    _workers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
 @atexit.register
 def _stop_workers() -> None:
     """Close every worker's input (it then exits) and reap it."""

@@ -97,3 +97,15 @@ def test_compile_workers_a_lowering_error_mid_compile_leaves_no_thread_behind(wo
     with pytest.raises(CodegenError, match="no kernel for"):
         compile_module(planned_stack(1, batch=6), use_cache=False)
     assert threading.active_count() == before
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_compile_workers_a_forked_child_starts_its_own(workers) -> None:
+    import os
+    compile_objects(_jobs()[:2], host_target(), {})
+    assert compile_workers._workers
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's workers are not its own
+        os._exit(0 if not compile_workers._workers else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and compile_workers._workers
