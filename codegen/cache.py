@@ -83,7 +83,7 @@ class CacheEntry:
     """A validated cache entry: the object file bytes, the symbols it exports and its JSON meta object."""
 
     key: str
-    payload: bytes
+    payload: bytes | memoryview  # read-only
     symbols: tuple[str, ...]
     meta: dict = field(default_factory=dict)
 
@@ -135,11 +135,11 @@ def entry_path(key: str) -> Path:
     return cache_dir() / f"{key}{SUFFIX}"
 
 
-def encode_entry(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None = None) -> bytes:
+def encode_entry(key: str, payload: bytes | memoryview, symbols: tuple[str, ...], meta: dict | None = None) -> bytes:
     """The bytes of a cache file: magic, a one-line JSON header, then the payload."""
     header = {"key": key, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
               "symbols": list(symbols), "meta": dict(meta or {})}
-    return MAGIC + json.dumps(header, sort_keys=True).encode("ascii") + b"\n" + payload
+    return b"".join([MAGIC, json.dumps(header, sort_keys=True).encode("ascii"), b"\n", payload])
 
 
 def decode_entry(key: str, data: bytes) -> CacheEntry | None:
@@ -151,7 +151,7 @@ def decode_entry(key: str, data: bytes) -> CacheEntry | None:
         return None
     try:
         header = json.loads(data[len(MAGIC):end].decode("ascii"))
-        payload = data[end + 1:]
+        payload = memoryview(data)[end + 1:]  # not a copy: an entry may hold a model's derived weights
         valid = (isinstance(header, dict) and header.get("key") == key and header.get("size") == len(payload)
                  and header.get("sha256") == hashlib.sha256(payload).hexdigest())
         symbols = tuple(str(s) for s in header.get("symbols", ())) if valid else ()
@@ -330,7 +330,7 @@ def _read_entry_file(path: Path) -> bytes | None:
                 or (hasattr(os, "getuid") and info.st_uid != os.getuid())):
             return None
         try:
-            data = f.read(MAX_ENTRY_BYTES + 1)
+            data = f.read(min(info.st_size, MAX_ENTRY_BYTES) + 1)  # one byte more shows a file grown since
         except OSError:
             return None
     return data if len(data) <= MAX_ENTRY_BYTES else None

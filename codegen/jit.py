@@ -356,9 +356,10 @@ def _defined_functions(module: ir.Module) -> tuple[str, ...]:
     return tuple(f.name for f in module.functions if not f.is_declaration and f.linkage in ("", "external"))
 
 
-def _link(name: str, payloads: Sequence[bytes], symbols: tuple[str, ...]
+def _link(name: str, payloads: Sequence[bytes | memoryview], symbols: tuple[str, ...]
           ) -> tuple[llvm.ExecutionEngine, dict[str, int]]:
     """A new engine holding the objects, and the address of every exported symbol; never an address of 0."""
+    payloads = [bytes(p) for p in payloads]  # cache entries hand out read-only views
     if not payloads or not all(_plausible_object(p) for p in payloads):
         raise CodegenError(f"module {name!r}: its object is not a well-formed ELF file")
     if len(set(symbols)) != len(symbols):
