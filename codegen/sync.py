@@ -3,8 +3,8 @@
 Barrier. `braze.barrier(ptr sync, i64 nthreads)` is emitted into each whole-graph module and works on SYNC_BYTES
 of zeroed memory the runtime owns per executable: an arrival counter at byte 0, an abort flag at byte
 ABORT_OFFSET and a generation counter at byte GENERATION_OFFSET (its own cache line, so spinning readers of the
-generation do not slow the arrivals), followed by the status words of the run-time checks (codegen/abi.py). With
-one thread it returns at once. The abort flag is the runtime's way out
+generation do not slow the arrivals), followed by the status words of the run-time checks and the claim words of
+dynamic work claiming (codegen/abi.py). With one thread it returns at once. The abort flag is the runtime's way out
 when one thread of a call never reaches the native code (an exception in Python just before its foreign call):
 the runtime sets it, every thread waiting at a barrier returns, and the runtime discards the call's results,
 waits for all threads and zeroes the block before the next call.
@@ -27,27 +27,34 @@ A control block is CONTROL_BYTES: go at byte 0, asleep at byte 64 and sleeps at 
 caller's joiner word at 136 (separate cache lines for what the poster, the worker and the caller write). The asleep
 and joiner handshakes are Dekker-style with sequentially consistent accesses (codegen/futex.py): the sleeper
 announces itself and then reads the word it waits on, the waker stores that word and then reads the announcement.
-With futexes the barrier's waiters, after BARRIER_SPINS spins, sleep on the generation the same way, announcing
-themselves in the word at SLEEPERS_OFFSET, and wake at the latest every BARRIER_SLEEP_NS to look at the abort flag.
+With futexes the barrier's waiters, after spinning for BARRIER_SPIN_TICKS, sleep on the generation the same way,
+announcing themselves in the word at SLEEPERS_OFFSET, and wake at the latest every BARRIER_SLEEP_NS to look at the
+abort flag.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .abi import POOL_JOIN, POOL_POST, POOL_WORK, STATUS_OFFSET, TASK_FIELDS, emit_entry_call
+from .abi import CLAIM_OFFSET, POOL_JOIN, POOL_POST, POOL_WORK, TASK_FIELDS, emit_entry_call
 from .futex import emit_sleep_until_changed, emit_wake_sleepers, has_futex
 from .loops import I8, I64, PTR, VOID, define_function, for_range, i64
 from .target import Target
 
-SYNC_BYTES = STATUS_OFFSET + 64  # the status words get a cache line of their own
+SYNC_BYTES = CLAIM_OFFSET + 64  # the status words and the claim words get a cache line each
 ABORT_OFFSET = 8
 GENERATION_OFFSET = 64
 SLEEPERS_OFFSET = 72  # threads asleep on the generation (codegen/futex.py)
-YIELD_EVERY = 4096  # spins between sched_yield calls while waiting at a barrier, where there is no futex
 
-# With futexes: spins (with `pause`, tens of nanoseconds each) before a waiting thread sleeps, and the longest sleep
-# before it looks again (at the barrier's abort flag; a joining caller returns to Python to take signals).
-BARRIER_SPINS = 2048
+# How long a thread waiting at a barrier spins before it sleeps on a futex (or, without futexes, calls sched_yield),
+# and again after each wake-up: on x86 a budget of time-stamp-counter ticks, which count time at a fixed rate
+# (2-4 GHz on current x86 machines, so 25-50 us) however fast the core runs and however long its `pause` takes
+# (3 to 150 cycles across recent cores); elsewhere a number of spins. Long enough to cover the usual imbalance
+# between the threads of a kernel, short enough that a thread waiting for one that lost its core soon gives its own
+# core up (to that thread, or to whatever else runs).
+BARRIER_SPIN_TICKS = 100_000
+BARRIER_SPINS = 2048  # without a time-stamp counter
+# The longest futex sleep before a waiter looks again (at the barrier's abort flag; a joining caller returns to
+# Python to take signals).
 BARRIER_SLEEP_NS = 2_000_000
 JOIN_SLEEP_NS = 20_000_000
 WORKER_SLEEP_NS = 1_000_000_000
@@ -75,6 +82,22 @@ def _relax(b: ir.IRBuilder, module: ir.Module, target: Target) -> None:
         b.call(declare(module, "llvm.x86.sse2.pause", VOID, []), [])
 
 
+def _spin_mark(b: ir.IRBuilder, module: ir.Module, target: Target) -> ir.Value:
+    """Where a spin period starts: the time-stamp counter on x86, a spin count of 0 elsewhere."""
+    if target.is_x86:
+        return b.call(declare(module, "llvm.x86.rdtsc", I64, []), [], name="tsc")
+    return i64(0)
+
+
+def _spin_step(b: ir.IRBuilder, module: ir.Module, target: Target, mark: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """After one more spin of the period begun at `mark`: (whether its budget is spent, the mark to carry on)."""
+    if target.is_x86:
+        now = b.call(declare(module, "llvm.x86.rdtsc", I64, []), [], name="tsc.now")
+        return b.icmp_unsigned(">=", b.sub(now, mark), i64(BARRIER_SPIN_TICKS)), mark
+    following = b.add(mark, i64(1), name="spins.next")
+    return b.icmp_signed(">=", following, i64(BARRIER_SPINS)), following
+
+
 def _has_sched_yield(target: Target) -> bool:
     return any(os in target.triple for os in ("linux", "darwin", "freebsd", "netbsd", "openbsd"))
 
@@ -84,10 +107,10 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
 
     The last thread to arrive resets the arrival counter, bumps the generation and wakes the sleepers, if any; the
     others spin until they see the generation change (acquire) or the abort flag set, with `pause` between reads,
-    and every BARRIER_SPINS spins sleep on the generation (a futex; sched_yield where there is none), so that a
-    thread waiting for one that lost its core gives the core up. Reading the generation before
-    arriving makes the barrier reusable: a thread that races ahead to the next barrier arrives only after the
-    reset it observed.
+    and after each BARRIER_SPIN_TICKS of spinning (BARRIER_SPINS spins without a time-stamp counter) sleep on the
+    generation (a futex; sched_yield where there is none), so that a thread waiting for one that lost its core
+    gives the core up. Reading the generation before arriving makes the barrier reusable: a thread that races ahead
+    to the next barrier arrives only after the reset it observed.
     """
     fn = define_function(module, "braze.barrier", [("sync", PTR), ("nthreads", I64)], internal=True)
     fn.attributes.add("noinline")
@@ -107,30 +130,38 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
         emit_wake_sleepers(b, module, target, generation, _at(b, sync, SLEEPERS_OFFSET))
     b.branch(done)
     b.position_at_end(wait)
+    begun = _spin_mark(b, module, target)
     b.branch(spin)
     b.position_at_end(spin)
-    count = b.phi(I64, name="spins")
-    count.add_incoming(i64(0), wait)
+    mark = b.phi(I64, name="mark")
+    mark.add_incoming(begun, wait)
     now = b.load_atomic(generation, "acquire", 8, typ=I64, name="now")
     stop = b.load_atomic(abort, "monotonic", 8, typ=I64, name="stop")
     keep = fn.append_basic_block("keep")
     b.cbranch(b.or_(b.icmp_signed("!=", now, seen), b.icmp_signed("!=", stop, i64(0))), done, keep)
     b.position_at_end(keep)
     _relax(b, module, target)
-    following = b.add(count, i64(1), name="spins.next")
     if has_futex(target) or _has_sched_yield(target):
+        spent, carried = _spin_step(b, module, target, mark)
         rest, back = fn.append_basic_block("rest"), fn.append_basic_block("back")
-        every = BARRIER_SPINS if has_futex(target) else YIELD_EVERY
-        b.cbranch(b.icmp_signed("==", b.and_(following, i64(every - 1)), i64(0)), rest, back)
+        spun = b.block
+        b.cbranch(spent, rest, back)
         b.position_at_end(rest)
         if has_futex(target):
             emit_sleep_until_changed(b, module, target, generation, seen, _at(b, sync, SLEEPERS_OFFSET),
                                      BARRIER_SLEEP_NS)
         else:
             b.call(declare(module, "sched_yield", ir.IntType(32), []), [])
+        renewed = _spin_mark(b, module, target)
+        slept = b.block
         b.branch(back)
         b.position_at_end(back)
-    count.add_incoming(following, b.block)
+        following = b.phi(I64, name="mark.next")
+        following.add_incoming(carried, spun)
+        following.add_incoming(renewed, slept)
+        mark.add_incoming(following, back)
+    else:
+        mark.add_incoming(mark, keep)
     b.branch(spin)
     b.position_at_end(done)
     b.ret_void()
