@@ -99,5 +99,5 @@ def emit_entry_call(b: ir.IRBuilder, words: dict[str, ir.Value], tid: ir.Value) 
                    for name, typ in zip(ENTRY.names, entry_type.args)])
 
 
-POOL_WORK = _signature("i64", "ptr task, ptr control, i64 tid, i64 seen, i64 spins")
-POOL_JOIN = _signature("i64", "ptr controls, i64 workers, i64 call, i64 spins")
+POOL_WORK = _signature("i64", "ptr task, ptr control, i64 tid, i64 seen, i64 budget")
+POOL_JOIN = _signature("i64", "ptr controls, i64 workers, i64 call, i64 budget")
