@@ -69,13 +69,18 @@ def run_threads(fn: Callable, pointers: Sequence[int], extras: Sequence[int], sc
         for tid in range(nthreads):
             call(tid)
     else:
-        threads = [threading.Thread(target=call, args=(tid,)) for tid in range(1, nthreads)]
-        for thread in threads:
-            thread.start()
-        call(0)
-        for thread in threads:
-            thread.join()
+        at_once(call, nthreads)
     assert not words.any(), "the last thread to leave a claimed loop zeroes the claim words"
+
+
+def at_once(call: Callable[[int], None], nthreads: int) -> None:
+    """call(tid) for tid 1..nthreads-1 on Python threads and call(0) in this one, all at the same time."""
+    threads = [threading.Thread(target=call, args=(tid,)) for tid in range(1, nthreads)]
+    for thread in threads:
+        thread.start()
+    call(0)
+    for thread in threads:
+        thread.join()
 
 
 U32 = 2.0 ** -24  # unit roundoff of float32

@@ -3,7 +3,6 @@ taking fewer, the claim words left zero for the next loop; the static share with
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 from braze.codegen import compile_ir, host_target
 from braze.codegen.claims import claimed_chunks
 from braze.codegen.loops import I64, PTR, define_function, entry_builder, for_range, i64
+from tests.codegen.native import at_once
 
 KERNEL_ARGS = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 _compiled: dict[int, object] = {}
@@ -47,12 +47,7 @@ def run_marking(units: int, nthreads: int, *, claims: bool = True, delays: dict[
     def call(tid: int) -> None:
         time.sleep((delays or {}).get(tid, 0.0))
         fn(counts.ctypes.data, owners.ctypes.data, tid, nthreads, words.ctypes.data if claims else None)
-    threads = [threading.Thread(target=call, args=(tid,)) for tid in range(1, nthreads)]
-    for thread in threads:
-        thread.start()
-    call(0)
-    for thread in threads:
-        thread.join()
+    at_once(call, nthreads)
     return counts, owners, words
 
 
