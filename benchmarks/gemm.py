@@ -64,11 +64,13 @@ class BrazeSgemm:
         name = f"bench_sgemm_{n}_w{tiling.width}"
         module = target.new_module(name)
         emit_gemm(module, name, spec, tiling)
-        self.fn = compile_ir(module).cfunc(name, None, *([ctypes.c_void_p] * 4), ctypes.c_int64, ctypes.c_int64)
-        self.buffers = (a, b, c) + tuple(_aligned(np, gemm_scratch_bytes(spec, tiling) // 4 + 1)
-                                         for _ in range(threads))
-        self.calls = [(a.ctypes.data, b.ctypes.data, c.ctypes.data, self.buffers[3 + t].ctypes.data, t, threads)
-                      for t in range(threads)]
+        self.fn = compile_ir(module).cfunc(name, None, *([ctypes.c_void_p] * 4), ctypes.c_int64, ctypes.c_int64,
+                                           ctypes.c_void_p)
+        claim = _aligned(np, 16)  # the claim words the threads take their panels from (codegen/claims.py)
+        self.buffers = (a, b, c, claim) + tuple(_aligned(np, gemm_scratch_bytes(spec, tiling) // 4 + 1)
+                                                for _ in range(threads))
+        self.calls = [(a.ctypes.data, b.ctypes.data, c.ctypes.data, self.buffers[4 + t].ctypes.data, t, threads,
+                       claim.ctypes.data) for t in range(threads)]
         self.pool = pool
 
     def __call__(self) -> None:

@@ -13,21 +13,29 @@ from typing import Any, Callable
 Systems = dict[str, Callable[[], Any]]
 
 
-def add_torch(systems: Systems, notes: dict[str, Any], case: Any, threads: int) -> Any:
-    """Add torch eager; returns the torch module (None without torch) for the onnxruntime row."""
+def torch_module(notes: dict[str, Any], case: Any, threads: int) -> Any:
+    """The case's torch module on `threads` threads, or None (with a note) without torch."""
     try:
         import torch
     except ImportError:
         notes["torch eager"] = "not installed"
         return None
     torch.set_num_threads(threads)
-    module, tx = case.torch_model(), torch.from_numpy(case.x)
+    return case.torch_model()
+
+
+def add_torch(systems: Systems, notes: dict[str, Any], case: Any, threads: int) -> None:
+    """Add torch eager."""
+    module = torch_module(notes, case, threads)
+    if module is None:
+        return
+    import torch
+    tx = torch.from_numpy(case.x)
 
     def run() -> Any:
         with torch.inference_mode():
             return module(tx).numpy()
     systems["torch eager"] = run
-    return module
 
 
 TORCH_COMPILE = {"torch.compile": False, "torch.compile freezing": True}  # system name -> inductor freezing

@@ -8,13 +8,15 @@ Run from the repository root:
     python -m benchmarks.run --quick    # shorter timing, SGEMM up to n = 512
     python -m benchmarks.run --quick --no-torch-compile --readme perf.md   # and the README's table, in perf.md
 
-Each thread count N runs in a child process bound to N CPUs (its affinity mask, where the platform has one) whose
-BLAS, OpenMP and torch thread counts are N, set before numpy is imported: every system may use up to N threads and
-chooses how many itself (braze uses one thread for small graphs; the table notes what it chose). A child first
-measures the FMA peak on its N threads (benchmarks/peak.py), the denominator of every "% of peak".
-Within a child, the systems of a model are timed interleaved: each round times a batch of calls of every system in
-turn (with two or more threads, after a pause that lets the previous system's spinning worker threads go idle),
-and the figure reported is the median per-call time over the rounds; first calls (torch.compile's compile) are
+Every system runs in a child process of its own, one after another, for each thread count N: bound to N CPUs (its
+affinity mask, where the platform has one), with BLAS, OpenMP and torch thread counts N set before numpy is
+imported, so every system may use up to N threads and chooses how many itself (braze uses one thread for small
+graphs; the table notes what it chose). No other system's thread pool exists while one is timed: the worker threads
+of onnxruntime, OpenMP (torch) and OpenBLAS keep spinning after a call and would take the CPUs of the system timed
+next. The two torch.compile variants share a child (and torch's pool); the child of braze compiled also measures
+the FMA peak on its N threads (benchmarks/peak.py), the denominator of every "% of peak". Within a child, the
+figure reported for a model is the median per-call time over rounds of batches of calls (with two or more threads,
+after a pause that lets the child's own spinning worker threads go idle); first calls (torch.compile's compile) are
 made before timing, and braze's first call after compiling is reported on its own. Ratios are another system's time
 over braze compiled's (above 1: braze compiled is faster), all from the same run. Every system's output is checked
 against braze eager before timing. onnxruntime runs the model torch.onnx.export writes or, where that export fails
@@ -71,16 +73,17 @@ def interleaved(systems: dict[str, Callable[[], Any]], rounds: int, budget: floa
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-# --- one thread count (the child process) -------------------------------------------------------------------------
+# --- one system at one thread count (the child process) ----------------------------------------------------------
 
-def _systems(case: Any, threads: int, torch_compile: bool) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]]:
-    """The callables of every available system for one case, and notes (compile time, the time of braze's first
-    call, the FLOPs of one call: twice the op traits' work estimate, errors, skips)."""
-    import numpy as np
+# The systems, one child process each (torch.compile's group: its two variants), in the order they run.
+GROUPS = ("braze compiled", "numpy eager", "braze eager", "torch eager", "torch.compile", "onnxruntime")
 
+
+def _add_braze(systems: dict[str, Callable[[], Any]], notes: dict[str, Any], case: Any) -> None:
+    """braze compiled, with its compile time, the time of its first call, its thread count and the FLOPs of one
+    call (twice the op traits' work estimate) in notes."""
     import braze
     from braze.runtime.threads import estimate_work
-    notes: dict[str, Any] = {}
     x = case.x
     start = time.perf_counter()
     try:
@@ -91,23 +94,37 @@ def _systems(case: Any, threads: int, torch_compile: bool) -> tuple[dict[str, Ca
         notes["first_call_s"] = time.perf_counter() - start
         notes["braze threads"] = compiled.threads
         notes["flops"] = 2 * estimate_work(compiled.graph)
-        systems: dict[str, Callable[[], Any]] = {"braze compiled": lambda: compiled(x)}
+        systems["braze compiled"] = lambda: compiled(x)
     except Exception as exc:  # a model the compiler cannot handle yet is reported, not fatal
         notes["braze compiled"] = f"error: {type(exc).__name__}: {exc}"[:300]
-        systems = {}
-    systems["numpy eager"] = lambda: case.numpy_forward(x)
-    tensor = braze.tensor(x)
+
+
+def _systems(group: str, case: Any, threads: int) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]]:
+    """The callables of one group's systems for one case (none when not installed), and notes (compile times,
+    errors, skips)."""
+    import numpy as np
+
+    import braze
+    notes: dict[str, Any] = {}
+    systems: dict[str, Callable[[], Any]] = {}
+    tensor = braze.tensor(case.x)
 
     def eager() -> Any:
         with braze.no_grad():
             return case.model(tensor)
-    systems["braze eager"] = eager
-    module = peers.add_torch(systems, notes, case, threads)
-    if torch_compile:
-        peers.add_torch_compile(systems, notes, case, module)
-    peers.add_onnxruntime(systems, notes, case, module, threads)
-    with braze.no_grad():
-        reference = case.model(tensor).numpy()
+    if group == "braze compiled":
+        _add_braze(systems, notes, case)
+    elif group == "numpy eager":
+        systems["numpy eager"] = lambda: case.numpy_forward(case.x)
+    elif group == "braze eager":
+        systems["braze eager"] = eager
+    elif group == "torch eager":
+        peers.add_torch(systems, notes, case, threads)
+    elif group == "torch.compile":
+        peers.add_torch_compile(systems, notes, case, peers.torch_module(notes, case, threads))
+    else:
+        peers.add_onnxruntime(systems, notes, case, peers.torch_module({}, case, threads), threads)
+    reference = eager().numpy()
     for name, fn in list(systems.items()):
         got = np.asarray(fn())
         error = float(np.max(np.abs(got - reference))) if got.size else 0.0
@@ -118,7 +135,8 @@ def _systems(case: Any, threads: int, torch_compile: bool) -> tuple[dict[str, Ca
     return systems, notes
 
 
-def _sgemm(sizes: list[int], threads: int, rounds: int, budget: float, settle: float) -> list[dict[str, Any]]:
+def _sgemm(group: str, sizes: list[int], rounds: int, budget: float, settle: float) -> list[dict[str, Any]]:
+    """GFLOP/s of numpy's (group "numpy eager") or braze's (group "braze compiled") n x n float32 matmul."""
     import numpy as np
 
     import braze
@@ -127,15 +145,17 @@ def _sgemm(sizes: list[int], threads: int, rounds: int, budget: float, settle: f
         rng = np.random.default_rng(n)
         a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
         row: dict[str, Any] = {"n": n}
-        systems: dict[str, Callable[[], Any]] = {"numpy": lambda: a @ b}
-        try:
-            compiled = braze.compile(lambda p, q: p @ q, a, b)
-            row["braze threads"] = compiled.threads
-            error = float(np.max(np.abs(compiled(a, b) - a @ b)))
-            row["max_abs_error"] = error
-            systems["braze"] = lambda: compiled(a, b)
-        except Exception as exc:
-            row["braze"] = f"error: {type(exc).__name__}: {exc}"[:300]
+        systems: dict[str, Callable[[], Any]] = {}
+        if group == "numpy eager":
+            systems["numpy"] = lambda: a @ b
+        else:
+            try:
+                compiled = braze.compile(lambda p, q: p @ q, a, b)
+                row["braze threads"] = compiled.threads
+                row["max_abs_error"] = float(np.max(np.abs(compiled(a, b) - a @ b)))
+                systems["braze"] = lambda: compiled(a, b)
+            except Exception as exc:
+                row["braze"] = f"error: {type(exc).__name__}: {exc}"[:300]
         for name, seconds in interleaved(systems, rounds, budget, settle).items():
             row[f"{name}_gflops"] = round(2.0 * n ** 3 / seconds / 1e9, 2)
         rows.append(row)
@@ -143,43 +163,63 @@ def _sgemm(sizes: list[int], threads: int, rounds: int, budget: float, settle: f
     return rows
 
 
-def child(threads: int, quick: bool, only: set[str] | None, torch_compile: bool = True) -> dict[str, Any]:
-    """Measure the FMA peak and every case at one thread count (runs in a process whose thread variables are
-    already set)."""
+def child(threads: int, group: str, quick: bool, only: set[str] | None) -> dict[str, Any]:
+    """Time one group's systems on every case at one thread count (in a process whose thread variables are
+    already set); the group of braze compiled also measures the FMA peak."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
     from benchmarks import models, peak
     rounds, budget = (3, 0.02) if quick else (7, 0.1)
     settle = 0.1 if threads > 1 else 0.0
-    out: dict[str, Any] = {"threads": threads, "peak_gflops": round(peak.measure(threads), 1), "models": {}}
-    print(f"  [{threads} thread(s)] FMA peak {out['peak_gflops']} GFLOP/s", file=sys.stderr)
+    out: dict[str, Any] = {"threads": threads, "models": {}}
+    if group == "braze compiled":
+        out["peak_gflops"] = round(peak.measure(threads), 1)
+        print(f"  [{threads} thread(s)] FMA peak {out['peak_gflops']} GFLOP/s", file=sys.stderr)
     for case in models.cases(quick):
         if only and case.name.split()[0] not in only:
             continue
-        systems, notes = _systems(case, threads, torch_compile)
+        systems, notes = _systems(group, case, threads)
         times = interleaved(systems, rounds, budget, settle)
         out["models"][case.name] = {"seconds": times, "notes": notes}
-        shown = ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in times.items())
+        shown = ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in times.items()) or "not timed"
         print(f"  [{threads} thread(s)] {case.name}: {shown}", file=sys.stderr)
-    if not only or "sgemm" in only:
+    if group in ("braze compiled", "numpy eager") and (not only or "sgemm" in only):
         sizes = [64, 128, 256, 512] if quick else [64, 128, 256, 512, 1024, 2048]
-        out["sgemm"] = _sgemm(sizes, threads, rounds, budget, settle)
+        out["sgemm"] = _sgemm(group, sizes, rounds, budget, settle)
     return out
 
 
-# --- the parent: run the children, print and write the results ------------------------------------------------------
+# --- the parent: run the children, merge, print and write the results ----------------------------------------------
 
-def _run_child(threads: int, args: argparse.Namespace) -> dict[str, Any]:
+def _run_child(threads: int, group: str, args: argparse.Namespace) -> dict[str, Any]:
     env = dict(os.environ, **{var: str(threads) for var in THREAD_VARS})
     env.pop("BRAZE_NUM_THREADS", None)  # braze chooses within the CPUs the child may use
     root = Path(__file__).resolve().parent.parent
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", "benchmarks.run", "--child", str(threads)]
+    command = [sys.executable, "-m", "benchmarks.run", "--child", str(threads), "--group", group]
     command += ["--quick"] if args.quick else []
     command += ["--only", args.only] if args.only else []
-    command += [] if args.torch_compile else ["--no-torch-compile"]
     done = subprocess.run(command, env=env, cwd=root, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def merge(children: list[dict[str, Any]]) -> dict[str, Any]:
+    """One thread count's run from its children's: every model's times and notes side by side, the SGEMM rows of
+    braze and numpy joined by n, the FMA peak of the child that measured it."""
+    run: dict[str, Any] = {"threads": children[0]["threads"], "models": {}}
+    sgemm: dict[int, dict[str, Any]] = {}
+    for part in children:
+        if "peak_gflops" in part:
+            run["peak_gflops"] = part["peak_gflops"]
+        for name, entry in part["models"].items():
+            merged = run["models"].setdefault(name, {"seconds": {}, "notes": {}})
+            merged["seconds"].update(entry["seconds"])
+            merged["notes"].update(entry["notes"])
+        for row in part.get("sgemm", []):
+            sgemm.setdefault(row["n"], {}).update(row)
+    if sgemm:
+        run["sgemm"] = [sgemm[n] for n in sorted(sgemm)]
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,14 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
                         help="leave torch.compile out (its compiles take most of a minute per model)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--group", choices=GROUPS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     if args.child is not None:
-        print(json.dumps(child(args.child, args.quick, only, args.torch_compile)))
+        print(json.dumps(child(args.child, args.group or "braze compiled", args.quick, only)))
         return 0
     counts = [int(t) for t in args.threads.split(",")]
+    groups = [g for g in GROUPS if args.torch_compile or g != "torch.compile"]
     started, load_before = time.time(), list(os.getloadavg())
-    runs = [_run_child(t, args) for t in counts]
+    runs = [merge([_run_child(t, group, args) for group in groups]) for t in counts]
     results = {"machine": report.machine(), "quick": args.quick, "seconds": round(time.time() - started, 1),
                "load": {"before": load_before, "after": list(os.getloadavg())}, "command": _command(argv),
                "runs": runs}

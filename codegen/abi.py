@@ -17,6 +17,13 @@ records it in the call's status words: STATUS_WORDS i64s at byte STATUS_OFFSET o
 failed check's number (1, 2, ... in the module; codegen/lower/checks.py) and word 1 the offending value. The first
 report of a call wins; the call still runs to its end (every index is clamped, so no access leaves its operand), and
 the runtime then raises the check's error and zeroes the words before the next call.
+
+Work claiming. A kernel's `status` argument points at STATUS_OFFSET of the call's sync block, and the kernel also
+reaches the claim words there, CLAIM_OFFSET - STATUS_OFFSET bytes further: CLAIM_SLOTS slots of two i64, one per
+claimed loop of the kernel (a kernel with more loops gives the rest a static split), each the shared counter from
+which the threads of a call take chunks of the loop's units and the count of threads done with it
+(codegen/claims.py). So whoever calls a kernel with more than one thread passes a status pointer with at least
+CLAIM_BYTES after it.
 """
 from __future__ import annotations
 
@@ -72,6 +79,9 @@ CALL = _signature("i64", "ptr frame, object inputs, object outputs")
 
 STATUS_OFFSET = 128  # a cache line of its own: the barrier's counters live below it
 STATUS_WORDS = 2
+CLAIM_OFFSET = STATUS_OFFSET + 64  # the claim words get a cache line of their own, away from the barrier's
+CLAIM_SLOTS, CLAIM_SLOT_BYTES = 4, 16
+CLAIM_BYTES = CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES  # from the status pointer to their end
 
 # The worker pool posts an entry call as task words: the entry's address, then every entry argument but the thread
 # id, which each worker supplies itself.
@@ -89,5 +99,5 @@ def emit_entry_call(b: ir.IRBuilder, words: dict[str, ir.Value], tid: ir.Value) 
                    for name, typ in zip(ENTRY.names, entry_type.args)])
 
 
-POOL_WORK = _signature("i64", "ptr task, ptr control, i64 tid, i64 seen, i64 spins")
-POOL_JOIN = _signature("i64", "ptr controls, i64 workers, i64 call, i64 spins")
+POOL_WORK = _signature("i64", "ptr task, ptr control, i64 tid, i64 seen, i64 budget")
+POOL_JOIN = _signature("i64", "ptr controls, i64 workers, i64 call, i64 budget")

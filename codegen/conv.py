@@ -6,7 +6,8 @@ the input (conv_im2col.py). The weight is the GEMM's A operand, packed per K blo
 or pre-packed once (emit_conv_weight_prepack). Depthwise convolutions (one input channel per group) use a
 direct vectorized kernel instead (conv_depthwise.py).
 
-emit_conv2d emits `void name(ptr x, ptr w, ptr out, ptr scratch, i64 tid, i64 nthreads, ptr extra_0, ...)`;
+emit_conv2d emits `void name(ptr x, ptr w, ptr out, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr extra_0,
+...)`, its threads claiming their work from the claim words at `claim` (null: a fixed share each; codegen/claims.py);
 the epilogue sees TilePos(batch=image, row=output channel, col=output position oh*OW+ow, mask).
 """
 from __future__ import annotations
@@ -17,13 +18,13 @@ import llvmlite.ir as ir
 
 from braze.ir.ops.conv import conv2d_output_shape
 
-from .conv_depthwise import emit_depthwise
+from .conv_depthwise import conv2d_arguments, emit_depthwise
 from .conv_im2col import Im2col
 from .gemm import default_tiling, emit_prepack_a, prepacked_a_floats
 from .gemm_driver import Plan, Problem, emit_problem, make_plan
 from .gemm_kernel import Epilogue, Tiling, TilePos, const64
 from .gemm_pack import Prepacked, Strided
-from .loops import I64, PTR, define_function, entry_builder
+from .loops import define_function, entry_builder
 
 
 @dataclass(frozen=True)
@@ -144,11 +145,10 @@ def emit_conv2d(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | N
         return emit_depthwise(module, name, spec, tiling, epilogue, n_extra)
     inner = emit_problem(module, f"{name}.gemm", conv_problem(spec, tiling), tiling, epilogue, n_extra)
     inner.linkage = "internal"
-    args = [("x", PTR), ("w", PTR), ("out", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64)]
-    fn = define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)])
-    x, w, out, scratch, tid, nthreads, *extra = fn.args
+    fn = define_function(module, name, conv2d_arguments(n_extra))
+    x, w, out, scratch, tid, nthreads, claim, *extra = fn.args
     builder = entry_builder(fn)
-    builder.call(inner, [w, x, out, scratch, tid, nthreads, *extra])
+    builder.call(inner, [w, x, out, scratch, tid, nthreads, claim, *extra])
     builder.ret_void()
     return fn
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
 
+from .claims import claimed_chunks
 from .gemm_kernel import (F32, I32, I64, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, mul_add,
                           store_vec, vec_type)
 from .gemm_pack import gather
@@ -27,18 +28,20 @@ def _tile(spec: ConvSpec, width: int) -> tuple[int, int]:
     return max(1, min(oh, 8 // vecs)), vecs
 
 
+def conv2d_arguments(n_extra: int) -> list[tuple[str, ir.Type]]:
+    """The parameters of a conv2d kernel (codegen/conv.py) with `n_extra` epilogue operands."""
+    args = [("x", PTR), ("w", PTR), ("out", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
+    return args + [(f"extra{i}", PTR) for i in range(n_extra)]
+
+
 def emit_depthwise(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, epilogue: Epilogue | None,
                    n_extra: int) -> ir.Function:
-    """Emit `void name(x, w, out, scratch, tid, nthreads, extra...)` for a depthwise conv2d (scratch unused)."""
-    args = [("x", PTR), ("w", PTR), ("out", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64)]
-    fn = define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)])
-    x, w, out, _, tid, nthreads, *extra = fn.args
+    """Emit `void name(x, w, out, scratch, tid, nthreads, claim, extra...)` for a depthwise conv2d (scratch unused),
+    whose threads claim (image, output channel) planes."""
+    fn = define_function(module, name, conv2d_arguments(n_extra))
+    x, w, out, _, tid, nthreads, claim, *extra = fn.args
     builder = entry_builder(fn)
-    units = spec.n * spec.c_out
-    valid = builder.and_(builder.icmp_signed(">=", tid, const64(0)), builder.icmp_signed("<", tid, nthreads))
-    with builder.if_then(valid):
-        u0 = builder.sdiv(builder.mul(tid, const64(units)), nthreads)
-        u1 = builder.sdiv(builder.mul(builder.add(tid, const64(1)), const64(units)), nthreads)
+    with claimed_chunks(builder, claim, tid, nthreads, spec.n * spec.c_out, name="planes") as (u0, u1):
         with for_range(builder, u0, u1, name="plane") as unit:
             _plane(builder, spec, tiling, (x, w, out), unit, tuple(extra), epilogue)
     builder.ret_void()

@@ -4,8 +4,9 @@ Public surface:
 - GemmSpec (shapes and element strides; a transposed or broadcast operand is just other strides) and
   matmul_spec (numpy.matmul semantics: 1-D promotion, broadcast batch dimensions).
 - emit_gemm(module, name, spec, ...) emits
-  `void name(ptr a, ptr b, ptr c, ptr scratch, i64 tid, i64 nthreads, ptr extra_0, ...)`: thread `tid` of
-  `nthreads` computes its share of C (the shares of tids 0..nthreads-1 together cover C exactly once);
+  `void name(ptr a, ptr b, ptr c, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr extra_0, ...)`: thread
+  `tid` of `nthreads` computes the parts of C it claims from the claim words at `claim` (codegen/claims.py; the
+  threads together cover C exactly once; with a null `claim` each takes a fixed share);
   `scratch` is this thread's area of gemm_scratch_bytes(spec) bytes (no alignment is assumed; 64 bytes is
   fastest); the extra pointers are passed through to the epilogue (bias, residual, ...). C must not overlap
   A, B or anything the epilogue reads: with K blocking, C holds partial sums until the last block.

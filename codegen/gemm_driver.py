@@ -1,9 +1,12 @@
 """The blocked, threaded GEMM loop nest around the micro-kernel (the GotoBLAS/BLIS structure).
 
-For each batch and each thread's share: column blocks of NC, K blocks of KC (B block packed into scratch), row
-blocks of MC (A block packed into scratch), then NR x MR tiles handed to the micro-kernel. The work is split
-between threads by cutting the (batch x panel) range into `nthreads` contiguous pieces, where a panel is NR
-columns (or MR rows when the matrix has more row panels than column panels); each thread packs what it reads.
+For each batch and each chunk of panels a thread claims: column blocks of NC, K blocks of KC (B block packed into
+scratch), row blocks of MC (A block packed into scratch), then NR x MR tiles handed to the micro-kernel. The units
+of work are (batch, panel) pairs in row-major order, where a panel is NR columns (or MR rows when the matrix has
+more row panels than column panels); the threads claim them in chunks of at most one column (row) block from the
+call's claim words (codegen/claims.py), so a slower thread computes fewer, and each thread packs what it reads.
+Every tile sits at the same place in the blocking whoever computes it, so the result does not depend on the thread
+count.
 Small problems (M <= MR) read A in place and, when B's rows are contiguous, B as well: nothing is packed.
 """
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Union
 
 import llvmlite.ir as ir
 
+from .claims import claimed_chunks
 from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const64, default_pos, elem_ptr,
                           emit_microkernel)
 from .gemm_pack import PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax, smin
@@ -143,13 +147,14 @@ class _Ctx:
 
 def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: Epilogue | None = None,
                  n_extra: int = 0) -> ir.Function:
-    """Emit `void name(a, b, c, scratch, tid, nthreads, extra...)` computing thread `tid`'s share of `p`."""
+    """Emit `void name(a, b, c, scratch, tid, nthreads, claim, extra...)` computing the units of `p` thread `tid`
+    claims from the claim words at `claim` (null: a fixed share per thread; codegen/claims.py)."""
     if p.c.cs != 1:
         raise ValueError("C must have unit column stride")
     plan = make_plan(p, t)
-    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64)]
+    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
     fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
-    a, b, c, scratch, tid, nthreads, *extra = fn.args
+    a, b, c, scratch, tid, nthreads, claim, *extra = fn.args
     kernels = {key: emit_microkernel(module, f"{name}.uk.{shape.tag()}", shape, t, n_extra, epilogue, p.pos_map)
                for key, shape in kernel_shapes(p, plan, t).items()}
     builder = entry_builder(fn)
@@ -157,20 +162,16 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
     if p.m == 0 or p.n == 0 or p.count == 0:
         builder.ret_void()
         return fn
-    # A thread id outside [0, nthreads) does nothing (and nthreads <= 0 never reaches a division).
-    valid = builder.and_(builder.icmp_signed(">=", tid, const64(0)), builder.icmp_signed("<", tid, nthreads))
-    with builder.if_then(valid):
-        _thread_share(ctx, a, b, c, tid, nthreads)
+    block = plan.nc // t.nr if plan.split_n else plan.mc // t.mr
+    with claimed_chunks(builder, claim, tid, nthreads, p.count * plan.panels, most=block, name="panels") as units:
+        _units(ctx, a, b, c, *units)
     builder.ret_void()
     return fn
 
 
-def _thread_share(ctx: _Ctx, a, b, c, tid, nthreads) -> None:
-    """Units are (batch, panel) pairs in row-major order; thread tid takes units [tid*U/nt, (tid+1)*U/nt)."""
+def _units(ctx: _Ctx, a, b, c, u0, u1) -> None:
+    """The (batch, panel) units [u0, u1): per batch they touch, the rectangle of C their panels cover."""
     builder, plan, p = ctx.builder, ctx.plan, ctx.p
-    units = const64(p.count * plan.panels)
-    u0 = builder.sdiv(builder.mul(tid, units), nthreads)
-    u1 = builder.sdiv(builder.mul(builder.add(tid, const64(1)), units), nthreads)
     panels = const64(plan.panels)
     b_end = builder.sdiv(builder.add(u1, const64(plan.panels - 1)), panels)
     with for_range(builder, builder.sdiv(u0, panels), b_end, name="batch") as index:

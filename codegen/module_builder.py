@@ -12,9 +12,10 @@ BuiltModule.weights followed by the buffers of BuiltModule.prepared; graph outpu
 lives in `arena` at its memory-plan offset; `scratch` holds `scratch_stride` bytes per thread (thread tid's area
 starts at scratch + tid * scratch_stride);
 `sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks (codegen/abi.py).
-Every thread of a call runs the entry with its own tid: each kernel processes its share and a native barrier (an
-atomic arrival counter and a generation counter, spinning with `pause`) separates consecutive kernels. With
-nthreads == 1 the barrier returns at once.
+Every thread of a call runs the entry with its own tid: each kernel's threads claim its work in chunks from a
+counter in `sync` (or take fixed shares: codegen/claims.py), and a native barrier (an atomic arrival counter and a
+generation counter; a time-bounded spin, then a futex sleep) separates consecutive kernels. With nthreads == 1 the
+barrier returns at once.
 
 Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into a kernel
 `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers of the

@@ -3,8 +3,8 @@
 Barrier. `braze.barrier(ptr sync, i64 nthreads)` is emitted into each whole-graph module and works on SYNC_BYTES
 of zeroed memory the runtime owns per executable: an arrival counter at byte 0, an abort flag at byte
 ABORT_OFFSET and a generation counter at byte GENERATION_OFFSET (its own cache line, so spinning readers of the
-generation do not slow the arrivals), followed by the status words of the run-time checks (codegen/abi.py). With
-one thread it returns at once. The abort flag is the runtime's way out
+generation do not slow the arrivals), followed by the status words of the run-time checks and the claim words of
+dynamic work claiming (codegen/abi.py). With one thread it returns at once. The abort flag is the runtime's way out
 when one thread of a call never reaches the native code (an exception in Python just before its foreign call):
 the runtime sets it, every thread waiting at a barrier returns, and the runtime discards the call's results,
 waits for all threads and zeroes the block before the next call.
@@ -15,39 +15,51 @@ so that handing a call to a worker thread needs neither the GIL nor a sleeping t
   i64 nthreads, ptr sync, ptr controls, i64 workers, i64 call)` writes the call into the task block, then stores
   `call` into the go word of each of the first `workers` control blocks and wakes those asleep on a futex; returns
   how many of them sleep in Python instead (their Python thread then needs its Event set; never, with futexes).
-- `i64 braze_pool_work(ptr task, ptr control, i64 tid, i64 seen, i64 spins)` is a worker's loop: it spins on its
+- `i64 braze_pool_work(ptr task, ptr control, i64 tid, i64 seen, i64 budget)` is a worker's loop: it spins on its
   go word; for every new call it runs `fn(inputs, weights, outputs, arena, scratch, tid, nthreads, sync)`, stores
-  the call number in its done word and wakes a caller asleep on it. After `spins` idle spins it sleeps on its go
+  the call number in its done word and wakes a caller asleep on it. Once idle for its spin budget (spin_budget;
+  counted from the end of its last call, on x86 including any time it was descheduled), it sleeps on its go
   word (counting the sleeps in its sleeps word) and never returns; without futexes it marks itself asleep and
   returns the last call it ran, and the Python thread sleeps until the next post.
-- `i64 braze_pool_join(ptr controls, i64 workers, i64 call, i64 spins)` spins until every done word holds `call`
-  (1) or the spins run out; then, with futexes, it sleeps once on an unfinished worker's done word (at most
+- `i64 braze_pool_join(ptr controls, i64 workers, i64 call, i64 budget)` spins until every done word holds `call`
+  (1) or the spin budget runs out; then, with futexes, it sleeps once on an unfinished worker's done word (at most
   JOIN_SLEEP_NS) and returns 0, as it does at once without futexes: the caller calls it again.
 A control block is CONTROL_BYTES: go at byte 0, asleep at byte 64 and sleeps at 72, done at byte 128 and the
 caller's joiner word at 136 (separate cache lines for what the poster, the worker and the caller write). The asleep
 and joiner handshakes are Dekker-style with sequentially consistent accesses (codegen/futex.py): the sleeper
 announces itself and then reads the word it waits on, the waker stores that word and then reads the announcement.
-With futexes the barrier's waiters, after BARRIER_SPINS spins, sleep on the generation the same way, announcing
-themselves in the word at SLEEPERS_OFFSET, and wake at the latest every BARRIER_SLEEP_NS to look at the abort flag.
+With futexes the barrier's waiters, after spinning for BARRIER_SPIN_US, sleep on the generation the same way,
+announcing themselves in the word at SLEEPERS_OFFSET, and wake at the latest every BARRIER_SLEEP_NS to look at the
+abort flag.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .abi import POOL_JOIN, POOL_POST, POOL_WORK, STATUS_OFFSET, TASK_FIELDS, emit_entry_call
+from .abi import CLAIM_OFFSET, POOL_JOIN, POOL_POST, POOL_WORK, TASK_FIELDS, emit_entry_call
 from .futex import emit_sleep_until_changed, emit_wake_sleepers, has_futex
-from .loops import I8, I64, PTR, VOID, define_function, for_range, i64
+from .loops import I1, I8, I64, PTR, VOID, define_function, for_range, i64
 from .target import Target
 
-SYNC_BYTES = STATUS_OFFSET + 64  # the status words get a cache line of their own
+SYNC_BYTES = CLAIM_OFFSET + 64  # the status words and the claim words get a cache line each
 ABORT_OFFSET = 8
 GENERATION_OFFSET = 64
 SLEEPERS_OFFSET = 72  # threads asleep on the generation (codegen/futex.py)
-YIELD_EVERY = 4096  # spins between sched_yield calls while waiting at a barrier, where there is no futex
 
-# With futexes: spins (with `pause`, tens of nanoseconds each) before a waiting thread sleeps, and the longest sleep
-# before it looks again (at the barrier's abort flag; a joining caller returns to Python to take signals).
-BARRIER_SPINS = 2048
+# Spin budgets: how long a waiting thread spins before it sleeps on a futex (or, without futexes, yields or returns
+# to Python). On x86 a budget is time-stamp-counter ticks, which count time at a fixed rate however fast the core
+# runs and however long its `pause` takes (3 to 150 cycles across recent cores), and which keep counting while the
+# thread is descheduled: a waiter that gets its core back after losing it finds its budget spent and sleeps at once,
+# so the next wake-up (which the kernel gives precedence over a busy process) is quick. Elsewhere a budget is a
+# number of spins. spin_budget converts microseconds at the nominal rates below (x86 time-stamp counters run at
+# 2-4 GHz, so a budget lasts 0.6-1.25 times as long as stated).
+TSC_TICKS_PER_US = 2500
+SPINS_PER_US = 40
+# At a barrier: long enough to cover the usual imbalance between the threads of a kernel, short enough that a
+# thread waiting for one that lost its core soon gives its own core up (to that thread, or to whatever else runs).
+BARRIER_SPIN_US = 40
+# The longest futex sleep before a waiter looks again (at the barrier's abort flag; a joining caller returns to
+# Python to take signals).
 BARRIER_SLEEP_NS = 2_000_000
 JOIN_SLEEP_NS = 20_000_000
 WORKER_SLEEP_NS = 1_000_000_000
@@ -75,6 +87,28 @@ def _relax(b: ir.IRBuilder, module: ir.Module, target: Target) -> None:
         b.call(declare(module, "llvm.x86.sse2.pause", VOID, []), [])
 
 
+def spin_budget(target: Target, microseconds: float) -> int:
+    """The budget of a spin of about `microseconds` on this target (ticks on x86, spins elsewhere; see above)."""
+    return max(1, round(microseconds * (TSC_TICKS_PER_US if target.is_x86 else SPINS_PER_US)))
+
+
+def _spin_mark(b: ir.IRBuilder, module: ir.Module, target: Target) -> ir.Value:
+    """Where a spin starts: the time-stamp counter on x86, a spin count of 0 elsewhere."""
+    if target.is_x86:
+        return b.call(declare(module, "llvm.x86.rdtsc", I64, []), [], name="tsc")
+    return i64(0)
+
+
+def _spin_step(b: ir.IRBuilder, module: ir.Module, target: Target, mark: ir.Value,
+               budget: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """After one more spin of the spin begun at `mark`: (whether its budget is spent, the mark to carry on)."""
+    if target.is_x86:
+        now = b.call(declare(module, "llvm.x86.rdtsc", I64, []), [], name="tsc.now")
+        return b.icmp_unsigned(">=", b.sub(now, mark), budget), mark
+    following = b.add(mark, i64(1), name="spins.next")
+    return b.icmp_signed(">=", following, budget), following
+
+
 def _has_sched_yield(target: Target) -> bool:
     return any(os in target.triple for os in ("linux", "darwin", "freebsd", "netbsd", "openbsd"))
 
@@ -84,10 +118,9 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
 
     The last thread to arrive resets the arrival counter, bumps the generation and wakes the sleepers, if any; the
     others spin until they see the generation change (acquire) or the abort flag set, with `pause` between reads,
-    and every BARRIER_SPINS spins sleep on the generation (a futex; sched_yield where there is none), so that a
-    thread waiting for one that lost its core gives the core up. Reading the generation before
-    arriving makes the barrier reusable: a thread that races ahead to the next barrier arrives only after the
-    reset it observed.
+    and after each BARRIER_SPIN_US of spinning (a spin budget, see above) sleep on the generation (a futex; sched_yield where there is none), so that a thread waiting for one that lost its core
+    gives the core up. Reading the generation before arriving makes the barrier reusable: a thread that races ahead
+    to the next barrier arrives only after the reset it observed.
     """
     fn = define_function(module, "braze.barrier", [("sync", PTR), ("nthreads", I64)], internal=True)
     fn.attributes.add("noinline")
@@ -107,30 +140,38 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
         emit_wake_sleepers(b, module, target, generation, _at(b, sync, SLEEPERS_OFFSET))
     b.branch(done)
     b.position_at_end(wait)
+    begun = _spin_mark(b, module, target)
     b.branch(spin)
     b.position_at_end(spin)
-    count = b.phi(I64, name="spins")
-    count.add_incoming(i64(0), wait)
+    mark = b.phi(I64, name="mark")
+    mark.add_incoming(begun, wait)
     now = b.load_atomic(generation, "acquire", 8, typ=I64, name="now")
     stop = b.load_atomic(abort, "monotonic", 8, typ=I64, name="stop")
     keep = fn.append_basic_block("keep")
     b.cbranch(b.or_(b.icmp_signed("!=", now, seen), b.icmp_signed("!=", stop, i64(0))), done, keep)
     b.position_at_end(keep)
     _relax(b, module, target)
-    following = b.add(count, i64(1), name="spins.next")
     if has_futex(target) or _has_sched_yield(target):
+        spent, carried = _spin_step(b, module, target, mark, i64(spin_budget(target, BARRIER_SPIN_US)))
         rest, back = fn.append_basic_block("rest"), fn.append_basic_block("back")
-        every = BARRIER_SPINS if has_futex(target) else YIELD_EVERY
-        b.cbranch(b.icmp_signed("==", b.and_(following, i64(every - 1)), i64(0)), rest, back)
+        spun = b.block
+        b.cbranch(spent, rest, back)
         b.position_at_end(rest)
         if has_futex(target):
             emit_sleep_until_changed(b, module, target, generation, seen, _at(b, sync, SLEEPERS_OFFSET),
                                      BARRIER_SLEEP_NS)
         else:
             b.call(declare(module, "sched_yield", ir.IntType(32), []), [])
+        renewed = _spin_mark(b, module, target)
+        slept = b.block
         b.branch(back)
         b.position_at_end(back)
-    count.add_incoming(following, b.block)
+        following = b.phi(I64, name="mark.next")
+        following.add_incoming(carried, spun)
+        following.add_incoming(renewed, slept)
+        mark.add_incoming(following, back)
+    else:
+        mark.add_incoming(mark, keep)
     b.branch(spin)
     b.position_at_end(done)
     b.ret_void()
@@ -188,17 +229,18 @@ def _each_control(b: ir.IRBuilder, fn: ir.Function, controls: ir.Value, workers:
 
 def _emit_work(module: ir.Module, target: Target) -> None:
     fn = POOL_WORK.define(module, "braze_pool_work")
-    task, control, tid, seen0, spins = fn.args
+    task, control, tid, seen0, budget = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
     asleep, done_word = _at(b, control, ASLEEP, "asleep"), _at(b, control, DONE, "done")
     b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
+    begun = _spin_mark(b, module, target)
     entry = b.block
     spin, relax, idle, run = (fn.append_basic_block(n) for n in ("spin", "relax", "idle", "run"))
     b.branch(spin)
     b.position_at_end(spin)
-    seen, count = b.phi(I64, name="seen"), b.phi(I64, name="count")
+    seen, mark = b.phi(I64, name="seen"), b.phi(I64, name="mark")
     seen.add_incoming(seen0, entry)
-    count.add_incoming(i64(0), entry)
+    mark.add_incoming(begun, entry)
     go = b.load_atomic(control, "acquire", 8, typ=I64, name="go")
     b.cbranch(b.icmp_signed("!=", go, seen), run, relax)
     b.position_at_end(run)
@@ -206,15 +248,16 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     call.add_incoming(go, spin)
     b.position_at_end(relax)
     _relax(b, module, target)
+    spent, carried = _spin_step(b, module, target, mark, budget)
     seen.add_incoming(seen, relax)
-    count.add_incoming(b.add(count, i64(1)), relax)
-    b.cbranch(b.icmp_signed(">=", count, spins), idle, spin)
+    mark.add_incoming(carried, relax)
+    b.cbranch(spent, idle, spin)
     b.position_at_end(idle)
     if has_futex(target):  # sleep natively until the next post; after a timeout, straight back to sleep
         emit_sleep_until_changed(b, module, target, control, seen, asleep, WORKER_SLEEP_NS)
         b.atomic_rmw("add", _at(b, control, SLEEPS), i64(1), "monotonic")
         seen.add_incoming(seen, b.block)
-        count.add_incoming(spins, b.block)
+        mark.add_incoming(carried, b.block)  # still spent
         b.branch(spin)
     else:  # announce the sleep, then look at go once more (the poster reads asleep), and return to Python
         b.atomic_rmw("xchg", asleep, i64(1), "seq_cst")
@@ -235,28 +278,31 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     if has_futex(target):
         emit_wake_sleepers(b, module, target, done_word, _at(b, control, JOINER))
     seen.add_incoming(call, b.block)
-    count.add_incoming(i64(0), b.block)
+    mark.add_incoming(_spin_mark(b, module, target), b.block)
     b.branch(spin)
 
 
 def _emit_join(module: ir.Module, target: Target) -> None:
     fn = POOL_JOIN.define(module, "braze_pool_join")
-    controls, workers, call, spins = fn.args
+    controls, workers, call, budget = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
+    begun = _spin_mark(b, module, target)
     entry = b.block
     spin, relax, done = (fn.append_basic_block(n) for n in ("spin", "relax", "done"))
     b.branch(spin)
     b.position_at_end(spin)
-    count = b.phi(I64, name="count")
-    count.add_incoming(i64(0), entry)
+    mark, spent = b.phi(I64, name="mark"), b.phi(I1, name="spent")
+    mark.add_incoming(begun, entry)
+    spent.add_incoming(ir.Constant(I1, 0), entry)
     finished = _each_control(b, fn, controls, workers, lambda control: b.zext(
         b.icmp_signed("==", b.load_atomic(_at(b, control, DONE), "acquire", 8, typ=I64), call), I64))
     all_done = b.icmp_signed("==", finished, workers)
-    out_of_spins = b.icmp_signed(">=", count, spins)
-    b.cbranch(b.or_(all_done, out_of_spins), done, relax)
+    b.cbranch(b.or_(all_done, spent), done, relax)
     b.position_at_end(relax)
     _relax(b, module, target)
-    count.add_incoming(b.add(count, i64(1)), relax)
+    over, carried = _spin_step(b, module, target, mark, budget)
+    mark.add_incoming(carried, relax)
+    spent.add_incoming(over, relax)
     b.branch(spin)
     b.position_at_end(done)
     if has_futex(target):

@@ -11,9 +11,9 @@ done words (braze_pool_join). A GIL hand-over or the wake-up of a sleeping threa
 many machines (virtual ones above all); this way a multi-threaded call costs a few microseconds more than a
 single-threaded one. Waiting threads spin only briefly, then sleep (codegen/futex.py), so that a core taken by
 another process is not also burnt by a braze thread waiting for the one that lost its core: a worker that has
-seen no call for WAIT_SPINS spins (about a millisecond) sleeps on a futex, which the next post wakes; a caller
-whose workers are not done after JOIN_SPINS spins sleeps until the last one is, and the barrier between kernels
-does the same (codegen/sync.py). Where there is no futex, an idle worker returns to Python and sleeps on an Event,
+seen no call for WAIT_US microseconds sleeps on a futex, which the next post wakes; a caller whose workers are not
+done after JOIN_US sleeps until the last one is, and the barrier between kernels does the same (codegen/sync.py;
+on x86 these are times, measured by the time-stamp counter, elsewhere counts of spins that take about as long). Where there is no futex, an idle worker returns to Python and sleeps on an Event,
 which the next post sets, and the waits keep spinning.
 
 The pool runs one parallel call at a time; a call that finds it busy (another Python thread is running a
@@ -31,8 +31,8 @@ from typing import Callable, NamedTuple
 
 from .memory import address, aligned_zeros
 
-WAIT_SPINS = 100_000  # idle spins (with `pause`) before a worker sleeps: about 1 ms on current x86 cores
-JOIN_SPINS = 4096  # spins of a caller waiting for its workers before it sleeps: tens of microseconds
+WAIT_US = 1000  # how long an idle worker spins before it sleeps: back-to-back calls find it awake
+JOIN_US = 40  # how long a caller waiting for its workers spins before it sleeps
 
 
 
@@ -40,6 +40,8 @@ class _Native(NamedTuple):
     post: Callable[..., int]
     work: Callable[..., int]
     join: Callable[..., int]
+    wait_budget: int  # WAIT_US and JOIN_US as the native loops count them (codegen.sync.spin_budget)
+    join_budget: int
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,13 +49,14 @@ def native() -> _Native:
     """The pool's native functions (codegen.sync), compiled once per process through the JIT and its cache."""
     from braze.codegen.abi import POOL_JOIN, POOL_POST, POOL_WORK
     from braze.codegen.jit import compile_described
-    from braze.codegen.sync import emit_pool_module
+    from braze.codegen.sync import emit_pool_module, spin_budget
     from braze.codegen.target import host_target
     target = host_target()
     library = compile_described("worker pool", lambda: emit_pool_module(target),
                                 ("braze_pool_post", "braze_pool_work", "braze_pool_join"), target=target)
     return _Native(POOL_POST.cfunc(library, "braze_pool_post"), POOL_WORK.cfunc(library, "braze_pool_work"),
-                   POOL_JOIN.cfunc(library, "braze_pool_join"))
+                   POOL_JOIN.cfunc(library, "braze_pool_join"), spin_budget(target, WAIT_US),
+                   spin_budget(target, JOIN_US))
 
 
 class _Worker:
@@ -79,7 +82,7 @@ class _Worker:
     def _loop(self) -> None:
         seen = 0
         while True:
-            seen = self._work(self._task_address, self.address, self.tid, seen, WAIT_SPINS)
+            seen = self._work(self._task_address, self.address, self.tid, seen, native().wait_budget)
             self._python_sleeps += 1
             self.wake.wait()
             self.wake.clear()  # a post that comes now is still seen: the native loop reads the go word first
@@ -142,7 +145,7 @@ class ThreadPool:
         posted = failure is None or ctypes.c_int64.from_address(self._workers[0].address).value == call
         while posted:
             try:
-                if functions.join(self._controls, workers, call, JOIN_SPINS):
+                if functions.join(self._controls, workers, call, functions.join_budget):
                     break
             except BaseException as exc:
                 failure = failure or exc
@@ -181,4 +184,4 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-__all__ = ["JOIN_SPINS", "ThreadPool", "WAIT_SPINS", "native", "pool"]
+__all__ = ["JOIN_US", "ThreadPool", "WAIT_US", "native", "pool"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import peak, report
+from benchmarks import peak, report, run
 
 
 def test_benchmarks_fma_kernel_runs_every_chain_every_iteration() -> None:
@@ -45,3 +45,18 @@ def test_benchmarks_plots_one_png_per_model(tmp_path) -> None:
     pytest.importorskip("matplotlib")
     (path,) = report.plots(RESULTS, tmp_path)
     assert path.name == "mlp_b64.png" and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_benchmarks_merge_puts_every_child_system_side_by_side() -> None:
+    """Each system runs in a child of its own; one thread count's run joins their times, notes and SGEMM rows."""
+    braze = {"threads": 2, "peak_gflops": 200.0, "sgemm": [{"n": 64, "braze_gflops": 9.0, "braze threads": 1}],
+             "models": {"mlp b1": {"seconds": {"braze compiled": 1e-5}, "notes": {"flops": 8e5}}}}
+    numpy = {"threads": 2, "sgemm": [{"n": 64, "numpy_gflops": 7.0}],
+             "models": {"mlp b1": {"seconds": {"numpy eager": 2e-5}, "notes": {"max_abs_error[numpy eager]": 0.0}}}}
+    onnx = {"threads": 2, "models": {"mlp b1": {"seconds": {}, "notes": {"onnxruntime": "not installed"}}}}
+    assert run.merge([braze, numpy, onnx]) == {
+        "threads": 2, "peak_gflops": 200.0,
+        "models": {"mlp b1": {"seconds": {"braze compiled": 1e-5, "numpy eager": 2e-5},
+                              "notes": {"flops": 8e5, "max_abs_error[numpy eager]": 0.0,
+                                        "onnxruntime": "not installed"}}},
+        "sgemm": [{"n": 64, "braze_gflops": 9.0, "braze threads": 1, "numpy_gflops": 7.0}]}

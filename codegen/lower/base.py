@@ -24,6 +24,8 @@ from braze.ir.errors import CodegenError
 from braze.ir.graph import Node, Value
 from braze.ir.types import DType
 
+from ..abi import CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, STATUS_OFFSET
+from ..claims import claimed_chunks
 from ..loops import F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat
 from ..target import Target
 
@@ -98,6 +100,7 @@ class Kernel:
     nthreads: ir.Value
     status: ir.Value
     target: Target
+    claim_sites: int = 0  # claimed loops emitted so far (claim_words)
 
     @property
     def width(self) -> int:
@@ -316,6 +319,25 @@ def thread_share(builder: ir.IRBuilder, tid: ir.Value, nthreads: ir.Value, units
     first = builder.sdiv(builder.mul(tid, i64(units)), count)
     last = builder.sdiv(builder.mul(builder.add(tid, i64(1)), i64(units)), count)
     return builder.select(valid, first, i64(0)), builder.select(valid, last, i64(0))
+
+
+def claim_words(k: Kernel) -> ir.Value:
+    """The claim words for the kernel's next claimed loop, which it reaches from its status pointer: slot n of
+    CLAIM_SLOTS for its nth loop (codegen/abi.py), a null pointer (a static share per thread) past the last slot."""
+    site, k.claim_sites = k.claim_sites, k.claim_sites + 1
+    if site >= CLAIM_SLOTS:
+        return ir.Constant(PTR, None)
+    return k.builder.gep(k.status, [i64(CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOT_BYTES * site)], inbounds=True,
+                         source_etype=I8, name=f"claim{site}")
+
+
+@contextmanager
+def claimed_unit_loop(k: Kernel, dims: Sequence[int], *, name: str = "unit") -> Iterator[tuple[ir.Value, ...]]:
+    """unit_loop over the units of the row-major product of `dims` this thread claims, chunk by chunk, from the
+    call's claim words (codegen/claims.py): for loops whose units are independent of each other."""
+    with claimed_chunks(k.builder, claim_words(k), k.tid, k.nthreads, prod(dims), name=f"{name}.claim") as chunk:
+        with unit_loop(k.builder, dims, *chunk, name=name) as index:
+            yield index
 
 
 @contextmanager

@@ -19,8 +19,8 @@ from braze.ir.ops.indexing import axis_subject, classes_subject, index_range_mes
 from braze.ir.types import DType, bool_
 
 from ..loops import I64, for_range, i64, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, constant, contiguous_strides, iota, load,
-                   offset_of, register, store, thread_share, unit_loop, widen)
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, constant, contiguous_strides,
+                   iota, load, offset_of, register, store, thread_share, unit_loop, widen)
 from .checks import IndexCheck
 from .elementwise import ELEMENTWISE
 
@@ -119,8 +119,7 @@ def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
     if size == 0:
         check_every_index(k, check, 1, count, indices.dtype)
         return k.finish(node.op)
-    first, last = thread_share(b, k.tid, k.nthreads, outer * count)
-    with unit_loop(b, [outer, count], first, last, name="sel") as (p, i):
+    with claimed_unit_loop(k, [outer, count], name="sel") as (p, i):
         chosen = check.index(load(b, k.ins[1], i, indices.dtype))
         src = b.mul(b.add(b.mul(p, i64(size)), chosen), i64(inner))
         dst = b.mul(b.add(b.mul(p, i64(count)), i), i64(inner))
@@ -148,8 +147,7 @@ def lower_index_add(node: Node, ctx: KernelContext) -> KernelSpec:
         return k.finish(node.op)
     columns = 8 * k.width
     blocks = -(-inner // columns)
-    first, last = thread_share(b, k.tid, k.nthreads, outer * blocks)
-    with unit_loop(b, [outer, blocks], first, last, name="col") as (p, block):
+    with claimed_unit_loop(k, [outer, blocks], name="col") as (p, block):
         q0 = b.mul(block, i64(columns))
         end = b.add(q0, i64(columns))
         q1 = b.select(b.icmp_signed("<", end, i64(inner)), end, i64(inner))

@@ -31,9 +31,9 @@ from ..gemm import (GemmSpec, Prepacked, Strided, TilePos, Tiling, emit_gemm, em
                     gemm_scratch_bytes, matmul_spec, prepacked_b_floats, tiling_for)
 from ..gemm_pack import batch_offset
 from ..loops import I8, alloca, for_range, i64, vector_loop
-from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_kernel, broadcast_strides, constant,
-                   contiguous_strides, load, offset_of, register, round_up, store, thread_share, unit_loop, unsupported,
-                   widen)
+from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_kernel, broadcast_strides,
+                   claim_words, claimed_unit_loop, constant, contiguous_strides, load, offset_of, register, round_up,
+                   store, unsupported, widen)
 from .elementwise import apply_node
 from .reduction import single_body
 
@@ -182,7 +182,7 @@ def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict
         total = round_up(scratch) + anchor.out.type.nbytes
     else:
         c = where[c_name]
-    b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads] + extras)
+    b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads, claim_words(k)] + extras)
     return k.finish(op, total, prepared)
 
 
@@ -238,8 +238,7 @@ def _generic_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if spec.m * spec.n * spec.count == 0:
         return k.finish(node.op)
-    first, last = thread_share(b, k.tid, k.nthreads, spec.count * spec.m)
-    with unit_loop(b, list(spec.batch) + [spec.m], first, last, name="row") as index:
+    with claimed_unit_loop(k, list(spec.batch) + [spec.m], name="row") as index:
         batch, i = index[:-1], index[-1]
         a0 = offset_of(b, list(batch) + [i], spec.a.batch_strides + (spec.a.rs,))
         b0 = offset_of(b, batch, spec.b.batch_strides)
@@ -272,8 +271,7 @@ def _direct_conv(node: Node, ctx: KernelContext) -> KernelSpec:
     per_group = c_out // attrs["groups"]
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
-    first, last = thread_share(b, k.tid, k.nthreads, n * c_out)
-    with unit_loop(b, [n, c_out], first, last, name="plane") as (image, co):
+    with claimed_unit_loop(k, [n, c_out], name="plane") as (image, co):
         group = b.udiv(co, i64(per_group))
         x0 = b.mul(b.add(b.mul(image, i64(c)), b.mul(group, i64(c_in))), i64(h * wd))
         w0 = b.mul(co, i64(c_in * kh * kw))

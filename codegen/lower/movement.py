@@ -20,8 +20,8 @@ from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType
 
 from ..loops import I1, I8, PTR, for_range, i64, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, coalesce, constant, contiguous_strides, load,
-                   offset_of, register, store, thread_share, unit_loop, widen)
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, coalesce, constant,
+                   contiguous_strides, load, offset_of, register, store, thread_share, unit_loop, widen)
 
 TILE_ROWS = 4096  # bytes per unit of a flat copy
 
@@ -68,8 +68,7 @@ def strided_copy(k: Kernel, shape: tuple[int, ...], src: View, dst: View, dtype:
 def _row_copy(k: Kernel, dims: list[int], src: View, dst: View, dtype: DType) -> None:
     b, width = k.builder, k.width
     outer, n = dims[:-1], dims[-1]
-    first, last = thread_share(b, k.tid, k.nthreads, prod(outer))
-    with unit_loop(b, outer, first, last, name="row") as index:
+    with claimed_unit_loop(k, outer, name="row") as index:
         s0 = offset_of(b, index, src.strides[:-1], src.base)
         d0 = offset_of(b, index, dst.strides[:-1], dst.base)
         s_step, d_step = src.strides[-1], dst.strides[-1]
@@ -92,8 +91,7 @@ def _tile_copy(k: Kernel, dims: list[int], src: View, dst: View, dtype: DType) -
     last = len(dims) - 1
     outer = [d for d in range(len(dims)) if d not in (p, last)]
     tiles_p, tiles_q = -(-dims[p] // t), -(-dims[last] // t)
-    first, stop = thread_share(b, k.tid, k.nthreads, prod(dims[d] for d in outer) * tiles_p)
-    with unit_loop(b, [dims[d] for d in outer] + [tiles_p], first, stop, name="tile") as index:
+    with claimed_unit_loop(k, [dims[d] for d in outer] + [tiles_p], name="tile") as index:
         s0 = offset_of(b, index[:-1], [src.strides[d] for d in outer], src.base)
         d0 = offset_of(b, index[:-1], [dst.strides[d] for d in outer], dst.base)
         a0 = b.mul(index[-1], i64(t))

@@ -17,8 +17,8 @@ import llvmlite.ir as ir
 from braze.ir.types import TensorType
 
 from ..loops import i64, vector_loop
-from .base import Kernel, broadcast_strides, coalesce, contiguous_strides, load, offset_of, store, thread_share, \
-    unit_loop, widen
+from .base import Kernel, broadcast_strides, claimed_unit_loop, coalesce, contiguous_strides, load, offset_of, store, \
+    widen
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,7 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
     inner, outer = dims[-1], dims[:-1]
     chunk = _chunks(prod(outer), inner, width)
     pieces = -(-inner // chunk)
-    first, last = thread_share(b, k.tid, k.nthreads, prod(outer) * pieces)
-    with unit_loop(b, outer + ([pieces] if pieces > 1 else []), first, last, name="row") as index:
+    with claimed_unit_loop(k, outer + ([pieces] if pieces > 1 else []), name="row") as index:
         bases = [offset_of(b, index[:len(outer)], w[:-1]) for w in walks]
         start: ir.Value = i64(0)
         stop: ir.Value = i64(inner)

@@ -19,8 +19,8 @@ from braze.ir.graph import Node
 from braze.ir.types import DType
 
 from ..loops import I64, alloca, for_range, i64, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, constant, gather, iota, load, register, store,
-                   thread_share, unit_loop, widen)
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, constant, gather, iota, load,
+                   register, store, widen)
 from .elementwise import fmax
 from .reducers import Reducer
 
@@ -51,8 +51,7 @@ def _pool(node: Node, ctx: KernelContext, kind: str) -> KernelSpec:
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b, dtype = k.builder, x.dtype
     fill = constant(dtype, float("-inf") if kind == "max" else 0.0)
-    first, last = thread_share(b, k.tid, k.nthreads, planes * oh_count)
-    with unit_loop(b, [planes, oh_count], first, last, name="row") as (plane, oh):
+    with claimed_unit_loop(k, [planes, oh_count], name="row") as (plane, oh):
         src = b.mul(plane, i64(h * w))
         dst = b.mul(b.add(b.mul(plane, i64(oh_count)), oh), i64(ow_count))
         ih0 = b.sub(b.mul(oh, i64(sh)), i64(ph))
@@ -115,8 +114,7 @@ def lower_adaptive_avg_pool2d(node: Node, ctx: KernelContext) -> KernelSpec:
     planes = prod(x.shape[:-2])
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b, dtype = k.builder, x.dtype
-    first, last = thread_share(b, k.tid, k.nthreads, planes * oh_count)
-    with unit_loop(b, [planes, oh_count], first, last, name="row") as (plane, i):
+    with claimed_unit_loop(k, [planes, oh_count], name="row") as (plane, i):
         hs = b.udiv(b.mul(i, i64(h)), i64(oh_count))
         he = b.udiv(b.add(b.mul(b.add(i, i64(1)), i64(h)), i64(oh_count - 1)), i64(oh_count))
         src = b.mul(plane, i64(h * w))

@@ -19,8 +19,8 @@ from braze.ir.graph import Node
 from braze.ir.types import DType
 
 from ..loops import I1, I64, alloca, for_range, i64, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, constant, load, register, store, thread_share,
-                   unit_loop)
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, constant, load, register, store,
+                   thread_share)
 from .pool import divisor
 
 
@@ -66,8 +66,7 @@ def lower_max_pool2d_select(node: Node, ctx: KernelContext) -> KernelSpec:
     oh_count, ow_count = out.shape[-2:]
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
-    first, last = thread_share(b, k.tid, k.nthreads, prod(out.shape[:-2]) * oh_count)
-    with unit_loop(b, [prod(out.shape[:-2]), oh_count], first, last, name="row") as (plane, oh):
+    with claimed_unit_loop(k, [prod(out.shape[:-2]), oh_count], name="row") as (plane, oh):
         dst = b.mul(b.add(b.mul(plane, i64(oh_count)), oh), i64(ow_count))
         with for_range(b, 0, ow_count, name="ow") as ow:
             at = _window_argmax(b, k, node, plane, oh, ow)

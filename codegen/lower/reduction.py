@@ -22,8 +22,8 @@ from braze.ir.graph import Graph, Node
 from braze.ir.registry import reduction_domain
 
 from ..loops import I64, alloca, for_range, i64, loop_nest, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce,
-                   contiguous_strides, iota, offset_of, register, store, thread_share, unit_loop, unsupported, widen)
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
+                   coalesce, contiguous_strides, iota, offset_of, register, store, unit_loop, unsupported, widen)
 from .rows import ROW_OPS, Element, RowPlan, Rows
 
 BLOCK = 64  # terms an accumulator lane adds in sequence before a fold (module doc)
@@ -72,8 +72,7 @@ class _Emitter:
     def _inner_reduced(self) -> None:
         b, dims = self.b, self.dims
         kept = [d for d in range(len(dims)) if self.marks[d] == "k"]
-        first, last = thread_share(b, self.k.tid, self.k.nthreads, prod(dims[d] for d in kept))
-        with unit_loop(b, [dims[d] for d in kept], first, last, name="row") as index:
+        with claimed_unit_loop(self.k, [dims[d] for d in kept], name="row") as index:
             bases = [offset_of(b, index, [w[d] for d in kept]) for w in self.walks]
             self._row(bases, 1)
 
@@ -82,8 +81,7 @@ class _Emitter:
         outer = [d for d in range(len(dims) - 1) if self.marks[d] == "k"]
         n = dims[-1]
         groups, full = -(-n // width), n // width
-        first, last = thread_share(b, self.k.tid, self.k.nthreads, prod(dims[d] for d in outer) * groups)
-        with unit_loop(b, [dims[d] for d in outer] + [groups], first, last, name="rows") as index:
+        with claimed_unit_loop(self.k, [dims[d] for d in outer] + [groups], name="rows") as index:
             bases = [offset_of(b, index[:-1], [w[d] for d in outer]) for w in self.walks]
             j0 = b.mul(index[-1], i64(width))
 

@@ -12,7 +12,7 @@ from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType, int64
 
 from ..loops import I8, I64, alloca, for_range, i64
-from .base import KernelContext, KernelSpec, begin_kernel, load, register, store, thread_share, unit_loop
+from .base import KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, load, register, store
 from .elementwise import compare
 
 
@@ -30,8 +30,7 @@ def lower_scan(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if x.type.size == 0:
         return k.finish(node.op)
-    first, last = thread_share(b, k.tid, k.nthreads, outer * inner)
-    with unit_loop(b, [outer, inner], first, last, name="line") as (p, q):
+    with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
         start = b.add(b.mul(p, i64(size * inner)), q)
         store(b, load(b, k.ins[0], start, x.dtype), k.outs[0], start, x.dtype)
         with for_range(b, 1, size, name="j") as j:  # out[j] = out[j - 1] + x[j]
@@ -65,8 +64,7 @@ def lower_sort(node: Node, ctx: KernelContext) -> KernelSpec:
     if x.type.size == 0:
         return k.finish(node.op)
     src, dst = _line_buffers(b, k.scratch, size, x.dtype, positions)
-    first, last = thread_share(b, k.tid, k.nthreads, outer * inner)
-    with unit_loop(b, [outer, inner], first, last, name="line") as (p, q):
+    with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
         start = b.add(b.mul(p, i64(size * inner)), q)
         with for_range(b, 0, size, name="i") as i:
             store(b, load(b, k.ins[0], b.add(start, b.mul(i, i64(inner))), x.dtype), src[0], i, x.dtype)

@@ -16,8 +16,8 @@ from braze.ir.ops._common import normalize_axis
 from braze.ir.ops.indexing import axis_subject
 
 from ..loops import I1, for_range, i64
-from .base import (KernelContext, KernelSpec, begin_kernel, constant, contiguous_strides, load, offset_of, register,
-                   store, thread_share, unit_loop)
+from .base import (KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, constant, contiguous_strides, load,
+                   offset_of, register, store)
 from .indexing import index_check
 
 
@@ -38,8 +38,7 @@ def lower_scatter_add(node: Node, ctx: KernelContext) -> KernelSpec:
     check = index_check(k, node, 1, shape[axis], axis_subject(node.attr["axis"]))
     others = [d for d in range(len(shape)) if d != axis]
     out_strides, in_strides = contiguous_strides(shape), contiguous_strides(indices.shape)
-    first, last = thread_share(b, k.tid, k.nthreads, prod(shape[d] for d in others))
-    with unit_loop(b, [shape[d] for d in others], first, last, name="fiber") as coords:
+    with claimed_unit_loop(k, [shape[d] for d in others], name="fiber") as coords:
         fiber = offset_of(b, coords, [out_strides[d] for d in others])
         with for_range(b, 0, shape[axis], name="zero") as t:
             store(b, constant(dtype, 0.0), k.outs[0], b.add(fiber, b.mul(t, i64(out_strides[axis]))), dtype)

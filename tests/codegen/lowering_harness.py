@@ -19,6 +19,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from braze.codegen import compile_ir, host_target
+from braze.codegen.abi import CLAIM_BYTES
 from braze.codegen.loops import I64, PTR
 from braze.codegen.lower import KernelContext, KernelSpec, lower_node
 from braze.codegen.lower.accuracy import ACCURACY, Accuracy
@@ -156,7 +157,7 @@ def run_node_reporting(node: Node, arrays: Sequence[np.ndarray], nthreads: int =
     outs = pointer_array(*[v.ctypes.data for v in out_views])
     ins = pointer_array(*[v.ctypes.data for v in in_views])
     scratches = pointer_array(*[s.ctypes.data for s in scratch])
-    status = aligned_empty(64).view(np.int64)
+    status = aligned_empty(CLAIM_BYTES).view(np.int64)  # the status words, then the claim words
     status[...] = 0
     for tid in range(nthreads):
         compiled.call(ctypes.addressof(outs), ctypes.addressof(ins), ctypes.addressof(scratches), tid, nthreads,

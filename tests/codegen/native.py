@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
 
 from braze.codegen import compile_ir, host_target
 
-KERNEL_ARGS = (ctypes.c_void_p,) * 4 + (ctypes.c_int64,) * 2
+KERNEL_ARGS = (ctypes.c_void_p,) * 4 + (ctypes.c_int64,) * 2 + (ctypes.c_void_p,)
 
 
 def aligned(shape: Sequence[int] | int, fill: np.ndarray | None = None) -> np.ndarray:
@@ -54,11 +55,32 @@ def require(array: np.ndarray, elements: int | None, label: str) -> int:
 
 
 def run_threads(fn: Callable, pointers: Sequence[int], extras: Sequence[int], scratch_bytes: int,
-                nthreads: int) -> None:
-    """Call the kernel for tid 0..nthreads-1 in turn, each with its own scratch area."""
+                nthreads: int, *, claims: bool = True, concurrent: bool = False) -> None:
+    """Call the kernel for tid 0..nthreads-1, each with its own scratch area and all with one block of claim words
+    (a null pointer without `claims`): one after another, or at once on Python threads (a ctypes call releases the
+    GIL), so that the threads claim their work from each other."""
     scratch = [aligned(max(scratch_bytes // 4, 1)) for _ in range(nthreads)]
-    for tid in range(nthreads):
-        fn(*pointers, scratch[tid].ctypes.data, tid, nthreads, *extras)
+    words = aligned(16)
+    claim = words.ctypes.data if claims else None
+
+    def call(tid: int) -> None:
+        fn(*pointers, scratch[tid].ctypes.data, tid, nthreads, claim, *extras)
+    if not concurrent:
+        for tid in range(nthreads):
+            call(tid)
+    else:
+        at_once(call, nthreads)
+    assert not words.any(), "the last thread to leave a claimed loop zeroes the claim words"
+
+
+def at_once(call: Callable[[int], None], nthreads: int) -> None:
+    """call(tid) for tid 1..nthreads-1 on Python threads and call(0) in this one, all at the same time."""
+    threads = [threading.Thread(target=call, args=(tid,)) for tid in range(1, nthreads)]
+    for thread in threads:
+        thread.start()
+    call(0)
+    for thread in threads:
+        thread.join()
 
 
 U32 = 2.0 ** -24  # unit roundoff of float32

@@ -8,7 +8,8 @@ import numpy as np
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.abi import ENTRY, POOL_JOIN, POOL_POST, POOL_WORK, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS
+from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_JOIN, POOL_POST,
+                              POOL_WORK, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
 from braze.codegen.module_builder import build_module
 from braze.codegen.sync import ABORT_OFFSET, GENERATION_OFFSET, SYNC_BYTES, emit_pool_module
 from braze.ir.passes import optimize
@@ -55,3 +56,10 @@ def test_abi_status_words_have_a_cache_line_of_their_own_in_the_sync_block() -> 
     """Kernels write the status words only when a check fails; the barrier's counters stay off their line."""
     assert STATUS_OFFSET % 64 == 0 and STATUS_OFFSET > max(ABORT_OFFSET, GENERATION_OFFSET)
     assert STATUS_OFFSET + 8 * STATUS_WORDS <= SYNC_BYTES
+
+
+def test_abi_claim_words_have_a_cache_line_of_their_own_within_reach_of_the_status_pointer() -> None:
+    """Threads claiming work hammer these words: off the barrier's and the status words' lines, inside the block."""
+    assert CLAIM_OFFSET % 64 == 0 and CLAIM_OFFSET >= STATUS_OFFSET + 64
+    assert CLAIM_SLOTS * CLAIM_SLOT_BYTES <= 64 and CLAIM_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES <= SYNC_BYTES
+    assert CLAIM_BYTES == CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES

@@ -34,7 +34,7 @@ def reference(spec: ConvSpec, x: np.ndarray, w: np.ndarray, bias: np.ndarray | N
 
 
 def run_conv(spec: ConvSpec, x: np.ndarray, w: np.ndarray, *, tiling=HOST, epilogue=None, tag: str = "",
-             extras=(), nthreads: int = 1) -> np.ndarray:
+             extras=(), nthreads: int = 1, concurrent: bool = False) -> np.ndarray:
     prepack = spec.prepacked_weight
 
     def emit(module, name):
@@ -50,7 +50,8 @@ def run_conv(spec: ConvSpec, x: np.ndarray, w: np.ndarray, *, tiling=HOST, epilo
         w = packed
     out = np.full(spec.out_shape, np.nan, np.float32)
     run_threads(kernel(library, name, len(extras)), [x.ctypes.data, w.ctypes.data, out.ctypes.data],
-                [require(e, None, "extra") for e in extras], conv2d_scratch_bytes(spec, tiling), nthreads)
+                [require(e, None, "extra") for e in extras], conv2d_scratch_bytes(spec, tiling), nthreads,
+                concurrent=concurrent)
     return out
 
 
@@ -216,3 +217,17 @@ def test_conv2d_empty_batch_touches_nothing(groups) -> None:
     spec = ConvSpec(0, 4, 6, 6, 8, 3, 3, groups=groups)
     out = run_conv(spec, np.zeros(1, np.float32), np.ones(spec.weight_shape, np.float32))
     assert out.shape == (0, 8, 4, 4)
+
+
+@pytest.mark.parametrize("case", [dict(n=2, c=5, h=12, w=13, c_out=7, kh=3, kw=3, padding=(1, 1)),
+                                  dict(n=3, c=6, h=9, w=11, c_out=6, kh=3, kw=3, padding=(1, 1), groups=6)],
+                         ids=["im2col", "depthwise"])
+def test_conv2d_threads_claiming_at_once_match_one_thread_bit_for_bit(case) -> None:
+    spec = ConvSpec(**case)
+    x = RNG.standard_normal(spec.input_shape).astype(np.float32)
+    w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
+    one = run_conv(spec, x, w)
+    assert not np.isnan(one).any()
+    for nthreads in (2, 3, 4):
+        got = run_conv(spec, x, w, nthreads=nthreads, concurrent=True)
+        assert got.tobytes() == one.tobytes(), f"{nthreads} threads"

@@ -40,8 +40,9 @@ def count_writes(arg: int, m: int, n: int):
 
 
 def run(spec: GemmSpec, a: np.ndarray, b: np.ndarray, *, tiling=HOST, epilogue=None, tag: str = "",
-        extras=(), nthreads: int = 1, b_source: Strided | None = None) -> np.ndarray:
-    """C for `spec` from flat operand buffers a, b (b in the layout b_source describes when spec.b is Prepacked)."""
+        extras=(), nthreads: int = 1, b_source: Strided | None = None, concurrent: bool = False) -> np.ndarray:
+    """C for `spec` from flat operand buffers a, b (b in the layout b_source describes when spec.b is Prepacked),
+    the threads called one after another or, `concurrent`, at once."""
     n_extra = len(extras)
 
     def emit(module, name):
@@ -60,7 +61,7 @@ def run(spec: GemmSpec, a: np.ndarray, b: np.ndarray, *, tiling=HOST, epilogue=N
         b = packed
     pointers = [require(a, a_extent, "a"), require(b, b_extent, "b"), require(c, c_extent, "c")]
     run_threads(kernel(library, name, n_extra), pointers, [require(x, None, "extra") for x in extras],
-                gemm_scratch_bytes(spec, tiling), nthreads)
+                gemm_scratch_bytes(spec, tiling), nthreads, concurrent=concurrent)
     return c
 
 
@@ -213,13 +214,38 @@ def test_gemm_empty_output_touches_nothing(m, n) -> None:
     run(spec, np.zeros(16, np.float32), np.zeros(16, np.float32))
 
 
+@pytest.mark.parametrize("m,n,k,batch", [(37, 5 * HOST.nr + 3, 67, ()), (301, 9, 33, ()),
+                                         (301, 2 * HOST.nr + 1, 400, ()), (7, 3 * HOST.nr + 1, 13, (3,))])
+def test_gemm_threads_claiming_at_once_match_one_thread_bit_for_bit(m, n, k, batch) -> None:
+    """Panels claimed by 2-4 threads running at once (odd panel counts, split by columns or rows, packed or not,
+    batched): the same bits as one thread, every element written."""
+    spec = GemmSpec.contiguous(m, n, k, batch)
+    a = RNG.standard_normal((*batch, m, k)).astype(np.float32).ravel()
+    b = RNG.standard_normal((*batch, k, n)).astype(np.float32).ravel()
+    one = run(spec, a, b)
+    assert not np.isnan(one).any()
+    for nthreads in (2, 3, 4):
+        assert run(spec, a, b, nthreads=nthreads, concurrent=True).tobytes() == one.tobytes(), f"{nthreads} threads"
+
+
+def test_gemm_without_claim_words_threads_take_static_shares() -> None:
+    spec = GemmSpec.contiguous(37, 5 * HOST.nr + 3, 67)
+    a = RNG.standard_normal((37, 67)).astype(np.float32).ravel()
+    b = RNG.standard_normal((67, spec.n)).astype(np.float32).ravel()
+    library, name = build("t_gemm_static", (spec, HOST), lambda module, nm: emit_gemm(module, nm, spec, HOST))
+    c = np.full(37 * spec.n, np.nan, np.float32)
+    run_threads(kernel(library, name, 0), [a.ctypes.data, b.ctypes.data, c.ctypes.data], [],
+                gemm_scratch_bytes(spec, HOST), 3, claims=False, concurrent=True)
+    assert c.tobytes() == run(spec, a, b).tobytes()
+
+
 def test_gemm_ignores_invalid_thread_ids() -> None:
     spec = GemmSpec.contiguous(5, 6, 7)
     library, name = build("t_gemm_tid", (spec,), lambda module, nm: emit_gemm(module, nm, spec, HOST))
     fn = kernel(library, name, 0)
     a, b, c = np.ones(35, np.float32), np.ones(42, np.float32), np.full(30, 3.0, np.float32)
     for tid, nthreads in ((0, 0), (-1, 2), (2, 2), (0, -4)):
-        fn(a.ctypes.data, b.ctypes.data, c.ctypes.data, 0, tid, nthreads)
+        fn(a.ctypes.data, b.ctypes.data, c.ctypes.data, 0, tid, nthreads, None)
     assert (c == 3.0).all()
 
 

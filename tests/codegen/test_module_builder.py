@@ -81,6 +81,15 @@ def test_module_builder_barrier_orders_kernels_across_threads() -> None:
         check(exe, g, random_inputs(g, seed))
 
 
+@pytest.mark.skipif(not host_target().is_x86, reason="the spin is timed by the x86 time-stamp counter")
+def test_module_builder_barrier_spins_for_a_time_not_a_count() -> None:
+    """How long a `pause` takes differs 50-fold between x86 cores; the barrier's spin budget is in TSC ticks."""
+    text = str(build_module(planned(chain_graph()), lower=checking_lower).module)
+    barrier = text[text.index("define internal void @\"braze.barrier\""):]
+    barrier = barrier[:barrier.index("\n}\n")]
+    assert "llvm.x86.rdtsc" in barrier and "llvm.x86.sse2.pause" in barrier
+
+
 def test_module_builder_every_pointer_is_64_byte_aligned() -> None:
     g = chain_graph(shape=(3, 11))
     exe = Executable.build(g, threads=2, lower=asserting_lowering)

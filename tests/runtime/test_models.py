@@ -101,6 +101,19 @@ def test_models_two_threads_match_eager(name: str) -> None:
         check(compiled, model, x, name)
 
 
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_models_any_thread_count_gives_the_bits_of_one(name: str) -> None:
+    """The pool's threads claim each kernel's units from each other at run time, and every unit is computed the
+    same way whoever takes it: 2, 3 and 4 threads give exactly the bytes of one, call after call."""
+    model, x, options = build(name, "plain")
+    x = np.concatenate([x] * 3)[:2 * len(x) + 1]  # an odd batch: odd unit counts in every kernel
+    want = braze.compile(model, x, threads=1, **options)(x)
+    for threads in (2, 3, 4):
+        compiled = braze.compile(model, x, threads=threads, **options)
+        for _ in range(3):
+            assert compiled(x).tobytes() == want.tobytes(), f"{threads} threads"
+
+
 def test_models_lazy_compile_per_batch_size() -> None:
     model, x, _ = build("mlp", "plain")
     compiled = braze.compile(model)

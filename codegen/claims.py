@@ -1,0 +1,95 @@
+"""Dynamic work claiming: the threads of a call take chunks of a kernel's units from a shared counter.
+
+A kernel whose work splits into many independent units (rows, planes, GEMM panels) does not cut them into one
+fixed share per thread: each thread repeatedly claims the next `chunk` units from an atomic counter until none
+are left, so a thread that lost its core or runs slower simply claims fewer. Each unit is still computed by exactly
+one thread, and what a unit computes does not depend on which thread computes it, so results are bit-identical for
+every thread count.
+
+A loop's claim words are two i64 in the call's sync block (codegen/abi.py, CLAIM_OFFSET; one slot per claimed loop
+of a kernel): the next unclaimed unit, and how many threads have left the loop. Every thread of a call runs every
+kernel, so the last of them to leave knows that nobody reads the counter any more and zeroes both words; it does so
+before it arrives at the barrier that precedes the next kernel, so the next kernel (and the first kernel of the next
+call, which starts only after every thread has finished this one) finds them zero without a barrier of its own.
+Two loops of one kernel, with no barrier between them, need two slots. With one thread, or without claim words (a
+null pointer), each thread takes its static share of the units in one chunk and touches no shared memory.
+
+How big a chunk is: the units over CLAIMS_PER_THREAD times the thread count (at least 1, at most the caller's cap),
+fixed for the loop, so the claims cost a few atomic adds per thread however many units there are.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import llvmlite.ir as ir
+
+from .loops import I64, PTR, i64
+
+# Chunks per thread when all run at the same speed: enough that a thread running at half speed ends at most one
+# small chunk after the others, few enough that the atomic claims cost nothing next to the work.
+CLAIMS_PER_THREAD = 4
+LEAVERS_BYTE = 8  # the leavers word, after the counter
+
+
+@contextmanager
+def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir.Value, units: int, *,
+                   most: int | None = None, name: str = "claim") -> Iterator[tuple[ir.Value, ir.Value]]:
+    """Emit a loop over the chunks [start, stop) of [0, units) this thread claims, the body once (yielded).
+
+    `claim` points at the claim words; `most` caps the chunk size (a GEMM's column block). With one thread or a
+    null `claim` the thread takes its static share instead: units [tid*units/nthreads, (tid+1)*units/nthreads),
+    contiguous, in one chunk. An invalid tid (outside [0, nthreads)) takes nothing and leaves the words alone.
+    """
+    fn = b.function
+    setup, head, take, own, got, body, leave, depart, reset, done = (
+        fn.append_basic_block(f"{name}.{part}") for part in
+        ("setup", "head", "take", "own", "got", "body", "leave", "depart", "reset", "done"))
+    valid = b.and_(b.icmp_signed(">=", tid, i64(0)), b.icmp_signed("<", tid, nthreads))
+    b.cbranch(valid, setup, done)
+    b.position_at_end(setup)
+    shared = b.and_(b.icmp_signed(">", nthreads, i64(1)), b.icmp_unsigned("!=", claim, ir.Constant(PTR, None)))
+    claims = b.mul(nthreads, i64(CLAIMS_PER_THREAD))
+    chunk = b.sdiv(b.add(i64(units), b.sub(claims, i64(1))), claims)
+    if most is not None:
+        chunk = b.select(b.icmp_signed("<", chunk, i64(most)), chunk, i64(most))
+    chunk = b.select(b.icmp_signed("<", chunk, i64(1)), i64(1), chunk, name=f"{name}.chunk")
+    b.branch(head)
+    b.position_at_end(head)
+    turn = b.phi(I64, name=f"{name}.turn")
+    turn.add_incoming(i64(0), setup)
+    b.cbranch(shared, take, own)
+    b.position_at_end(take)
+    claimed = b.atomic_rmw("add", claim, chunk, "monotonic", name=f"{name}.claimed")
+    end = b.add(claimed, chunk)
+    claimed_stop = b.select(b.icmp_signed("<", end, i64(units)), end, i64(units))
+    b.branch(got)
+    b.position_at_end(own)
+    share = b.sdiv(b.mul(tid, i64(units)), nthreads)
+    own_start = b.select(b.icmp_signed("==", turn, i64(0)), share, i64(units))
+    own_stop = b.sdiv(b.mul(b.add(tid, i64(1)), i64(units)), nthreads)
+    b.branch(got)
+    b.position_at_end(got)
+    start, stop = b.phi(I64, name=f"{name}.start"), b.phi(I64, name=f"{name}.stop")
+    for value, bound, block in ((claimed, claimed_stop, take), (own_start, own_stop, own)):
+        start.add_incoming(value, block)
+        stop.add_incoming(bound, block)
+    b.cbranch(b.icmp_signed("<", start, stop), body, leave)
+    b.position_at_end(body)
+    yield start, stop
+    turn.add_incoming(b.add(turn, i64(1)), b.block)
+    b.branch(head)
+    b.position_at_end(leave)
+    b.cbranch(shared, depart, done)
+    b.position_at_end(depart)
+    leavers = b.gep(claim, [i64(LEAVERS_BYTE)], inbounds=True, source_etype=ir.IntType(8))
+    before = b.atomic_rmw("add", leavers, i64(1), "acq_rel")
+    b.cbranch(b.icmp_signed("==", before, b.sub(nthreads, i64(1))), reset, done)
+    b.position_at_end(reset)
+    b.atomic_rmw("xchg", claim, i64(0), "monotonic")  # store_atomic needs typed pointers in llvmlite
+    b.atomic_rmw("xchg", leavers, i64(0), "release")
+    b.branch(done)
+    b.position_at_end(done)
+
+
+__all__ = ["CLAIMS_PER_THREAD", "claimed_chunks"]

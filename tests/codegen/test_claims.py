@@ -1,0 +1,106 @@
+"""Dynamic work claiming (codegen/claims.py): every unit taken exactly once, by threads running at once, a late thread
+taking fewer, the claim words left zero for the next loop; the static share without claim words."""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+import pytest
+
+from braze.codegen import compile_ir, host_target
+from braze.codegen.claims import claimed_chunks
+from braze.codegen.loops import I64, PTR, define_function, entry_builder, for_range, i64
+from tests.codegen.native import at_once
+
+KERNEL_ARGS = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+_compiled: dict[int, object] = {}
+
+
+def marking_kernel(units: int):
+    """`void mark(ptr counts, ptr owners, i64 tid, i64 nthreads, ptr claim)`: for each unit it claims, atomically
+    counts[unit] += 1 and owners[unit] = tid + 1 (i64 arrays of `units`)."""
+    if units not in _compiled:
+        name = f"t_claims_mark_{units}"
+        module = host_target().new_module(name)
+        fn = define_function(module, name, [("counts", PTR), ("owners", PTR), ("tid", I64), ("nthreads", I64),
+                                            ("claim", PTR)])
+        counts, owners, tid, nthreads, claim = fn.args
+        b = entry_builder(fn)
+        with claimed_chunks(b, claim, tid, nthreads, units) as (start, stop):
+            with for_range(b, start, stop, name="u") as unit:
+                b.atomic_rmw("add", b.gep(counts, [unit], source_etype=I64), i64(1), "monotonic")
+                b.store(b.add(tid, i64(1)), b.gep(owners, [unit], source_etype=I64))
+        b.ret_void()
+        library = compile_ir(module, use_cache=False)
+        _compiled[units] = (library, library.cfunc(name, None, *KERNEL_ARGS))
+    return _compiled[units][1]
+
+
+def run_marking(units: int, nthreads: int, *, claims: bool = True, delays: dict[int, float] | None = None):
+    """counts, owners and the claim words after threads 0..nthreads-1 ran the marking kernel at once (thread tid
+    after delays[tid] seconds)."""
+    fn = marking_kernel(units)
+    counts, owners = np.zeros(units, np.int64), np.zeros(units, np.int64)
+    words = np.zeros(8, np.int64)
+
+    def call(tid: int) -> None:
+        time.sleep((delays or {}).get(tid, 0.0))
+        fn(counts.ctypes.data, owners.ctypes.data, tid, nthreads, words.ctypes.data if claims else None)
+    at_once(call, nthreads)
+    return counts, owners, words
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3, 4])
+@pytest.mark.parametrize("units", [1, 7, 1001])
+def test_claims_every_unit_is_taken_exactly_once(nthreads: int, units: int) -> None:
+    counts, owners, _ = run_marking(units, nthreads)
+    assert (counts == 1).all()
+    assert set(np.unique(owners)) <= set(range(1, nthreads + 1))
+
+
+def test_claims_last_thread_out_zeroes_the_claim_words() -> None:
+    """The next loop on the same words (the next kernel, the next call) starts from unit 0 again."""
+    _, _, words = run_marking(1001, 3)
+    assert not words.any()
+    counts, _, _ = run_marking(1001, 3)
+    assert (counts == 1).all()
+
+
+def test_claims_a_late_thread_takes_what_is_left() -> None:
+    """Thread 1 starts long after thread 0 has claimed every unit: it computes nothing (with a static share it would
+    compute half)."""
+    _, owners, words = run_marking(1001, 2, delays={1: 0.05})
+    assert (owners == 1).all() and not words.any()
+    _, static, _ = run_marking(1001, 2, claims=False, delays={1: 0.05})
+    assert (static[:500] == 1).all() and (static[500:] == 2).all()
+
+
+def test_claims_without_claim_words_each_thread_takes_its_static_share() -> None:
+    counts, owners, words = run_marking(7, 3, claims=False)
+    assert (counts == 1).all() and not words.any()
+    assert owners.tolist() == [1, 1, 2, 2, 3, 3, 3]
+
+
+def test_claims_invalid_thread_ids_take_nothing() -> None:
+    fn = marking_kernel(7)
+    counts, owners, words = np.zeros(7, np.int64), np.zeros(7, np.int64), np.zeros(8, np.int64)
+    for tid, nthreads in ((-1, 2), (2, 2), (0, 0), (0, -3)):
+        fn(counts.ctypes.data, owners.ctypes.data, tid, nthreads, words.ctypes.data)
+    assert not counts.any() and not words.any()
+
+
+def test_claims_chunks_are_capped() -> None:
+    """`most` bounds a chunk (a GEMM claims at most one column block at a time)."""
+    name = "t_claims_capped"
+    module = host_target().new_module(name)
+    fn = define_function(module, name, [("sizes", PTR), ("claim", PTR)])
+    sizes, claim = fn.args
+    b = entry_builder(fn)
+    with claimed_chunks(b, claim, i64(0), i64(2), 1000, most=3) as (start, stop):
+        b.store(b.sub(stop, start), b.gep(sizes, [start], source_etype=I64))
+    b.ret_void()
+    library = compile_ir(module, use_cache=False)
+    out, words = np.zeros(1000, np.int64), np.zeros(8, np.int64)
+    library.cfunc(name, None, ctypes.c_void_p, ctypes.c_void_p)(out.ctypes.data, words.ctypes.data)
+    assert out[::3].tolist() == [3] * 333 + [1]
