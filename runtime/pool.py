@@ -27,13 +27,22 @@ import ctypes
 import functools
 import os
 import threading
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, TypeVar
 
 from .memory import address, aligned_zeros
+
+T = TypeVar("T")
 
 WAIT_US = 1000  # how long an idle worker spins before it sleeps: back-to-back calls find it awake
 JOIN_US = 40  # how long a caller waiting for its workers spins before it sleeps
 
+
+def _kept(obj: T) -> T:
+    """`obj`, never freed, not even while the interpreter shuts down: the workers' native loops keep reading their
+    go words and the task block (and running the pool's code) until the process ends, so what they read must
+    outlive every Python object, frames of daemon threads included."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    return obj
 
 
 class _Native(NamedTuple):
@@ -52,8 +61,8 @@ def native() -> _Native:
     from braze.codegen.sync import emit_pool_module, spin_budget
     from braze.codegen.target import host_target
     target = host_target()
-    library = compile_described("worker pool", lambda: emit_pool_module(target),
-                                ("braze_pool_post", "braze_pool_work", "braze_pool_join"), target=target)
+    library = _kept(compile_described("worker pool", lambda: emit_pool_module(target),
+                                ("braze_pool_post", "braze_pool_work", "braze_pool_join"), target=target))
     return _Native(POOL_POST.cfunc(library, "braze_pool_post"), POOL_WORK.cfunc(library, "braze_pool_work"),
                    POOL_JOIN.cfunc(library, "braze_pool_join"), spin_budget(target, WAIT_US),
                    spin_budget(target, JOIN_US))
@@ -65,7 +74,7 @@ class _Worker:
     def __init__(self, tid: int, task_address: int, work: Callable[..., int]) -> None:
         from braze.codegen.sync import CONTROL_BYTES
         self.tid = tid
-        self.control = aligned_zeros(CONTROL_BYTES // 8, "int64")
+        self.control = _kept(aligned_zeros(CONTROL_BYTES // 8, "int64"))
         self.address = address(self.control)
         self.wake = threading.Event()
         self._python_sleeps = 0
@@ -94,7 +103,7 @@ class ThreadPool:
     def __init__(self) -> None:
         self._workers: list[_Worker] = []
         self._controls = (ctypes.c_void_p * 1)()
-        self._task = aligned_zeros(8, "int64")
+        self._task = _kept(aligned_zeros(8, "int64"))
         self._busy = threading.Lock()
         self._growing = threading.Lock()
         self._calls = 0
