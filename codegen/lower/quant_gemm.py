@@ -12,7 +12,9 @@ region's elementwise epilogue over its columns of C (the gemm epilogue of linalg
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
+from typing import Callable
 
 import llvmlite.ir as ir
 
@@ -21,7 +23,7 @@ from braze.ir.types import float32
 
 from ..gemm import TilePos
 from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop
-from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
                    register, round_up, store, thread_share)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
 from .quant_decode import PLANE_ORDER, PackedWeight, decode, decode_planes, packed_weight, row_scale
@@ -187,33 +189,58 @@ def _run_epilogue(b, epilogue, c: ir.Value, m: int, n: int, width: int, first: i
         store(b, epilogue(b, acc, TilePos(i64(0), i, col, mask, extras)), c, at, float32, mask)
 
 
-def lower_quantized_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
-    """The kernel of a gemm region anchored by quantized_linear (or of the op alone)."""
+@dataclass(frozen=True)
+class PackedProduct:
+    """How a packed product fills C (m rows of `cols` columns): the scratch it needs before a scratch-held C, and
+    `emit(b, kernel, weight, m, x, c)`, which computes the columns [first, last) of C this thread owns and returns
+    (first, last) for the epilogue."""
+
+    scratch: Callable[[PackedWeight, int], int]
+    emit: Callable[..., tuple[ir.Value, ir.Value]]
+
+
+def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: PackedProduct) -> KernelSpec:
+    """The kernel of a gemm region anchored by a packed product (or of the op alone): the product into C, then
+    the region's epilogue over the columns each thread computed."""
     anchor = anchor_of(body)
     index = {v.name: i for i, v in enumerate(body.inputs)}
     if any(v.name not in index for v in anchor.inputs):
-        raise Unfusable("the quantized_linear's operands are not region operands")
-    x_value = anchor.inputs[0]
-    n, kdim = anchor.attr["shape"]
-    m = prod(x_value.shape[:-1])
+        raise Unfusable(f"the {anchor.op}'s operands are not region operands")
+    m, cols = prod(anchor.out.shape[:-1]), anchor.out.shape[-1]
     slots, c_name = plan_region(body, anchor)
     epilogue = epilogue_of(body, anchor, _mapper(anchor.out.shape), slots, c_name, None)
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
     x, codes, scales = (k.ins[index[v.name]] for v in anchor.inputs)
     p = packed_weight(ctx, anchor.attr, codes, scales)
-    direct = m == 1 or kdim == 0
-    permuted = direct and p.byte_planes
-    panel_bytes = round_up(4 * kdim) if permuted else 0 if direct else round_up(4 * ROWS * PANEL_K)
+    panel_bytes = product.scratch(p, m)
     where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | \
             {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
     c = where[c_name] if c_name is not None else b.gep(k.scratch, [i64(panel_bytes)], source_etype=ir.IntType(8))
     scratch = panel_bytes + (anchor.out.type.nbytes if c_name is None else 0)
-    if m * n == 0:
+    if m * cols == 0:
         return k.finish(node.op, scratch)
-    if permuted:
+    first, last = product.emit(b, k, p, m, x, c)
+    if epilogue is not None:
+        extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
+        _run_epilogue(b, epilogue, c, m, cols, p.width, first, last, extras)
+    return k.finish(node.op, scratch)
+
+
+def _linear_scratch(p: PackedWeight, m: int) -> int:
+    """x permuted for the byte-plane GEMV, nothing for another GEMV, else the decoded panel."""
+    direct = m == 1 or p.k == 0
+    return (round_up(4 * p.k) if direct and p.byte_planes else 0) if direct else round_up(4 * ROWS * PANEL_K)
+
+
+def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Value,
+                 c: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """C = x @ W^T: threads take W's rows (C's columns) in groups of ROWS."""
+    direct = m == 1 or p.k == 0
+    if direct and p.byte_planes:
         _permute_x(b, p, x, k.scratch)
         x = k.scratch
+    n = p.n
     groups = -(-n // ROWS)
     g0, g1 = thread_share(b, k.tid, k.nthreads, groups)
 
@@ -228,13 +255,16 @@ def lower_quantized_region(node: Node, ctx: KernelContext, body: Graph) -> Kerne
     if n % ROWS:
         with b.if_then(b.icmp_signed("==", g1, i64(groups))):
             rows(i64(full * ROWS), n % ROWS)
-    if epilogue is not None:
-        first = b.mul(g0, i64(ROWS))
-        last = b.mul(g1, i64(ROWS))
-        last = b.select(b.icmp_signed("<", last, i64(n)), last, i64(n))
-        extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
-        _run_epilogue(b, epilogue, c, m, n, p.width, first, last, extras)
-    return k.finish(node.op, scratch)
+    last = b.mul(g1, i64(ROWS))
+    return b.mul(g0, i64(ROWS)), b.select(b.icmp_signed("<", last, i64(n)), last, i64(n))
+
+
+LINEAR = PackedProduct(_linear_scratch, _emit_linear)
+
+
+def lower_quantized_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+    """The kernel of a gemm region anchored by quantized_linear (or of the op alone)."""
+    return lower_packed_region(node, ctx, body, LINEAR)
 
 
 @register("quantized_linear")
@@ -246,4 +276,4 @@ def lower_quantized_linear(node: Node, ctx: KernelContext) -> KernelSpec:
 ANCHORED["quantized_linear"] = lower_quantized_region
 
 
-__all__ = ["lower_quantized_linear", "lower_quantized_region"]
+__all__ = ["PackedProduct", "lower_packed_region", "lower_quantized_linear", "lower_quantized_region"]

@@ -26,15 +26,21 @@ SHAPES = [(1, 1, 1, 64), (1, 7, 9, 64), (1, 9, 16, 16), (1, 13, 64, 64), (1, 6, 
           (1, 6, 37, 16), (3, 7, 31, 1), (2, 17, 600, 64), (4, 9, 520, 8), (1, 4, 0, 64), (0, 3, 5, 16), (2, 0, 5, 16)]
 
 
-def _node(scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
+def packed_node(op: str, scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
+    """A quantized_linear (x of m rows of k) or quantized_matmul (g of m rows of n) node on a random packed (n, k)
+    weight, and its operands."""
     rng = np.random.default_rng(seed)
     codes_type, scales_type = packed_types(scheme, block, (n, k))
     codes = rng.integers(0, 256, codes_type.shape).astype(np.uint8) if codes_type.dtype.name == "u8" else \
         rng.integers(-127, 128, codes_type.shape).astype(np.int8)
     scales = rng.uniform(0.01, 1.0, scales_type.shape).astype(np.float32)
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    node = make_node("quantized_linear", x, codes, scales, scheme=scheme, block_size=block, shape=(n, k))
+    x = rng.standard_normal((m, k if op == "quantized_linear" else n)).astype(np.float32)
+    node = make_node(op, x, codes, scales, scheme=scheme, block_size=block, shape=(n, k))
     return node, [x, codes, scales]
+
+
+def _node(scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
+    return packed_node("quantized_linear", scheme, m, n, k, block, seed)
 
 
 def check_quantized(scheme: str, m: int, n: int, k: int, block: int, seed: int = 0) -> None:
