@@ -174,10 +174,13 @@ def _quantized_work(node) -> int:
     return node.out.type.size * node.inputs[0].shape[-1]
 
 
+# What the two packed products share: dequantize's attributes, a GEMM region's anchor, the multiply-adds as work,
+# and a VJP reading only the codes and scales.
+_PACKED = dict(attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_work, vjp_reads=(1, 2))
+
 quantized_linear = defop(
     "quantized_linear", ("x", "codes", "scales"), infer=_quantized_linear_infer, impl=_quantized_linear_impl,
-    vjp=_quantized_linear_vjp, attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_work,
-    vjp_reads=(1, 2),
+    vjp=_quantized_linear_vjp, **_PACKED,
     doc="linear(x, dequantize(codes, scales)): x @ W^T with W (out, in) kept packed, dequantized by the kernel "
         "that reads it (the quantized_weights='packed' option of the inference pipeline).")
 
@@ -200,7 +203,6 @@ def _quantized_matmul_vjp(e, h, out, g, codes, scales, scheme, block_size, shape
 
 quantized_matmul = defop(
     "quantized_matmul", ("g", "codes", "scales"), infer=_quantized_matmul_infer, impl=_quantized_matmul_impl,
-    vjp=_quantized_matmul_vjp, attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_work,
-    vjp_reads=(1, 2),
+    vjp=_quantized_matmul_vjp, **_PACKED,
     doc="matmul(g, dequantize(codes, scales)): g @ W with W (out, in) kept packed, the input gradient of "
         "quantized_linear, dequantized by the kernel that reads it.")

@@ -1,4 +1,5 @@
-"""Samples for lora_merge, dequantize, quantized_linear and quantized_matmul, checked against element-by-element loops."""
+"""Samples for lora_merge, dequantize, quantized_linear and quantized_matmul, checked against element-by-element
+loops."""
 import itertools
 
 import numpy as np
