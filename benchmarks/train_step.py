@@ -1,6 +1,9 @@
 """Training-step time: a compiled braze step (braze.compile_train_step) beside an eager braze step and torch's
 eager step, for the benchmark MLP b64, CNN b64 and transformer layer b8 of benchmarks/models.py in training mode
 (batch norm on batch statistics, the transformer's dropout on), and the compiled step's memory (TrainStep.memory).
+The transformer layer is also fine-tuned with QLoRA (NF4 bases, rank-8 adapters on every linear weight), its
+compiled step reading the bases packed (quantized_weights="packed", the default) and dense ("dense": each base
+dequantized every step); torch has no NF4 weights, so those rows have no torch column.
 
 Run from the repository root:
 
@@ -23,7 +26,10 @@ import numpy as np
 from benchmarks import models
 from benchmarks.run import interleaved
 
-CASES = (("mlp", 64), ("cnn", 64), ("transformer", 8))
+# (model, batch, how a QLoRA fine-tune's compiled step reads the NF4 bases; None: the plain model)
+CASES = (("mlp", 64, None), ("cnn", 64, None), ("transformer", 8, None), ("transformer", 8, "packed"),
+         ("transformer", 8, "dense"))
+QLORA_RANK = 8
 
 
 def _target(name: str, case: models.Case) -> np.ndarray:
@@ -38,24 +44,36 @@ def _braze_optimizer(kind: str, params: Any) -> Any:
     return braze.optim.SGD(params, lr=0.01, momentum=0.9) if kind == "sgd" else braze.optim.AdamW(params, lr=1e-3)
 
 
-def _systems(name: str, batch: int, optimizer: str) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]]:
+def _training_model(case: models.Case, qlora: str | None) -> Any:
+    """The case's model in training mode, with QLoRA adapters when the case fine-tunes with QLoRA."""
+    import braze.nn as nn
+    model = case.model.train()
+    if qlora is not None:
+        model.apply_qlora(nn.QLora(QLORA_RANK, 2 * QLORA_RANK))
+    return model
+
+
+def _systems(name: str, batch: int, optimizer: str,
+             qlora: str | None) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]]:
     """One training step of each system for a case, and notes (compile time, threads, the step's memory)."""
     import braze
     import braze.nn.functional as F
     loss_fn = F.mse_loss if name == "transformer" else F.cross_entropy
     compiled_case, eager_case = getattr(models, name)(batch), getattr(models, name)(batch)
     x, y = compiled_case.x, _target(name, compiled_case)
-    model = compiled_case.model.train()
+    model = _training_model(compiled_case, qlora)
     start = time.perf_counter()
-    step = braze.compile_train_step(model, loss_fn, _braze_optimizer(optimizer, model.parameters()), x, y)
+    step = braze.compile_train_step(model, loss_fn, _braze_optimizer(optimizer, model.parameters()), x, y,
+                                    quantized_weights=qlora or "packed")
     notes: dict[str, Any] = {"compile_s": round(time.perf_counter() - start, 3), "threads": step.executable.threads,
                              "memory": step.memory()}
-    eager = eager_case.model.train()
+    eager = _training_model(eager_case, qlora)
     eager_opt = _braze_optimizer(optimizer, eager.parameters())
     systems: dict[str, Callable[[], Any]] = {
         "braze compiled": lambda: step(x, y),
         "braze eager": _loop_step(eager, eager_opt, loss_fn, braze.tensor(x), braze.tensor(y))}
-    _add_torch(systems, notes, compiled_case, name, optimizer, x, y, step.executable.threads)
+    if qlora is None:
+        _add_torch(systems, notes, compiled_case, name, optimizer, x, y, step.executable.threads)
     return systems, notes
 
 
@@ -85,12 +103,13 @@ def _loop_step(model: Any, opt: Any, loss_fn: Callable[[Any, Any], Any], x: Any,
     return step
 
 
-def measure(optimizer: str, rounds: int, budget: float) -> list[dict[str, Any]]:
+def measure(optimizer: str, rounds: int, budget: float, cases: tuple = CASES) -> list[dict[str, Any]]:
     results = []
-    for name, batch in CASES:
-        systems, notes = _systems(name, batch, optimizer)
+    for name, batch, qlora in cases:
+        systems, notes = _systems(name, batch, optimizer, qlora)
         seconds = interleaved(systems, rounds, budget, settle=0.05)
-        results.append({"case": f"{name} b{batch}", "seconds": seconds, "notes": notes})
+        label = f"{name} b{batch}" + (f" QLoRA ({qlora})" if qlora else "")
+        results.append({"case": label, "seconds": seconds, "notes": notes})
     return results
 
 

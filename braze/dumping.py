@@ -52,14 +52,15 @@ def dump(model_or_graph: Any, *example_inputs: Any, passes: str | Sequence[str] 
 def training_stage(model: Any, loss_fn: Callable[[Any, Any], Any], optimizer: Any, batch: Sequence[Any],
                    stage: str) -> Graph:
     """A graph of the training step compile_train_step builds: "forward" (the traced loss, dropout seeds as
-    inputs), "backward" (with the trainable params' gradients) or "step" (with the optimizer's update)."""
+    inputs, quantized bases read packed), "backward" (with the trainable params' gradients) or "step" (with the
+    optimizer's update)."""
     from braze.ir.autodiff import backward_graph
     from braze.ir.train_step import dropout_seeds_as_inputs
-    from braze.train_step import train_step_graph
+    from braze.train_step import differentiated_forward, train_step_graph
     from braze.training import trace_loss
     if stage not in TRAINING_STAGES:
         raise BrazeError(f"training_stage: stage must be one of {', '.join(TRAINING_STAGES)}, got {stage!r}")
     if stage == "step":
         return train_step_graph(model, loss_fn, optimizer, *batch)
-    forward = dropout_seeds_as_inputs(trace_loss(model, loss_fn, *batch))
+    forward = differentiated_forward(dropout_seeds_as_inputs(trace_loss(model, loss_fn, *batch)))
     return forward if stage == "forward" else backward_graph(forward)

@@ -8,6 +8,14 @@
 
 The step graph (ir/train_step.py) takes the batch, one seed per dropout and each parameter group's coefficients as
 inputs; the executable owns the weights, buffers and optimizer state and writes each call's new values over them.
+
+Quantized bases (QLoRA, quantize_weights) are read packed by default (quantized_weights="packed"): before autodiff,
+each float32 linear layer on a frozen quantized weight becomes quantized_linear, with a LoRA adapter's low-rank path
+computed beside it (fold_reparameterizations, policy "keep"), so the forward and the input gradient
+(quantized_matmul) dequantize inside their kernels and no dense copy of the weight exists between or during steps.
+That sums in another order than eager braze, which merges the adapter into the dense weight: equal to float32
+rounding. quantized_weights="dense" dequantizes each base into a dense weight every step, as the eager model does.
+A float64 model stays dense (the packed kernels compute in float32).
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ from braze.frontend.tensor import Tensor
 from braze.ir.autodiff import PARAM_UPDATE, STATE_UPDATE, backward_graph
 from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph
+from braze.ir.passes import optimize
 from braze.ir.train_step import (APPLY_ROLE, SEED_ROLE, StepGroup, coefficient_inputs, dropout_seeds_as_inputs,
                                  input_roles, optimizer_step_graph, updated_leaves)
 from braze.ir.update_rules import RULES
@@ -33,22 +42,35 @@ if TYPE_CHECKING:  # codegen loads LLVM: imported on first compile, not with bra
 
 # the torch-style optimizers a compiled step runs -> their rule in ir/update_rules.py
 COMPILED_RULES = {"sgd": "sgd", "adam": "adam", "adamw": "adam"}
+QUANTIZED_WEIGHTS = ("packed", "dense")
 
 
 def train_step_graph(model: Module, loss_fn: Callable[[Any, Any], Any], optimizer: Any, *example_batch: Any,
-                     max_norm: float | None = None, accumulate: int = 1) -> Graph:
+                     max_norm: float | None = None, accumulate: int = 1, quantized_weights: str = "packed") -> Graph:
     """The traced loss, its gradients and the optimizer's update as one graph (ir/train_step.py: clipping by
-    `max_norm`, accumulating over `accumulate` calls), with the state the optimizer already holds as the initial
-    values of its state leaves."""
-    return _step_and_forward(model, loss_fn, optimizer, example_batch, max_norm, accumulate)[0]
+    `max_norm`, accumulating over `accumulate` calls; quantized bases read as `quantized_weights` says, module
+    doc), with the state the optimizer already holds as the initial values of its state leaves."""
+    return _step_and_forward(model, loss_fn, optimizer, example_batch, max_norm, accumulate, quantized_weights)[0]
+
+
+def differentiated_forward(forward: Graph, quantized_weights: str = "packed") -> Graph:
+    """The traced loss graph a step differentiates: `forward` with its frozen quantized linear weights read packed
+    ("packed", module doc), or as it is ("dense")."""
+    if quantized_weights not in QUANTIZED_WEIGHTS:
+        raise BrazeError(f"compile_train_step: quantized_weights must be one of {', '.join(QUANTIZED_WEIGHTS)}, "
+                         f"got {quantized_weights!r}")
+    if quantized_weights == "dense":
+        return forward
+    return optimize(forward, ["fold_reparameterizations"], policy="keep", quantized_weights="packed")
 
 
 def _step_and_forward(model: Module, loss_fn: Callable[[Any, Any], Any], optimizer: Any, example_batch: tuple,
-                      max_norm: float | None, accumulate: int) -> tuple[Graph, Graph]:
+                      max_norm: float | None, accumulate: int, quantized_weights: str) -> tuple[Graph, Graph]:
     """The step graph and the traced forward graph it was built from (loss first, then the model's outputs)."""
     groups = step_groups(optimizer, model)
     forward = dropout_seeds_as_inputs(trace_loss(model, loss_fn, *example_batch, keep_output=True))
-    graph = optimizer_step_graph(backward_graph(forward), groups, max_norm=max_norm, accumulate=accumulate)
+    graph = optimizer_step_graph(backward_graph(differentiated_forward(forward, quantized_weights)), groups,
+                                 max_norm=max_norm, accumulate=accumulate)
     state = _optimizer_state(optimizer, model)
     return graph.replace(weights={**graph.weights, **{p: state[p] for p in graph.weights if p in state}}), forward
 
@@ -223,7 +245,8 @@ class TrainStep:
 
 
 def compile_train_step(model: Module, loss_fn: Callable[[Any, Any], Any], optimizer: Any, *example_batch: Any,
-                       max_norm: float | None = None, accumulate: int = 1, threads: int | None = None) -> TrainStep:
+                       max_norm: float | None = None, accumulate: int = 1, threads: int | None = None,
+                       quantized_weights: str = "packed") -> TrainStep:
     """Compile `loss_fn(model(*inputs), target)`, its backward pass and `optimizer`'s update as one native call.
 
     The model is traced in its current mode (train() for batch norm on batch statistics and dropout, whose masks
@@ -237,9 +260,12 @@ def compile_train_step(model: Module, loss_fn: Callable[[Any, Any], Any], optimi
     `accumulate=k` accumulates over micro-batches: call the step once per micro-batch; every call adds its
     gradient and the k-th applies the update to their mean (torch's loop with `(loss / k).backward()` and one
     `optimizer.step()` per k micro-batches); each call returns its micro-batch's loss.
+    `quantized_weights="packed"` (the default) reads frozen quantized bases packed in the forward and backward
+    kernels, "dense" dequantizes them into dense weights every step (module doc).
     """
     from braze.runtime.compile_path import compile_graph
-    graph, forward = _step_and_forward(model, loss_fn, optimizer, example_batch, max_norm, accumulate)
+    graph, forward = _step_and_forward(model, loss_fn, optimizer, example_batch, max_norm, accumulate,
+                                       quantized_weights)
     executable = compile_graph(graph, pipeline="training", threads=threads)
     return step_running(graph, executable, optimizer, model, StepEvaluator(forward, threads))
 

@@ -168,8 +168,9 @@ def test_compiled_train_step_equals_eager_training_in_float32(kind: str, lora: b
 
 @pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
 def test_compiled_qlora_step_trains_only_the_adapters_as_eager_training_in_float64(optimizer: str) -> None:
-    """The native step of a QLoRA model: the NF4 base is dequantized inside the graph every step, only the adapter
-    factors (and biases) train, and 20 steps equal eager braze's to 1e-10."""
+    """The native step of a float64 QLoRA model: the NF4 base is dequantized inside the graph every step (the
+    packed kernels, tests/test_train_packed.py, are float32), only the adapter factors (and biases) train, and 20
+    steps equal eager braze's to 1e-10."""
     mine = _trained("mlp", np.float64, "qlora", optimizer, 0.0, compiled=True)
     _assert_runs_equal(mine, _eager_trained("mlp", np.float64, "qlora", optimizer, 0.0), **F64)
     trained = {path for path, p in mine[0].named_parameters() if p.requires_grad}

@@ -60,6 +60,7 @@ ACCURACY: dict[str, Accuracy] = {
     "linear": Accuracy(sum_terms=8, note=_SUM + " (|x| @ |W|^T)"),
     "quantized_linear": Accuracy(sum_terms=8, note=_SUM + " (|x| @ |W|^T, W dequantized; int8 scales applied to "
                                                          "the sum)"),
+    "quantized_matmul": Accuracy(sum_terms=8, note=_SUM + " (|g| @ |W|, W dequantized)"),
     "conv2d": Accuracy(sum_terms=8, note=_SUM + " (the conv of |x| with |w|, plus |bias|)"),
     "lora_merge": Accuracy(ulps=2, sum_terms=8, note="base + scale (b @ a), a sum of r terms: scale = "
                                                      "|base| + |scale| (|b| @ |a|)"),

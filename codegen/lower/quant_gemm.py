@@ -6,13 +6,17 @@ loaded once for all of them. With one row of x (batch 1, GEMV: memory-bound, the
 packed weight streams through once: each decoded vector is multiplied into its row's accumulator in registers
 (a 4-bit block's sum is scaled once, an int8 row's once per row; x is first permuted into the element order of
 decode_planes where that path applies).
-With more rows, a group's rows are decoded a K-chunk at a time into a panel in this thread's scratch (ROWS x
-PANEL_K floats, L1-sized) that every row of x then reads; C accumulates the chunks. Each thread finally runs the
-region's elementwise epilogue over its columns of C (the gemm epilogue of linalg.py, on masked vectors).
+With more rows, the product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that
+register tiles of x's rows read, threads taking C's columns by tiles. Each thread finally runs the region's
+elementwise epilogue over its columns of C (the gemm epilogue of linalg.py, on masked vectors).
+What surrounds the product (the region's plan, where C lives, the epilogue) is shared with quantized_matmul
+(quant_matmul.py): each op states its product as a PackedProduct and registers it with register_packed.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
+from typing import Callable
 
 import llvmlite.ir as ir
 
@@ -21,14 +25,14 @@ from braze.ir.types import float32
 
 from ..gemm import TilePos
 from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop
-from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
                    register, round_up, store, thread_share)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
 from .quant_decode import PLANE_ORDER, PackedWeight, decode, decode_planes, packed_weight, row_scale
+from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
 from .reduction import single_body
 
 ROWS = 4
-PANEL_K = 512
 
 
 def _hsum(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
@@ -139,29 +143,6 @@ def _permute_x(b, p: PackedWeight, x: ir.Value, out: ir.Value) -> None:
         store(b, b.shuffle_vector(v, v, order), out, k, float32)
 
 
-def _paneled(b, p: PackedWeight, m: int, x: ir.Value, c: ir.Value, panel: ir.Value, n0: ir.Value,
-             count: int) -> None:
-    """C[:, n0 + r] for r < count: the rows of W decoded PANEL_K columns at a time into `panel`, read by every row
-    of x; C holds the partial sums of the chunks before."""
-    with for_range(b, 0, p.k, PANEL_K, name="chunk") as k0:
-        rest = b.sub(i64(p.k), k0)
-        length = b.select(b.icmp_signed("<", rest, i64(PANEL_K)), rest, i64(PANEL_K))
-        for r in range(count):
-            def unpack(j: ir.Value, lanes: int, r: int = r) -> None:
-                w = decode(b, p, b.add(n0, i64(r)), p.parity(r), b.add(k0, j), lanes)
-                store(b, w, panel, b.add(i64(r * PANEL_K), j), float32)
-            vector_loop(b, 0, length, p.width, unpack, name="unpack")
-        first = b.icmp_signed("==", k0, i64(0))
-        with for_range(b, 0, m, name="m") as i:
-            x0 = b.add(b.mul(i, i64(p.k)), k0)
-            sums = _dot_rows(b, count, length, p.width, lambda k, lanes: load(b, x, b.add(x0, k), float32, lanes),
-                             lambda r, k, lanes: load(b, panel, b.add(i64(r * PANEL_K), k), float32, lanes))
-            for r, total in enumerate(sums):
-                at = b.add(b.add(b.mul(i, i64(p.n)), n0), i64(r))
-                old = b.select(first, ir.Constant(F32, 0.0), load(b, c, at, float32))
-                store(b, b.fadd(old, total), c, at, float32)
-
-
 def _mapper(out_shape: tuple[int, ...]):
     """The epilogue's operand offsets: row (of x, leading axes flattened) and column strides of a broadcast shape."""
     def mapper(shape: tuple[int, ...]):
@@ -187,63 +168,101 @@ def _run_epilogue(b, epilogue, c: ir.Value, m: int, n: int, width: int, first: i
         store(b, epilogue(b, acc, TilePos(i64(0), i, col, mask, extras)), c, at, float32, mask)
 
 
-def lower_quantized_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
-    """The kernel of a gemm region anchored by quantized_linear (or of the op alone)."""
+@dataclass(frozen=True)
+class PackedProduct:
+    """How a packed product fills C (m rows of `cols` columns): the scratch it needs before a scratch-held C, and
+    `emit(b, kernel, weight, m, x, c)`, which computes the columns [first, last) of C this thread owns and returns
+    (first, last) for the epilogue."""
+
+    scratch: Callable[[PackedWeight, int], int]
+    emit: Callable[..., tuple[ir.Value, ir.Value]]
+
+
+def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: PackedProduct) -> KernelSpec:
+    """The kernel of a gemm region anchored by a packed product (or of the op alone): the product into C, then
+    the region's epilogue over the columns each thread computed."""
     anchor = anchor_of(body)
     index = {v.name: i for i, v in enumerate(body.inputs)}
     if any(v.name not in index for v in anchor.inputs):
-        raise Unfusable("the quantized_linear's operands are not region operands")
-    x_value = anchor.inputs[0]
-    n, kdim = anchor.attr["shape"]
-    m = prod(x_value.shape[:-1])
+        raise Unfusable(f"the {anchor.op}'s operands are not region operands")
+    m, cols = prod(anchor.out.shape[:-1]), anchor.out.shape[-1]
     slots, c_name = plan_region(body, anchor)
     epilogue = epilogue_of(body, anchor, _mapper(anchor.out.shape), slots, c_name, None)
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
     x, codes, scales = (k.ins[index[v.name]] for v in anchor.inputs)
     p = packed_weight(ctx, anchor.attr, codes, scales)
-    direct = m == 1 or kdim == 0
-    permuted = direct and p.byte_planes
-    panel_bytes = round_up(4 * kdim) if permuted else 0 if direct else round_up(4 * ROWS * PANEL_K)
+    panel_bytes = product.scratch(p, m)
     where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | \
             {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
     c = where[c_name] if c_name is not None else b.gep(k.scratch, [i64(panel_bytes)], source_etype=ir.IntType(8))
     scratch = panel_bytes + (anchor.out.type.nbytes if c_name is None else 0)
-    if m * n == 0:
+    if m * cols == 0:
         return k.finish(node.op, scratch)
-    if permuted:
-        _permute_x(b, p, x, k.scratch)
-        x = k.scratch
-    groups = -(-n // ROWS)
-    g0, g1 = thread_share(b, k.tid, k.nthreads, groups)
-
-    def rows(n0: ir.Value, count: int) -> None:
-        if direct:
-            _direct(b, p, x, c, n0, count)
-        else:
-            _paneled(b, p, m, x, c, k.scratch, n0, count)
-    full = n // ROWS
-    with for_range(b, g0, b.select(b.icmp_signed("<", g1, i64(full)), g1, i64(full)), name="group") as g:
-        rows(b.mul(g, i64(ROWS)), ROWS)
-    if n % ROWS:
-        with b.if_then(b.icmp_signed("==", g1, i64(groups))):
-            rows(i64(full * ROWS), n % ROWS)
+    first, last = product.emit(b, k, p, m, x, c)
     if epilogue is not None:
-        first = b.mul(g0, i64(ROWS))
-        last = b.mul(g1, i64(ROWS))
-        last = b.select(b.icmp_signed("<", last, i64(n)), last, i64(n))
         extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
-        _run_epilogue(b, epilogue, c, m, n, p.width, first, last, extras)
+        _run_epilogue(b, epilogue, c, m, cols, p.width, first, last, extras)
     return k.finish(node.op, scratch)
 
 
-@register("quantized_linear")
-def lower_quantized_linear(node: Node, ctx: KernelContext) -> KernelSpec:
-    """quantized_linear alone: a region of one node without epilogue."""
-    return lower_quantized_region(node, ctx, single_body(node))
+def _linear_scratch(p: PackedWeight, m: int) -> int:
+    """x permuted for the byte-plane GEMV, nothing for another GEMV, else the decoded panel."""
+    if m == 1:
+        return round_up(4 * p.k) if p.byte_planes else 0
+    return panel_bytes(p.width)
 
 
-ANCHORED["quantized_linear"] = lower_quantized_region
+def _transposed_rows(p: PackedWeight):
+    """The unpack of W^T: panel[i, j] = W[j0 + j, i0 + i], each row of W decoded a vector at a time and its lanes
+    stored down the panel's column j (j0 even, so row j's nibble parity is static)."""
+    def unpack(b: ir.IRBuilder, panel: ir.Value, i0: ir.Value, depth: ir.Value, j0: ir.Value, cols: int,
+               tile: int) -> None:
+        for j in range(cols):
+            def one(i: ir.Value, lanes: int, j: int = j) -> None:
+                w = decode(b, p, b.add(j0, i64(j)), p.parity(j), b.add(i0, i), lanes)
+                for lane in range(lanes):
+                    value = w if lanes == 1 else b.extract_element(w, ir.Constant(I32, lane))
+                    store(b, value, panel, b.add(b.mul(b.add(i, i64(lane)), i64(tile)), i64(j)), float32)
+            vector_loop(b, 0, depth, p.width, one, name="unpack")
+    return unpack
 
 
-__all__ = ["lower_quantized_linear", "lower_quantized_region"]
+def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Value,
+                 c: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """C = x @ W^T: one row of x streams W's rows through registers, threads taking them in groups of ROWS;
+    several rows make a tiled product with panels of W^T (quant_tiles.py)."""
+    if m > 1:
+        return tiled_product(b, k, Tiled(x, c, m, p.k, p.n, p.width, _transposed_rows(p)))
+    if p.byte_planes:
+        _permute_x(b, p, x, k.scratch)
+        x = k.scratch
+    n = p.n
+    groups = -(-n // ROWS)
+    g0, g1 = thread_share(b, k.tid, k.nthreads, groups)
+    full = n // ROWS
+    with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
+        _direct(b, p, x, c, b.mul(g, i64(ROWS)), ROWS)
+    if n % ROWS:
+        with b.if_then(b.icmp_signed("==", g1, i64(groups))):
+            _direct(b, p, x, c, i64(full * ROWS), n % ROWS)
+    return b.mul(g0, i64(ROWS)), minimum(b, b.mul(g1, i64(ROWS)), i64(n))
+
+
+def register_packed(op: str, product: PackedProduct) -> None:
+    """Register the lowerings of a packed product op: as the anchor of a gemm region, and alone (a region of one
+    node without epilogue)."""
+    def region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+        return lower_packed_region(node, ctx, body, product)
+
+    def alone(node: Node, ctx: KernelContext) -> KernelSpec:
+        return region(node, ctx, single_body(node))
+    region.__name__, alone.__name__ = f"lower_{op}_region", f"lower_{op}"
+    ANCHORED[op] = region
+    register(op)(alone)
+
+
+register_packed("quantized_linear", PackedProduct(_linear_scratch, _emit_linear))
+
+
+__all__ = ["PackedProduct", "lower_packed_region", "register_packed"]

@@ -212,8 +212,9 @@ class QLora(Reparameterizer):
     """QLoRA: quantize the frozen base weights (nf4 by default) and attach trainable LoRA adapters.
 
     The weights quantize_weights would quantize (floating-point parameters of rank >= 2) are stored quantized;
-    the adapters follow `Lora(rank, alpha, **lora_options)`. Each forward dequantizes a weight to a dense value
-    before composing it with its adapter, so dense weights do appear while training.
+    the adapters follow `Lora(rank, alpha, **lora_options)`. Each eager forward dequantizes a weight to a dense
+    value before composing it with its adapter, so dense weights do appear while training eagerly; a compiled
+    training step (braze.compile_train_step) reads a float32 base packed instead.
     """
 
     def __init__(self, rank: int, alpha: float, quantizer: Quantizer | None = None, **lora_options: Any) -> None:

@@ -19,7 +19,9 @@ Dequantization is not differentiable: quantized bases are frozen.
 quantized_linear(x, codes, scales){scheme, block_size, shape} = x @ dequantize(codes, scales)^T for a weight of
 shape (out, in): linear with the weight kept packed, so the kernel reading it dequantizes inside its loop and no
 dense copy exists (fold_reparameterizations forms it under quantized_weights="packed"; the gradient reaches x
-only).
+only). quantized_matmul(g, codes, scales){same} = g @ dequantize(codes, scales), the product with the packed
+weight untransposed: g (..., out) to (..., in), the input gradient of quantized_linear; each op's VJP is the
+other, so no gradient of a packed layer reads a dense weight.
 """
 from __future__ import annotations
 
@@ -136,18 +138,26 @@ dequantize = defop("dequantize", ("codes", "scales"), infer=_dequantize_infer, i
 
 
 # --- quantized_linear -------------------------------------------------------------------------------------------
+def _packed_product_type(op: str, x: TensorType, codes: TensorType, scales: TensorType, scheme: str,
+                         block_size: int, shape: tuple[int, ...], transposed: bool) -> TensorType:
+    """The type of x times the packed (out, in) matrix: x @ W^T (transposed) contracts in_features, x @ W
+    out_features."""
+    if len(shape) != 2:
+        raise ShapeError(f"{op}: the weight must be a matrix (out_features, in_features), got shape {shape}")
+    weight = _dequantize_infer(codes, scales, scheme, block_size, shape)
+    name = "x" if transposed else "g"
+    if x.dtype != float32:
+        raise DTypeError(f"{op}: {name} must be float32 (the dtype of the dequantized weight), got {x}")
+    (inner, inner_name), outer = ((shape[1], "in_features"), shape[0]) if transposed else \
+        ((shape[0], "out_features"), shape[1])
+    if x.rank == 0 or x.shape[-1] != inner:
+        raise ShapeError(f"{op}: {name} must have rank >= 1 and {inner} ({inner_name}) as its last axis, got {x}")
+    return TensorType(x.shape[:-1] + (outer,), weight.dtype)
+
+
 def _quantized_linear_infer(x: TensorType, codes: TensorType, scales: TensorType, scheme: str, block_size: int,
                             shape: tuple[int, ...]) -> TensorType:
-    if len(shape) != 2:
-        raise ShapeError(f"quantized_linear: the weight must be a matrix (out_features, in_features), got shape "
-                         f"{shape}")
-    weight = _dequantize_infer(codes, scales, scheme, block_size, shape)
-    if x.dtype != float32:
-        raise DTypeError(f"quantized_linear: x must be float32 (the dtype of the dequantized weight), got {x}")
-    if x.rank == 0 or x.shape[-1] != shape[1]:
-        raise ShapeError(f"quantized_linear: x must have rank >= 1 and {shape[1]} (in_features) as its last axis, "
-                         f"got {x}")
-    return TensorType(x.shape[:-1] + (shape[0],), weight.dtype)
+    return _packed_product_type("quantized_linear", x, codes, scales, scheme, block_size, shape, True)
 
 
 def _quantized_linear_impl(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, scheme: str, block_size: int,
@@ -156,17 +166,43 @@ def _quantized_linear_impl(x: np.ndarray, codes: np.ndarray, scales: np.ndarray,
 
 
 def _quantized_linear_vjp(e, g, out, x, codes, scales, scheme, block_size, shape):
-    """dx = g @ W with W dequantized; the codes and scales of a frozen base get no gradient."""
-    return e.matmul(g, e.dequantize(codes, scales, scheme=scheme, block_size=block_size, shape=shape)), None, None
+    """dx = g @ W, read packed; the codes and scales of a frozen base get no gradient."""
+    return e.quantized_matmul(g, codes, scales, scheme=scheme, block_size=block_size, shape=shape), None, None
 
 
-def _quantized_linear_work(node) -> int:
+def _quantized_work(node) -> int:
     return node.out.type.size * node.inputs[0].shape[-1]
 
 
+# What the two packed products share: dequantize's attributes, a GEMM region's anchor, the multiply-adds as work,
+# and a VJP reading only the codes and scales.
+_PACKED = dict(attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_work, vjp_reads=(1, 2))
+
 quantized_linear = defop(
     "quantized_linear", ("x", "codes", "scales"), infer=_quantized_linear_infer, impl=_quantized_linear_impl,
-    vjp=_quantized_linear_vjp, attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_linear_work,
-    vjp_reads=(1, 2),
+    vjp=_quantized_linear_vjp, **_PACKED,
     doc="linear(x, dequantize(codes, scales)): x @ W^T with W (out, in) kept packed, dequantized by the kernel "
         "that reads it (the quantized_weights='packed' option of the inference pipeline).")
+
+
+# --- quantized_matmul -------------------------------------------------------------------------------------------
+def _quantized_matmul_infer(g: TensorType, codes: TensorType, scales: TensorType, scheme: str, block_size: int,
+                            shape: tuple[int, ...]) -> TensorType:
+    return _packed_product_type("quantized_matmul", g, codes, scales, scheme, block_size, shape, False)
+
+
+def _quantized_matmul_impl(g: np.ndarray, codes: np.ndarray, scales: np.ndarray, scheme: str, block_size: int,
+                           shape: tuple[int, ...]) -> np.ndarray:
+    return np.matmul(g, _dequantize_impl(codes, scales, scheme, block_size, shape))
+
+
+def _quantized_matmul_vjp(e, h, out, g, codes, scales, scheme, block_size, shape):
+    """d/dg = h @ W^T: quantized_linear of the same packed weight."""
+    return e.quantized_linear(h, codes, scales, scheme=scheme, block_size=block_size, shape=shape), None, None
+
+
+quantized_matmul = defop(
+    "quantized_matmul", ("g", "codes", "scales"), infer=_quantized_matmul_infer, impl=_quantized_matmul_impl,
+    vjp=_quantized_matmul_vjp, **_PACKED,
+    doc="matmul(g, dequantize(codes, scales)): g @ W with W (out, in) kept packed, the input gradient of "
+        "quantized_linear, dequantized by the kernel that reads it.")

@@ -4,8 +4,11 @@ case), or keep a quantized base quantized with the low-rank path computed beside
 Regions (ir/passes/reparam_regions.py): lora_merge(base, a, b) of param leaves, the base dense or
 dequantize(codes, scales); the low-rank path computed beside its base (x @ W^T + s * (x @ a^T) @ b^T, or the
 convolution form); a bare dequantize. A region with a trainable leaf is never touched (a training graph keeps its
-structure), nor one whose leaves have no array in the graph's weights. All regions of one weight (a tied weight
-read twice) are decided together and fold into one leaf.
+structure), nor one whose leaves have no array in the graph's weights, with one exception: under
+quantized_weights="packed", a quantized base whose adapters train and which only linear layers read is kept
+(below), since that folds nothing trainable, so a training step differentiating the result reads the base packed
+forward and backward (braze.compile_train_step does this before autodiff). All regions of one weight (a tied
+weight read twice) are decided together and fold into one leaf.
 
 - A dense base is merged under every policy: the leaf holds base + scale * b @ a. For a lora_merge that is the
   very array the graph computed on every call; merging a separately computed path changes float rounding only,
@@ -121,7 +124,9 @@ def decide(d: Decision, policy: str, flops_per_byte: float) -> None:
     d.cost = {"merge": merge_cost(d, flops_per_byte), "keep": keep_cost(d, flops_per_byte)}
     blockers = sorted({u.kind for reg in d.regions for u in reg.uses if u.kind not in SPLITTABLE}) \
         if r.a is not None else []
-    if policy == "merge":
+    if _trained(r):
+        d.choice, d.reason = "keep", "the adapters train, so the base is read packed beside them"
+    elif policy == "merge":
         d.choice, d.reason = "merge", "policy merge"
     elif blockers:
         d.choice, d.reason = "merge", f"policy {policy}, but the dense weight is read by {', '.join(blockers)}"
@@ -200,9 +205,22 @@ def _rules(plan: Plan) -> list[Rule]:
     return [Rule(None, fold_region, "fold_reparameterization")]
 
 
+def _trained(r: Region) -> bool:
+    return any(leaf.attr["trainable"] for leaf in r.leaves)
+
+
+def _packable_while_training(r: Region) -> bool:
+    """Whether a region with trainable leaves can still be kept: a frozen quantized base, lora_merged with its
+    adapters, that only linear layers read (splitting them then leaves every trainable leaf as it was)."""
+    return r.form == "merged" and r.base.quantized and not any(leaf.attr["trainable"] for leaf in r.base.leaves) \
+        and all(u.kind == "linear" for u in r.uses)
+
+
 def _usable(regions: list[Region], graph: Graph, ctx: PassContext) -> list[Region]:
-    """The regions whose leaves are all frozen and have arrays; notes why the others stay."""
-    trainable = [r.base.path for r in regions if any(leaf.attr["trainable"] for leaf in r.leaves)]
+    """The regions whose leaves are all frozen (or, reading packed, that _packable_while_training) and have
+    arrays; notes why the others stay."""
+    packed = ctx.option("quantized_weights", "dense") == "packed"
+    trainable = [r.base.path for r in regions if _trained(r) and not (packed and _packable_while_training(r))]
     if trainable:
         ctx.note(f"left unfolded (trainable leaves, a training graph): {', '.join(dict.fromkeys(trainable))}")
     usable = []

@@ -1,8 +1,9 @@
 """quantized_linear kernels against the numpy reference (x @ dequantize(codes, scales)^T) within the GEMM's bound,
-on edge shapes: one row of x (the GEMV path) and several (the panel path, K beyond one panel), N and K around the
-vector width, primes, K not a multiple of the block, blocks of 1 and 3, blocks of 32s (AVX2 decodes those by byte
-shuffles), empty dimensions; with an epilogue fused into the store; on the AVX2 and SSE paths forced with
-BRAZE_CPU, and in AVX-512 assembly."""
+on edge shapes: one row of x (the GEMV path) and several (the tiled path: K beyond one panel, partial micro-tiles
+and last tiles), N and K around the vector width, primes, K not a multiple of the block, blocks of 1 and 3, blocks
+of 32s (AVX2 decodes those by byte shuffles), empty dimensions (K = 0: zeros, for every row of x); with an epilogue
+fused into the store; on the AVX2 and SSE paths forced with BRAZE_CPU (quantized_matmul's too), and in AVX-512
+assembly."""
 from __future__ import annotations
 
 import re
@@ -23,26 +24,40 @@ HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
 
 # (rows of x, N, K, block size)
 SHAPES = [(1, 1, 1, 64), (1, 7, 9, 64), (1, 9, 16, 16), (1, 13, 64, 64), (1, 6, 96, 32), (1, 5, 17, 3),
-          (1, 6, 37, 16), (3, 7, 31, 1), (2, 17, 600, 64), (4, 9, 520, 8), (1, 4, 0, 64), (0, 3, 5, 16), (2, 0, 5, 16)]
+          (1, 6, 37, 16), (3, 7, 31, 1), (2, 17, 600, 64), (4, 9, 520, 8), (6, 19, 45, 16), (1, 4, 0, 64),
+          (0, 3, 5, 16), (2, 0, 5, 16), (3, 2, 0, 8)]
 
 
-def _node(scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
+def packed_node(op: str, scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
+    """A quantized_linear (x of m rows of k) or quantized_matmul (g of m rows of n) node on a random packed (n, k)
+    weight, and its operands."""
     rng = np.random.default_rng(seed)
     codes_type, scales_type = packed_types(scheme, block, (n, k))
     codes = rng.integers(0, 256, codes_type.shape).astype(np.uint8) if codes_type.dtype.name == "u8" else \
         rng.integers(-127, 128, codes_type.shape).astype(np.int8)
     scales = rng.uniform(0.01, 1.0, scales_type.shape).astype(np.float32)
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    node = make_node("quantized_linear", x, codes, scales, scheme=scheme, block_size=block, shape=(n, k))
+    x = rng.standard_normal((m, k if op == "quantized_linear" else n)).astype(np.float32)
+    node = make_node(op, x, codes, scales, scheme=scheme, block_size=block, shape=(n, k))
     return node, [x, codes, scales]
 
 
-def check_quantized(scheme: str, m: int, n: int, k: int, block: int, seed: int = 0) -> None:
-    node, arrays = _node(scheme, m, n, k, block, seed)
+def _node(scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
+    return packed_node("quantized_linear", scheme, m, n, k, block, seed)
+
+
+def check_packed(op: str, scheme: str, m: int, n: int, k: int, block: int, seed: int = 0) -> None:
+    """packed_node's kernel against the reference within the GEMM's bound (terms: the contracted axis)."""
+    node, arrays = packed_node(op, scheme, m, n, k, block, seed)
     x, codes, scales = arrays
     weight = braze.ir.evaluate("dequantize", [codes, scales], {"scheme": scheme, "block_size": block,
                                                                "shape": (n, k)})[0]
-    check_node(node, arrays, terms=k, scale=np.abs(x).astype(np.float64) @ np.abs(weight).T)
+    linear = op == "quantized_linear"
+    check_node(node, arrays, terms=k if linear else n,
+               scale=np.abs(x).astype(np.float64) @ (np.abs(weight).T if linear else np.abs(weight)))
+
+
+def check_quantized(scheme: str, m: int, n: int, k: int, block: int, seed: int = 0) -> None:
+    check_packed("quantized_linear", scheme, m, n, k, block, seed)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -62,21 +77,24 @@ def test_quantized_linear_region_fuses_bias_and_activation() -> None:
     np.testing.assert_allclose(compiled(x), want, rtol=1e-5, atol=1e-5)
 
 
-# Shapes no other test compiles: the harness caches kernels by node, not by target.
-FORCED = {"haswell": (8, [(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64)]),
-          "nehalem": (4, [(1, 7, 13, 4), (2, 5, 64, 32), (1, 9, 160, 32)])}
+# Shapes no other test compiles: the harness caches kernels by node, not by target. quantized_matmul's (rows of
+# g, n, k, block): partial micro-tiles and last tiles, odd n (4-bit rows from a high nibble).
+WIDTHS = {"haswell": 8, "nehalem": 4}
+FORCED = {("quantized_linear", "haswell"): [(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64)],
+          ("quantized_linear", "nehalem"): [(1, 7, 13, 4), (2, 5, 64, 32), (1, 9, 160, 32)],
+          ("quantized_matmul", "haswell"): [(1, 11, 23, 16), (5, 41, 17, 8), (3, 9, 128, 64)],
+          ("quantized_matmul", "nehalem"): [(1, 13, 7, 4), (6, 64, 9, 32), (2, 5, 160, 32)]}
 
 
 @pytest.mark.skipif(not X86 or "+avx2" not in HOST_FEATURES, reason="needs an AVX2 host")
-@pytest.mark.parametrize("cpu", sorted(FORCED))
-def test_forced_cpu_quantized_linear_matches_reference(cpu: str, monkeypatch) -> None:
+@pytest.mark.parametrize("op, cpu", sorted(FORCED))
+def test_forced_cpu_packed_products_match_reference(op: str, cpu: str, monkeypatch) -> None:
     """AVX2 (permutes, byte planes) and SSE (4 lanes: levels and scales gathered) forced with BRAZE_CPU."""
     monkeypatch.setenv("BRAZE_CPU", cpu)
-    width, shapes = FORCED[cpu]
-    assert host_target().vector_width == width
+    assert host_target().vector_width == WIDTHS[cpu]
     for scheme in ("nf4", "int8"):
-        for seed, shape in enumerate(shapes, start=7):
-            check_quantized(scheme, *shape, seed=seed)
+        for seed, shape in enumerate(FORCED[op, cpu], start=7):
+            check_packed(op, scheme, *shape, seed=seed)
 
 
 def _asm(cpu: str, scheme: str) -> str:

@@ -115,3 +115,21 @@ def test_vjp_matches_finite_differences(sample: Sample) -> None:
         assert grads[i] is not None, f"operand {i} got no gradient"
         assert grads[i].shape == args[i].shape
         np.testing.assert_allclose(grads[i], fd, rtol=1e-6, atol=1e-7, err_msg=f"operand {i}")
+
+
+PACKED = [s for s in SAMPLES if s.op in ("quantized_linear", "quantized_matmul")]
+
+
+@pytest.mark.parametrize("sample", PACKED, ids=_ids(PACKED))
+def test_packed_product_vjp_multiplies_by_the_dequantized_weight(sample: Sample) -> None:
+    """float32 results, which finite differences cannot check: the gradient of x @ W^T is g @ W and that of g @ W
+    is h @ W^T (each op's VJP the other op, reading the same packed codes), to float32 rounding; none reaches the
+    codes or scales."""
+    x, codes, scales = sample.args
+    weight = evaluate("dequantize", [codes, scales], sample.attrs)[0].astype(np.float64)
+    out = evaluate(sample.op, sample.args, sample.attrs)[0]
+    cotangent = np.random.default_rng(5).standard_normal(out.shape).astype(np.float32)
+    grads = vjp_numpy(sample.op, cotangent, sample.args, sample.attrs)
+    want = cotangent @ (weight if sample.op == "quantized_linear" else weight.T)
+    assert grads[1:] == (None, None)
+    np.testing.assert_allclose(grads[0], want, rtol=1e-5, atol=1e-5)

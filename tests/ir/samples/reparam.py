@@ -1,4 +1,5 @@
-"""Samples for lora_merge, dequantize and quantized_linear, checked against element-by-element loops."""
+"""Samples for lora_merge, dequantize, quantized_linear and quantized_matmul, checked against element-by-element
+loops."""
 import itertools
 
 import numpy as np
@@ -77,6 +78,18 @@ def _quantized_linear(scheme, x_shape, out, block_size=4, label=""):
                   label=label or f"{scheme}-{'x'.join(map(str, x_shape))}-{out}")
 
 
+def _quantized_matmul(scheme, g_shape, in_features, block_size=4, label=""):
+    """g @ W with W (out, in) dequantized element by element."""
+    weight = _dequantize(scheme, (g_shape[-1], in_features), block_size)
+    g = normal(g_shape, 13).astype(np.float32)
+    attrs = weight.attrs
+
+    def expected(g, codes, scales):
+        return np.matmul(g, naive_dequantize(codes, scales, **attrs))
+    return Sample("quantized_matmul", (g, *weight.args), attrs, expected=expected, grad_args=(0,),
+                  label=label or f"{scheme}-{'x'.join(map(str, g_shape))}-{in_features}")
+
+
 SAMPLES = [
     _lora((3, 4), 2, 0.5, "matrix-r2"),
     _lora((5, 3), 1, 2.0, "matrix-r1", seed=3),
@@ -95,4 +108,9 @@ SAMPLES = [
     _quantized_linear("int4", (2, 3, 5), 3, block_size=4),
     _quantized_linear("nf4", (1, 9), 5, block_size=16),
     _quantized_linear("nf4", (3, 7), 3, block_size=3),
+    _quantized_matmul("int8", (2, 3), 4),
+    _quantized_matmul("int8-tensor", (5,), 2),
+    _quantized_matmul("int4", (2, 3, 3), 5, block_size=4),
+    _quantized_matmul("nf4", (1, 5), 9, block_size=16),
+    _quantized_matmul("nf4", (3, 3), 7, block_size=3),
 ]
