@@ -14,10 +14,12 @@ from pathlib import Path
 
 import llvmlite
 import numpy as np
+import pytest
 
 import braze
 from braze.codegen import cache, host_target, module_layout
 from braze.codegen.graph_cache import compile_built, compile_module
+from braze.codegen.jit import unpack_objects
 from braze.codegen.module_builder import build_module
 from braze.codegen.module_layout import graph_digest, module_key
 from braze.runtime.compile_path import planned_graph
@@ -200,3 +202,34 @@ def test_graph_cache_a_damaged_kernel_entry_is_rebuilt_not_linked(cache_root) ->
     x = np.random.default_rng(5).standard_normal((3, 24)).astype(np.float32)
     np.testing.assert_allclose(Executable(rebuilt, library)(x), braze.ir.interpret(graph, [x])[0],
                                rtol=1e-5, atol=1e-5)
+
+
+def test_graph_cache_entry_whose_object_index_lies_is_rebuilt_not_linked(cache_root) -> None:
+    graph = planned_stack(2, batch=4)
+    compile_module(graph)
+    gc.collect()
+    key = module_key(graph_digest(graph, host_target()))
+    entry = cache.load(key)
+    sizes = [size for _, size in entry.meta["objects"]]
+    for index in ([[syms, size + 1] for syms, size in entry.meta["objects"]],  # sizes past the payload
+                  [[syms, 0] for syms, _ in entry.meta["objects"]],           # empty objects
+                  [[entry.meta["objects"][0][0], sum(sizes)]],                # one object where there are several
+                  "objects"):
+        cache.entry_path(key).write_bytes(cache.encode_entry(key, entry.payload, entry.symbols,
+                                                             {**entry.meta, "objects": index}))
+        cache.reset_stats()
+        built, library = compile_module(graph)
+        assert cache.stats().rebuilds == 1 and not library.from_cache and built.module is not None
+        del built, library
+        gc.collect()
+
+
+def test_graph_cache_objects_that_call_an_undefined_kernel_are_refused(cache_root) -> None:
+    from braze.codegen.jit import link_objects
+    from braze.ir.errors import CodegenError
+    graph = planned_stack(1, batch=4)
+    built, library = compile_module(graph)
+    entry = cache.load(module_key(graph_digest(graph, host_target())))
+    objects = unpack_objects(entry.payload, entry.meta["objects"])
+    with pytest.raises(CodegenError, match="which nothing defines"):  # the entry object without its kernels
+        link_objects("partial", "partial-key", host_target(), objects[-1:], [], from_cache=True)
