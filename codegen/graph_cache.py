@@ -15,13 +15,13 @@ lowering's module is compiled (and cached) by its LLVM IR text. Each step's wall
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from braze.ir.graph import Graph
 
 from . import cache, compile_workers
-from .jit import CompiledLibrary, Job, compile_objects, finish_batch, known_library, link_objects, pack_objects, \
-    start_batch, unpack_objects
+from .jit import CompiledLibrary, Job, Result, compile_objects, finish_batch, known_library, link_objects, \
+    pack_objects, start_batch, unpack_objects
 from .module_layout import BuiltModule, KernelPart, built_from_meta, graph_digest, layout_meta, module_key, \
     module_names, part_from_meta, part_meta
 from .target import Target, host_target
@@ -50,10 +50,31 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
     if found is not None:
         return found
     compile_workers.warm_up()  # the workers start while the kernels are lowered
-    from .module_builder import build_module  # the lowerings: imported on the first module actually built
     stored: dict[str, bytes] = {}
-    start = time.perf_counter()
+    built, objects, results = _build_and_compile(graph, target, _known_parts(caching, stored), timings)
+    objects.update({p.key: (p.symbols, stored[p.key]) for p in built.parts if p.key in stored})
+    entry = results[-1]
+    ordered = [objects[p.key] for p in built.parts] + [(entry.symbols, entry.payload)]
+    if caching:
+        with _timed(timings, "cache write"):
+            for part in built.parts:
+                if part.module is not None:
+                    cache.store(part.key, objects[part.key][1], part.symbols, part_meta(part))
+            payload, index = pack_objects(ordered)
+            cache.store(key, payload, tuple(s for syms, _ in ordered for s in syms),
+                        {**layout_meta(built), "objects": index})
+    new = [p for p in built.parts if p.module is not None]
+    optimized = {p.key: r.optimized for p, r in zip(new, results)}
+    library = link_objects(built.name, key, target, ordered, _sources(graph, target, built, results), from_cache=False,
+                           optimized=[optimized.get(p.key) for p in built.parts] + [entry.optimized],
+                           timings=timings, meta=layout_meta(built))
+    return built, library
 
+
+def _known_parts(caching: bool, stored: dict[str, bytes]) -> Callable[[str], KernelPart | None]:
+    """build_module's `known`: the kernel part cached under a key (its object put in `stored`), or None. An entry
+    whose description is malformed, names another kernel than its key gives, or exports other functions than it
+    describes is discarded and the kernel built again."""
     def known(part_key: str) -> KernelPart | None:
         entry = cache.load(part_key) if caching else None
         part = part_from_meta(part_key, entry.meta) if entry is not None else None
@@ -65,45 +86,38 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
         cache.count("hits")
         stored[part_key] = entry.payload
         return part
-    batch = start_batch(target)
-    texts: dict[str, str] = {}
+    return known
 
-    def lowered(part: KernelPart) -> None:  # the workers start on each kernel while the next is lowered
+
+def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], KernelPart | None],
+                       timings: dict[str, float]) -> tuple[BuiltModule, dict[str, tuple[tuple[str, ...], bytes]],
+                                                           list[Result]]:
+    """Build the graph's module, each new kernel compiled (here or in a worker) while the next is lowered: the
+    built module, the new kernels' objects by key, and the compile results (the new kernels', then the entry's)."""
+    from .module_builder import build_module  # the lowerings: imported on the first module actually built
+    start = time.perf_counter()
+    batch = start_batch(target)
+
+    def lowered(part: KernelPart) -> None:
         with _timed(timings, "print IR"):
-            texts[part.key] = str(part.module)
-        batch.add(Job(part.name, texts[part.key]))
+            text = str(part.module)
+        batch.add(Job(part.name, text))
     try:
         built = build_module(graph, target=target, known=known, lowered=lowered)
     except BaseException:
         batch.cancel()
         raise
     timings["build IR"] = time.perf_counter() - start - timings.get("print IR", 0.0)
-    new = [p for p in built.parts if p.module is not None]  # in the order lowered, as the batch's jobs
     with _timed(timings, "print IR"):
-        entry_text = str(built.module)
-    batch.add(Job(built.name, entry_text))
+        batch.add(Job(built.name, str(built.module)))
     results = finish_batch(batch, timings)
-    objects: dict[str, tuple[tuple[str, ...], bytes]] = {p.key: (p.symbols, stored[p.key]) for p in built.parts
-                                                          if p.key in stored}
+    new = [p for p in built.parts if p.module is not None]  # in the order lowered, as the batch's jobs
+    objects = {}
     for part, result in zip(new, results):
         if set(result.symbols) != set(part.symbols):
             raise _exports_error(part.name, result.symbols, part.symbols)
         objects[part.key] = (part.symbols, result.payload)
-    entry = results[-1]
-    ordered = [objects[p.key] for p in built.parts] + [(entry.symbols, entry.payload)]
-    if caching:
-        with _timed(timings, "cache write"):
-            for part, result in zip(new, results):
-                cache.store(part.key, result.payload, part.symbols, part_meta(part))
-            payload, index = pack_objects(ordered)
-            cache.store(key, payload, tuple(s for syms, _ in ordered for s in syms),
-                        {**layout_meta(built), "objects": index})
-    optimized = {p.key: r.optimized for p, r in zip(new, results)}
-    library = link_objects(built.name, key, target, ordered,
-                           _sources(graph, target, built, texts, entry_text), from_cache=False,
-                           optimized=[optimized.get(p.key) for p in built.parts] + [entry.optimized],
-                           timings=timings, meta=layout_meta(built))
-    return built, library
+    return built, objects, results
 
 
 def _linked(graph: Graph, target: Target, key: str, digest: str, caching: bool,
@@ -197,11 +211,12 @@ def _custom_key(keys: list[str]) -> str:
     return hashlib.sha256("\n".join(["braze-custom-module", *keys]).encode("utf-8")).hexdigest()
 
 
-def _sources(graph: Graph, target: Target, built: BuiltModule, texts: dict[str, str], entry: str):
-    """The IR texts of a library's modules in link order; kernels declared from the cache are built again on
-    first inspection."""
-    if all(p.key in texts for p in built.parts):
-        return [texts[p.key] for p in built.parts] + [entry]
+def _sources(graph: Graph, target: Target, built: BuiltModule, results: list[Result]
+             ) -> Callable[[], list[str]]:
+    """The IR texts of a library's modules in link order, printed on first inspection: the modules built now (a
+    kernel declared from the cache has none, so then the whole graph is built again)."""
+    if all(p.module is not None for p in built.parts):
+        return lambda: [str(p.module) for p in built.parts] + [str(built.module)]
     return lambda: _source_ir(graph, target)
 
 
