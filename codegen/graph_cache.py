@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from braze.ir.graph import Graph
+from braze.ir.registry import is_leaf
 
 from . import cache, compile_workers
 from .jit import CompiledLibrary, Job, Result, compile_objects, finish_batch, known_library, link_objects, \
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .module_builder import Lowering
 
 Objects = list[tuple[tuple[str, ...], bytes]]
+PARALLEL_KERNELS = 3  # graphs with fewer computing nodes compile in this process alone: a worker would not pay off
 
 
 def compile_module(graph: Graph, *, target: Target | None = None, use_cache: bool | None = None,
@@ -49,9 +51,11 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
     found = _linked(graph, target, key, digest, caching, timings)
     if found is not None:
         return found
-    compile_workers.warm_up()  # the workers start while the kernels are lowered
+    parallel = sum(1 for n in graph.nodes if not is_leaf(n)) >= PARALLEL_KERNELS
+    if parallel:
+        compile_workers.warm_up()  # the workers start while the kernels are lowered
     stored: dict[str, bytes] = {}
-    built, objects, results = _build_and_compile(graph, target, _known_parts(caching, stored), timings)
+    built, objects, results = _build_and_compile(graph, target, _known_parts(caching, stored), timings, parallel)
     objects.update({p.key: (p.symbols, stored[p.key]) for p in built.parts if p.key in stored})
     entry = results[-1]
     ordered = [objects[p.key] for p in built.parts] + [(entry.symbols, entry.payload)]
@@ -90,13 +94,13 @@ def _known_parts(caching: bool, stored: dict[str, bytes]) -> Callable[[str], Ker
 
 
 def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], KernelPart | None],
-                       timings: dict[str, float]) -> tuple[BuiltModule, dict[str, tuple[tuple[str, ...], bytes]],
-                                                           list[Result]]:
+                       timings: dict[str, float], parallel: bool
+                       ) -> tuple[BuiltModule, dict[str, tuple[tuple[str, ...], bytes]], list[Result]]:
     """Build the graph's module, each new kernel compiled (here or in a worker) while the next is lowered: the
     built module, the new kernels' objects by key, and the compile results (the new kernels', then the entry's)."""
     from .module_builder import build_module  # the lowerings: imported on the first module actually built
     start = time.perf_counter()
-    batch = start_batch(target)
+    batch = start_batch(target, parallel=parallel)
 
     def lowered(part: KernelPart) -> None:
         with _timed(timings, "print IR"):
