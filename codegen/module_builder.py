@@ -1,8 +1,9 @@
-"""The whole optimized graph as one LLVM module: one entry function calling one kernel per top-level node.
+"""The whole optimized graph as LLVM modules: one entry function calling one kernel per top-level node, each distinct
+kernel in a module of its own.
 
 Input: a graph after the inference pipeline (braze.optimize): leaves (param, constant), `fused` regions and plain
-op nodes in topological order, with the memory plan of plan_memory in its attributes. Output: a BuiltModule holding an
-llvmlite module that exports
+op nodes in topological order, with the memory plan of plan_memory in its attributes. Output: a BuiltModule holding
+the kernel parts and an entry module that exports
 
     void braze_entry_<digest>(ptr inputs, ptr weights, ptr outputs, ptr arena, ptr scratch,
                               i64 tid, i64 nthreads, ptr sync)
@@ -36,9 +37,9 @@ first call of the entry. Kernels asking for the same form of the same param shar
 
 Graph outputs that no kernel writes (inputs, params, constants, or a value returned twice) are copied into their
 output buffers by thread 0 after the last kernel. Constants up to INLINE_CONSTANT_BYTES become private LLVM
-constants; larger ones are weight slots, so their bytes stay out of the IR text. Names derive from a digest of the
-graph text, the target and the builder version (module_layout.py), so the same graph compiles to the same IR (and
-the same disk-cache entry) in every process.
+constants; larger ones are weight slots, so their bytes stay out of the IR text. The entry's names derive from a
+digest of the graph text, the target and the builder version (module_layout.py), the kernels' from their kernel
+keys, so the same graph compiles to the same IR (and the same disk-cache entries) in every process.
 
 Kernel reuse: nodes with equal kernel_key (same op, attributes, region body, operand and result types) share one
 kernel part, generated and optimized once; the entry calls it once per node with that node's buffers. Repeated
