@@ -14,9 +14,11 @@ lowering's module is compiled (and cached) by its LLVM IR text. Each step's wall
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import TYPE_CHECKING, Callable
 
+from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph
 from braze.ir.registry import is_leaf
 
@@ -211,7 +213,6 @@ def compile_built(built: BuiltModule, *, use_cache: bool | None = None,
 
 
 def _custom_key(keys: list[str]) -> str:
-    import hashlib
     return hashlib.sha256("\n".join(["braze-custom-module", *keys]).encode("utf-8")).hexdigest()
 
 
@@ -232,12 +233,10 @@ def _source_ir(graph: Graph, target: Target) -> list[str]:
 
 
 def _built_error(name: str) -> Exception:
-    from braze.ir.errors import CodegenError
     return CodegenError(f"module {name!r} was linked from the cache: it has no LLVM modules to compile")
 
 
 def _exports_error(name: str, got: tuple[str, ...], want: tuple[str, ...]) -> Exception:
-    from braze.ir.errors import CodegenError
     return CodegenError(f"kernel {name!r} exports {list(got)}; its lowering promised {list(want)}")
 
 
