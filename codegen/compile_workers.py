@@ -1,12 +1,16 @@
-"""Parallel LLVM work: the kernels of a module compiled at once in worker processes beside this one.
+"""Parallel compile work: kernels lowered and compiled at once in worker processes beside this one.
 
-llvmlite serializes every LLVM call of a process behind one lock, so threads cannot optimize two modules at once;
-processes can. A worker is `python llvm_object.py` (llvmlite alone, about 0.2 s to start), kept for the life of
-this process and reused by every later compile. Workers are started by `warm_up()` as soon as a compile knows it
-will need LLVM (before its IR is built, so their start overlaps that work). A `Batch` hands each job to a worker as
-soon as it is added, so the workers compile one kernel while this process lowers the next; its finish() compiles
-what is left here too, the largest jobs first, and returns each job's object in order (compile_all: a batch of
-jobs known at once).
+llvmlite serializes every LLVM call of a process behind one lock, and building LLVM IR with llvmlite is Python
+work behind the GIL, so threads cannot build or optimize two kernels at once; processes can. A worker
+(kernel_worker.py) imports braze's IR and code generator (about 0.3 s to start), is kept for the life of this
+process and reused by every later compile. Workers are started by `warm_up()` as soon as a compile knows it will
+need them (before its passes run where it can, so their start overlaps that work) and take work only once ready.
+
+Two ways to use them:
+- run_tasks: whole tasks (a kernel part to lower and compile, sent as its node's IR text) taken in turn by this
+  process and every ready worker, so the Python work of lowering is spread as well as LLVM's;
+- a Batch of LLVM IR texts (compile_all), each handed to a worker as soon as it is added, while this process builds
+  the next; its finish() compiles what is left here too, the largest first, and returns each object in order.
 
 A worker that dies, answers out of protocol or cannot be started is retired and its job compiled here: workers
 only ever make a compile faster, never fail it. An invalid module fails the same way wherever it is compiled.
@@ -19,17 +23,25 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from . import llvm_object
 
 WORKERS_ENV = "BRAZE_COMPILE_WORKERS"
 MAX_DEFAULT_WORKERS = 3
+# A worker is braze.codegen.kernel_worker run with this process's module path, without braze/__init__.py (whose
+# frontend a worker does not need): it imports numpy, braze.ir, braze.codegen and llvmlite only.
+BOOTSTRAP = ("import importlib.util, json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+             "spec = importlib.util.find_spec('braze'); sys.modules['braze'] = importlib.util.module_from_spec(spec); "
+             "from braze.codegen.kernel_worker import main; main()")
+READY_POLL_S = 0.005  # how often a thread waiting for a starting worker checks whether it is still wanted
 
 _lock = threading.Lock()
 _workers: list[_Worker] = []
@@ -157,6 +169,8 @@ class Batch:
 
     def _serve(self, worker: _Worker | None) -> None:
         """Compile jobs in `worker` (None: in this process, only once the batch is closed) until none is left."""
+        if worker is not None and not worker.wait_ready(lambda: self.closed and not self.waiting):
+            return
         while (i := self._take(block=worker is not None)) is not None:
             job = self.jobs[i]
             try:
@@ -173,6 +187,84 @@ class Batch:
                 self.results[i] = result
 
 
+@dataclass(frozen=True)
+class Task:
+    """Work a worker does from `request` (answered with a header and an object) or this process does by calling
+    `here`; `from_worker(header, object)` turns a worker's answer into what `here` returns, raising ValueError when
+    the answer does not describe one (the task is then done here)."""
+
+    name: str
+    request: dict[str, Any]
+    here: Callable[[], Any]
+    from_worker: Callable[[dict[str, Any], bytes], Any]
+
+
+def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int) -> list[Any]:
+    """Every task's result, in order. This process and every ready worker each take the next task in turn, so the
+    first tasks (put the largest first) start at once; a task a worker fails, answers wrongly or dies on is done
+    here. An exception from `here` stops the others taking tasks and is raised once the tasks in flight are done."""
+    machine = {"triple": triple, "cpu": cpu, "features": features, "opt": opt}
+    todo, results, busy = list(range(len(tasks))), {}, [0]
+    changed = threading.Condition()
+    stopped = threading.Event()
+
+    def take() -> int | None:
+        with changed:
+            if not todo or stopped.is_set():
+                return None
+            busy[0] += 1
+            return todo.pop(0)
+
+    def settle(i: int, result: Any = None, failed: bool = False) -> None:
+        with changed:
+            busy[0] -= 1
+            if failed:
+                todo.insert(0, i)
+            else:
+                results[i] = result
+            changed.notify_all()
+
+    def serve(worker: _Worker) -> None:
+        if not worker.wait_ready(lambda: stopped.is_set() or not todo):
+            return
+        while (i := take()) is not None:
+            task = tasks[i]
+            try:
+                header, payload = worker.request({**task.request, **machine})
+                if header is None:
+                    raise ValueError(str(payload.get("error")))
+                settle(i, task.from_worker(header, payload))
+            except _WorkerLost:
+                settle(i, failed=True)
+                return
+            except Exception:  # noqa: BLE001 - whatever is wrong with a worker's answer, the task is done here
+                settle(i, failed=True)
+
+    with _lock:
+        helpers = [w for w in _workers if w.alive][:worker_count()]
+    threads = [threading.Thread(target=serve, args=(w,), daemon=True) for w in helpers]
+    for thread in threads:
+        thread.start()
+    try:
+        while True:
+            with changed:
+                while not todo and busy[0]:
+                    changed.wait()
+                if not todo:
+                    break
+                busy[0] += 1
+                i = todo.pop(0)
+            value = tasks[i].here()
+            settle(i, value)
+    finally:
+        stopped.set()
+        with changed:
+            changed.notify_all()
+        for thread in threads:
+            thread.join()
+    return [results[i] for i in range(len(tasks))]
+
+
 def _compile_here(job: Job, triple: str, cpu: str, features: str, opt: int) -> Result:
     timings: dict[str, float] = {}
     try:
@@ -184,6 +276,16 @@ def _compile_here(job: Job, triple: str, cpu: str, features: str, opt: int) -> R
     return Result(symbols, payload, optimized, timings)
 
 
+def _result(header: dict[str, Any], payload: bytes) -> Result:
+    """A worker's compile result from its reply; _WorkerLost when the reply is malformed."""
+    try:
+        symbols = tuple(str(s) for s in header["symbols"])
+        timings = {str(k): float(v) for k, v in dict(header.get("timings", {})).items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _WorkerLost(f"a malformed reply: {exc}") from None
+    return Result(symbols, payload, None, {f"worker {k}": v for k, v in timings.items()})
+
+
 class _WorkerLost(Exception):
     """The worker died or broke the protocol; its job is compiled in this process."""
 
@@ -192,42 +294,76 @@ class _Worker:
     """One worker process and the lock that gives it one job at a time."""
 
     def __init__(self, process: subprocess.Popen) -> None:
-        self.process, self.lock, self.alive = process, threading.Lock(), True
+        self.process, self.lock, self.alive, self.ready = process, threading.Lock(), True, False
 
     @classmethod
     def start(cls) -> _Worker | None:
-        script = Path(llvm_object.__file__).resolve()
         try:
-            process = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL, cwd=str(script.parent), close_fds=True)
+            process = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       cwd=str(Path(__file__).resolve().parent), close_fds=True)
         except OSError:
             return None
         return cls(process)
 
+    def wait_ready(self, give_up: Callable[[], bool] = lambda: False) -> bool:
+        """Wait for the worker's first message, sent once its imports are done: True when it is ready, False when
+        it died (it is retired) or `give_up()` says to stop waiting."""
+        while True:
+            with self.lock:
+                if not self.ready and self.alive:
+                    self._hear_ready()
+                if self.ready or not self.alive:
+                    return self.alive
+            if give_up():
+                return False
+
+    def _hear_ready(self) -> None:
+        """Read the worker's first message if it has come within READY_POLL_S; retire the worker if it died."""
+        try:
+            if not select.select([self.process.stdout], [], [], READY_POLL_S)[0]:
+                return
+            hello = json.loads(llvm_object.read_message(self.process.stdout) or b"null")
+        except (OSError, EOFError, ValueError):
+            hello = None
+        if isinstance(hello, dict) and hello.get("ready") is True:
+            self.ready = True
+        else:
+            self.retire()
+
     def compile(self, job: Job, triple: str, cpu: str, features: str, opt: int) -> Result:
-        request = json.dumps({"triple": triple, "cpu": cpu, "features": features, "opt": opt, "text": job.text})
+        header, payload = self.request({"kind": "compile", "triple": triple, "cpu": cpu, "features": features,
+                                        "opt": opt, "text": job.text})
+        if header is None:
+            failure = llvm_object.LLVMFailure(str(payload.get("stage")), str(payload.get("error")))
+            failure.job = job.name  # type: ignore[attr-defined]
+            raise failure
+        try:
+            return _result(header, payload)
+        except _WorkerLost:
+            self.retire()
+            raise
+
+    def request(self, request: dict[str, Any]) -> tuple[dict[str, Any] | None, Any]:
+        """Send one request; (header, object) on success, (None, failure header) when the worker answered that it
+        failed. Raises _WorkerLost (and retires the worker) when it died or broke the protocol."""
+        if not self.wait_ready():
+            raise _WorkerLost("the worker did not start")
         with self.lock:
             try:
-                llvm_object.write_message(self.process.stdin, request.encode("utf-8"))
+                llvm_object.write_message(self.process.stdin, json.dumps(request).encode("utf-8"))
                 header = json.loads(llvm_object.read_message(self.process.stdout) or b"null")
                 if not isinstance(header, dict):
                     raise EOFError("no reply")
                 if not header.get("ok"):
-                    failure = llvm_object.LLVMFailure(str(header.get("stage")), str(header.get("error")))
-                    failure.job = job.name  # type: ignore[attr-defined]
-                    raise failure
+                    return None, header
                 payload = llvm_object.read_message(self.process.stdout)
-                symbols = tuple(str(s) for s in header["symbols"])
-                timings = {str(k): float(v) for k, v in dict(header.get("timings", {})).items()}
-            except llvm_object.LLVMFailure:
-                raise
-            except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
+                if payload is None:
+                    raise EOFError("the worker closed its output")
+                return header, payload
+            except (OSError, EOFError, ValueError) as exc:
                 self.retire()
                 raise _WorkerLost(str(exc)) from None
-        if payload is None:
-            self.retire()
-            raise _WorkerLost("the worker closed its output")
-        return Result(symbols, payload, None, {f"worker {k}": v for k, v in timings.items()})
 
     def retire(self) -> None:
         self.alive = False

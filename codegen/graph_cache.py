@@ -8,29 +8,33 @@
 - each kernel, keyed by module_layout.kernel_part_key (the node's kernel key, the target, the builder version):
   on a graph miss, a kernel some earlier graph compiled (another batch size, another model with the same layer
   shapes) is declared from its entry instead of lowered, so only new kernels are built and compiled.
-New kernels and the entry are compiled at once in this process and the compile workers (compile_workers.py), each
-new kernel stored under its key, then the graph entry is stored. Only the default lowering uses the keys: a custom
+Each new kernel is lowered and compiled whole, here or in a compile worker process (compile_workers.py,
+kernel_worker.py: the worker parses the node's IR text and runs the same lowering), the costliest first, so the
+Python work of building and printing LLVM IR is spread over the cores as well as LLVM's; then the entry is built
+and compiled here. Each new kernel is stored under its key, then the graph entry is stored. Only the default lowering uses the keys: a custom
 lowering's module is compiled (and cached) by its LLVM IR text. Each step's wall time goes to the `timings` dict.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from braze.ir.errors import CodegenError
-from braze.ir.graph import Graph
+from braze.ir.graph import Graph, Node
 from braze.ir.registry import is_leaf
 
 from . import cache, compile_workers
-from .jit import CompiledLibrary, Job, Result, compile_objects, finish_batch, known_library, link_objects, \
-    pack_objects, start_batch, unpack_objects
+from .compile_workers import Job, Task
+from .jit import CompiledLibrary, Result, compile_here, compile_objects, known_library, link_objects, pack_objects, \
+    run_tasks, unpack_objects
 from .module_layout import BuiltModule, KernelPart, built_from_meta, graph_digest, layout_meta, module_key, \
     module_names, part_from_meta, part_meta
 from .target import Target, host_target
 
 if TYPE_CHECKING:
-    from .module_builder import Lowering
+    from .module_builder import Lowering, PendingPart
 
 Objects = list[tuple[tuple[str, ...], bytes]]
 PARALLEL_KERNELS = 3  # graphs with fewer computing nodes compile in this process alone: a worker would not pay off
@@ -53,28 +57,38 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
     found = _linked(graph, target, key, digest, caching, timings)
     if found is not None:
         return found
-    parallel = sum(1 for n in graph.nodes if not is_leaf(n)) >= PARALLEL_KERNELS
+    parallel = _parallel(graph)
     if parallel:
-        compile_workers.warm_up()  # the workers start while the kernels are lowered
+        compile_workers.warm_up()  # the workers start while the first kernels are lowered
     stored: dict[str, bytes] = {}
-    built, objects, results = _build_and_compile(graph, target, _known_parts(caching, stored), timings, parallel)
-    objects.update({p.key: (p.symbols, stored[p.key]) for p in built.parts if p.key in stored})
-    entry = results[-1]
+    built, new, entry = _build_and_compile(graph, target, _known_parts(caching, stored), timings, parallel)
+    objects = {p.key: (p.symbols, stored[p.key]) for p in built.parts if p.key in stored}
+    objects.update((key, (result.symbols, result.payload)) for key, result in new.items())
     ordered = [objects[p.key] for p in built.parts] + [(entry.symbols, entry.payload)]
     if caching:
         with _timed(timings, "cache write"):
             for part in built.parts:
-                if part.module is not None:
-                    cache.store(part.key, objects[part.key][1], part.symbols, part_meta(part))
+                if part.key in new:
+                    cache.store(part.key, new[part.key].payload, part.symbols, part_meta(part))
             payload, index = pack_objects(ordered)
             cache.store(key, payload, tuple(s for syms, _ in ordered for s in syms),
                         {**layout_meta(built), "objects": index})
-    new = [p for p in built.parts if p.module is not None]
-    optimized = {p.key: r.optimized for p, r in zip(new, results)}
-    library = link_objects(built.name, key, target, ordered, _sources(graph, target, built, results), from_cache=False,
-                           optimized=[optimized.get(p.key) for p in built.parts] + [entry.optimized],
-                           timings=timings, meta=layout_meta(built))
+    optimized = [new[p.key].optimized if p.key in new else None for p in built.parts] + [entry.optimized]
+    library = link_objects(built.name, key, target, ordered, _sources(graph, target, built), from_cache=False,
+                           optimized=optimized, timings=timings, meta=layout_meta(built))
     return built, library
+
+
+def expect_compile(graph: Graph) -> None:
+    """A graph (or the graph it is about to be optimized into) is going to be compiled without a cache to find
+    it in: start the compile workers now if it will use them, so their start overlaps the work before."""
+    if _parallel(graph):
+        compile_workers.warm_up()
+
+
+def _parallel(graph: Graph) -> bool:
+    """Whether a graph's kernels are worth spreading over worker processes."""
+    return sum(1 for n in graph.nodes if not is_leaf(n)) >= PARALLEL_KERNELS
 
 
 def _known_parts(caching: bool, stored: dict[str, bytes]) -> Callable[[str], KernelPart | None]:
@@ -97,33 +111,68 @@ def _known_parts(caching: bool, stored: dict[str, bytes]) -> Callable[[str], Ker
 
 def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], KernelPart | None],
                        timings: dict[str, float], parallel: bool
-                       ) -> tuple[BuiltModule, dict[str, tuple[tuple[str, ...], bytes]], list[Result]]:
-    """Build the graph's module, each new kernel compiled (here or in a worker) while the next is lowered: the
-    built module, the new kernels' objects by key, and the compile results (the new kernels', then the entry's)."""
+                       ) -> tuple[BuiltModule, dict[str, Result], Result]:
+    """Build the graph's module, each new kernel lowered and compiled whole (kernel, LLVM IR, object) either here or
+    in a worker process, the costliest first, then compile the entry: the built module, the new kernels' compile
+    results by part key, and the entry's."""
     from .module_builder import build_module  # the lowerings: imported on the first module actually built
-    start = time.perf_counter()
-    batch = start_batch(target, parallel=parallel)
+    fixed = frozenset(p.out.name for p in graph.params())
+    new: dict[str, Result] = {}
+    spent = [0.0, 0.0]  # wall time of the kernel tasks; of those done here
 
-    def lowered(part: KernelPart) -> None:
+    def here(pending: PendingPart, lower_here: Callable[[PendingPart], KernelPart]) -> tuple[KernelPart, Result]:
+        start = time.perf_counter()
+        with _timed(timings, "build IR"):
+            part = lower_here(pending)
         with _timed(timings, "print IR"):
             text = str(part.module)
-        batch.add(Job(part.name, text))
-    try:
-        built = build_module(graph, target=target, known=known, lowered=lowered)
-    except BaseException:
-        batch.cancel()
-        raise
-    timings["build IR"] = time.perf_counter() - start - timings.get("print IR", 0.0)
+        result = compile_here(text, part.name, target, timings)
+        spent[1] += time.perf_counter() - start
+        return part, result
+
+    def lower_parts(pending: list[PendingPart], lower_here: Callable[[PendingPart], KernelPart]
+                    ) -> dict[str, KernelPart]:
+        start = time.perf_counter()
+        order = sorted(pending, key=lambda p: -_compile_cost(p.node))
+        if parallel:
+            from .kernel_worker import part_request
+            done = run_tasks([Task(p.key, {"kind": "lower", "part": part_request(p, target, fixed)},
+                                   functools.partial(here, p, lower_here), functools.partial(_from_worker, p))
+                              for p in order], target)
+        else:
+            done = [here(p, lower_here) for p in order]
+        new.update((part.key, result) for part, result in done)
+        spent[0] += time.perf_counter() - start
+        return {part.key: part for part, _ in done}
+    start = time.perf_counter()
+    built = build_module(graph, target=target, known=known, lower_parts=lower_parts)
+    timings["build IR"] = timings.get("build IR", 0.0) + time.perf_counter() - start - spent[0]
+    if parallel:
+        timings["waiting for workers"] = spent[0] - spent[1]
     with _timed(timings, "print IR"):
-        batch.add(Job(built.name, str(built.module)))
-    results = finish_batch(batch, timings)
-    new = [p for p in built.parts if p.module is not None]  # in the order lowered, as the batch's jobs
-    objects = {}
-    for part, result in zip(new, results):
-        if set(result.symbols) != set(part.symbols):
-            raise _exports_error(part.name, result.symbols, part.symbols)
-        objects[part.key] = (part.symbols, result.payload)
-    return built, objects, results
+        text = str(built.module)
+    return built, new, compile_here(text, built.name, target, timings)
+
+
+# Ops whose kernels are GEMMs take several times longer to lower and compile than the rest: they are started first.
+_COSTLY = ("conv", "matmul", "linear", "gemm")
+
+
+def _compile_cost(node: Node) -> int:
+    what = node.attr.get("kind", "") if node.op == "fused" else node.op
+    return 2 if any(word in str(what) for word in _COSTLY) else 1
+
+
+def _from_worker(pending: PendingPart, header: dict[str, Any], payload: bytes) -> tuple[KernelPart, Result]:
+    """A kernel part a worker lowered and compiled, from its answer; ValueError unless the answer describes the
+    part the key names with the exports it lists."""
+    meta = header.get("part")
+    part = part_from_meta(pending.key, meta) if isinstance(meta, dict) else None
+    symbols = header.get("symbols")
+    if part is None or not part.name.startswith(f"k_{pending.key[:16]}_") or not isinstance(symbols, list) \
+            or set(map(str, symbols)) != set(part.symbols):
+        raise ValueError(f"a worker's answer for {pending.node.op} does not describe its kernel part")
+    return part, Result(part.symbols, payload)
 
 
 def _linked(graph: Graph, target: Target, key: str, digest: str, caching: bool,
@@ -216,10 +265,9 @@ def _custom_key(keys: list[str]) -> str:
     return hashlib.sha256("\n".join(["braze-custom-module", *keys]).encode("utf-8")).hexdigest()
 
 
-def _sources(graph: Graph, target: Target, built: BuiltModule, results: list[Result]
-             ) -> Callable[[], list[str]]:
+def _sources(graph: Graph, target: Target, built: BuiltModule) -> Callable[[], list[str]]:
     """The IR texts of a library's modules in link order, printed on first inspection: the modules built now (a
-    kernel declared from the cache has none, so then the whole graph is built again)."""
+    kernel declared from the cache or lowered by a worker has none, so then the whole graph is built again)."""
     if all(p.module is not None for p in built.parts):
         return lambda: [str(p.module) for p in built.parts] + [str(built.module)]
     return lambda: _source_ir(graph, target)

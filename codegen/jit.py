@@ -227,6 +227,18 @@ def start_batch(target: Target, *, parallel: bool = True) -> compile_workers.Bat
     return compile_workers.Batch(target.triple, target.cpu, target.features, OPT_LEVEL, parallel=parallel)
 
 
+def compile_here(text: str, name: str, target: Target, timings: dict[str, float]) -> Result:
+    """One module compiled in this process (its stage times added to `timings`); CodegenError if it is invalid."""
+    optimized, symbols, payload = _compile_object(text, name, target, timings)
+    return Result(symbols, payload, optimized)
+
+
+def run_tasks(tasks: Sequence[compile_workers.Task], target: Target) -> list[Any]:
+    """Every task's result, done in this process and the compile workers at once (compile_workers.run_tasks)."""
+    init_llvm()
+    return compile_workers.run_tasks(list(tasks), target.triple, target.cpu, target.features, OPT_LEVEL)
+
+
 def finish_batch(batch: compile_workers.Batch, timings: dict[str, float]) -> list[Result]:
     """Every object of the batch in the order added (see compile_objects)."""
     try:

@@ -1,16 +1,12 @@
 """LLVM IR text to an object file: parse, verify, optimize, verify again, emit.
 
-This module imports llvmlite and nothing of braze, so the compile workers (llvm_worker.py) run exactly the code the
-JIT runs in-process and emit the same bytes: the same target machine options, the same level-3 pipeline with loop
-and SLP vectorization. A failure raises LLVMFailure naming the stage; the JIT turns it into a CodegenError.
-
-Run as a script (`python llvm_object.py`, never as part of the braze package, so a worker pays for llvmlite only),
-it is a compile worker: serve() reads length-prefixed requests on stdin and answers each with the object file.
+The JIT and the compile workers (kernel_worker.py) both compile through compile_text, so a worker's object is the
+one this process would emit: the same target machine options, the same level-3 pipeline with loop and SLP
+vectorization. A failure raises LLVMFailure naming the stage; the JIT turns it into a CodegenError. The workers'
+messages are framed by write_message / read_message.
 """
 from __future__ import annotations
 
-import json
-import sys
 import threading
 import time
 from typing import BinaryIO, Callable
@@ -130,26 +126,3 @@ def read_message(stream: BinaryIO) -> bytes | None:
     if len(data) != size:
         raise EOFError("a compile message ended early")
     return data
-
-
-def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """A compile worker's loop: per request (JSON: triple, cpu, features, opt, text) reply with a JSON header
-    (symbols and stage times, or the failure) and, on success, the object file; return at the end of stdin."""
-    while True:
-        request = read_message(stdin)
-        if request is None:
-            return
-        job = json.loads(request)
-        timings: dict[str, float] = {}
-        try:
-            _, symbols, payload = compile_text(job["text"], job["triple"], job["cpu"], job["features"], job["opt"],
-                                               lambda stage, seconds: timings.__setitem__(stage, seconds))
-        except LLVMFailure as exc:
-            write_message(stdout, json.dumps({"ok": False, "stage": exc.stage, "error": str(exc)}).encode())
-            continue
-        write_message(stdout, json.dumps({"ok": True, "symbols": list(symbols), "timings": timings}).encode())
-        write_message(stdout, payload)
-
-
-if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)

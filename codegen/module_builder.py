@@ -21,7 +21,9 @@ barrier returns at once.
 Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into a kernel
 `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers of the
 node's results, then its operands (codegen/lower/base.py). Lowering is a pure function of the node's kernel_key and
-its context: whatever it needs (a region's domain, a weight stored transposed) the IR states. Each distinct kernel
+its context: whatever it needs (a region's domain, a weight stored transposed) the IR states. So a part can be
+lowered anywhere the node's IR text goes: `lower_parts` hands the parts no cache knows to the caller, which spreads
+them over worker processes (codegen/kernel_worker.py). Each distinct kernel
 is a KernelPart: a module of its own whose only exports are the kernel and its prepare functions, named
 `k_<key16>_<op>` after module_layout.kernel_part_key (the kernel key, the target, the builder version), so equal
 kernels of any two graphs have one name and one cached object and are compiled once (codegen/graph_cache.py). The
@@ -89,6 +91,21 @@ Lowering = Callable[[Node, KernelContext], KernelSpec]
 KnownParts = Callable[[str], "KernelPart | None"]
 
 
+@dataclass(frozen=True)
+class PendingPart:
+    """A distinct kernel that no cache knows: its part key, kernel key and the first node (at `index`) that needs
+    it."""
+
+    key: str
+    kernel: str
+    node: Node
+    index: int
+
+
+# Lowers the pending parts, given the way to lower one of them in this process; returns every part by key.
+LowerParts = Callable[[list[PendingPart], Callable[[PendingPart], KernelPart]], dict[str, KernelPart]]
+
+
 def kernel_name(part_key: str, node: Node) -> str:
     """k_<key16>_<op or fused kind>: named by the kernel's content (kernel_part_key), so equal kernels of any graph
     share one name and one cached object."""
@@ -98,11 +115,12 @@ def kernel_name(part_key: str, node: Node) -> str:
 
 def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering | None = None,
                  reuse: bool = True, known: KnownParts | None = None,
-                 lowered: Callable[[KernelPart], None] | None = None) -> BuiltModule:
+                 lower_parts: LowerParts | None = None) -> BuiltModule:
     """Lower every node of an optimized graph into a kernel part and emit the entry module (see the module doc);
     with `reuse`, nodes with equal kernel_key share one kernel. `known(key)` may return a part whose object is
-    already compiled (the disk cache): that kernel is then declared, not lowered. `lowered(part)` hears of each
-    part as soon as it is lowered (so it can be compiled while the next one is)."""
+    already compiled (the disk cache): that kernel is then declared, not lowered. `lower_parts(pending,
+    lower_here)` (default lowering with reuse only) takes over lowering the parts no cache knows, e.g. spreading
+    them over worker processes while this process lowers some with `lower_here`."""
     target = target or host_target()
     default = lower is None
     if lower is None:
@@ -112,8 +130,9 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     _check_leaves(graph)
     places, weights = _places(graph, module)
     fixed = frozenset(p.out.name for p in graph.params())
-    kernels: list[_Kernel] = []
-    parts: dict[str, KernelPart] = {}
+    uses: list[tuple[str, Node, int]] = []
+    parts: dict[str, KernelPart | None] = {}
+    pending: list[PendingPart] = []
     for index, node in enumerate(graph.nodes):
         if is_leaf(node):
             continue
@@ -121,23 +140,33 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
         if not default:  # another lowering's code is not named by the kernel key: keep its names apart
             key += f" lowering={getattr(lower, '__module__', '')}.{getattr(lower, '__qualname__', lower)}"
         part_key = kernel_part_key(key, target)
+        if part_key not in parts:
+            parts[part_key] = known(part_key) if known is not None and default else None
+            if parts[part_key] is None:
+                pending.append(PendingPart(part_key, key, node, index))
+        uses.append((part_key, node, index))
+
+    def lower_here(p: PendingPart) -> KernelPart:
+        return lower_part(p.node, p.index, p.key, target, lower, fixed)
+    if lower_parts is not None and default and reuse and pending:
+        parts.update(lower_parts(pending, lower_here))
+    else:
+        parts.update((p.key, lower_here(p)) for p in pending)
+    kernels: list[_Kernel] = []
+    for part_key, node, index in uses:
         part = parts.get(part_key)
-        if part is None:
-            part = known(part_key) if known is not None and default else None
-            if part is None:
-                part = _lower_part(node, index, part_key, target, lower, fixed)
-                if lowered is not None:
-                    lowered(part)
-            _check_part(part, node, index)
-            parts[part_key] = part
+        if part is None or part.key != part_key:
+            raise CodegenError(f"no kernel part was lowered for {node.op} (node {index})")
+        _check_part(part, node, index)
         kernels.append(_node_kernel(part, node, index))
-    _declare_parts(module, parts.values())
+    done = [part for part in parts.values() if part is not None]
+    _declare_parts(module, done)
     prepared, packed = _prepared_slots(graph, kernels, places, weights)
     stride = max([_round64(k.info.scratch_bytes) for k in kernels] + [0])
     copies = _output_copies(graph, places)
     # The digest covers the default lowering's code (builder_version); another lowering's parts are hashed in, so
     # two lowerings of one graph never share an exported symbol.
-    code = digest if default and reuse else _digest_of(digest, reuse, parts.values())
+    code = digest if default and reuse else _digest_of(digest, reuse, done)
     module.name, entry, prepare_name = module_names(code)
     _emit_entry(module, entry, target, kernels, places, copies, stride, packed)
     prepare = None
@@ -147,7 +176,7 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     arena_bytes, _ = memory_plan(graph)
     return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),
                        arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare,
-                       _all_checks(module, parts.values()), tuple(parts.values()))
+                       _all_checks(module, done), tuple(done))
 
 
 def kernel_key(node: Node, fixed: frozenset[str]) -> str:
@@ -233,10 +262,13 @@ class _Kernel:
     prepared: tuple[tuple[PreparedForm, str], ...] = ()
 
 
-def _lower_part(node: Node, index: int, part_key: str, target: Target, lower: Lowering,
-                fixed: frozenset[str]) -> KernelPart:
-    """Lower one node into a module of its own and check that the function it emitted has the kernel signature
-    for its values; the kernel and its prepare functions are the module's only exports."""
+def lower_part(node: Node, index: int, part_key: str, target: Target, lower: Lowering | None,
+               fixed: frozenset[str]) -> KernelPart:
+    """Lower one node (with `lower`, default codegen.lower.lower_node) into a module of its own and check that the
+    function it emitted has the kernel signature for its values; the kernel and its prepare functions are the
+    module's only exports."""
+    if lower is None:
+        from .lower import lower_node as lower
     name = kernel_name(part_key, node)
     module = target.new_module(name)
     spec = lower(node, KernelContext(module, target, name, fixed))

@@ -23,7 +23,7 @@ the plan is checked on its own. planned_graph is the one place where the plan co
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from braze.ir.errors import TensorSizeError
 from braze.ir.graph import Graph
@@ -50,12 +50,13 @@ def compile_passes(pipeline: str | Sequence[str] | None, *, untrusted: bool = Fa
 
 def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", untrusted: bool = False,
                   verified: bool = False, options: Mapping[str, Any] | None = None,
-                  timings: CompileTimings | None = None) -> Graph:
+                  timings: CompileTimings | None = None, on_miss: Callable[[], None] | None = None) -> Graph:
     """The graph codegen builds: `graph` through compile_passes(pipeline), every step verified, or the result of
     the same passes found in the disk cache for a trusted graph; for an untrusted graph the fresh plan is also
     checked (see the module doc) before codegen reads it. `verified` (with pipeline=None and untrusted=True only)
     skips verifying the graph again. `timings` receives each pass's time and the rest (verification, checks) as
-    "verify", or the cache lookup as "cached passes"."""
+    "verify", or the cache lookup as "cached passes". `on_miss()` is called before the passes run (not on a
+    hit)."""
     start = time.perf_counter()
     passes = compile_passes(pipeline, untrusted=untrusted)
     options = dict(options or {})
@@ -67,6 +68,8 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
             if timings is not None:
                 timings.add("cached passes", time.perf_counter() - start)
             return found
+    if on_miss is not None:
+        on_miss()
     replan_only = verified and untrusted and passes == (TAIL,)
     reports: list[PassReport] = []
     planned = optimize(graph, passes, report=reports, verify=not replan_only, **options) if passes else graph
@@ -109,13 +112,14 @@ def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     """Optimize, plan, generate code for, compile and load `graph` (see the module doc; `verified` as in
     planned_graph); options go to the passes.
     The stages' times are added to `timings` (a new CompileTimings if None), kept as the result's `timings`."""
-    from braze.codegen.graph_cache import compile_module
+    from braze.codegen.graph_cache import compile_module, expect_compile
 
     from .executable import Executable
     timings = timings if timings is not None else CompileTimings()
-    # optimize and plan memory: verified before and after every pass
+    # optimize and plan memory: verified before and after every pass; when the passes must run, the code surely
+    # has to be generated too, so the compile workers start now, beside the passes
     graph = planned_graph(graph, pipeline=pipeline, untrusted=untrusted, verified=verified, options=options,
-                          timings=timings)
+                          timings=timings, on_miss=lambda: expect_compile(graph))
     # one LLVM module (a kernel per distinct node and the entry point of the whole graph, codegen/abi.py) compiled
     # for the host, or its object found in the disk cache by the graph's text
     steps: dict[str, float] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from braze.codegen import compile_workers, host_target, llvm_object
@@ -13,6 +14,7 @@ from braze.codegen.jit import compile_objects
 from braze.codegen.target import OPT_LEVEL
 from braze.ir.errors import CodegenError
 from braze.codegen.module_builder import build_module
+from braze.runtime.executable import Executable
 from tests.codegen.test_graph_cache import planned_stack
 
 
@@ -80,6 +82,13 @@ def test_compile_workers_messages_refuse_torn_lengths() -> None:
     assert llvm_object.read_message(io.BytesIO(b"")) is None
 
 
+def _silent_worker() -> compile_workers._Worker:
+    """A worker process that never says it is ready (as one still importing)."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE)
+    return compile_workers._Worker(process)
+
+
 def test_compile_workers_a_lowering_error_mid_compile_leaves_no_thread_behind(workers, monkeypatch) -> None:
     import threading
 
@@ -93,10 +102,86 @@ def test_compile_workers_a_lowering_error_mid_compile_leaves_no_thread_behind(wo
             raise CodegenError(f"no kernel for {node.op} here")
         return real(node, ctx)
     monkeypatch.setattr(lower, "lower_node", failing_second)
+    compile_workers._stop_workers()
+    silent = _silent_worker()
+    compile_workers._workers.append(silent)  # its thread waits for it to be ready while this process lowers
+    monkeypatch.setattr(compile_workers, "warm_up", lambda: None)
     before = threading.active_count()
-    with pytest.raises(CodegenError, match="no kernel for"):
-        compile_module(planned_stack(3, batch=6), use_cache=False)
-    assert threading.active_count() == before
+    try:
+        with pytest.raises(CodegenError, match="no kernel for"):
+            compile_module(planned_stack(3, batch=6), use_cache=False)
+        assert threading.active_count() == before
+    finally:
+        silent.retire()
+
+
+def test_compile_workers_lower_kernels_as_this_process_does(workers, monkeypatch) -> None:
+    from braze.codegen.graph_cache import compile_module
+    graph = planned_stack(4, batch=5)
+    compile_workers.warm_up()
+    assert all(w.wait_ready() for w in compile_workers._workers)
+    spread, spread_library = compile_module(graph, use_cache=False)
+    lowered_there = [p for p in spread.parts if p.module is None]
+    assert lowered_there, "the ready worker took no kernel"
+    monkeypatch.setenv(compile_workers.WORKERS_ENV, "0")
+    alone, alone_library = compile_module(graph, use_cache=False)
+    assert [(p.key, p.name, p.scratch_bytes, p.prepared, p.checks) for p in spread.parts] == \
+        [(p.key, p.name, p.scratch_bytes, p.prepared, p.checks) for p in alone.parts]
+    assert spread_library.symbols == alone_library.symbols
+    x = np.random.default_rng(0).standard_normal(graph.inputs[0].type.shape).astype(np.float32)
+    outputs = [Executable(b, lib, threads=1).run([x])[0] for b, lib in ((spread, spread_library),
+                                                                        (alone, alone_library))]
+    assert np.array_equal(outputs[0], outputs[1])
+
+
+def test_compile_workers_a_kernel_request_gives_the_object_of_this_process(workers) -> None:
+    from braze.codegen.graph_cache import _from_worker
+    from braze.codegen.kernel_worker import part_request
+    from braze.codegen.module_builder import build_module as build
+    target, pending = host_target(), []
+
+    def keep(parts, here):
+        pending.extend(parts)
+        return {p.key: here(p) for p in parts}
+    graph = planned_stack(2, batch=3)
+    built = build(graph, lower_parts=keep)
+    fixed = frozenset(p.out.name for p in graph.params())
+    worker = compile_workers._Worker.start()
+    try:
+        for p, part in zip(pending, built.parts):
+            header, payload = worker.request({"kind": "lower", "part": part_request(p, target, fixed),
+                                              "triple": target.triple, "cpu": target.cpu,
+                                              "features": target.features, "opt": OPT_LEVEL})
+            remote, result = _from_worker(p, header, payload)
+            here = compile_objects([Job(part.name, str(part.module))], target, {})[0]
+            assert remote == part.__class__(**{**part.__dict__, "module": None})
+            assert result.payload == here.payload and set(result.symbols) == set(here.symbols)
+    finally:
+        worker.retire()
+
+
+def test_compile_workers_a_worker_answer_that_does_not_fit_is_done_here(workers, monkeypatch) -> None:
+    """A worker that answers every kernel with another kernel's description: the parts are lowered here."""
+    script = ("import json, sys\n"
+              "from braze.codegen.llvm_object import read_message, write_message\n"
+              "write_message(sys.stdout.buffer, b'{\"ready\": true}')\n"
+              "while read_message(sys.stdin.buffer) is not None:\n"
+              "    write_message(sys.stdout.buffer, json.dumps({'ok': True, 'symbols': ['k_0_x'], 'part': {\n"
+              "        'name': 'k_0_x', 'op': 'x', 'outputs': 1, 'inputs': 1, 'scratch_bytes': 0, 'prepared': [],\n"
+              "        'checks': []}}).encode())\n"
+              "    write_message(sys.stdout.buffer, b'not an object')\n")
+    compile_workers._stop_workers()
+    liar = compile_workers._Worker(subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                                    stdout=subprocess.PIPE))
+    compile_workers._workers.append(liar)
+    monkeypatch.setattr(compile_workers, "warm_up", lambda: None)
+    from braze.codegen.graph_cache import compile_module
+    try:
+        assert liar.wait_ready()
+        built, _ = compile_module(planned_stack(3, batch=2), use_cache=False)
+        assert all(p.module is not None for p in built.parts)  # every part lowered here
+    finally:
+        liar.retire()
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")

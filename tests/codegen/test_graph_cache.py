@@ -198,7 +198,8 @@ def test_graph_cache_a_damaged_kernel_entry_is_rebuilt_not_linked(cache_root) ->
     cache.entry_path(part.key).write_bytes(cache.encode_entry(part.key, donor.payload, donor.symbols, donor.meta))
     cache.reset_stats()
     rebuilt, library = compile_module(graph)
-    assert cache.stats().rebuilds == 1 and next(p for p in rebuilt.parts if p.key == part.key).module is not None
+    assert cache.stats().rebuilds == 1
+    assert set(cache.load(part.key).symbols) == set(part.symbols)  # built again (here or in a worker) and stored
     x = np.random.default_rng(5).standard_normal((3, 24)).astype(np.float32)
     np.testing.assert_allclose(Executable(rebuilt, library)(x), braze.ir.interpret(graph, [x])[0],
                                rtol=1e-5, atol=1e-5)

@@ -138,3 +138,22 @@ def test_compile_path_replans_a_verified_untrusted_graph_without_verifying_it_ag
     assert calls == [] and planned.attributes["memory_plan"] == optimized.attributes["memory_plan"]
     path.planned_graph(optimized, pipeline=None, untrusted=True)
     assert calls == ["g", "g"]  # the input and the plan_memory result
+
+
+def test_compile_path_hears_of_a_pass_cache_miss_before_the_passes_run(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path) -> None:
+    """planned_graph's on_miss runs when the passes must run (so compile workers can start beside them), never on a
+    pass-cache hit; compile_graph starts the workers there for a graph worth spreading."""
+    from braze.codegen import graph_cache
+    from braze.runtime.compile_path import planned_graph
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("BRAZE_CACHE", raising=False)
+    misses: list[int] = []
+    planned_graph(two_gemms(), on_miss=lambda: misses.append(1))
+    planned_graph(two_gemms(), on_miss=lambda: misses.append(2))
+    assert misses == [1]
+    expected: list[str] = []
+    monkeypatch.setattr(graph_cache, "expect_compile", lambda graph: expected.append(graph.name))
+    monkeypatch.setenv("BRAZE_CACHE", "0")
+    compile_graph(two_gemms())
+    assert expected == ["g"]
