@@ -128,7 +128,7 @@ def verify(graph: Graph) -> Graph:
     for v in graph.outputs:
         if v.name not in defined or defined[v.name] != v.type:
             _fail(graph, None, f"output %{v.name}: {v.type} is not a value of the graph")
-    _verify_weights(graph)
+    verify_weights(graph)
     return graph
 
 
@@ -140,10 +140,11 @@ def _check_size(graph: Graph, index: int | None, value: Value) -> None:
         _fail(graph, index, f"%{value.name}: {exc}")
 
 
-def _verify_weights(graph: Graph) -> None:
-    """When a graph carries weights, each param leaf has one of its declared type."""
+def verify_weights(graph: Graph) -> Graph:
+    """When a graph carries weights, each param leaf has one of its declared type (the part of verify() that a
+    graph parsed before, and so verified, needs once its weights are attached)."""
     if not graph.weights:
-        return
+        return graph
     for i, node in enumerate(graph.nodes):
         if node.op != "param":
             continue
@@ -153,3 +154,4 @@ def _verify_weights(graph: Graph) -> None:
         array = np.asarray(graph.weights[path])
         if array.shape != type.shape or array.dtype != type.dtype.numpy:
             _fail(graph, i, f"weight '{path}' is {array.dtype}{list(array.shape)}, the param leaf declares {type}")
+    return graph

@@ -51,7 +51,8 @@ from braze.ir.types import TensorType
 from . import pool as _pool
 from . import threads as _threads
 from .call_frame import CallFrame, call_stub
-from .memory import ALIGNMENT, address, aligned_block, aligned_copy
+from . import memory
+from .memory import ALIGNMENT, address, aligned_block, aligned_copy, map_bytes
 from .signature import InputSpec, OutputSpec, index_bounds
 from .timings import CompileTimings
 
@@ -70,7 +71,7 @@ class Executable:
         self._work = _threads.estimate_work(built.graph)
         self._threads, self._threads_version = self._chosen_threads(), _threads.version
         self._entry = ENTRY.cfunc(library, built.entry)
-        self._weights = [self._weight(slot) for slot in built.weights]
+        self._weights = map_bytes(self._weight, built.weights, sum(slot.type.nbytes for slot in built.weights))
         self._prepared = self._prepared_buffers()
         self._arena = aligned_block(built.arena_bytes)
         self._scratch = aligned_block(built.scratch_stride * self._threads)
@@ -174,8 +175,17 @@ class Executable:
         return buffers
 
     def _prepare(self, library: CompiledLibrary) -> None:
-        """Fill the prepared weights from the weight copies, once, before the first call of the entry."""
-        PREPARE.cfunc(library, self.built.prepare)(self._weight_ptrs)
+        """Fill the prepared weights from the weight copies, before the first call of the entry: the module's prepare
+        function, or for a model with large weights each form's own function (void(ptr param, ptr form), what the
+        prepare function calls in turn) on several threads at once, largest first."""
+        slots = sorted(self.built.prepared, key=lambda slot: -slot.nbytes)
+        nbytes = sum(slot.nbytes for slot in slots)
+        if len(slots) < 2 or nbytes < 2 * memory.PARALLEL_BYTES:
+            PREPARE.cfunc(library, self.built.prepare)(self._weight_ptrs)
+        else:
+            pointers = self._weight_ptrs
+            map_bytes(lambda slot: library.cfunc(slot.function, None, ctypes.c_void_p, ctypes.c_void_p)(
+                pointers[slot.source], pointers[slot.slot]), slots, nbytes)
         self.prepare_calls += 1
 
     # --- weights ---------------------------------------------------------------------------------------------

@@ -7,12 +7,17 @@ view that starts at the first aligned address. The view keeps its block alive th
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from math import prod
-from typing import Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
 ALIGNMENT = 64
+PARALLEL_BYTES = 8 << 20  # memory work beyond this many bytes per thread is spread over threads
+
+T = TypeVar("T")
 
 
 def address(array: np.ndarray) -> int:
@@ -39,10 +44,13 @@ def aligned_empty(shape: Sequence[int] | int, dtype: np.dtype | type | str, alig
 
 def aligned_zeros(shape: Sequence[int] | int, dtype: np.dtype | type | str, alignment: int = ALIGNMENT
                   ) -> np.ndarray:
-    """A zero-filled C-contiguous array whose data starts on an `alignment`-byte boundary."""
-    out = aligned_empty(shape, dtype, alignment)
-    out[...] = 0
-    return out
+    """A zero-filled C-contiguous array whose data starts on an `alignment`-byte boundary. Its block comes zeroed
+    from the allocator (calloc: fresh pages are zero), so a large buffer is not written twice, once here and once by
+    whoever fills it."""
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    dtype = np.dtype(dtype)
+    block = np.zeros(prod(shape) * dtype.itemsize + alignment, np.uint8)
+    return np.ndarray(shape, dtype, buffer=block, offset=-address(block) % alignment)
 
 
 def aligned_copy(array: np.ndarray, dtype: np.dtype | type | str | None = None, alignment: int = ALIGNMENT
@@ -57,3 +65,22 @@ def aligned_copy(array: np.ndarray, dtype: np.dtype | type | str | None = None, 
 def aligned_block(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
     """A zeroed byte buffer of at least one alignment unit (so even an empty arena has a valid address)."""
     return aligned_zeros(max(int(nbytes), alignment), np.uint8, alignment)
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def map_bytes(function: Callable[[T], Any], items: Sequence[T], nbytes: int) -> list[Any]:
+    """[function(item) for item in items], on several threads when the items hold `nbytes` bytes in all, at least
+    PARALLEL_BYTES per thread: for work that releases the GIL over large buffers (numpy copies, hashlib, a ctypes
+    call of compiled code), such as loading a model's weights."""
+    threads = min(len(items), cpu_count(), nbytes // PARALLEL_BYTES)
+    if threads < 2:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(function, items))

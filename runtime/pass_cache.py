@@ -32,7 +32,9 @@ from braze.ir.graph import Graph
 from braze.ir.parser import parse
 from braze.ir.passes import BUILTIN_PASSES
 from braze.ir.types import as_dtype
-from braze.ir.verify import verify
+from braze.ir.verify import verify_weights
+
+from .memory import map_bytes
 
 KIND = "braze-optimized-graph 1"
 
@@ -56,11 +58,19 @@ def key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> str 
     h = hashlib.sha256()
     for part in (KIND, ir_version(), json.dumps(list(passes)), options_text, str(with_leaf_ids(graph))):
         _field(h, part.encode("utf-8"))
-    for path in sorted(graph.weights):
-        array = np.ascontiguousarray(graph.weights[path])
+    paths = sorted(graph.weights)
+    arrays = [np.ascontiguousarray(graph.weights[path]) for path in paths]
+    for path, array, digest in zip(paths, arrays, _digests(arrays)):
         _field(h, f"{path}|{array.dtype.str}|{array.shape}".encode("utf-8"))
-        _field(h, hashlib.sha256(array.reshape(-1).view(np.uint8)).digest())
+        _field(h, digest)
     return h.hexdigest()
+
+
+def _digests(arrays: list[np.ndarray]) -> list[bytes]:
+    """The sha256 of each array's bytes; a model's weights (tens of MB) are hashed on every core (hashlib releases
+    the GIL while it hashes)."""
+    return map_bytes(lambda a: hashlib.sha256(a.reshape(-1).view(np.uint8)).digest(), arrays,
+                     sum(a.nbytes for a in arrays))
 
 
 def _field(h: Any, data: bytes) -> None:
@@ -100,12 +110,13 @@ def load(entry_key: str, traced: Graph) -> Graph | None:
 
 
 def _graph(meta: dict[str, Any], payload: bytes, traced: Graph) -> Graph:
-    """The entry's graph with the traced graph's param ids and its weights, verified (ValueError if malformed)."""
+    """The entry's graph with the traced graph's param ids and its weights (ValueError if malformed): the parser
+    verifies the graph, then its weights are checked against its params."""
     if meta.get("kind") != KIND or not isinstance(meta.get("graph"), str):
         raise ValueError("not an optimized-graph entry")
     weights = dict(_weight(item, payload, traced) for item in meta["weights"])
     graph = with_leaf_ids(parse(meta["graph"]), {leaf.path: leaf.id for leaf in traced.params()})
-    return verify(graph.replace(weights=weights))
+    return verify_weights(graph.replace(weights=weights))
 
 
 def _weight(item: list[Any], payload: bytes, traced: Graph) -> tuple[str, np.ndarray]:

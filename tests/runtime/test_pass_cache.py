@@ -9,7 +9,7 @@ import pytest
 import braze
 from braze.codegen import cache
 from braze.codegen.module_layout import with_leaf_ids
-from braze.runtime import pass_cache
+from braze.runtime import memory, pass_cache
 from braze.runtime.compile_path import compile_passes
 from tests.codegen.test_cache import cache_root  # noqa: F401  (the isolated cache directory, autouse)
 from tests.runtime.artifact_cases import bn_cnn, inputs, lora_mlp
@@ -58,6 +58,14 @@ def test_pass_cache_key_follows_weights_passes_and_options() -> None:
     assert base != pass_cache.key(graph, PASSES, {"policy": "keep"})
     assert pass_cache.key(graph, PASSES, {"flags": object()}) is None  # not JSON: not cached
     assert pass_cache.key(graph, [*PASSES, "a_user_pass"], {}) is None  # a user's pass: code the key cannot name
+
+
+def test_pass_cache_key_is_the_same_hashed_on_several_threads(monkeypatch) -> None:
+    graph = braze.trace(bn_cnn(), braze.tensor(inputs(2, 3, 5, 5)))
+    alone = pass_cache.key(graph, PASSES, {})
+    monkeypatch.setattr(memory, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(memory, "cpu_count", lambda: 3)
+    assert pass_cache.key(graph, PASSES, {}) == alone
 
 
 @pytest.mark.parametrize("damage", [

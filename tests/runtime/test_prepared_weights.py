@@ -211,3 +211,20 @@ def test_a_depthwise_conv_reads_its_weight_in_place() -> None:
     fn, exe = compiled(model, x)
     assert exe.built.prepared == () and exe.built.prepare is None and exe.prepare_calls == 0
     assert_close(fn(x), eager(model, x))
+
+
+def test_large_weights_are_copied_and_prepared_on_several_threads_with_the_same_bytes(monkeypatch) -> None:
+    """Past memory.PARALLEL_BYTES, weights are copied and each prepared form filled by its own function on several
+    threads: the buffers and outputs are the very ones the module's one prepare function gives."""
+    from braze.runtime import memory
+    braze.manual_seed(7)
+    model = ConvNet().eval()
+    x = np.random.default_rng(8).standard_normal((2, 3, 10, 10)).astype(np.float32)
+    alone = braze.compile(model, x).executable
+    monkeypatch.setattr(memory, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(memory, "cpu_count", lambda: 3)
+    spread = braze.compile(model, x).executable
+    assert len(spread.built.prepared) >= 2 and spread.prepare_calls == 1
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(alone._prepared, spread._prepared))
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(alone._weights, spread._weights))
+    assert spread(x).tobytes() == alone(x).tobytes()
