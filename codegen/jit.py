@@ -1,7 +1,7 @@
 """The JIT: LLVM IR in, callable machine code out.
 
-`compile_ir(module)` parses and verifies an llvmlite module, optimizes it at level 3 with loop and SLP
-vectorization for the target, verifies it again, emits an object file and links that object into an MCJIT engine
+`compile_ir(module)` parses and verifies an llvmlite module, optimizes it (llvm_object.PIPELINE_LEVEL, with loop and
+SLP vectorization) for the target, verifies it again, emits an object file and links that object into an MCJIT engine
 of its own. With the disk cache (codegen/cache.py) a module compiled before, in any process, skips parsing and
 optimization: its object is loaded directly, after checking that it exports exactly the module's functions; an
 entry that does not link or exports anything else is deleted and the module rebuilt.
@@ -353,9 +353,10 @@ def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:
 
 
 def _optimize(ref: llvm.ModuleRef, target: Target) -> llvm.ModuleRef:
-    """Run the level-3 module pipeline with loop and SLP vectorization, then verify the result."""
+    """Run the module pipeline (llvm_object.PIPELINE_LEVEL, with loop and SLP vectorization), then verify the
+    result."""
     try:
-        return llvm_object.optimize(ref, target.machine(), OPT_LEVEL)
+        return llvm_object.optimize(ref, target.machine())
     except llvm_object.LLVMFailure as exc:
         raise _llvm_error(ref.name, exc) from None
 

@@ -76,8 +76,8 @@ def define_function(module: ir.Module, name: str, args: Sequence[tuple[str, ir.T
 
 def optimize_for_size(fn: ir.Function) -> ir.Function:
     """Mark a function whose time goes to the functions it calls (a GEMM's blocking loops) or that runs once (a
-    weight prepack): at level 3, LLVM unrolls and unswitches such loop nests into code that triples their compile
-    time and gains nothing measurable, so they are compiled as for size."""
+    weight prepack): LLVM would unroll and unswitch such loop nests into code that multiplies their compile time
+    and gains nothing measurable, so they are compiled as for size."""
     fn.attributes.add("optsize")
     return fn
 

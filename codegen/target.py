@@ -51,7 +51,8 @@ class Target:
     @property
     def identity(self) -> str:
         """Everything about the target that changes machine code; part of every cache key."""
-        return f"{self.triple}|{self.cpu}|{self.features}|opt{OPT_LEVEL}|llvmlite {llvmlite.__version__}"
+        return (f"{self.triple}|{self.cpu}|{self.features}|opt{OPT_LEVEL}|pipeline{llvm_object.PIPELINE_LEVEL}|"
+                f"llvmlite {llvmlite.__version__}")
 
     def machine(self) -> llvm.TargetMachine:
         """The process-wide (non-JIT) target machine for optimization, object and assembly output."""
