@@ -15,7 +15,8 @@ k^T may be any transpose (one whose permutation, with its last two entries swapp
 value (k is then its transpose). q, k and v need equal batch axes and a float dtype. Every intermediate value
 (the scores, each scaled or masked form, the softmax) must have no reader but the next step, so nothing the chain
 computed is lost; a chain with dropout between softmax and matmul (training) or a softmax over another axis is no
-attention and stays as it is. A mask of drop positions becomes its keep mask through eq(drop, false).
+attention and stays as it is. A mask of drop positions becomes its keep mask: eq(x, y) becomes ne(x, y) (and the reverse), any other
+through eq(drop, false).
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from .rewrite import Match, apply_rules, rule
 # The ops that compute scores on the way from the matmul to the softmax: the operand of a mask add that is one of
 # them holds the scores, the other the mask.
 _SCORE_OPS = ("matmul", "mul", "div", "where", "add")
+# A drop mask that is a comparison becomes its keep mask as the opposite comparison (NaN compares alike in both).
+_NEGATED = {"eq": "ne", "ne": "eq"}
 
 
 def _only_reader(m: Match, value: Value, op: str) -> Node | None:
@@ -107,9 +110,12 @@ def _keep_mask(m: Match, kind: str, mask: Value) -> Value:
     """A mask in the op's form: float masks as they are, bool masks keeping where True."""
     if kind != "drop":
         return mask
-    negated = m.producer(mask, "eq")
-    if negated is not None and negated.inputs[0].dtype == bool_ and m.splat(negated.inputs[1]) is False:
-        return negated.inputs[0]
+    test = m.producer(mask)
+    if test is not None and test.op in _NEGATED:
+        x, y = test.inputs
+        if x.dtype == bool_ and m.splat(y) is False and test.op == "eq":
+            return x
+        return m.e.bind(_NEGATED[test.op], [x, y], {})
     return m.e.eq(mask, m.e.constant(np.asarray(False)))
 
 
