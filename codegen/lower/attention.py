@@ -23,14 +23,15 @@ import llvmlite.ir as ir
 from braze.ir.graph import Node
 from braze.ir.types import DType
 
-from ..loops import CONTRACT, I64, alloca, for_range, i64, vector_loop
+from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, broadcast_strides, claimed_unit_loop, constant,
                    contiguous_strides, iota, load, offset_of, register, register_type, store, unsupported, widen)
 from .elementwise import ELEMENTWISE, fmax
 from .reducers import Reducer
 
-ROWS = 32            # query rows per unit: each copied key block serves this many rows
+ROWS = 64            # query rows per unit: each copied key block serves this many rows
 KEY_VECTORS = 8      # key block width in vectors: the score accumulators of one row
+GROUP = 8            # output vectors accumulated at once: independent FMA chains over a block's keys
 MAX_BLOCK_BYTES = 1 << 18   # a transposed key block larger than this (huge E) is cut to one vector of keys
 
 
@@ -126,14 +127,49 @@ def _cols_in(u: _Unit, j0: ir.Value) -> ir.Value:
 
 
 def _transpose_keys(u: _Unit, j0: ir.Value) -> None:
-    """kt[e * cols + c] = k[batch, j0 + c, e] for the block's keys."""
+    """kt[e * cols + c] = k[batch, j0 + c, e] for the block's keys: W x W tiles transposed in registers, the keys
+    and elements of E past the last whole tile one by one."""
     b, sh = u.b, u.sh
     base = b.mul(b.add(b.mul(u.flat, i64(sh.S)), j0), i64(sh.E))
-    with for_range(b, 0, _cols_in(u, j0), name="kt.c") as c:
+    cols = _cols_in(u, j0)
+    whole = b.mul(b.sdiv(cols, i64(sh.W)), i64(sh.W)) if sh.W > 1 else cols
+    tiled_e = sh.E // sh.W * sh.W if sh.W > 1 else 0
+    with for_range(b, 0, whole, sh.W, name="kt.tile") as c0:
+        with for_range(b, 0, tiled_e, sh.W, name="kt.e") as e0:
+            rows = [load(b, u.k.ins[1], b.add(base, b.add(b.mul(b.add(c0, i64(t)), i64(sh.E)), e0)), sh.dtype,
+                         sh.W) for t in range(sh.W)]
+            for t, column in enumerate(_transposed(b, rows)):
+                store(b, column, u.kt, b.add(b.mul(b.add(e0, i64(t)), i64(sh.cols)), c0), sh.dtype)
+        _copy_keys(u, base, c0, b.add(c0, i64(sh.W)), tiled_e)
+    _copy_keys(u, base, whole, cols, 0)
+
+
+def _copy_keys(u: _Unit, base: ir.Value, first: ir.Value, stop: ir.Value, e_first: int) -> None:
+    """kt[e * cols + c] = k[batch, j0 + c, e] one element at a time, for keys [first, stop) and e >= e_first."""
+    b, sh = u.b, u.sh
+    if e_first >= sh.E:
+        return
+    with for_range(b, first, stop, name="kt.c") as c:
         row = b.add(base, b.mul(c, i64(sh.E)))
-        with for_range(b, 0, sh.E, name="kt.e") as e:
-            value = load(b, u.k.ins[1], b.add(row, e), sh.dtype)
-            store(b, value, u.kt, b.add(b.mul(e, i64(sh.cols)), c), sh.dtype)
+        with for_range(b, e_first, sh.E, name="kt.x") as e:
+            store(b, load(b, u.k.ins[1], b.add(row, e), sh.dtype), u.kt, b.add(b.mul(e, i64(sh.cols)), c), sh.dtype)
+
+
+def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The columns of a W x W tile held as W row vectors (W a power of two): for each bit h of a position, the
+    off-diagonal blocks of size h swap between rows i and i + h (the recursive block transpose)."""
+    width = len(rows)
+    rows = list(rows)
+    h = width // 2
+    while h:
+        low = ir.Constant(ir.VectorType(I32, width), [l if not l & h else width + l - h for l in range(width)])
+        high = ir.Constant(ir.VectorType(I32, width), [l + h if not l & h else width + l for l in range(width)])
+        for i in range(width):
+            if not i & h:
+                rows[i], rows[i + h] = (b.shuffle_vector(rows[i], rows[i + h], low),
+                                        b.shuffle_vector(rows[i], rows[i + h], high))
+        h //= 2
+    return rows
 
 
 def _scores(u: _Unit, node: Node, i: ir.Value, j0: ir.Value) -> list[ir.Value]:
@@ -201,22 +237,39 @@ def _row_block(u: _Unit, node: Node, r: ir.Value, j0: ir.Value) -> None:
 
 
 def _accumulate(u: _Unit, r: ir.Value, j0: ir.Value, alpha: ir.Value) -> None:
-    """acc[r] = acc[r] * alpha + sum over the block's keys c of p[c] * v[batch, j0 + c, :]."""
+    """acc[r] = acc[r] * alpha + sum over the block's keys c of p[c] * v[batch, j0 + c, :], in groups of GROUP
+    vectors (independent FMA chains), then the vectors left over, then the scalar tail of Ev."""
     b, sh = u.b, u.sh
     cols = _cols_in(u, j0)
     vbase = b.mul(b.add(b.mul(u.flat, i64(sh.S)), j0), i64(sh.Ev))
+    vectors = sh.Ev // sh.W
+    groups, left = divmod(vectors, GROUP)
+    with for_range(b, 0, groups, name="pv.group") as g:
+        _pv(u, r, vbase, cols, alpha, b.mul(g, i64(GROUP * sh.W)), GROUP, sh.W)
+    if left:
+        _pv(u, r, vbase, cols, alpha, i64(groups * GROUP * sh.W), left, sh.W)
+    if sh.Ev % sh.W:
+        _pv(u, r, vbase, cols, alpha, i64(vectors * sh.W), sh.Ev % sh.W, 1)
 
-    def chunk(e: ir.Value, lanes: int) -> None:
-        slot = alloca(b, register_type(sh.dtype, lanes), name=f"acc{lanes}")
-        at = b.add(b.mul(r, i64(sh.Ev)), e)
-        b.store(b.fmul(load(b, u.acc, at, sh.dtype, lanes), widen(b, alpha, lanes)), slot)
-        with for_range(b, 0, cols, name=f"pv{lanes}") as c:
-            p = widen(b, load(b, u.srow, c, sh.dtype), lanes)
-            value = load(b, u.k.ins[2], b.add(vbase, b.add(b.mul(c, i64(sh.Ev)), e)), sh.dtype, lanes)
-            b.store(b.fadd(b.load(slot, typ=slot.allocated_type), b.fmul(p, value, flags=CONTRACT),
-                           flags=CONTRACT), slot)
-        store(b, b.load(slot, typ=slot.allocated_type), u.acc, at, sh.dtype)
-    vector_loop(b, 0, sh.Ev, sh.W, chunk, name="ev")
+
+def _pv(u: _Unit, r: ir.Value, vbase: ir.Value, cols: ir.Value, alpha: ir.Value, e0: ir.Value, count: int,
+        lanes: int) -> None:
+    """`count` accumulators of `lanes` elements of acc[r] from column e0 on: rescaled by alpha, then the block's
+    p[c] * v[c, ...] added for every key c."""
+    b, sh = u.b, u.sh
+    vt = register_type(sh.dtype, lanes)
+    at = [b.add(b.add(b.mul(r, i64(sh.Ev)), e0), i64(a * lanes)) for a in range(count)]
+    slots = [alloca(b, vt, name=f"acc{lanes}.{a}") for a in range(count)]
+    for slot, offset in zip(slots, at):
+        b.store(b.fmul(load(b, u.acc, offset, sh.dtype, lanes), widen(b, alpha, lanes)), slot)
+    with for_range(b, 0, cols, name=f"pv{lanes}") as c:
+        p = widen(b, load(b, u.srow, c, sh.dtype), lanes)
+        row = b.add(vbase, b.add(b.mul(c, i64(sh.Ev)), e0))
+        for a, slot in enumerate(slots):
+            value = load(b, u.k.ins[2], b.add(row, i64(a * lanes)), sh.dtype, lanes)
+            b.store(b.fadd(b.load(slot, typ=vt), b.fmul(p, value, flags=CONTRACT), flags=CONTRACT), slot)
+    for slot, offset in zip(slots, at):
+        store(b, b.load(slot, typ=vt), u.acc, offset, sh.dtype)
 
 
 def _finish_row(u: _Unit, node: Node, r: ir.Value) -> None:

@@ -5,18 +5,20 @@ The chain, read from its last matmul back (each step optional unless said otherw
 
     matmul(q [* c | / c], transpose(k))      the scores; q scaled by a scalar constant (torch's MultiheadAttention)
     * c | / c                                 a scalar constant scale
-    + mask | where(keep, ., -inf) | where(drop, -inf, .)
-                                              a float mask added, or a bool mask (masked_fill writes the second form)
-    where(tril, ., -inf)                      a constant causal mask (torch.tril of ones): causal=True
+    + mask                                    a float mask, added before any bool mask
+    where(keep, ., -inf) | where(drop, -inf, .)
+                                              bool masks (masked_fill writes the second form), up to MAX_MASKS steps
+                                              in any order: one that is a constant causal mask (torch.tril of ones)
+                                              becomes causal=True, the others are and-ed into the op's mask
     softmax(axis=-1)                          required
     matmul(., v)                              required
 
 k^T may be any transpose (one whose permutation, with its last two entries swapped, gives k's layout) or any
 value (k is then its transpose). q, k and v need equal batch axes and a float dtype. Every intermediate value
 (the scores, each scaled or masked form, the softmax) must have no reader but the next step, so nothing the chain
-computed is lost; a chain with dropout between softmax and matmul (training) or a softmax over another axis is no
-attention and stays as it is. A mask of drop positions becomes its keep mask: eq(x, y) becomes ne(x, y) (and the reverse), any other
-through eq(drop, false).
+computed is lost; a chain with dropout between softmax and matmul (training), a softmax over another axis, or a
+float mask added after a bool one (-inf + inf is NaN, not -inf) is no attention of the op's form and stays as it
+is. A drop mask becomes its keep mask: eq(x, y) becomes ne(x, y) (and the reverse), any other eq(drop, false).
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from .rewrite import Match, apply_rules, rule
 _SCORE_OPS = ("matmul", "mul", "div", "where", "add")
 # A drop mask that is a comparison becomes its keep mask as the opposite comparison (NaN compares alike in both).
 _NEGATED = {"eq": "ne", "ne": "eq"}
+MAX_MASKS = 4  # masking steps looked through
 
 
 def _only_reader(m: Match, value: Value, op: str) -> Node | None:
@@ -58,7 +61,7 @@ def _scaled(m: Match, value: Value) -> tuple[Value, float]:
     return value, 1.0
 
 
-def _is_causal(m: Match, keep: np.ndarray | None, shape: tuple[int, ...]) -> bool:
+def _is_causal(keep: np.ndarray | None, shape: tuple[int, ...]) -> bool:
     """Whether a constant keep mask is the causal mask of scores of `shape`, broadcast over the batch axes."""
     if keep is None or keep.ndim < 2 or keep.shape[-2:] != shape[-2:] or any(d != 1 for d in keep.shape[:-2]):
         return False
@@ -86,23 +89,31 @@ def _mask_step(m: Match, value: Value) -> tuple[Value, str, Value | np.ndarray] 
     return None
 
 
-def _masks(m: Match, value: Value) -> tuple[Value, bool, tuple[str, Value] | None] | None:
-    """(scores before masking, causal, the mask as (kind, value) or None), or None when the steps are not a
-    causal mask over at most one other mask (the order the op applies them in)."""
-    causal, mask = False, None
-    for _ in range(2):
+def _masks(m: Match, value: Value) -> tuple[Value, bool, Value | None] | None:
+    """(scores before masking, causal, the mask in the op's form or None), or None when the masking steps are not
+    bool masks (in any order: each turns scores to -inf) over at most one float mask added first."""
+    causal, keeps, added = False, [], None
+    for _ in range(MAX_MASKS):
         step = _mask_step(m, value)
-        if step is None:
+        if step is None or added is not None:
             break
-        inner, kind, operand = step
-        constant = isinstance(operand, np.ndarray)
-        if kind != "float" and constant and not causal and mask is None and _is_causal(m, operand, value.shape):
-            causal = True
-        elif mask is None:
-            mask = (kind, m.e.constant(operand) if constant else operand)
+        value, kind, operand = step
+        if isinstance(operand, np.ndarray):
+            if not causal and _is_causal(operand, value.shape):
+                causal = True
+                continue
+            operand = m.e.constant(operand)
+        if kind == "float":
+            added = operand
         else:
-            return None
-        value = inner
+            keeps.append(_keep_mask(m, kind, operand))
+    if _mask_step(m, value) is not None:
+        return None
+    if added is not None and keeps:
+        return None  # -inf + mask is NaN where the mask is +inf: not the op's order of steps
+    mask = added
+    for keep in keeps:
+        mask = keep if mask is None else m.e.mul(mask, keep)
     return value, causal, mask
 
 
@@ -150,9 +161,7 @@ def attention_chain(m: Match) -> Value | None:
     if not (q.dtype.is_float and q.type.rank == kt.type.rank == v.type.rank >= 2
             and q.shape[:-2] == kt.shape[:-2] == v.shape[:-2]):
         return None
-    operands = [q, _key(m, kt), v]
-    if mask is not None:
-        operands.append(_keep_mask(m, *mask))
+    operands = [q, _key(m, kt), v] + ([mask] if mask is not None else [])
     return m.e.attention(*operands, scale=scale * q_scale, causal=causal)
 
 
