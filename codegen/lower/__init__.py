@@ -9,7 +9,7 @@ from __future__ import annotations
 from braze.ir.graph import Node
 from braze.ir.registry import is_op
 
-from . import (elementwise, fused, indexing, linalg, movement, norm, pool, pool_grad,  # noqa: F401  (registering)
+from . import (attention, elementwise, fused, indexing, linalg, movement, norm, pool, pool_grad,  # noqa: F401  (registering)
                quant_gemm, quant_matmul, random, reduction, reparam, scan, scatter)
 from .base import LOWERINGS, KernelContext, KernelSpec, unsupported
 

@@ -56,6 +56,9 @@ ACCURACY: dict[str, Accuracy] = {
     "log_softmax": Accuracy(ulps=4, sum_terms=8, note="(x - max) - log(sum): scale = |x - max| + |log sum| + 1"),
     "layer_norm": Accuracy(ulps=8, sum_terms=16, note="mean and variance are sums of K terms: scale = "
                                                       "(|x - mean| / std + mean |x| / std + 1) |weight| + |bias|"),
+    "attention": Accuracy(ulps=8, sum_terms=16, note="scores are sums of E terms, the softmax's sum and the "
+                          "weighted sum of v are sums of S terms, accumulated block by block: scale = the op on |q|, "
+                          "|k|, |v|"),
     "matmul": Accuracy(sum_terms=8, note=_SUM + " (|A| @ |B|)"),
     "linear": Accuracy(sum_terms=8, note=_SUM + " (|x| @ |W|^T)"),
     "quantized_linear": Accuracy(sum_terms=8, note=_SUM + " (|x| @ |W|^T, W dequantized; int8 scales applied to "

@@ -1,7 +1,7 @@
 """braze.nn.functional: torch.nn.functional's layer functions with its names, argument names and defaults.
 
-Each function is a registered op (conv2d, layer_norm, cross_entropy, ...) or a short composition of them
-(linear, scaled_dot_product_attention), bound through apply so autodiff and tracing see every step.
+Each function is a registered op (conv2d, layer_norm, cross_entropy, scaled_dot_product_attention as attention, ...)
+or a short composition of them (linear), bound through apply so autodiff and tracing see every step.
 """
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from braze.ir.errors import ShapeError
+from braze.ir.ops.attention import attention_probabilities
 from braze.ir.types import bool_
 
 from .. import functions as _f
-from ..autodiff import no_grad
+from ..autodiff import TensorEmitter, no_grad
 from ..creation import default_generator
 from ..dispatch import apply
 from ..promotion import as_operand, binary_operands, coerce
@@ -340,10 +341,12 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, re
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
-    """softmax(q @ k^T * scale + mask) @ v over (..., L, E) queries and (..., S, E) keys, as torch.
+    """softmax(q @ k^T * scale + mask) @ v over (..., L, E) queries and (..., S, E) keys, as torch: the registered
+    attention op (one kernel when compiled), or its steps with dropout on the weights when dropout_p > 0.
 
-    A bool mask keeps the positions where it is True; a float mask is added to the scores. With enable_gqa,
-    key and value heads (dim -3) are repeated to match the query heads.
+    A bool mask keeps the positions where it is True; a float mask is added to the scores. A query row that every
+    position is masked for gives 0, as torch. With enable_gqa, key and value heads (dim -3) are repeated to match
+    the query heads.
     """
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both")
@@ -352,18 +355,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         repeat = q.shape[-3] // k.shape[-3]
         heads = Tensor._wrap(np.repeat(np.arange(k.shape[-3], dtype=np.int64), repeat))
         k, v = (apply("index_select", t, heads, axis=t.ndim - 3) for t in (k, v))
-    factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = _f.mul(_f.matmul(q, _f.transpose(k, -2, -1)), factor)
-    if is_causal:
-        keep = Tensor._wrap(np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool)))
-        scores = _f.masked_fill(scores, _f.logical_not(keep), -math.inf)
+    batch = tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
+    q, k, v = (t if t.shape[:-2] == batch else _f.broadcast_to(t, batch + tuple(t.shape[-2:])) for t in (q, k, v))
+    masks = []
     if attn_mask is not None:
         mask = as_operand(attn_mask)
-        if mask.dtype == bool_:
-            scores = _f.masked_fill(scores, _f.logical_not(mask), -math.inf)
-        else:
-            scores = _f.add(scores, mask)
-    attn = _f.softmax(scores, -1)
+        masks.append(mask if mask.dtype == bool_ else _f.to_dtype(mask, q.dtype))
+    attrs = dict(scale=1.0 / math.sqrt(q.shape[-1]) if scale is None else scale, causal=bool(is_causal),
+                 zero_masked_rows=True)
     if dropout_p > 0.0:
-        attn = dropout(attn, dropout_p, training=True)
-    return _f.matmul(attn, v)
+        weights = attention_probabilities(TensorEmitter(apply), q, k, *masks, **attrs)
+        return _f.matmul(dropout(weights, dropout_p, training=True), v)
+    return apply("attention", q, k, v, *masks, **attrs)

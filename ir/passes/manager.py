@@ -31,7 +31,7 @@ PassFn = Callable[[Graph, "PassContext"], Graph]
 
 PIPELINES: dict[str, tuple[str, ...]] = {
     "inference": ("drop_buffer_updates", "specialize_flags", "fold_reparameterizations", "fold_batchnorm",
-                  "decompose", "constant_fold", "simplify", "cse", "dce", "fuse", "plan_memory"),
+                  "decompose", "constant_fold", "simplify", "cse", "dce", "fuse_attention", "fuse", "plan_memory"),
     # a graph with its gradients (ir/autodiff.py): its buffer updates are kept, ops without kernels decomposed
     "training": ("specialize_flags", "decompose", "fold_reparameterizations", "constant_fold", "simplify", "cse",
                  "dce", "fuse", "plan_memory"),
@@ -269,7 +269,7 @@ def optimize(graph: Graph, pipeline: str | Sequence[str] = "inference", *,
     """Run a pass pipeline over `graph` and return the new graph; the input graph is not changed.
 
     pipeline: "inference" (drop_buffer_updates, specialize_flags, fold_reparameterizations, fold_batchnorm,
-    decompose, constant_fold, simplify, cse, dce, fuse, plan_memory), "training" (for a graph with gradients:
+    decompose, constant_fold, simplify, cse, dce, fuse_attention, fuse, plan_memory), "training" (for a graph with gradients:
     PIPELINES) or a list of pass names. dump: None, "after-each" (print the IR after each pass) or a directory for
     NN-passname.bir files. verify: check the graph after every pass.
     report: a list to which the run's PassReport (times, node counts, the passes' notes) is appended. Other keyword

@@ -16,8 +16,10 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
+from braze.ir.builder import GraphBuilder
 from braze.ir.errors import ExportError
 from braze.ir.graph import Graph, Node, Value
+from braze.ir.ops.attention import attention_decomposition
 
 from . import elementwise, movement, nn, ordering, reduction, reparam  # noqa: F401  (registering)
 from .builder import RULES, OnnxBuilder, onnx_dtype, register, where
@@ -94,7 +96,19 @@ def convert(e: OnnxBuilder, nodes: Sequence[Node], names: dict[str, str], weight
 @register("fused")
 def _fused(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
     """A fusion region, inlined: its body's nodes converted under fresh names, its outputs written to `outs`."""
-    body = node.attr["body"]
+    _inline(e, node.attr["body"], ins, outs)
+
+
+@register("attention")
+def _attention(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """Attention as the registered ops it stands for (ir/ops/attention.py's decomposition), inlined like a region."""
+    b = GraphBuilder("attention")
+    operands = [b.input(f"in{k}", v.type) for k, v in enumerate(node.inputs)]
+    _inline(e, b.finish([attention_decomposition(b, *operands, **node.attr)]), ins, outs)
+
+
+def _inline(e: OnnxBuilder, body: Graph, ins: list[str], outs: list[str]) -> None:
+    """The nodes of `body` converted under fresh names, reading `ins` and writing its outputs to `outs`."""
     names = dict(zip((v.name for v in body.inputs), ins))
     passthrough = _bind_outputs(body, names, outs)
     prefix = outs[0].lstrip("_")

@@ -244,6 +244,21 @@ def test_scaled_dot_product_attention() -> None:
                                _softmax(masked, -1) @ v)
 
 
+def test_scaled_dot_product_attention_is_one_attention_node_when_traced() -> None:
+    q, k, v = (RNG.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(3))
+    graph = braze.trace(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), q, k, v)
+    (node,) = [n for n in graph.nodes if n.op != "constant"]
+    assert node.op == "attention" and node.attr["causal"] and node.attr["zero_masked_rows"]
+
+
+def test_scaled_dot_product_attention_rows_masked_everywhere_are_zero_with_and_without_dropout() -> None:
+    q, k, v = (RNG.standard_normal((2, 3, 4)) for _ in range(3))
+    keep = np.array([[True, False, True], [False, False, False], [True, True, True]])
+    for p in (0.0, 0.5):
+        out = F.scaled_dot_product_attention(T(q), T(k), T(v), T(keep), dropout_p=p).numpy()
+        assert (out[:, 1] == 0).all() and np.isfinite(out).all()
+
+
 def test_scaled_dot_product_attention_grouped_query_heads() -> None:
     q, k, v = RNG.standard_normal((1, 4, 3, 2)), RNG.standard_normal((1, 2, 3, 2)), RNG.standard_normal((1, 2, 3, 2))
     got = F.scaled_dot_product_attention(T(q), T(k), T(v), enable_gqa=True).numpy()

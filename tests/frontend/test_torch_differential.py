@@ -146,6 +146,8 @@ FUNCTIONAL: list[Case] = [
      (n(2, 2, 4, 3), n(2, 2, 4, 3), n(2, 2, 4, 5))),
     ("scaled_dot_product_attention_bool_mask", lambda m, F, q, k, v: F.scaled_dot_product_attention(
         q, k, v, attn_mask=m.tensor([[True, False, True], [True, True, False]])), (n(2, 3), n(3, 3), n(3, 4))),
+    ("scaled_dot_product_attention_masked_row", lambda m, F, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m.tensor([[True, False, True], [False, False, False]])), (n(2, 3), n(3, 3), n(3, 4))),
     ("scaled_dot_product_attention_float_mask", lambda m, F, q, k, v, a: F.scaled_dot_product_attention(
         q, k, v, attn_mask=a),
      (n(1, 2, 3), n(1, 4, 3), n(1, 4, 2), n(2, 4))),

@@ -126,6 +126,35 @@ def test_compiled_graph_exports_with_its_fusion_regions_inlined(tmp_path: Any) -
     np.testing.assert_allclose(got, compiled(x), rtol=1e-5, atol=1e-6)
 
 
+class _Attention(nn.Module):
+    """Causal self-attention through F.scaled_dot_product_attention, plus one with a padding mask that masks every
+    key for the last query row (0 there, as torch)."""
+
+    def forward(self, q: Any, k: Any, v: Any, keep: Any) -> Any:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) + F.scaled_dot_product_attention(
+            q, k, v, attn_mask=keep, scale=0.3)
+
+
+def test_attention_exports_as_the_ops_it_stands_for(tmp_path: Any) -> None:
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 5, 4)).astype(np.float32) for _ in range(3))
+    keep = rng.random((5, 5)) < 0.6
+    keep[-1] = False
+    compiled = braze.compile(_Attention().eval(), q, k, v, keep)
+    assert [n.op for n in compiled.graph.nodes].count("attention") == 2
+    proto = braze.export_onnx(compiled.graph, tmp_path / "attention.onnx")
+    (got,) = run_onnx(proto, q, k, v, keep)
+    np.testing.assert_allclose(got, compiled(q, k, v, keep), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[:, :, -1], eager_causal_last_row(q, k, v), rtol=1e-5, atol=1e-6)
+
+
+def eager_causal_last_row(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The causal attention's last query row (which sees every key) alone: the masked term adds exactly 0."""
+    with braze.no_grad():
+        out = F.scaled_dot_product_attention(braze.tensor(q), braze.tensor(k), braze.tensor(v), is_causal=True)
+    return out.numpy()[:, :, -1]
+
+
 def test_model_in_training_mode_exports_its_evaluation_snapshot(tmp_path: Any) -> None:
     model = MLP(p=0.5).train()
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)

@@ -34,7 +34,7 @@ def sample() -> ir.Graph:
 def test_manager_inference_pipeline_is_the_design_order() -> None:
     assert PIPELINES["inference"] == ("drop_buffer_updates", "specialize_flags", "fold_reparameterizations",
                                       "fold_batchnorm", "decompose", "constant_fold", "simplify", "cse", "dce",
-                                      "fuse", "plan_memory")
+                                      "fuse_attention", "fuse", "plan_memory")
 
 
 def test_manager_builtin_passes_are_found_by_name() -> None:

@@ -1,0 +1,292 @@
+"""attention (ir/ops/attention.py): softmax(q @ k^T * scale, masked) @ v in one kernel that never stores the
+(L, S) scores, in float32 and float64.
+
+The units are (batch point, block of ROWS query rows), claimed by the threads (codegen/claims.py). A unit walks the
+keys in blocks of `cols` (a multiple of the vector width W, at most 8 W): it copies the block of k transposed into
+its scratch (E x cols, so the scores of one query row are W keys wide), then for each of its rows computes the
+block's scores in cols / W vector accumulators (an FMA per key vector per element of E), scales them, applies the
+mask, the causal mask and the end of the keys as -inf lanes, and folds them into the row's online softmax: the
+running maximum m, the running sum l of exp(s - m) and the output accumulator (Ev elements), both rescaled by
+exp(m_old - m_new) when the maximum grows. Only one block row of scores (cols elements) is ever in memory.
+With `causal`, key blocks wholly above the diagonal of a unit are never visited, and a row skips the blocks that
+start past it.
+
+A maximum that is still -inf (every score so far masked) is used as 0, so exp(-inf - 0) = 0 keeps the sums at 0
+instead of NaN; a row masked everywhere then ends as 0 / 0 = NaN, the softmax's answer, or 0 with
+zero_masked_rows. A NaN or +inf score makes its row NaN, as in the reference. No keys (S = 0) gives zeros (an empty
+sum). Each unit's arithmetic is the same whichever thread computes it, so any thread count gives the same bytes.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from braze.ir.graph import Node
+from braze.ir.types import DType
+
+from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_loop
+from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, broadcast_strides, claimed_unit_loop, constant,
+                   contiguous_strides, iota, load, offset_of, register, register_type, store, unsupported, widen)
+from .elementwise import ELEMENTWISE, fmax
+from .reducers import Reducer
+
+ROWS = 64            # query rows per unit: each copied key block serves this many rows
+KEY_VECTORS = 8      # key block width in vectors: the score accumulators of one row
+GROUP = 8            # output vectors accumulated at once: independent FMA chains over a block's keys
+MAX_BLOCK_BYTES = 1 << 18   # a transposed key block larger than this (huge E) is cut to one vector of keys
+
+
+class _Shapes:
+    """The static sizes of one attention node and the blocking chosen for them."""
+
+    def __init__(self, node: Node, width: int) -> None:
+        q, k, v = node.inputs[:3]
+        self.dtype: DType = q.dtype
+        self.batch = q.shape[:-2]
+        self.L, self.E = q.shape[-2:]
+        self.S, self.Ev = k.shape[-2], v.shape[-1]
+        self.W = max(width * 4 // self.dtype.itemsize, 1)
+        cols = min(KEY_VECTORS * self.W, -(-self.S // self.W) * self.W)
+        if self.E * cols * self.dtype.itemsize > MAX_BLOCK_BYTES:
+            cols = self.W
+        self.cols = max(cols, self.W)
+        self.key_blocks = -(-self.S // self.cols)
+        self.query_blocks = -(-self.L // ROWS)
+        self.mask = node.inputs[3] if len(node.inputs) > 3 else None
+        scores = self.batch + (self.L, self.S)
+        self.mask_strides = broadcast_strides(self.mask.shape, scores) if self.mask is not None else None
+
+    @property
+    def scratch_elements(self) -> int:
+        """Transposed key block, one row of scores, and per row of a unit its accumulator, maximum and sum."""
+        return self.E * self.cols + self.cols + ROWS * (self.Ev + 2)
+
+
+@register("attention")
+def lower_attention(node: Node, ctx: KernelContext) -> KernelSpec:
+    """The tiled online-softmax kernel described in the module doc."""
+    shapes = _Shapes(node, ctx.target.vector_width)
+    if not shapes.dtype.is_float or shapes.dtype.itemsize not in (4, 8):
+        raise unsupported(node, "attention compiles in float32 and float64")
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    if node.out.type.size:
+        with claimed_unit_loop(k, shapes.batch + (shapes.query_blocks,), name="unit") as index:
+            _unit(k, node, shapes, index[:-1], index[-1])
+    return k.finish(node.op, shapes.scratch_elements * shapes.dtype.itemsize)
+
+
+class _Unit:
+    """Pointers and offsets of one unit: its batch point, its query rows and its scratch areas."""
+
+    def __init__(self, k: Kernel, sh: _Shapes, batch: tuple[ir.Value, ...], block: ir.Value) -> None:
+        b = k.builder
+        self.k, self.sh, self.b = k, sh, b
+        self.flat = offset_of(b, batch, contiguous_strides(sh.batch))
+        self.mask_base = offset_of(b, batch, sh.mask_strides[:-2]) if sh.mask is not None else None
+        self.i0 = b.mul(block, i64(ROWS))
+        end = b.add(self.i0, i64(ROWS))
+        self.rows = b.sub(b.select(b.icmp_signed("<", end, i64(sh.L)), end, i64(sh.L)), self.i0)
+        e = sh.dtype.itemsize
+        self.kt = k.scratch
+        self.srow = b.gep(k.scratch, [i64(sh.E * sh.cols * e)], source_etype=ir.IntType(8))
+        self.acc = b.gep(self.srow, [i64(sh.cols * e)], source_etype=ir.IntType(8))
+        self.m = b.gep(self.acc, [i64(ROWS * sh.Ev * e)], source_etype=ir.IntType(8))
+        self.l = b.gep(self.m, [i64(ROWS * e)], source_etype=ir.IntType(8))
+
+    def c(self, value: float, lanes: int = 1) -> ir.Constant:
+        return constant(self.sh.dtype, value, lanes)
+
+
+def _unit(k: Kernel, node: Node, sh: _Shapes, batch: tuple[ir.Value, ...], block: ir.Value) -> None:
+    u = _Unit(k, sh, batch, block)
+    b = u.b
+    with for_range(b, 0, u.rows, name="init") as r:
+        store(b, u.c(float("-inf")), u.m, r, sh.dtype)
+        store(b, u.c(0.0), u.l, r, sh.dtype)
+        vector_loop(b, 0, sh.Ev, sh.W, lambda e, lanes: store(b, u.c(0.0, lanes), u.acc,
+                                                               b.add(b.mul(r, i64(sh.Ev)), e), sh.dtype), name="zero")
+    blocks = i64(sh.key_blocks)
+    if node.attr["causal"]:  # the last block holding a key j <= i for the unit's last row i
+        last = b.add(b.sdiv(b.add(u.i0, b.sub(u.rows, i64(1))), i64(sh.cols)), i64(1))
+        blocks = b.select(b.icmp_signed("<", last, blocks), last, blocks)
+    with for_range(b, 0, blocks, name="kblock") as kb:
+        j0 = b.mul(kb, i64(sh.cols))
+        _transpose_keys(u, j0)
+        first = b.sub(j0, u.i0) if node.attr["causal"] else i64(0)
+        first = b.select(b.icmp_signed(">", first, i64(0)), first, i64(0))
+        with for_range(b, first, u.rows, name="row") as r:
+            _row_block(u, node, r, j0)
+    with for_range(b, 0, u.rows, name="final") as r:
+        _finish_row(u, node, r)
+
+
+def _cols_in(u: _Unit, j0: ir.Value) -> ir.Value:
+    """The keys of the block starting at j0: cols, or fewer in the last block."""
+    b, sh = u.b, u.sh
+    left = b.sub(i64(sh.S), j0)
+    return b.select(b.icmp_signed("<", left, i64(sh.cols)), left, i64(sh.cols))
+
+
+def _transpose_keys(u: _Unit, j0: ir.Value) -> None:
+    """kt[e * cols + c] = k[batch, j0 + c, e] for the block's keys: W x W tiles transposed in registers, the keys
+    and elements of E past the last whole tile one by one."""
+    b, sh = u.b, u.sh
+    base = b.mul(b.add(b.mul(u.flat, i64(sh.S)), j0), i64(sh.E))
+    cols = _cols_in(u, j0)
+    whole = b.mul(b.sdiv(cols, i64(sh.W)), i64(sh.W)) if sh.W > 1 else cols
+    tiled_e = sh.E // sh.W * sh.W if sh.W > 1 else 0
+    with for_range(b, 0, whole, sh.W, name="kt.tile") as c0:
+        with for_range(b, 0, tiled_e, sh.W, name="kt.e") as e0:
+            rows = [load(b, u.k.ins[1], b.add(base, b.add(b.mul(b.add(c0, i64(t)), i64(sh.E)), e0)), sh.dtype,
+                         sh.W) for t in range(sh.W)]
+            for t, column in enumerate(_transposed(b, rows)):
+                store(b, column, u.kt, b.add(b.mul(b.add(e0, i64(t)), i64(sh.cols)), c0), sh.dtype)
+        _copy_keys(u, base, c0, b.add(c0, i64(sh.W)), tiled_e)
+    _copy_keys(u, base, whole, cols, 0)
+
+
+def _copy_keys(u: _Unit, base: ir.Value, first: ir.Value, stop: ir.Value, e_first: int) -> None:
+    """kt[e * cols + c] = k[batch, j0 + c, e] one element at a time, for keys [first, stop) and e >= e_first."""
+    b, sh = u.b, u.sh
+    if e_first >= sh.E:
+        return
+    with for_range(b, first, stop, name="kt.c") as c:
+        row = b.add(base, b.mul(c, i64(sh.E)))
+        with for_range(b, e_first, sh.E, name="kt.x") as e:
+            store(b, load(b, u.k.ins[1], b.add(row, e), sh.dtype), u.kt, b.add(b.mul(e, i64(sh.cols)), c), sh.dtype)
+
+
+def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The columns of a W x W tile held as W row vectors (W a power of two): for each bit h of a position, the
+    off-diagonal blocks of size h swap between rows i and i + h (the recursive block transpose)."""
+    width = len(rows)
+    rows = list(rows)
+    h = width // 2
+    while h:
+        low = ir.Constant(ir.VectorType(I32, width), [l if not l & h else width + l - h for l in range(width)])
+        high = ir.Constant(ir.VectorType(I32, width), [l + h if not l & h else width + l for l in range(width)])
+        for i in range(width):
+            if not i & h:
+                rows[i], rows[i + h] = (b.shuffle_vector(rows[i], rows[i + h], low),
+                                        b.shuffle_vector(rows[i], rows[i + h], high))
+        h //= 2
+    return rows
+
+
+def _scores(u: _Unit, node: Node, i: ir.Value, j0: ir.Value) -> list[ir.Value]:
+    """The block's scores of query row i as cols / W vectors, masked lanes -inf."""
+    b, sh = u.b, u.sh
+    vt = register_type(sh.dtype, sh.W)
+    slots = [alloca(b, vt, name=f"s{c}") for c in range(sh.cols // sh.W)]
+    for slot in slots:
+        b.store(u.c(0.0, sh.W), slot)
+    qrow = b.mul(b.add(b.mul(u.flat, i64(sh.L)), i), i64(sh.E))
+    with for_range(b, 0, sh.E, name="dot") as e:
+        qe = widen(b, load(b, u.k.ins[0], b.add(qrow, e), sh.dtype), sh.W)
+        for c, slot in enumerate(slots):
+            kv = load(b, u.kt, b.add(b.mul(e, i64(sh.cols)), i64(c * sh.W)), sh.dtype, sh.W)
+            b.store(b.fadd(b.load(slot, typ=vt), b.fmul(qe, kv, flags=CONTRACT), flags=CONTRACT), slot)
+    keys = iota(I64, sh.W)
+    out = []
+    for c, slot in enumerate(slots):
+        j = b.add(widen(b, b.add(j0, i64(c * sh.W)), sh.W), keys)
+        valid = b.icmp_signed("<", j, widen(b, i64(sh.S), sh.W))
+        if node.attr["causal"]:
+            valid = b.and_(valid, b.icmp_signed("<=", j, widen(b, i, sh.W)))
+        s = b.fmul(b.load(slot, typ=vt), u.c(node.attr["scale"], sh.W))
+        if sh.mask is not None:
+            s = _masked(u, s, i, b.add(j0, i64(c * sh.W)), valid)
+        out.append(b.select(valid, s, u.c(float("-inf"), sh.W)))
+    return out
+
+
+def _masked(u: _Unit, s: ir.Value, i: ir.Value, j: ir.Value, valid: ir.Value) -> ir.Value:
+    """The scores with the mask applied: a bool mask's False lanes -inf, a float mask added."""
+    b, sh = u.b, u.sh
+    row_stride, col_stride = sh.mask_strides[-2:]
+    offset = b.add(u.mask_base, b.add(b.mul(i, i64(row_stride)), b.mul(j, i64(col_stride))))
+    dtype, ptr = sh.mask.dtype, u.k.ins[3]
+    m = load(b, ptr, offset, dtype, sh.W, mask=valid) if col_stride else widen(b, load(b, ptr, offset, dtype), sh.W)
+    if dtype.name == "bool":
+        return b.select(m, s, u.c(float("-inf"), sh.W))
+    return b.fadd(s, m)
+
+
+def _row_block(u: _Unit, node: Node, r: ir.Value, j0: ir.Value) -> None:
+    """Fold one key block into row r's running maximum, sum and output accumulator."""
+    b, sh = u.b, u.sh
+    i = b.add(u.i0, r)
+    scores = _scores(u, node, i, j0)
+    biggest = Reducer("max", sh.dtype)
+    top = scores[0]
+    for s in scores[1:]:
+        top = fmax(b, top, s)
+    m_old = load(b, u.m, r, sh.dtype)
+    m_new = fmax(b, biggest.horizontal(b, (top,))[0], m_old)
+    shift = b.select(b.fcmp_ordered("==", m_new, u.c(float("-inf"))), u.c(0.0), m_new)
+    exp = ELEMENTWISE["exp"]
+    alpha = exp(b, [b.fsub(m_old, shift)], {}, sh.dtype)
+    total = u.c(0.0, sh.W)
+    for c, s in enumerate(scores):
+        p = exp(b, [b.fsub(s, widen(b, shift, sh.W))], {}, sh.dtype)
+        store(b, p, u.srow, c * sh.W, sh.dtype)
+        total = b.fadd(total, p)
+    l_new = b.fadd(b.fmul(load(b, u.l, r, sh.dtype), alpha), Reducer("sum", sh.dtype).horizontal(b, (total,))[0])
+    store(b, l_new, u.l, r, sh.dtype)
+    store(b, m_new, u.m, r, sh.dtype)
+    _accumulate(u, r, j0, alpha)
+
+
+def _accumulate(u: _Unit, r: ir.Value, j0: ir.Value, alpha: ir.Value) -> None:
+    """acc[r] = acc[r] * alpha + sum over the block's keys c of p[c] * v[batch, j0 + c, :], in groups of GROUP
+    vectors (independent FMA chains), then the vectors left over, then the scalar tail of Ev."""
+    b, sh = u.b, u.sh
+    cols = _cols_in(u, j0)
+    vbase = b.mul(b.add(b.mul(u.flat, i64(sh.S)), j0), i64(sh.Ev))
+    vectors = sh.Ev // sh.W
+    groups, left = divmod(vectors, GROUP)
+    with for_range(b, 0, groups, name="pv.group") as g:
+        _pv(u, r, vbase, cols, alpha, b.mul(g, i64(GROUP * sh.W)), GROUP, sh.W)
+    if left:
+        _pv(u, r, vbase, cols, alpha, i64(groups * GROUP * sh.W), left, sh.W)
+    if sh.Ev % sh.W:
+        _pv(u, r, vbase, cols, alpha, i64(vectors * sh.W), sh.Ev % sh.W, 1)
+
+
+def _pv(u: _Unit, r: ir.Value, vbase: ir.Value, cols: ir.Value, alpha: ir.Value, e0: ir.Value, count: int,
+        lanes: int) -> None:
+    """`count` accumulators of `lanes` elements of acc[r] from column e0 on: rescaled by alpha, then the block's
+    p[c] * v[c, ...] added for every key c."""
+    b, sh = u.b, u.sh
+    vt = register_type(sh.dtype, lanes)
+    at = [b.add(b.add(b.mul(r, i64(sh.Ev)), e0), i64(a * lanes)) for a in range(count)]
+    slots = [alloca(b, vt, name=f"acc{lanes}.{a}") for a in range(count)]
+    for slot, offset in zip(slots, at):
+        b.store(b.fmul(load(b, u.acc, offset, sh.dtype, lanes), widen(b, alpha, lanes)), slot)
+    with for_range(b, 0, cols, name=f"pv{lanes}") as c:
+        p = widen(b, load(b, u.srow, c, sh.dtype), lanes)
+        row = b.add(vbase, b.add(b.mul(c, i64(sh.Ev)), e0))
+        for a, slot in enumerate(slots):
+            value = load(b, u.k.ins[2], b.add(row, i64(a * lanes)), sh.dtype, lanes)
+            b.store(b.fadd(b.load(slot, typ=vt), b.fmul(p, value, flags=CONTRACT), flags=CONTRACT), slot)
+    for slot, offset in zip(slots, at):
+        store(b, b.load(slot, typ=vt), u.acc, offset, sh.dtype)
+
+
+def _finish_row(u: _Unit, node: Node, r: ir.Value) -> None:
+    """out[batch, i0 + r, :] = acc[r] / l[r]; 0 for no keys, and for a row masked everywhere with zero_masked_rows."""
+    b, sh = u.b, u.sh
+    l_r = load(b, u.l, r, sh.dtype)
+    empty = b.fcmp_ordered("==", load(b, u.m, r, sh.dtype), u.c(float("-inf")))
+    out = b.mul(b.add(b.mul(u.flat, i64(sh.L)), b.add(u.i0, r)), i64(sh.Ev))
+
+    def chunk(e: ir.Value, lanes: int) -> None:
+        value = b.fdiv(load(b, u.acc, b.add(b.mul(r, i64(sh.Ev)), e), sh.dtype, lanes), widen(b, l_r, lanes))
+        if sh.S == 0:
+            value = u.c(0.0, lanes)
+        elif node.attr["zero_masked_rows"]:
+            value = b.select(widen(b, empty, lanes), u.c(0.0, lanes), value)
+        store(b, value, u.k.outs[0], b.add(out, e), sh.dtype)
+    vector_loop(b, 0, sh.Ev, sh.W, chunk, name="out")
+
+
+__all__ = ["lower_attention"]

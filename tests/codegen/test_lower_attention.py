@@ -1,0 +1,129 @@
+"""The attention kernel against the registry's reference on edge shapes: one query or key, key counts around the
+vector width and past one key block (8 vectors), primes, no queries or keys, head widths of 1 and 3, masks broadcast
+over batch and heads, torch's causal mask with L != S, rows masked everywhere; in float32 and float64, on the host's
+vector width and forced AVX2 and SSE, with 1, 2 and 3 threads giving the same bytes; and against torch's
+F.scaled_dot_product_attention where torch is installed."""
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from braze.codegen import host_target
+from tests.codegen.lowering_harness import check_node, make_node, run_node
+
+X86 = llvm.get_process_triple().startswith("x86_64")
+HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
+
+
+def _operands(seed: int, batch: tuple[int, ...], l: int, s: int, e: int, ev: int, dtype: str,
+              mask: str | None = None, mask_shape: tuple[int, ...] | None = None) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(batch + shape).astype(dtype) for shape in ((l, e), (s, e), (s, ev))]
+    shape = mask_shape if mask_shape is not None else batch + (l, s)
+    if mask == "bool":
+        arrays.append(rng.random(shape) < 0.7)
+    elif mask == "float":
+        arrays.append(rng.uniform(-2.0, 1.0, shape).astype(dtype))
+    return arrays
+
+
+def _largest(array: np.ndarray) -> float:
+    """The largest finite magnitude in the array (0 when it has none)."""
+    return float(np.abs(array[np.isfinite(array)]).max(initial=0.0))
+
+
+def check(arrays: list[np.ndarray], *, scale: float = 0.5, causal: bool = False,
+          zero_masked_rows: bool = False) -> np.ndarray:
+    """The kernel within its accuracy of the reference (1 and 3 threads identical), and 2 threads identical too; the
+    error is bounded by sums of max(E, S) terms times |v| (1 + scale E |q| |k|), the score error carried to v."""
+    node = make_node("attention", *arrays, scale=scale, causal=causal, zero_masked_rows=zero_masked_rows)
+    q, k, v = (_largest(a) for a in arrays[:3])
+    magnitude = max(v, 1.0) * (1.0 + abs(scale) * q * k * arrays[0].shape[-1])
+    terms = max(arrays[0].shape[-1], arrays[1].shape[-2])
+    (got,) = check_node(node, arrays, terms=terms, scale=magnitude)
+    (two,) = run_node(node, arrays, nthreads=2)
+    assert got.tobytes() == two.tobytes()
+    return got
+
+
+# (batch, L, S, E, Ev): one query/key, around and past the vector widths (4, 8, 16 lanes), past a key block
+# (64 keys in float32 on AVX2) and past a unit's 32 query rows, primes, empty L and S, E of 1 and 3.
+SHAPES = [((1,), 1, 1, 1, 1), ((2,), 3, 7, 3, 5), ((1, 2), 9, 17, 4, 3), ((2,), 33, 70, 5, 9), ((), 13, 131, 16, 1),
+          ((2,), 0, 5, 3, 2), ((2,), 4, 0, 3, 2), ((1,), 5, 15, 1, 17)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[0])) + f"_{s[1]}_{s[2]}_{s[3]}_{s[4]}")
+def test_attention_matches_reference_on_edge_shapes(shape, dtype: str) -> None:
+    batch, l, s, e, ev = shape
+    check(_operands(1, batch, l, s, e, ev, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("l, s", [(5, 70), (70, 5), (33, 33), (1, 9)])
+def test_attention_causal_masks_keys_after_the_query_as_torch_with_l_and_s_apart(l: int, s: int, dtype: str) -> None:
+    check(_operands(2, (2,), l, s, 3, 4, dtype), causal=True)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("mask_shape", [(9, 17), (1, 1, 1, 17), (2, 1, 9, 17), (2, 3, 9, 1)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_attention_masks_broadcast_over_batch_heads_and_rows(kind: str, mask_shape: tuple[int, ...]) -> None:
+    check(_operands(3, (2, 3), 9, 17, 4, 2, "float32", kind, mask_shape), scale=0.3)
+
+
+def _masked_rows(dtype: str) -> list[np.ndarray]:
+    """Row 1 masked everywhere, row 3 masked but for one key in the second key block."""
+    arrays = _operands(4, (1,), 5, 70, 3, 6, dtype, "bool")
+    arrays[3][0, 1, :] = False
+    arrays[3][0, 3, :] = False
+    arrays[3][0, 3, 66] = True
+    return arrays
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_attention_row_masked_everywhere_is_nan_as_softmax(dtype: str) -> None:
+    got = check(_masked_rows(dtype))
+    assert np.isnan(got[0, 1]).all() and not np.isnan(got[0, [0, 2, 3, 4]]).any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_attention_row_masked_everywhere_is_zero_with_zero_masked_rows(dtype: str) -> None:
+    arrays = _masked_rows(dtype)
+    got = check(arrays, zero_masked_rows=True)
+    assert (got[0, 1] == 0).all()
+    np.testing.assert_allclose(got[0, 3], arrays[2][0, 66], rtol=1e-6)
+
+
+def test_attention_nan_and_infinite_scores_make_their_rows_nan() -> None:
+    arrays = _operands(5, (1,), 4, 9, 2, 3, "float32")
+    arrays[0][0, 1, 0] = np.nan
+    arrays[1][0, 7, 1] = np.inf
+    got = check(arrays)
+    assert np.isnan(got[0, 1]).all()
+
+
+@pytest.mark.skipif(not X86 or "+avx2" not in HOST_FEATURES, reason="needs an AVX2 host")
+@pytest.mark.parametrize("cpu, width", [("haswell", 8), ("nehalem", 4)])
+def test_attention_forced_avx2_and_sse_match_reference(cpu: str, width: int, monkeypatch) -> None:
+    """Shapes no other test compiles: the harness caches kernels by node, not by target."""
+    monkeypatch.setenv("BRAZE_CPU", cpu)
+    assert host_target().vector_width == width
+    for seed, (dtype, l, s, e, ev) in enumerate([("float32", 7, width * 8 + 1, 3, width - 1),
+                                                 ("float32", 3, width + 1, width + 1, 2 * width + 3),
+                                                 ("float64", 6, width * 4 + 3, 2, width + 1)]):
+        check(_operands(10 + seed, (2,), l, s, e, ev, dtype, "bool", (l, s)), causal=seed == 1)
+
+
+def test_attention_matches_torch_sdpa() -> None:
+    torch = pytest.importorskip("torch")
+    arrays = _masked_rows("float32")
+    got = check(arrays, scale=0.4, zero_masked_rows=True)
+    want = torch.nn.functional.scaled_dot_product_attention(*map(torch.from_numpy, arrays), scale=0.4).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    causal = _operands(6, (2, 2), 7, 4, 3, 5, "float64")
+    got = check(causal, scale=0.7, causal=True, zero_masked_rows=True)
+    want = torch.nn.functional.scaled_dot_product_attention(*map(torch.from_numpy, causal), is_causal=True,
+                                                            scale=0.7).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
