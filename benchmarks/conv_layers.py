@@ -1,4 +1,4 @@
-"""The benchmark CNN's conv layers alone, on each conv2d kernel: GFLOP/s and % of the FMA peak, old and new side by side.
+"""The benchmark CNN's conv layers alone on each conv2d kernel, side by side: time, GFLOP/s and % of the FMA peak.
 
 Each layer is compiled as the model compiles it (weight pre-packed, folded batch norm's bias and the ReLU in the
 epilogue) once per kernel ("im2col": the GEMM on the implicit im2col matrix; "direct": conv_direct.py), and the

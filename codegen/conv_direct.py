@@ -37,9 +37,14 @@ def direct_covers(spec: ConvSpec) -> bool:
     return not spec.depthwise and spec.kh * spec.kw <= MOST_TAPS and spec.stride[1] in STRIDES
 
 
-def direct_preferred(spec: ConvSpec) -> bool:
-    """Whether the direct kernel is the faster one for `spec`: stride 1 along W (measured: see conv.py)."""
-    return direct_covers(spec) and spec.stride[1] == 1
+# Output rows of fewer vectors than this run faster on the GEMM (measured: see conv.py).
+MIN_ROW_VECTORS = 4
+
+
+def direct_preferred(spec: ConvSpec, width: int) -> bool:
+    """Whether the direct kernel is the faster one for `spec` at `width` lanes: stride 1 along W and output rows of
+    at least MIN_ROW_VECTORS vectors (in shorter rows, most vectors are at an edge, where the loads are masked)."""
+    return direct_covers(spec) and spec.stride[1] == 1 and -(-spec.out_shape[3] // width) >= MIN_ROW_VECTORS
 
 
 @dataclass(frozen=True)
@@ -324,4 +329,4 @@ def _store(builder: ir.IRBuilder, layout: Layout, out, where, acc, group: list[_
             store_vec(builder, value, elem_ptr(builder, plane, col), mask)
 
 
-__all__ = ["Layout", "direct_covers", "direct_preferred", "emit_direct", "pixel_order"]
+__all__ = ["Layout", "MIN_ROW_VECTORS", "direct_covers", "direct_preferred", "emit_direct", "pixel_order"]

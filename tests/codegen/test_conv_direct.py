@@ -86,12 +86,15 @@ def test_direct_conv2d_empty_batch_touches_nothing() -> None:
 
 
 def test_conv_kernel_rule() -> None:
-    """Stride 1 along W with up to 3x3 taps: direct; stride 2, larger kernels: the GEMM; depthwise: its own."""
-    assert conv_kernel(ConvSpec(1, 3, 8, 8, 32, 3, 3, padding=(1, 1))) == "direct"
-    assert conv_kernel(ConvSpec(1, 8, 8, 8, 16, 1, 1)) == "direct"
-    assert conv_kernel(ConvSpec(1, 32, 8, 8, 64, 3, 3, stride=(2, 2), padding=(1, 1))) == "im2col"
+    """Stride 1 along W, up to 3x3 taps, rows of 4 vectors or more: direct; shorter rows, stride 2, larger kernels:
+    the GEMM; depthwise: its own."""
+    wide, narrow = 4 * W, 3 * W
+    assert conv_kernel(ConvSpec(1, 3, 8, wide, 32, 3, 3, padding=(1, 1)), tiling=HOST) == "direct"
+    assert conv_kernel(ConvSpec(1, 8, 8, wide, 16, 1, 1), tiling=HOST) == "direct"
+    assert conv_kernel(ConvSpec(1, 8, 8, narrow, 16, 3, 3, padding=(1, 1)), tiling=HOST) == "im2col"
+    assert conv_kernel(ConvSpec(1, 32, 8, 2 * wide, 64, 3, 3, stride=(2, 2), padding=(1, 1)), tiling=HOST) == "im2col"
     assert conv_kernel(ConvSpec(1, 32, 8, 8, 64, 3, 3, stride=(2, 2)), "direct") == "direct"
-    assert conv_kernel(ConvSpec(1, 3, 8, 8, 4, 5, 5)) == "im2col"
+    assert conv_kernel(ConvSpec(1, 3, 8, wide, 4, 5, 5), tiling=HOST) == "im2col"
     assert conv_kernel(ConvSpec(1, 4, 8, 8, 4, 3, 3, groups=4), "direct") == "depthwise"
 
 
