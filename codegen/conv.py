@@ -8,8 +8,8 @@ layers and others like them, float32, AVX2): with rows of 4 vectors and more (32
 kernel is 1.1-1.35x the GEMM's speed, for 3x3 and 1x1 kernels, the 3-input-channel first layer included; with
 rows of 1-3 vectors most of its vectors sit at a row's edge, where tap loads over the padding are masked, and it
 runs at 0.7-1.0x; at stride 2 along W each input load also needs a shuffle (0.6-0.95x), work the GEMM's packing
-does once for all output channels. The activations stay NCHW throughout: the direct kernel's channel blocking is in its weights only, so
-no layout conversions are needed between a conv and its neighbours.
+does once for all output channels. The activations stay NCHW throughout: the direct kernel's channel blocking is in
+its weights only, so no layout conversions are needed between a conv and its neighbours.
 
 The GEMM kernel: per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output
 positions and the im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its

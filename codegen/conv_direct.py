@@ -3,7 +3,8 @@
 The activations stay NCHW. A tile holds R = MR output channels (the weight block the GEMM's A packing already
 produces: MR channels per panel, step k = (ci, kh, kw) holding the MR weights side by side) times up to NV vectors
 of W consecutive output pixels of one output row. For each input channel the kH*kW taps are unrolled: per tap,
-each pixel vector is one load of the input row (stride 2: two vectors' worth, every other lane kept), each
+each pixel vector is one load of the input row (stride 2: two vectors' worth, every other lane kept in the order
+one in-lane shuffle leaves them, put back in order once at the store: pixel_order), each
 channel's weight one broadcast, then R*NV FMAs, like the GEMM micro-kernel but reading the input in place.
 
 Everything about the columns is static: which lanes of a tap's load hang over the left or right padding is a
@@ -44,7 +45,12 @@ MIN_ROW_VECTORS = 4
 def direct_preferred(spec: ConvSpec, width: int) -> bool:
     """Whether the direct kernel is the faster one for `spec` at `width` lanes: stride 1 along W and output rows of
     at least MIN_ROW_VECTORS vectors (in shorter rows, most vectors are at an edge, where the loads are masked)."""
-    return direct_covers(spec) and spec.stride[1] == 1 and -(-spec.out_shape[3] // width) >= MIN_ROW_VECTORS
+    return direct_covers(spec) and spec.stride[1] == 1 and row_vectors(spec, width) >= MIN_ROW_VECTORS
+
+
+def row_vectors(spec: ConvSpec, width: int) -> int:
+    """Vectors of `width` pixels per output row."""
+    return -(-spec.out_shape[3] // width)
 
 
 @dataclass(frozen=True)
@@ -72,14 +78,9 @@ class Layout:
         return -(-self.group_out // self.tiling.mr)
 
     @property
-    def row_vectors(self) -> int:
-        """Vectors of W pixels per output row."""
-        return -(-self.spec.out_shape[3] // self.tiling.width)
-
-    @property
     def rows(self) -> int:
         """Output rows per row block: enough rows of short vectors to fill the NV vectors of a tile."""
-        return max(1, min(self.spec.out_shape[2], self.tiling.nv // self.row_vectors))
+        return max(1, min(self.spec.out_shape[2], self.tiling.nv // row_vectors(self.spec, self.tiling.width)))
 
     @property
     def row_blocks(self) -> int:
@@ -203,7 +204,7 @@ def _vectors(layout: Layout, rows: int) -> list[list[_Vector]]:
     t = layout.tiling
     ow = layout.spec.out_shape[3]
     flat = [_Vector(r, j * t.width, min(t.width, ow - j * t.width)) for r in range(rows)
-            for j in range(layout.row_vectors)]
+            for j in range(row_vectors(layout.spec, t.width))]
     return [flat[i:i + t.nv] for i in range(0, len(flat), t.nv)]
 
 
