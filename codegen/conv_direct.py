@@ -86,15 +86,18 @@ class Layout:
     def row_blocks(self) -> int:
         return -(-self.spec.out_shape[2] // self.rows)
 
-    def weight(self, prepacked: bool) -> tuple[int, int, int]:
-        """(block stride, channel stride, k stride) of the weight, per group at group * group stride."""
+    @property
+    def weight(self) -> tuple[int, int, int]:
+        """(block stride, channel stride, k stride) of the weight, plain or pre-packed (the GEMM's A panels)."""
         mr = self.tiling.mr
-        if prepacked:
+        if self.spec.prepacked_weight:
             return self.k * mr, 1, mr
         return mr * self.k, self.k, 1
 
-    def group_stride(self, prepacked: bool) -> int:
-        return self.blocks * self.k * self.tiling.mr if prepacked else self.group_out * self.k
+    @property
+    def group_stride(self) -> int:
+        """Where group g's weight starts: g times this."""
+        return self.blocks * self.k * self.tiling.mr if self.spec.prepacked_weight else self.group_out * self.k
 
     def safe_blocks(self) -> tuple[int, int]:
         """The row blocks [first, last] (possibly empty) whose taps all read rows inside the input."""
@@ -148,10 +151,8 @@ def _unit(builder: ir.IRBuilder, layout: Layout, tile_fn, ptrs, unit, extra) -> 
     x_group = elem_ptr(builder, x, builder.mul(builder.add(builder.mul(image, const64(s.c)),
                                                             builder.mul(group, const64(layout.group_in))),
                                                 const64(plane)))
-    prepacked = s.prepacked_weight
-    block_stride = layout.weight(prepacked)[0]
-    w_block = elem_ptr(builder, w, builder.add(builder.mul(group, const64(layout.group_stride(prepacked))),
-                                               builder.mul(block, const64(block_stride))))
+    w_block = elem_ptr(builder, w, builder.add(builder.mul(group, const64(layout.group_stride)),
+                                               builder.mul(block, const64(layout.weight[0]))))
     _, c_out, oh_count, ow_count = s.out_shape
     out_image = elem_ptr(builder, out, builder.mul(image, const64(c_out * oh_count * ow_count)))
     co0 = builder.add(builder.mul(group, const64(layout.group_out)), builder.mul(block, const64(t.mr)))
@@ -229,7 +230,7 @@ def _accumulate(builder: ir.IRBuilder, layout: Layout, ptrs, oh0, channels: int,
     """The tile's accumulators: for each input channel, every tap of every vector times every channel's weight."""
     s, t = layout.spec, layout.tiling
     x, w = ptrs
-    _, ch_stride, k_stride = layout.weight(s.prepacked_weight)
+    _, ch_stride, k_stride = layout.weight
     slots = alloca(builder, vec_type(t.width), "acc", channels * len(group))
     zero = ir.Constant(vec_type(t.width), None)
     for i in range(channels * len(group)):
