@@ -1,10 +1,20 @@
-"""conv2d (NCHW; stride, padding, dilation, groups) on the GEMM, with the epilogue fused into the store.
+"""conv2d (NCHW; stride, padding, dilation, groups) on one of three kernels, with the epilogue fused into the store.
 
-Per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output positions and the
-im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its panels straight from
-the input (conv_im2col.py). The weight is the GEMM's A operand, packed per K block
-or pre-packed once (emit_conv_weight_prepack). Depthwise convolutions (one input channel per group) use a
-direct vectorized kernel instead (conv_depthwise.py).
+Which kernel (conv_kernel): depthwise convolutions (one input channel per group) run on a direct vectorized kernel
+(conv_depthwise.py); kernels of up to 3x3 taps with stride 1 along W and output rows of at least 4 vectors run on
+the direct register-tiled kernel (conv_direct.py), which reads the input rows in place; everything else runs on
+the GEMM over the implicit im2col matrix. The rule is measured (benchmarks/conv_layers.py, the benchmark CNN's
+layers and others like them, float32, AVX2): with rows of 4 vectors and more (32 and 64 pixels wide) the direct
+kernel is 1.1-1.35x the GEMM's speed, for 3x3 and 1x1 kernels, the 3-input-channel first layer included; with
+rows of 1-3 vectors most of its vectors sit at a row's edge, where tap loads over the padding are masked, and it
+runs at 0.7-1.0x; at stride 2 along W each input load also needs a shuffle (0.6-0.95x), work the GEMM's packing
+does once for all output channels. The activations stay NCHW throughout: the direct kernel's channel blocking is in
+its weights only, so no layout conversions are needed between a conv and its neighbours.
+
+The GEMM kernel: per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output
+positions and the im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its
+panels straight from the input (conv_im2col.py). The weight is the GEMM's A operand, packed per K block or
+pre-packed once (emit_conv_weight_prepack); the direct kernel reads the same pre-packed panels.
 
 emit_conv2d emits `void name(ptr x, ptr w, ptr out, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr extra_0,
 ...)`, its threads claiming their work from the claim words at `claim` (null: a fixed share each; codegen/claims.py);
@@ -19,6 +29,7 @@ import llvmlite.ir as ir
 from braze.ir.ops.conv import conv2d_output_shape
 
 from .conv_depthwise import conv2d_arguments, emit_depthwise
+from .conv_direct import MOST_TAPS, direct_covers, direct_preferred, emit_direct
 from .conv_im2col import Im2col
 from .gemm import default_tiling, emit_prepack_a, prepacked_a_floats
 from .gemm_driver import Plan, Problem, emit_problem, make_plan
@@ -80,6 +91,9 @@ class ConvSpec:
         return 2 * m * n * k * self.groups * self.n
 
 
+KERNELS = ("auto", "direct", "im2col")
+
+
 def _tiling(tiling: Tiling | None) -> Tiling:
     return tiling or default_tiling()
 
@@ -112,8 +126,25 @@ def conv2d_plan(spec: ConvSpec, tiling: Tiling | None = None) -> Plan | None:
     return make_plan(conv_problem(spec, tiling), tiling)
 
 
-def conv2d_scratch_bytes(spec: ConvSpec, tiling: Tiling | None = None) -> int:
+def conv_kernel(spec: ConvSpec, kernel: str = "auto", tiling: Tiling | None = None) -> str:
+    """Which kernel runs `spec` at `tiling`'s vector width: "depthwise", "direct" or "im2col" (`kernel` forces
+    "direct" or "im2col" where that kernel covers the shape; "auto" applies the rule in the module docstring)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"conv2d kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if spec.depthwise:
+        return "depthwise"
+    if kernel == "direct" and not direct_covers(spec):
+        raise ValueError(f"the direct conv2d kernel covers kernels of up to {MOST_TAPS} taps and strides 1 and 2 "
+                         f"along W, not {spec}")
+    if kernel == "direct" or (kernel == "auto" and direct_preferred(spec, _tiling(tiling).width)):
+        return "direct"
+    return "im2col"
+
+
+def conv2d_scratch_bytes(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> int:
     """Bytes of per-thread scratch the conv2d kernel of `spec` needs."""
+    if conv_kernel(spec, kernel, tiling) == "direct":
+        return 0
     plan = conv2d_plan(spec, tiling)
     return 0 if plan is None else plan.scratch_bytes
 
@@ -138,11 +169,14 @@ def emit_conv_weight_prepack(module: ir.Module, name: str, spec: ConvSpec,
 
 
 def emit_conv2d(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | None = None,
-                epilogue: Epilogue | None = None, n_extra: int = 0) -> ir.Function:
-    """Emit the threaded conv2d kernel `name` (signature in the module docstring)."""
+                epilogue: Epilogue | None = None, n_extra: int = 0, kernel: str = "auto") -> ir.Function:
+    """Emit the threaded conv2d kernel `name` (signature in the module docstring) on the kernel conv_kernel picks."""
     tiling = _tiling(tiling)
-    if spec.depthwise:
+    chosen = conv_kernel(spec, kernel, tiling)
+    if chosen == "depthwise":
         return emit_depthwise(module, name, spec, tiling, epilogue, n_extra)
+    if chosen == "direct":
+        return emit_direct(module, name, spec, tiling, epilogue, n_extra, conv2d_arguments(n_extra))
     inner = emit_problem(module, f"{name}.gemm", conv_problem(spec, tiling), tiling, epilogue, n_extra)
     inner.linkage = "internal"
     fn = define_function(module, name, conv2d_arguments(n_extra))
@@ -153,5 +187,5 @@ def emit_conv2d(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | N
     return fn
 
 
-__all__ = ["ConvSpec", "Im2col", "conv2d_plan", "conv2d_scratch_bytes", "conv_problem", "conv_weight_floats",
-           "emit_conv2d", "emit_conv_weight_prepack"]
+__all__ = ["ConvSpec", "Im2col", "KERNELS", "conv2d_plan", "conv2d_scratch_bytes", "conv_kernel", "conv_problem",
+           "conv_weight_floats", "emit_conv2d", "emit_conv_weight_prepack"]

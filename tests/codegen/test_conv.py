@@ -34,14 +34,14 @@ def reference(spec: ConvSpec, x: np.ndarray, w: np.ndarray, bias: np.ndarray | N
 
 
 def run_conv(spec: ConvSpec, x: np.ndarray, w: np.ndarray, *, tiling=HOST, epilogue=None, tag: str = "",
-             extras=(), nthreads: int = 1, concurrent: bool = False) -> np.ndarray:
+             extras=(), nthreads: int = 1, concurrent: bool = False, which: str = "auto") -> np.ndarray:
     prepack = spec.prepacked_weight
 
     def emit(module, name):
-        emit_conv2d(module, name, spec, tiling, epilogue, len(extras))
+        emit_conv2d(module, name, spec, tiling, epilogue, len(extras), kernel=which)
         if prepack:
             emit_conv_weight_prepack(module, name + "_pack", spec, tiling)
-    library, name = build("t_conv", (spec, tiling, tag, len(extras)), emit)
+    library, name = build("t_conv", (spec, tiling, tag, len(extras), which), emit)
     require(x, int(np.prod(spec.input_shape)), "x")
     require(w, int(np.prod(spec.weight_shape)), "w")
     if prepack:
@@ -50,24 +50,24 @@ def run_conv(spec: ConvSpec, x: np.ndarray, w: np.ndarray, *, tiling=HOST, epilo
         w = packed
     out = np.full(spec.out_shape, np.nan, np.float32)
     run_threads(kernel(library, name, len(extras)), [x.ctypes.data, w.ctypes.data, out.ctypes.data],
-                [require(e, None, "extra") for e in extras], conv2d_scratch_bytes(spec, tiling), nthreads,
+                [require(e, None, "extra") for e in extras], conv2d_scratch_bytes(spec, tiling, which), nthreads,
                 concurrent=concurrent)
     return out
 
 
-def check(spec: ConvSpec, *, tiling=HOST, nthreads: int = 1, with_bias: bool = True) -> None:
+def check(spec: ConvSpec, *, tiling=HOST, nthreads: int = 1, with_bias: bool = True, which: str = "auto") -> None:
     x = RNG.standard_normal(spec.input_shape).astype(np.float32)
     w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
     bias = RNG.standard_normal(spec.c_out).astype(np.float32) if with_bias else None
     epilogue = chain(bias_rows(0), relu) if with_bias else None
     out = run_conv(spec, x, w, tiling=tiling, epilogue=epilogue, tag="bias-relu" if with_bias else "",
-                   extras=(bias,) if with_bias else (), nthreads=nthreads)
+                   extras=(bias,) if with_bias else (), nthreads=nthreads, which=which)
     want = reference(spec, x, w, bias)
     scale = reference(spec, np.abs(x), np.abs(w), None if bias is None else np.abs(bias))
     if with_bias:
         want = np.maximum(want, 0)
     k = spec.gemm_dims[2]
-    assert_close(out, want, dot_tolerance(k, scale), f"{spec} W={tiling.width} threads={nthreads}")
+    assert_close(out, want, dot_tolerance(k, scale), f"{spec} W={tiling.width} threads={nthreads} {which}")
 
 
 CASES = [
