@@ -16,7 +16,7 @@ A worker that dies, answers out of protocol or cannot be started is retired and 
 only ever make a compile faster, never fail it. An invalid module fails the same way wherever it is compiled.
 
 Environment: BRAZE_COMPILE_WORKERS sets how many workers to use (default: the CPUs this process may run on, minus
-one, at most 3; 0 compiles everything in this process).
+one, at most 3, and started only while that many CPUs are idle; 0 compiles everything in this process).
 """
 from __future__ import annotations
 
@@ -74,18 +74,35 @@ def worker_count() -> int:
             return max(0, int(raw))
         except ValueError:
             return 0
+    return max(0, min(_cpus() - 1, MAX_DEFAULT_WORKERS))
+
+
+def _cpus() -> int:
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(0, min(cpus - 1, MAX_DEFAULT_WORKERS))
+        return os.cpu_count() or 1
+
+
+def _idle_cpus() -> int:
+    """The CPUs no runnable thread holds right now, this one's aside (Linux: /proc/loadavg's count of runnable
+    threads; elsewhere no limit): on a machine whose cores are taken, a worker only competes with the compile it
+    was meant to help."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return MAX_DEFAULT_WORKERS
+    return _cpus() - max(running, 1)
 
 
 def warm_up() -> None:
-    """Start the workers a compile will use, without waiting for them to be ready."""
+    """Start the workers a compile will use, without waiting for them to be ready: by default no more than the CPUs
+    that are idle now (a worker started on a machine whose cores are taken only competes with this compile)."""
+    wanted = worker_count() if os.environ.get(WORKERS_ENV, "").strip() else min(worker_count(), _idle_cpus())
     with _lock:
         _workers[:] = [w for w in _workers if w.alive]
-        while len(_workers) < worker_count():
+        while len(_workers) < wanted:
             worker = _Worker.start()
             if worker is None:
                 return

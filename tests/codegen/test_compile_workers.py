@@ -73,6 +73,24 @@ def test_compile_workers_count_follows_the_environment(monkeypatch) -> None:
     assert 0 <= compile_workers.worker_count() <= compile_workers.MAX_DEFAULT_WORKERS
 
 
+def test_compile_workers_start_only_on_idle_cpus_unless_asked(monkeypatch) -> None:
+    started = []
+    monkeypatch.setattr(compile_workers._Worker, "start", classmethod(lambda cls: started.append(1)))
+    monkeypatch.setattr(compile_workers, "_workers", [])
+    monkeypatch.setattr(compile_workers, "_cpus", lambda: 4)
+    monkeypatch.delenv(compile_workers.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(compile_workers, "_idle_cpus", lambda: 0)  # every core taken: no worker
+    compile_workers.warm_up()
+    assert started == []
+    monkeypatch.setattr(compile_workers, "_idle_cpus", lambda: 1)
+    compile_workers.warm_up()  # start() returned None: the first failure stops the loop
+    assert started == [1]
+    monkeypatch.setattr(compile_workers, "_idle_cpus", lambda: 0)
+    monkeypatch.setenv(compile_workers.WORKERS_ENV, "2")  # asked for: started whatever the load
+    compile_workers.warm_up()
+    assert started == [1, 1]
+
+
 def test_compile_workers_messages_refuse_torn_lengths() -> None:
     import io
     with pytest.raises(EOFError):
