@@ -9,8 +9,8 @@ from __future__ import annotations
 from braze.ir.graph import Node
 from braze.ir.registry import is_op
 
-from . import (elementwise, fused, indexing, linalg, movement, norm, pool, pool_grad,  # noqa: F401  (registering)
-               quant_gemm, quant_matmul, random, reduction, reparam, scan, scatter)
+from . import (conv_grad, elementwise, fused, indexing, linalg, movement, norm, pool,  # noqa: F401  (registering)
+               pool_grad, quant_gemm, quant_matmul, random, reduction, reparam, scan, scatter)
 from .base import LOWERINGS, KernelContext, KernelSpec, unsupported
 
 
