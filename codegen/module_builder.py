@@ -63,6 +63,7 @@ from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.printer import format_attrs
 from braze.ir.registry import is_leaf
+from braze.ir.train_step import updated_leaves
 
 from .abi import ENTRY, PREPARE, STATUS_OFFSET
 from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, KernelPart,  # noqa: F401 (re-exported)
@@ -111,7 +112,9 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     module = target.new_module(module_names(digest)[0])
     _check_leaves(graph)
     places, weights = _places(graph, module)
-    fixed = frozenset(p.out.name for p in graph.params())
+    # params a training step rewrites every call are not fixed: a prepared form of them would be redone each call
+    updated = updated_leaves(graph)
+    fixed = frozenset(p.out.name for p in graph.params() if p.path not in updated)
     kernels: list[_Kernel] = []
     parts: dict[str, KernelPart] = {}
     for index, node in enumerate(graph.nodes):
