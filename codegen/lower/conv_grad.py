@@ -44,6 +44,13 @@ def lower_conv2d_grad(node: Node, ctx: KernelContext) -> KernelSpec:
     return k.finish(node.op, scratch)
 
 
+def _direct_kernel(node: Node, ctx: KernelContext, s: ConvSpec):
+    """The kernel of a direct-loop gradient, its dtype, the output's (OH, OW) and (channels, output channels) per
+    group."""
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    return k, node.out.dtype, s.out_shape[2:], (s.c // s.groups, s.c_out // s.groups)
+
+
 def _tap(b: ir.IRBuilder, out: ir.Value, tap: ir.Value, stride: int, padding: int, dilation: int) -> ir.Value:
     """The input coordinate an output coordinate's tap reads (may lie in the padding: negative or past the end)."""
     return b.add(b.sub(b.mul(out, i64(stride)), i64(padding)), b.mul(tap, i64(dilation)))
@@ -51,12 +58,8 @@ def _tap(b: ir.IRBuilder, out: ir.Value, tap: ir.Value, stride: int, padding: in
 
 def _direct_grad_weight(node: Node, ctx: KernelContext, s: ConvSpec) -> KernelSpec:
     """dw[co, ci, i, j] = sum over images and output positions of x at the tap times g, one weight per unit."""
-    dtype = node.out.dtype
-    _, _, oh_count, ow_count = s.out_shape
-    cg, per_group = s.c // s.groups, s.c_out // s.groups
-    k = begin_kernel(ctx, node.outputs, node.inputs)
-    b = k.builder
-    x, g = k.ins
+    k, dtype, (oh_count, ow_count), (cg, per_group) = _direct_kernel(node, ctx, s)
+    b, (x, g) = k.builder, k.ins
     with claimed_unit_loop(k, [s.c_out, cg, s.kh, s.kw], name="weight") as (co, ci, i, j):
         channel = b.add(b.mul(b.udiv(co, i64(per_group)), i64(cg)), ci)
         acc = alloca(b, constant(dtype, 0).type)
@@ -89,12 +92,8 @@ def _source(b: ir.IRBuilder, position: ir.Value, tap: ir.Value, count: int, stri
 def _direct_grad_input(node: Node, ctx: KernelContext, s: ConvSpec) -> KernelSpec:
     """dx[n, c, ih, iw] = sum over the group's output channels and the taps reading it of g times w, one input
     element per unit."""
-    dtype = node.out.dtype
-    _, _, oh_count, ow_count = s.out_shape
-    cg, per_group = s.c // s.groups, s.c_out // s.groups
-    k = begin_kernel(ctx, node.outputs, node.inputs)
-    b = k.builder
-    g, w = k.ins
+    k, dtype, (oh_count, ow_count), (cg, per_group) = _direct_kernel(node, ctx, s)
+    b, (g, w) = k.builder, k.ins
     zero = constant(dtype, 0)
     with claimed_unit_loop(k, [s.n, s.c, s.h, s.w], name="element") as (n, c, ih, iw):
         group, ci = b.udiv(c, i64(cg)), b.urem(c, i64(cg))
