@@ -126,8 +126,9 @@ class TrainStep:
     """A compiled training step: `loss = step(*batch)` runs forward, loss, backward and the update in one native
     call on weights, buffers and optimizer state the executable owns; `step.sync(model)` writes them back.
 
-    The native call returns new values as outputs, which are then copied over the executable's weights
-    (Executable.write_weights): a failing call changes nothing. Call a step from one thread at a time."""
+    The native call writes new values into output buffers, which then become the executable's weights, the buffers
+    they replace the next call's outputs (Executable.swap_weights, no copy): a failing call changes nothing. Call a
+    step from one thread at a time."""
 
     def __init__(self, graph: Graph, executable: Executable, optimizer: Any, groups: list[StepGroup],
                  steps: list[int], evaluator: StepEvaluator | None = None) -> None:
@@ -138,18 +139,31 @@ class TrainStep:
         self._roles = input_roles(graph)
         self._coefficients = coefficient_inputs(graph)
         self._structures = [RULES[g.rule].structure(g.hyper) for g in groups]
+        self._out: tuple[np.ndarray, ...] | None = None  # the next call's output buffers (None: fresh ones)
 
     def __call__(self, *batch: Any) -> np.ndarray:
         """One step (with accumulate=k: one micro-batch, the k-th of which updates) on `batch` at the optimizer's
         current hyper-parameters; returns the loss (a rank-0 array)."""
         applies = (self.calls + 1) % self.accumulate == 0
-        outputs = self.executable.run(self._inputs(batch, applies))
-        self.executable.write_weights({path: outputs[k] for path, k in self._updates.items()})
+        inputs = self._inputs(batch, applies)
+        outputs = self.executable.run(inputs) if self._out is None else self.executable.run(inputs, out=self._out)
+        self._take(outputs)
         self.calls += 1
         if applies:
             self.steps = [n + 1 for n in self.steps]
             self.optimizer._opt_called = True  # a scheduler stepped now does not warn, as after opt.step()
-        return outputs[0]
+        return outputs[0].copy()  # its buffer is the next call's
+
+    def _take(self, outputs: tuple[np.ndarray, ...]) -> None:
+        """Make a call's new weights, state and buffers the executable's (swapped in where it can, else copied)."""
+        new = {path: outputs[k] for path, k in self._updates.items()}
+        swap = getattr(self.executable, "swap_weights", None)
+        if swap is None:  # an executable without buffers of its own (the reference interpreter in tests)
+            self.executable.write_weights(new)
+            return
+        freed = swap(new)
+        reuse = {k: freed[path] for path, k in self._updates.items()}
+        self._out = tuple(reuse.get(k, array) for k, array in enumerate(outputs))
 
     def eval(self, *inputs: Any) -> Any:
         """The model's output(s) on `inputs` (the batch without its target) in evaluation mode (every flag off)

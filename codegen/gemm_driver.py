@@ -8,11 +8,12 @@ call's claim words (codegen/claims.py), so a slower thread computes fewer, and e
 Every tile sits at the same place in the blocking whoever computes it, so the result does not depend on the thread
 count.
 Small problems (M <= MR) read A in place and, when B's rows are contiguous, B as well: nothing is packed.
+An A that is neither strided nor pre-packed (an ABlockSource: a conv's output gradient) is always packed, by itself.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
+from math import lcm, prod
 from typing import Union
 
 import llvmlite.ir as ir
@@ -20,7 +21,8 @@ import llvmlite.ir as ir
 from .claims import claimed_chunks
 from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const64, default_pos, elem_ptr,
                           emit_microkernel)
-from .gemm_pack import PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax, smin
+from .gemm_pack import (ABlockSource, PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax,
+                        smin)
 from .loops import define_function, entry_builder, for_range, optimize_for_size
 
 BSource = Union[Strided, Prepacked, PanelSource]
@@ -34,7 +36,7 @@ class Problem:
     n: int
     k: int
     batch: tuple[int, ...]
-    a: Strided | Prepacked
+    a: Strided | Prepacked | ABlockSource
     b: BSource
     c: Strided
     pos_map: PosMap = default_pos
@@ -90,7 +92,12 @@ def _balanced(size: int, limit: int, unit: int) -> int:
 def make_plan(p: Problem, t: Tiling) -> Plan:
     """Choose how to read each operand and how to block and split the problem."""
     small = p.m <= t.mr
-    a_mode = "prepacked" if isinstance(p.a, Prepacked) else "direct" if small or _cached(p.m, p.k) else "pack"
+    if isinstance(p.a, Prepacked):
+        a_mode = "prepacked"
+    elif isinstance(p.a, Strided) and (small or _cached(p.m, p.k)):
+        a_mode = "direct"
+    else:
+        a_mode = "pack"
     if isinstance(p.b, Prepacked):
         b_mode = "prepacked"
     elif isinstance(p.b, Strided) and p.b.cs == 1 and (small or _cached(p.k, p.n)):
@@ -98,7 +105,7 @@ def make_plan(p: Problem, t: Tiling) -> Plan:
     else:
         b_mode = "pack"
     if "pack" in (a_mode, b_mode) and p.k > 0:
-        unit = getattr(p.b, "k_unit", 1)
+        unit = lcm(getattr(p.a, "k_unit", 1), getattr(p.b, "k_unit", 1))
         kc = _round_up(-(-p.k // -(-p.k // t.kc)), unit)
         blocks = -(-p.k // kc)
     else:
@@ -206,8 +213,10 @@ def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols) -> None:
                 pack_b_block(builder, p.b, base_b, b_pack, pc, kc, jc, nc, p.n, t)
             with for_range(builder, rows[0], rows[1], plan.mc, name="ic") as ic:
                 mc = smin(builder, const64(plan.mc), builder.sub(rows[1], ic))
-                if plan.a_mode == "pack":
+                if plan.a_mode == "pack" and isinstance(p.a, Strided):
                     pack_a_block(builder, p.a, base_a, a_pack, ic, mc, pc, kc, p.m, t)
+                elif plan.a_mode == "pack":
+                    p.a.pack_a_block(builder, base_a, a_pack, ic, mc, pc, kc, p.m, t)
                 block = _Block(index, base_a, base_b, base_c, a_pack, b_pack, pc, kc, first, last)
                 _tiles(ctx, block, ic, mc, jc, nc)
 

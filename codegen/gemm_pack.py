@@ -80,6 +80,17 @@ class PanelSource(Protocol):
                    panel: ir.Value, k0: ir.Value, kc: ir.Value) -> None: ...
 
 
+class ABlockSource(Protocol):
+    """An A operand the driver cannot read by strides, which packs its own blocks into MR-row panels (the layout
+    pack_a_block writes); K blocks are cut at multiples of `k_unit`."""
+
+    batch_strides: tuple[int, ...]
+    k_unit: int
+
+    def pack_a_block(self, builder: ir.IRBuilder, base: ir.Value, dst: ir.Value, i0: ir.Value, mc: ir.Value,
+                     k0: ir.Value, kc: ir.Value, m: int, tiling: Tiling) -> None: ...
+
+
 def lane_offsets(width: int, stride: int) -> ir.Constant:
     """The i32 vector (0, stride, 2*stride, ...)."""
     if abs(stride) * width >= _I32_LIMIT:

@@ -116,7 +116,6 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
     in a worker process, the costliest first, then compile the entry: the built module, the new kernels' compile
     results by part key, and the entry's."""
     from .module_builder import build_module  # the lowerings: imported on the first module actually built
-    fixed = frozenset(p.out.name for p in graph.params())
     new: dict[str, Result] = {}
     spent = [0.0, 0.0]  # wall time of the kernel tasks; of those done here
 
@@ -136,7 +135,7 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
         order = sorted(pending, key=lambda p: -_compile_cost(p.node))
         if parallel:
             from .kernel_worker import part_request
-            done = run_tasks([Task(p.key, {"kind": "lower", "part": part_request(p, target, fixed)},
+            done = run_tasks([Task(p.key, {"kind": "lower", "part": part_request(p, target)},
                                    functools.partial(here, p, lower_here), functools.partial(_from_worker, p))
                               for p in order], target)
         else:

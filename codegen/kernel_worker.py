@@ -33,13 +33,13 @@ from .module_builder import PendingPart, kernel_key, lower_part
 from .module_layout import KernelPart, part_meta
 from .target import Target
 
-def part_request(pending: PendingPart, target: Target, fixed: frozenset[str]) -> dict[str, Any]:
+def part_request(pending: PendingPart, target: Target) -> dict[str, Any]:
     """What a worker needs to lower and compile `pending` as this process would (see the module doc)."""
     node = pending.node
     operands = tuple({v.name: v for v in node.inputs}.values())
     graph = Graph("kernel", operands, (node,), node.outputs)
     return {"key": pending.key, "kernel": pending.kernel, "index": pending.index, "graph": str(graph),
-            "fixed": sorted(v.name for v in operands if v.name in fixed),
+            "fixed": sorted(v.name for v in operands if v.name in pending.fixed),
             "target": [target.triple, target.cpu, target.features, target.vector_width]}
 
 

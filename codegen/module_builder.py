@@ -65,6 +65,7 @@ from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.printer import format_attrs
 from braze.ir.registry import is_leaf
+from braze.ir.train_step import updated_leaves
 
 from .abi import ENTRY, PREPARE, STATUS_OFFSET
 from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, KernelPart,  # noqa: F401 (re-exported)
@@ -93,13 +94,14 @@ KnownParts = Callable[[str], "KernelPart | None"]
 
 @dataclass(frozen=True)
 class PendingPart:
-    """A distinct kernel that no cache knows: its part key, kernel key and the first node (at `index`) that needs
-    it."""
+    """A distinct kernel that no cache knows: its part key, kernel key, the first node (at `index`) that needs it
+    and the names of the graph's values that are fixed for the module's life (params no step rewrites)."""
 
     key: str
     kernel: str
     node: Node
     index: int
+    fixed: frozenset[str]
 
 
 # Lowers the pending parts, given the way to lower one of them in this process; returns every part by key.
@@ -129,7 +131,9 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     module = target.new_module(module_names(digest)[0])
     _check_leaves(graph)
     places, weights = _places(graph, module)
-    fixed = frozenset(p.out.name for p in graph.params())
+    # params a training step rewrites every call are not fixed: a prepared form of them would be redone each call
+    updated = updated_leaves(graph)
+    fixed = frozenset(p.out.name for p in graph.params() if p.path not in updated)
     uses: list[tuple[str, Node, int]] = []
     parts: dict[str, KernelPart | None] = {}
     pending: list[PendingPart] = []
@@ -143,7 +147,7 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
         if part_key not in parts:
             parts[part_key] = known(part_key) if known is not None and default else None
             if parts[part_key] is None:
-                pending.append(PendingPart(part_key, key, node, index))
+                pending.append(PendingPart(part_key, key, node, index, fixed))
         uses.append((part_key, node, index))
 
     def lower_here(p: PendingPart) -> KernelPart:

@@ -211,6 +211,33 @@ class Executable:
             if self.built.prepare is not None:
                 self._prepare(self.library)
 
+    def swap_weights(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """write_weights without the copies: each aligned, C-contiguous array of the weight's type becomes the
+        param's buffer, and the buffer it replaces is returned under its path (a training step writes its next new
+        values there); an array that cannot be a buffer is copied in and returned itself. The caller must not use
+        an array it handed over, except through what this returns."""
+        checked = []
+        for path, value in values.items():
+            index = self._weight_index(path)
+            target = self._weights[index]
+            if not isinstance(value, np.ndarray) or value.shape != target.shape or value.dtype != target.dtype:
+                raise BrazeError(f"weight '{path}' is {target.dtype}{list(target.shape)}; got "
+                                 f"{getattr(value, 'dtype', type(value).__name__)}{list(np.shape(value))}")
+            own = value.flags.c_contiguous and value.flags.writeable and address(value) % ALIGNMENT == 0
+            checked.append((path, index, value, own and value.nbytes > 0))
+        returned = {}
+        with self._lock:
+            for path, index, value, own in checked:
+                if own:
+                    returned[path], self._weights[index] = self._weights[index], value
+                    self._weight_ptrs[index] = address(value)
+                else:
+                    np.copyto(self._weights[index], value)
+                    returned[path] = value
+            if self.built.prepare is not None:
+                self._prepare(self.library)
+        return returned
+
     def _weight_index(self, path: str) -> int:
         for k, slot in enumerate(self.built.weights):
             if slot.kind == "param" and slot.path == path:

@@ -60,3 +60,17 @@ def test_benchmarks_merge_puts_every_child_system_side_by_side() -> None:
                               "notes": {"flops": 8e5, "max_abs_error[numpy eager]": 0.0,
                                         "onnxruntime": "not installed"}}},
         "sgemm": [{"n": 64, "braze_gflops": 9.0, "braze threads": 1, "numpy_gflops": 7.0}]}
+
+
+def test_benchmarks_training_table_gives_each_peer_as_a_ratio_and_the_compile_times_apart() -> None:
+    from benchmarks import train_step
+    memory = {"peak": 2e6, "arena": 1e6}
+    results = [{"case": "gpt2 b8 LoRA (adamw)", "seconds": {"braze compiled": 0.01, "braze eager": 0.1,
+                                                            "torch eager": 0.02, "torch.compile": 0.015},
+                "notes": {"memory": memory, "threads": 2, "compile_s": 1.5, "torch.compile first call s": 30.0}},
+               {"case": "transformer b8 QLoRA (packed)", "seconds": {"braze compiled": 0.02, "braze eager": 0.1},
+                "notes": {"memory": memory, "threads": 2, "compile_s": 2.0}}]
+    table = train_step.markdown(results, "sgd")
+    assert "| gpt2 b8 LoRA (adamw) | 10.00 | 100.00 | 20.00 | 15.00 | 2.00x | 1.50x | 10.00x | 2.0 (1.0) |" in table
+    assert "| transformer b8 QLoRA (packed) | 20.00 | 100.00 | n/a | n/a | n/a | n/a | 5.00x | 2.0 (1.0) |" in table
+    assert "- gpt2 b8 LoRA (adamw): threads 2, compile_s 1.5, torch.compile first call s 30.0" in table

@@ -9,8 +9,8 @@ from __future__ import annotations
 from braze.ir.graph import Node
 from braze.ir.registry import is_op
 
-from . import (attention, elementwise, fused, indexing, linalg, movement, norm, pool, pool_grad,  # noqa: F401  (registering)
-               quant_gemm, quant_matmul, random, reduction, reparam, scan, scatter)
+from . import (attention, conv_grad, elementwise, fused, indexing, linalg, movement, norm, pool,  # noqa: F401
+               pool_grad, quant_gemm, quant_matmul, random, reduction, reparam, scan, scatter)  # (registering)
 from .base import LOWERINGS, KernelContext, KernelSpec, unsupported
 
 

@@ -19,6 +19,7 @@ from braze.ir.graph import Node
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType
 
+from ..gemm_pack import transpose
 from ..loops import I1, I8, PTR, for_range, i64, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, coalesce, constant,
                    contiguous_strides, load, offset_of, register, store, thread_share, unit_loop, widen)
@@ -99,12 +100,39 @@ def _tile_copy(k: Kernel, dims: list[int], src: View, dst: View, dtype: DType) -
         with for_range(b, 0, tiles_q, name="tq") as tq:
             c0 = b.mul(tq, i64(t))
             c_end = _min(b, b.add(c0, i64(t)), i64(dims[last]))
-            with for_range(b, a0, a_end, name="ta") as a:
-                s_row = b.add(s0, a)
-                d_row = b.add(d0, b.mul(a, i64(dst.strides[p])))
-                with for_range(b, c0, c_end, name="tc") as c:
-                    value = load(b, src.ptr, b.add(s_row, b.mul(c, i64(src.strides[last]))), dtype)
-                    store(b, value, dst.ptr, b.add(d_row, b.mul(c, i64(dst.strides[last]))), dtype)
+            edge = ((p, last), (a0, a_end), (c0, c_end), (s0, d0))
+            if dst.strides[last] != 1 or t & (t - 1) or t == 1:
+                _scalar_tile(b, src, dst, dtype, *edge)
+            else:
+                full = b.and_(b.icmp_signed("==", b.sub(a_end, a0), i64(t)),
+                              b.icmp_signed("==", b.sub(c_end, c0), i64(t)))
+                with b.if_else(full) as (then, otherwise):
+                    with then:
+                        _vector_tile(b, src, dst, dtype, (p, last), a0, c0, (s0, d0), t)
+                    with otherwise:
+                        _scalar_tile(b, src, dst, dtype, *edge)
+
+
+def _scalar_tile(b: ir.IRBuilder, src: View, dst: View, dtype: DType, axes, rows, cols, bases) -> None:
+    """One tile (a partial one at the edges) element by element."""
+    (p, last), (s0, d0) = axes, bases
+    with for_range(b, *rows, name="ta") as a:
+        s_row = b.add(s0, a)
+        d_row = b.add(d0, b.mul(a, i64(dst.strides[p])))
+        with for_range(b, *cols, name="tc") as c:
+            value = load(b, src.ptr, b.add(s_row, b.mul(c, i64(src.strides[last]))), dtype)
+            store(b, value, dst.ptr, b.add(d_row, b.mul(c, i64(dst.strides[last]))), dtype)
+
+
+def _vector_tile(b: ir.IRBuilder, src: View, dst: View, dtype: DType, axes, a0, c0, bases, t: int) -> None:
+    """A full t x t tile: t vector loads along the source's unit axis, a transpose in registers, t vector stores
+    along the destination's (no scalar access to rows a cache-conflicting stride apart)."""
+    (p, last), (s0, d0) = axes, bases
+    start = b.add(s0, a0)
+    rows = [load(b, src.ptr, b.add(start, b.mul(b.add(c0, i64(c)), i64(src.strides[last]))), dtype, t)
+            for c in range(t)]
+    for i, row in enumerate(transpose(b, rows)):
+        store(b, row, dst.ptr, b.add(b.add(d0, b.mul(b.add(a0, i64(i)), i64(dst.strides[p]))), c0), dtype)
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

@@ -4,7 +4,8 @@ The reference is im2col: a strided window view of the padded input, reshaped per
 multiplied with the weight matrix (one batched GEMM over groups). conv2d_grad_input is the adjoint in the
 input (col2im: the same GEMM transposed, its columns added back into the padded input plane by plane) and
 conv2d_grad_weight the adjoint in the weight. The three are one bilinear form B(x, w), so each one's VJP is
-one of the others: that keeps second derivatives available without a new op.
+one of the others: that keeps second derivatives available without a new op. Both backward ops have kernels of
+their own (codegen/conv_grad.py): no decomposition.
 """
 from __future__ import annotations
 
@@ -125,6 +126,13 @@ def _conv2d_work(node) -> int:
     return node.out.type.size * (w.type.size // max(w.shape[0], 1))
 
 
+def _grad_work(node) -> int:
+    """Multiply-adds: the forward conv's, every output-gradient element meeting C_in/groups * kH * kW weights."""
+    g = node.inputs[1] if node.op == "conv2d_grad_weight" else node.inputs[0]
+    w = node.out if node.op == "conv2d_grad_weight" else node.inputs[1]
+    return g.type.size * (w.type.size // max(w.shape[0], 1))
+
+
 conv2d = defop(
     "conv2d", ("x", "w", "b?"), infer=_conv2d_infer, impl=_conv2d_impl, vjp=_conv2d_vjp, attrs=_GEOMETRY,
     category="conv", anchor="conv", work=_conv2d_work,
@@ -163,50 +171,9 @@ def _grad_input_vjp(e, ct, out, g, w, *, input_shape, stride, padding, dilation,
             e.conv2d_grad_weight(ct, g, weight_shape=tuple(w.shape), **geometry))
 
 
-def _flipped(e, w, kernel: Pair):
-    """The kernel rotated by 180 degrees: its spatial axes reversed (index_select with descending indices)."""
-    for axis, k in ((2, kernel[0]), (3, kernel[1])):
-        if k > 1:
-            w = e.index_select(w, e.constant(np.arange(k - 1, -1, -1, dtype=np.int64)), axis=axis)
-    return w
-
-
-def _grad_input_decomposition(e, g, w, *, input_shape, stride, padding, dilation, groups):
-    """Ungrouped: the output gradient spread by the stride (zeros between), padded, correlated with the rotated
-    kernel of swapped channels (a stride-1 conv2d)."""
-    stride, padding, dilation, groups = _geometry("conv2d_grad_input", stride, padding, dilation, groups)
-    if groups != 1:
-        return None
-    n, co = g.shape[:2]
-    out, kernel, size = tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(input_shape[2:])
-    full = tuple((o - 1) * s + 1 for o, s in zip(out, stride))
-    if full != out:  # each element followed by stride - 1 zeros along each axis, the trailing ones cut
-        (oh, ow), (sh, sw) = out, stride
-        g = e.pad(e.reshape(g, shape=(n, co, oh, 1, ow, 1)), pads=(0, 0, 0, 0, 0, 0, 0, sh - 1, 0, 0, 0, sw - 1))
-        g = e.slice(e.reshape(g, shape=(n, co, oh * sh, ow * sw)), starts=(0, 0, 0, 0), stops=(n, co) + full,
-                    steps=(1, 1, 1, 1))
-    # rows before and after the spread gradient so that each output row of a stride-1 correlation is one input
-    # row: d*(k-1) - p before, as many after plus the input rows past the last window (no gradient); negative
-    # amounts are cut
-    sides = []
-    for a in range(2):
-        before = dilation[a] * (kernel[a] - 1) - padding[a]
-        sides.append((before, before + size[a] + 2 * padding[a] - dilation[a] * (kernel[a] - 1) - full[a]))
-    if any(v > 0 for side in sides for v in side):
-        g = e.pad(g, pads=(0, 0, 0, 0) + tuple(max(v, 0) for side in sides for v in side))
-    if any(v < 0 for side in sides for v in side):
-        shape = tuple(g.shape)
-        starts = tuple(max(-lo, 0) for lo, _ in sides)
-        stops = tuple(d - max(-hi, 0) for d, (_, hi) in zip(shape[2:], sides))
-        g = e.slice(g, starts=(0, 0) + starts, stops=shape[:2] + stops, steps=(1, 1, 1, 1))
-    return e.conv2d(g, _flipped(e, e.transpose(w, perm=(1, 0, 2, 3)), kernel), stride=(1, 1), padding=(0, 0),
-                    dilation=tuple(dilation), groups=1)
-
-
 conv2d_grad_input = defop(
     "conv2d_grad_input", ("g", "w"), infer=_grad_input_infer, impl=_grad_input_impl, vjp=_grad_input_vjp,
-    decomposition=_grad_input_decomposition,
-    attrs=(AttrSpec("input_shape", "shape"),) + _GEOMETRY, category="conv",
+    attrs=(AttrSpec("input_shape", "shape"),) + _GEOMETRY, category="conv", work=_grad_work,
     doc="The gradient of conv2d with respect to its input, for output gradient g and weight w.")
 
 
@@ -234,23 +201,7 @@ def _grad_weight_vjp(e, ct, out, x, g, *, weight_shape, stride, padding, dilatio
             e.conv2d(x, ct, **geometry))
 
 
-def _grad_weight_decomposition(e, x, g, *, weight_shape, stride, padding, dilation, groups):
-    """Ungrouped: a conv2d of the input with the output gradient as its kernel, batch and channel axes swapped
-    (the stride becomes the dilation and the dilation the stride), cropped to the kernel."""
-    stride, padding, dilation, groups = _geometry("conv2d_grad_weight", stride, padding, dilation, groups)
-    if groups != 1:
-        return None
-    swap = (1, 0, 2, 3)
-    dw = e.conv2d(e.transpose(x, perm=swap), e.transpose(g, perm=swap), stride=tuple(dilation),
-                  padding=tuple(padding), dilation=tuple(stride), groups=1)
-    ci, co, kh, kw = dw.shape[0], dw.shape[1], weight_shape[2], weight_shape[3]
-    if tuple(dw.shape[2:]) != (kh, kw):
-        dw = e.slice(dw, starts=(0, 0, 0, 0), stops=(ci, co, kh, kw), steps=(1, 1, 1, 1))
-    return e.transpose(dw, perm=swap)
-
-
 conv2d_grad_weight = defop(
     "conv2d_grad_weight", ("x", "g"), infer=_grad_weight_infer, impl=_grad_weight_impl, vjp=_grad_weight_vjp,
-    decomposition=_grad_weight_decomposition,
-    attrs=(AttrSpec("weight_shape", "shape"),) + _GEOMETRY, category="conv",
+    attrs=(AttrSpec("weight_shape", "shape"),) + _GEOMETRY, category="conv", work=_grad_work,
     doc="The gradient of conv2d with respect to its weight, for input x and output gradient g.")

@@ -174,8 +174,9 @@ def _batch_norm_train_vjp(e, g, out, x, weight, bias, *, eps):
     shape = (1, x.shape[1]) + (1,) * (rank - 2)
     count = float(np.prod([x.shape[a] for a in axes]))
     dx = g_w = g_b = None
-    if g_y is not None:
-        xhat, rstd = _normalized(e, x, axes, eps)
+    if g_y is not None:  # from the batch statistics the forward returned: the backward does not recompute them
+        rstd = e.rsqrt(e.add(e.reshape(out[2], shape=shape), eps))
+        xhat = e.mul(e.sub(x, e.reshape(out[1], shape=shape)), rstd)
         gxhat = e.mul(g_y, e.reshape(weight, shape=shape))
         inner = e.add(e.mean(gxhat, axes=axes, keepdim=True),
                       e.mul(xhat, e.mean(e.mul(gxhat, xhat), axes=axes, keepdim=True)))

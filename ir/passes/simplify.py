@@ -7,7 +7,9 @@ sees); neg(neg(x)) becomes x; where(c, a, b) with a constant condition becomes t
 Movement: transpose of transpose composes the permutations (an identity permutation disappears); chains of
 reshape/squeeze/unsqueeze become one reshape (none when the shape comes back); broadcast_to of broadcast_to
 becomes one broadcast_to; broadcast_to, reshape, squeeze, unsqueeze and transpose that change nothing and
-cast to the operand's own dtype disappear.
+cast to the operand's own dtype disappear. The transpose of a matrix product of which one factor is a transpose
+becomes the product of the transposed factors in swapped order (the VJP of matmul(x, transpose(w)) writes a weight
+gradient that way), when nothing else reads the product.
 
 The linear form: matmul(x, transpose(w)) with w a param matrix becomes linear(x, w), which reads the weight as
 stored, (out, in); the transpose goes when nothing else reads it. The IR then says that the GEMM reads a weight
@@ -120,6 +122,21 @@ def linear_weight(m: Match) -> Value | None:
     return m.e.linear(x, t.inputs[0])
 
 
+@rule("transpose")
+def transposed_product(m: Match) -> Value | None:
+    """transpose(matmul(a, b)) of matrices, a or b itself a transpose and the product read only here, is
+    matmul(transpose(b), transpose(a)): one transpose cancels and the product's own (often the largest, a weight
+    gradient's) goes."""
+    (x,) = m.node.inputs
+    product = m.producer(x, "matmul")
+    if product is None or m.node.attr["perm"] != (1, 0) or m.use_count(x) != 1:
+        return None
+    a, b = product.inputs
+    if a.type.rank != 2 or b.type.rank != 2 or not (m.producer(a, "transpose") or m.producer(b, "transpose")):
+        return None
+    return m.e.matmul(m.e.transpose(b, perm=(1, 0)), m.e.transpose(a, perm=(1, 0)))
+
+
 @rule("cast")
 def cast_to_same_dtype(m: Match) -> Value | None:
     (x,) = m.node.inputs
@@ -127,7 +144,8 @@ def cast_to_same_dtype(m: Match) -> Value | None:
 
 
 ALGEBRA_RULES = [multiply_by_one, add_zero, subtract_zero, divide_by_one, double_negation, select_constant_condition,
-                 compose_transposes, *SHAPE_RULES, broadcast_chain, linear_weight, cast_to_same_dtype]
+                 compose_transposes, transposed_product, *SHAPE_RULES, broadcast_chain, linear_weight,
+                 cast_to_same_dtype]
 
 
 @register_pass("simplify")

@@ -163,11 +163,10 @@ def test_compile_workers_a_kernel_request_gives_the_object_of_this_process(worke
         return {p.key: here(p) for p in parts}
     graph = planned_stack(2, batch=3)
     built = build(graph, lower_parts=keep)
-    fixed = frozenset(p.out.name for p in graph.params())
     worker = compile_workers._Worker.start()
     try:
         for p, part in zip(pending, built.parts):
-            header, payload = worker.request({"kind": "lower", "part": part_request(p, target, fixed),
+            header, payload = worker.request({"kind": "lower", "part": part_request(p, target),
                                               "triple": target.triple, "cpu": target.cpu,
                                               "features": target.features, "opt": OPT_LEVEL})
             remote, result = _from_worker(p, header, payload)

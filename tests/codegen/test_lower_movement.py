@@ -3,6 +3,7 @@ slices, concat, stack, pad and broadcast_to, on random shapes (empty and size-1 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,15 @@ def _array(seed: int, shape, dtype: str) -> np.ndarray:
 def test_transpose_moves_axes_like_numpy(data, shape, dtype: str, seed: int) -> None:
     perm = tuple(data.draw(st.permutations(range(len(shape)))))
     x = _array(seed, shape, dtype)
+    check_node(make_node("transpose", x, perm=perm), [x])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "i64", "bool"])
+@pytest.mark.parametrize("shape,perm", [((8, 8), (1, 0)), ((17, 40), (1, 0)), ((3, 16, 9), (0, 2, 1)),
+                                        ((2, 24, 5, 16), (0, 3, 2, 1))])
+def test_transpose_full_register_tiles_and_their_edges_match_numpy(shape, perm, dtype: str) -> None:
+    """Shapes past the vector width: full tiles go through a transpose in registers, the edges element by element."""
+    x = _array(len(shape), shape, dtype)
     check_node(make_node("transpose", x, perm=perm), [x])
 
 

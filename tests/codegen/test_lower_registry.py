@@ -17,11 +17,10 @@ from braze.ir.types import TensorType, float32
 from tests.codegen.lowering_harness import compile_node, make_node, random_array
 
 # Ops that need no kernel: leaves (their values are buffers), the ops the decompose pass rewrites into others
-# (losses, convolution gradients, batch norm on batch statistics, slice_scatter, and scale_grad, the identity on
-# values), and those still waiting for one.
+# (losses, batch norm on batch statistics, slice_scatter, and scale_grad, the identity on values), and those still
+# waiting for one.
 NOT_LOWERED = leaf_ops() | frozenset({
-    "cross_entropy", "mse_loss", "scale_grad", "conv2d_grad_input", "conv2d_grad_weight", "batch_norm_train",
-    "slice_scatter", "batch_norm_flag",
+    "cross_entropy", "mse_loss", "scale_grad", "batch_norm_train", "slice_scatter", "batch_norm_flag",
 })
 
 RNG = np.random.default_rng(3)

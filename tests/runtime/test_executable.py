@@ -17,6 +17,7 @@ from braze import ir
 from braze.ir.errors import BrazeError, DTypeError, ShapeError
 from braze.ir.passes import optimize
 from braze.runtime.executable import Executable
+from braze.runtime.memory import aligned_copy
 
 from ..codegen.checking_lowering import checking_lower
 
@@ -304,3 +305,19 @@ def test_executable_an_interrupt_before_the_callers_share_raises_instead_of_hang
     exe._entry = real
     assert not exe._sync.any()
     np.testing.assert_array_equal(exe(*args), expected(exe, args))
+
+
+def test_swap_weights_makes_an_aligned_array_the_buffer_and_copies_others() -> None:
+    ex = executable(length=1)
+    x, y = np.ones((4, 6), np.float32), np.ones((4, 6), np.float32)
+    before = ex.weight("w")
+    new = aligned_copy(np.full((4, 6), 2.0, np.float32))
+    freed = ex.swap_weights({"w": new})
+    np.testing.assert_array_equal(freed["w"], before)  # the old buffer comes back for the next call's outputs
+    np.testing.assert_array_equal(ex(x, y), -np.maximum(x + 2.0, 0))
+    unaligned = np.zeros(4 * 6 + 1, np.float32)[1:].reshape(4, 6)
+    unaligned[...] = 3.0
+    assert ex.swap_weights({"w": unaligned})["w"] is unaligned  # copied in, not adopted
+    np.testing.assert_array_equal(ex(x, y), -np.maximum(x + 3.0, 0))
+    with pytest.raises(BrazeError, match="weight 'w' is float32"):
+        ex.swap_weights({"w": np.zeros((2, 2), np.float32)})

@@ -1,0 +1,310 @@
+"""conv2d's two gradients (float32) on the GEMM driver, for the ConvSpec of the forward convolution.
+
+Weight gradient, per group: dW (C_out/G x C_in/G*kH*kW) = A @ B with A[m, n*P + p] = g[n, m, p] (the output
+gradient, P = OH*OW output positions) and B[n*P + p, (ci, kh, kw)] = the input element tap (kh, kw) of channel ci
+reads at output position p of image n (0 in the padding): the im2col matrix transposed. The images are summed
+inside the GEMM's K, so no per-image partial weight exists; both operands are packed straight from g and x
+(OutputGradRows, InputColumns), and the threads split dW's panels as the forward conv's GEMM does.
+
+Input gradient, per (image, group) unit a thread claims: cols (C_in/G*kH*kW x P) = W^T @ g, computed a block of
+output rows at a time into the thread's scratch by a one-thread GEMM, then added back into the input planes by
+col2im (the adjoint of the im2col read). The unit's planes are zeroed first, and only its thread writes them.
+
+emit_conv2d_grad_weight emits `void name(ptr x, ptr g, ptr dw, ptr scratch, i64 tid, i64 nthreads, ptr claim)`,
+emit_conv2d_grad_input `void name(ptr g, ptr w, ptr dx, ptr scratch, i64 tid, i64 nthreads, ptr claim)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+
+from .claims import claimed_chunks
+from .conv import ConvSpec
+from .gemm_driver import Problem, emit_problem, make_plan
+from .gemm_kernel import F32, I1, I32, Tiling, const64, elem_ptr, lane_mask, load_vec, store_vec
+from .gemm_pack import Strided, gather, lane_offsets, smin
+from .loops import PTR, I64, define_function, entry_builder, for_range, splat, vector_loop
+
+# Bytes of one input-gradient column block (C_in/G*kH*kW rows of whole output rows): about half of L2.
+COLUMN_BLOCK_BYTES = 256 * 1024
+_I32_LIMIT = 2 ** 31
+_ARGS = [("tid", I64), ("nthreads", I64), ("claim", PTR)]
+
+
+def _positions(spec: ConvSpec) -> int:
+    return spec.out_shape[2] * spec.out_shape[3]
+
+
+def _taps(spec: ConvSpec) -> int:
+    return (spec.c // spec.groups) * spec.kh * spec.kw
+
+
+# --- weight gradient ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputGradRows:
+    """The output gradient of one group as the weight gradient's A: row m, step n*P + p is g[n, m, p]."""
+
+    spec: ConvSpec
+    batch_strides: tuple[int, ...]
+    k_unit = 1
+
+    def pack_a_block(self, builder: ir.IRBuilder, base: ir.Value, dst: ir.Value, i0: ir.Value, mc: ir.Value,
+                     k0: ir.Value, kc: ir.Value, m: int, tiling: Tiling) -> None:
+        """Steps [k0, k0+kc) of rows [i0, i0+mc) into MR-row panels at dst (rows past M left unwritten)."""
+        mr, w, positions = tiling.mr, tiling.width, _positions(self.spec)
+        image = self.spec.c_out * positions
+        with for_range(builder, i0, builder.add(i0, mc), mr, name="pa") as row:
+            panel = elem_ptr(builder, dst, builder.mul(builder.sub(row, i0), kc))
+            rows = smin(builder, const64(mr), builder.sub(const64(m), row))
+            start = elem_ptr(builder, base, builder.mul(row, const64(positions)))
+
+            def step_source(k: ir.Value) -> ir.Value:
+                step = builder.add(k0, k)
+                n = builder.udiv(step, const64(positions))
+                p = builder.sub(step, builder.mul(n, const64(positions)))
+                return elem_ptr(builder, start, builder.add(builder.mul(n, const64(image)), p))
+            if mr <= w and positions * w < _I32_LIMIT:
+                self._gathered(builder, step_source, panel, rows, kc, tiling)
+            else:
+                with for_range(builder, 0, rows, name="pa.r") as r, for_range(builder, 0, kc, name="pa.k") as k:
+                    value = builder.load(elem_ptr(builder, step_source(k), builder.mul(r, const64(positions))),
+                                         typ=F32, align=4)
+                    builder.store(value, elem_ptr(builder, panel, builder.add(builder.mul(k, const64(mr)), r)),
+                                  align=4)
+
+    def _gathered(self, builder: ir.IRBuilder, step_source, panel: ir.Value, rows: ir.Value, kc: ir.Value,
+                  tiling: Tiling) -> None:
+        """One gather of the panel's rows (stride P apart) per step, stored as MR lanes."""
+        mr, w = tiling.mr, tiling.width
+        iota = ir.Constant(ir.VectorType(I32, w), list(range(w)))
+        mask = builder.icmp_signed("<", iota, splat(builder, builder.trunc(rows, I32), w))
+        offsets = lane_offsets(w, _positions(self.spec))
+        store_mask = lane_mask(w, mr) if mr < w else None
+        with for_range(builder, 0, kc, name="pa.k") as k:
+            value = gather(builder, step_source(k), offsets, mask)
+            store_vec(builder, value, elem_ptr(builder, panel, builder.mul(k, const64(mr))), store_mask)
+
+
+@dataclass(frozen=True)
+class InputColumns:
+    """The input of one group as the weight gradient's B: step n*P + p, column (ci, kh, kw) is the element that
+    tap reads at output position p of image n, 0 where the window hangs over the padding."""
+
+    spec: ConvSpec
+    batch_strides: tuple[int, ...]
+    k_unit = 1
+
+    def pack_panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling,
+                   panel: ir.Value, k0: ir.Value, kc: ir.Value) -> None:
+        """Pack steps [k0, k0+kc) of the `lanes` columns from `col` into the NR-wide panel rows at `panel`."""
+        s, w = self.spec, tiling.width
+        taps = [self._lane_taps(builder, col, v, min(w, lanes - v * w), w) for v in range(-(-lanes // w))]
+        positions, ow_count = _positions(s), s.out_shape[3]
+        with for_range(builder, 0, kc, name="pb.k") as k:
+            step = builder.add(k0, k)
+            n = builder.udiv(step, const64(positions))
+            p = builder.sub(step, builder.mul(n, const64(positions)))
+            oh = builder.udiv(p, const64(ow_count))
+            ow = builder.sub(p, builder.mul(oh, const64(ow_count)))
+            image = elem_ptr(builder, base, builder.mul(n, const64(s.c * s.h * s.w)))
+            ih = splat(builder, builder.trunc(builder.mul(oh, const64(s.stride[0])), I32), w)
+            iw = splat(builder, builder.trunc(builder.mul(ow, const64(s.stride[1])), I32), w)
+            row = elem_ptr(builder, panel, builder.mul(k, const64(tiling.nr)))
+            for v, (plane, dh, dw, valid) in enumerate(taps):
+                rows, cols = builder.add(ih, dh), builder.add(iw, dw)
+                inside = builder.and_(valid, builder.and_(builder.icmp_unsigned("<", rows, _vconst(w, s.h)),
+                                                          builder.icmp_unsigned("<", cols, _vconst(w, s.w))))
+                index = builder.add(plane, builder.add(builder.mul(rows, _vconst(w, s.w)), cols))
+                store_vec(builder, gather(builder, image, index, inside), elem_ptr(builder, row, v * w))
+
+    def _lane_taps(self, builder: ir.IRBuilder, col: ir.Value, v: int, count: int, w: int):
+        """Per lane of vector v: the channel's plane offset, the tap's row and column offsets (padding included)
+        and whether the lane is a column of B."""
+        s = self.spec
+        j = builder.add(splat(builder, builder.trunc(builder.add(col, const64(v * w)), I32), w),
+                        ir.Constant(ir.VectorType(I32, w), list(range(w))))
+        window = s.kh * s.kw
+        ci = builder.udiv(j, _vconst(w, window))
+        t = builder.sub(j, builder.mul(ci, _vconst(w, window)))
+        kh = builder.udiv(t, _vconst(w, s.kw))
+        kw = builder.sub(t, builder.mul(kh, _vconst(w, s.kw)))
+        dh = builder.sub(builder.mul(kh, _vconst(w, s.dilation[0])), _vconst(w, s.padding[0]))
+        dw = builder.sub(builder.mul(kw, _vconst(w, s.dilation[1])), _vconst(w, s.padding[1]))
+        valid = builder.and_(builder.icmp_unsigned("<", j, _vconst(w, _taps(s))), lane_mask(w, count))
+        return builder.mul(ci, _vconst(w, s.h * s.w)), dh, dw, valid
+
+
+def grad_weight_problem(spec: ConvSpec) -> Problem:
+    """The weight gradient as one GEMM per group, summing over images and positions in K."""
+    _check_offsets(spec)
+    g, m, taps, positions = spec.groups, spec.c_out // spec.groups, _taps(spec), _positions(spec)
+    a = OutputGradRows(spec, (m * positions,))
+    b = InputColumns(spec, ((spec.c // g) * spec.h * spec.w,))
+    return Problem(m, taps, spec.n * positions, (g,), a, b, Strided(taps, 1, (m * taps,)))
+
+
+def grad_weight_scratch_bytes(spec: ConvSpec, tiling: Tiling) -> int:
+    return make_plan(grad_weight_problem(spec), tiling).scratch_bytes
+
+
+def emit_conv2d_grad_weight(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling) -> ir.Function:
+    """Emit the threaded weight-gradient kernel `name` (signature in the module docstring)."""
+    inner = emit_problem(module, f"{name}.gemm", grad_weight_problem(spec), tiling)
+    inner.linkage = "internal"
+    fn = define_function(module, name, [("x", PTR), ("g", PTR), ("dw", PTR), ("scratch", PTR)] + _ARGS)
+    x, g, dw, scratch, tid, nthreads, claim = fn.args
+    builder = entry_builder(fn)
+    builder.call(inner, [g, x, dw, scratch, tid, nthreads, claim])
+    builder.ret_void()
+    return fn
+
+
+# --- input gradient -----------------------------------------------------------------------------------------
+
+
+def _block_rows(spec: ConvSpec) -> int:
+    """Output rows per column block: as many as fit COLUMN_BLOCK_BYTES, at least one, at most all."""
+    row_bytes = 4 * _taps(spec) * spec.out_shape[3]
+    return max(1, min(spec.out_shape[2], COLUMN_BLOCK_BYTES // max(row_bytes, 1)))
+
+
+def _column_problem(spec: ConvSpec, rows: int) -> Problem:
+    """cols (taps x rows*OW) = W^T (taps x C_out/G) @ g's block (C_out/G x rows*OW) of one image and group."""
+    taps, columns = _taps(spec), rows * spec.out_shape[3]
+    return Problem(taps, columns, spec.c_out // spec.groups, (), Strided(1, taps), Strided(_positions(spec), 1),
+                   Strided(columns, 1))
+
+
+def _block_shapes(spec: ConvSpec) -> list[int]:
+    """The distinct block row counts: the full block, and the last one's when it is shorter."""
+    rows, total = _block_rows(spec), spec.out_shape[2]
+    return [rows] + ([total % rows] if total % rows else [])
+
+
+def grad_input_scratch_bytes(spec: ConvSpec, tiling: Tiling) -> int:
+    """Per thread: one column block, then the block GEMM's packing scratch (64-byte aligned)."""
+    gemm = max(make_plan(_column_problem(spec, rows), tiling).scratch_bytes for rows in _block_shapes(spec))
+    return _round64(4 * _taps(spec) * _block_rows(spec) * spec.out_shape[3]) + gemm
+
+
+def emit_conv2d_grad_input(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling) -> ir.Function:
+    """Emit the threaded input-gradient kernel `name` (signature in the module docstring)."""
+    fn = define_function(module, name, [("g", PTR), ("w", PTR), ("dx", PTR), ("scratch", PTR)] + _ARGS)
+    g, w, dx, scratch, tid, nthreads, claim = fn.args
+    builder = entry_builder(fn)
+    shapes = _block_shapes(spec)
+    if spec.n * spec.c * spec.h * spec.w == 0 or _positions(spec) == 0:
+        builder.ret_void()
+        return fn
+    gemms = {rows: emit_problem(module, f"{name}.gemm{rows}", _column_problem(spec, rows), tiling)
+             for rows in shapes}
+    for inner in gemms.values():
+        inner.linkage = "internal"
+    cols = scratch
+    gemm_scratch = elem_ptr(builder, scratch, _round64(4 * _taps(spec) * shapes[0] * spec.out_shape[3]) // 4)
+    with claimed_chunks(builder, claim, tid, nthreads, spec.n * spec.groups, name="units") as (u0, u1):
+        with for_range(builder, u0, u1, name="unit") as unit:
+            _unit(builder, spec, (g, w, dx, cols, gemm_scratch), unit, gemms, tiling.width)
+    builder.ret_void()
+    return fn
+
+
+def _unit(builder: ir.IRBuilder, spec: ConvSpec, ptrs, unit: ir.Value, gemms: dict[int, ir.Function],
+          width: int) -> None:
+    """One (image, group): zero its input planes, then each column block's GEMM and col2im."""
+    g, w, dx, cols, gemm_scratch = ptrs
+    group = builder.urem(unit, const64(spec.groups))
+    image = builder.udiv(unit, const64(spec.groups))
+    m, cg, positions = spec.c_out // spec.groups, spec.c // spec.groups, _positions(spec)
+    planes = elem_ptr(builder, dx, builder.mul(builder.add(builder.mul(image, const64(spec.c)),
+                                                           builder.mul(group, const64(cg))), const64(spec.h * spec.w)))
+    _zero(builder, planes, cg * spec.h * spec.w, width)
+    if m == 0:
+        return
+    weights = elem_ptr(builder, w, builder.mul(group, const64(m * _taps(spec))))
+    grads = elem_ptr(builder, g, builder.mul(unit, const64(m * positions)))
+    null = ir.Constant(PTR, None)
+    block, total = _block_shapes(spec)[0], spec.out_shape[2]
+
+    def run(oh0: ir.Value, rows: int) -> None:
+        source = elem_ptr(builder, grads, builder.mul(oh0, const64(spec.out_shape[3])))
+        builder.call(gemms[rows], [weights, source, cols, gemm_scratch, const64(0), const64(1), null])
+        _col2im(builder, spec, cols, planes, oh0, rows, width)
+    with for_range(builder, 0, total - total % block, block, name="block") as oh0:
+        run(oh0, block)
+    if total % block:
+        run(const64(total - total % block), total % block)
+
+
+def _col2im(builder: ir.IRBuilder, spec: ConvSpec, cols: ir.Value, planes: ir.Value, oh0: ir.Value, rows: int,
+            width: int) -> None:
+    """Add each column-block row (ci, kh, kw) into input plane ci where that tap reads, output row by row."""
+    s = spec
+    ow_count = s.out_shape[3]
+    columns = rows * ow_count
+    with for_range(builder, 0, s.c // s.groups, name="ci") as ci, for_range(builder, 0, s.kh, name="kh") as kh:
+        plane = elem_ptr(builder, planes, builder.mul(ci, const64(s.h * s.w)))
+        tap_row = builder.add(builder.mul(ci, const64(s.kh * s.kw)), builder.mul(kh, const64(s.kw)))
+        with for_range(builder, 0, rows, name="r") as r:
+            ih = builder.add(builder.mul(builder.add(oh0, r), const64(s.stride[0])),
+                             builder.sub(builder.mul(kh, const64(s.dilation[0])), const64(s.padding[0])))
+            inside = builder.icmp_unsigned("<", ih, const64(s.h))
+            with builder.if_then(inside):
+                target_row = elem_ptr(builder, plane, builder.mul(ih, const64(s.w)))
+                for kw in range(s.kw):
+                    source = elem_ptr(builder, cols, builder.add(
+                        builder.mul(builder.add(tap_row, const64(kw)), const64(columns)),
+                        builder.mul(r, const64(ow_count))))
+                    _add_row(builder, s, source, target_row, kw, width)
+
+
+def _add_row(builder: ir.IRBuilder, s: ConvSpec, source: ir.Value, target: ir.Value, kw: int, width: int) -> None:
+    """target[ow*sw - pw + kw*dw] += source[ow] for the output columns whose tap lands inside the row."""
+    shift = kw * s.dilation[1] - s.padding[1]
+    lo = max(0, -(shift // s.stride[1]))  # the first ow with ow*sw + shift >= 0
+    hi = min(s.out_shape[3], (s.w - 1 - shift) // s.stride[1] + 1)
+    if hi <= lo:
+        return
+    if s.stride[1] == 1:
+        def body(ow: ir.Value, lanes: int) -> None:
+            at = elem_ptr(builder, target, builder.add(ow, const64(shift)))
+            total = builder.fadd(load_vec(builder, at, lanes) if lanes > 1 else builder.load(at, typ=F32, align=4),
+                                 load_vec(builder, elem_ptr(builder, source, ow), lanes) if lanes > 1 else
+                                 builder.load(elem_ptr(builder, source, ow), typ=F32, align=4))
+            store_vec(builder, total, at) if lanes > 1 else builder.store(total, at, align=4)
+        vector_loop(builder, lo, hi, width, body, name="ow")
+        return
+    with for_range(builder, lo, hi, name="ow") as ow:
+        at = elem_ptr(builder, target, builder.add(builder.mul(ow, const64(s.stride[1])), const64(shift)))
+        value = builder.load(elem_ptr(builder, source, ow), typ=F32, align=4)
+        builder.store(builder.fadd(builder.load(at, typ=F32, align=4), value), at, align=4)
+
+
+def _zero(builder: ir.IRBuilder, base: ir.Value, count: int, width: int) -> None:
+    zero = ir.Constant(ir.VectorType(F32, width), None)
+
+    def body(i: ir.Value, lanes: int) -> None:
+        at = elem_ptr(builder, base, i)
+        builder.store(zero if lanes > 1 else ir.Constant(F32, 0.0), at, align=4)
+    vector_loop(builder, 0, count, width, body, name="zero")
+
+
+def _check_offsets(spec: ConvSpec) -> None:
+    """The packers index within an image with i32 lanes."""
+    if spec.c * spec.h * spec.w >= _I32_LIMIT or _positions(spec) * 64 >= _I32_LIMIT:
+        raise ValueError(f"conv2d gradient: an image of {spec.c}x{spec.h}x{spec.w} is too large for 32-bit offsets")
+
+
+def _vconst(width: int, value: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I32, width), [value] * width)
+
+
+def _round64(nbytes: int) -> int:
+    return -(-nbytes // 64) * 64
+
+
+__all__ = ["emit_conv2d_grad_input", "emit_conv2d_grad_weight", "grad_input_scratch_bytes", "grad_weight_problem",
+           "grad_weight_scratch_bytes"]

@@ -1,0 +1,91 @@
+"""conv2d_grad_weight and conv2d_grad_input kernels against the numpy reference (and the direct loops of the
+registry samples) on edge geometries: batch 1 and empty, one channel, odd and prime sizes, strides, padding,
+dilation and groups; float32 (GEMM) and float64 (direct loops); 3 threads give the bytes of 1; forced AVX2 and
+SSE widths."""
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from braze.codegen import host_target
+from braze.ir.ops.conv import conv2d_output_shape
+from tests.codegen.lowering_harness import check_node, make_node, run_node
+from tests.ir.samples.conv import naive_grad_input, naive_grad_weight
+
+X86 = llvm.get_process_triple().startswith("x86_64")
+HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
+
+# (n, c, h, w, c_out, kh, kw, stride, padding, dilation, groups)
+GEOMETRIES = [
+    (1, 1, 4, 4, 1, 1, 1, (1, 1), (0, 0), (1, 1), 1),
+    (2, 3, 5, 7, 4, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+    (3, 4, 9, 8, 6, 3, 2, (2, 2), (1, 2), (1, 1), 2),
+    (2, 6, 11, 13, 9, 3, 3, (2, 1), (2, 0), (2, 1), 3),
+    (1, 5, 17, 16, 7, 5, 5, (2, 2), (2, 2), (1, 1), 1),
+    (2, 2, 7, 5, 3, 2, 3, (3, 2), (0, 1), (1, 2), 1),
+    (4, 32, 16, 16, 64, 3, 3, (2, 2), (1, 1), (1, 1), 1),
+    (0, 3, 5, 5, 4, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+    (2, 4, 6, 6, 0, 3, 3, (1, 1), (1, 1), (1, 1), 2),
+]
+
+
+def _operands(geometry, dtype, seed: int = 0):
+    n, c, h, w, co, kh, kw, stride, padding, dilation, groups = geometry
+    rng = np.random.default_rng(seed)
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    out = conv2d_output_shape("test", (n, c, h, w), (co, c // groups, kh, kw), stride, padding, dilation, groups)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    g = rng.standard_normal(out).astype(dtype)
+    weight = rng.standard_normal((co, c // groups, kh, kw)).astype(dtype)
+    return x, g, weight, attrs
+
+
+def _check_both(geometry, dtype, seed: int = 0) -> None:
+    x, g, w, attrs = _operands(geometry, dtype, seed)
+    terms = max(g.size, 1)
+    check_node(make_node("conv2d_grad_weight", x, g, weight_shape=w.shape, **attrs), [x, g], terms=terms,
+               scale=np.maximum(naive_grad_weight(np.abs(x), np.abs(g), w.shape, **attrs), 1.0))
+    check_node(make_node("conv2d_grad_input", g, w, input_shape=x.shape, **attrs), [g, w], terms=terms,
+               scale=np.maximum(naive_grad_input(np.abs(g), np.abs(w), x.shape, **attrs), 1.0))
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_conv2d_gradients_float32_match_reference(geometry) -> None:
+    _check_both(geometry, np.float32)
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES[1:4] + GEOMETRIES[-2:], ids=str)
+def test_conv2d_gradients_float64_match_reference(geometry) -> None:
+    _check_both(geometry, np.float64)
+
+
+def test_conv2d_gradients_match_direct_loops() -> None:
+    """An independent reference: the registry samples' loops over every tap (not the im2col of ir/ops/conv.py)."""
+    x, g, w, attrs = _operands(GEOMETRIES[3], np.float64, seed=5)
+    got_w = run_node(make_node("conv2d_grad_weight", x, g, weight_shape=w.shape, **attrs), [x, g])[0]
+    got_x = run_node(make_node("conv2d_grad_input", g, w, input_shape=x.shape, **attrs), [g, w])[0]
+    np.testing.assert_allclose(got_w, naive_grad_weight(x, g, w.shape, **attrs), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_x, naive_grad_input(g, w, x.shape, **attrs), rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_grad_input_blocks_of_output_rows_cover_the_image(monkeypatch) -> None:
+    """Column blocks of a few output rows (a short last block) add up to the whole-image result."""
+    from braze.codegen import conv_grad
+    monkeypatch.setattr(conv_grad, "COLUMN_BLOCK_BYTES", 4 * 27 * 9 * 2)  # 2 of 9 output rows per block
+    _check_both((2, 3, 9, 9, 5, 3, 3, (1, 1), (1, 1), (1, 1), 1), np.float32, seed=3)
+
+
+# Shapes no other test compiles: the harness caches kernels by node, not by target.
+FORCED = {"haswell": (8, [(2, 3, 7, 9, 5, 3, 3, (2, 2), (1, 1), (1, 1), 1)]),
+          "nehalem": (4, [(1, 4, 6, 7, 6, 3, 3, (1, 2), (1, 0), (1, 1), 2)])}
+
+
+@pytest.mark.skipif(not X86 or "+avx2" not in HOST_FEATURES, reason="needs an AVX2 host")
+@pytest.mark.parametrize("cpu", sorted(FORCED))
+def test_conv2d_gradients_on_forced_vector_widths(cpu: str, monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_CPU", cpu)
+    width, geometries = FORCED[cpu]
+    assert host_target().vector_width == width
+    for seed, geometry in enumerate(geometries):
+        _check_both(geometry, np.float32, seed)
