@@ -2,13 +2,15 @@
 
 llvmlite serializes every LLVM call of a process behind one lock, and building LLVM IR with llvmlite is Python
 work behind the GIL, so threads cannot build or optimize two kernels at once; processes can. A worker
-(kernel_worker.py) imports braze's IR and code generator (about 0.3 s to start), is kept for the life of this
-process and reused by every later compile. Workers are started by `warm_up()` as soon as a compile knows it will
+(llvm_object.serve) compiles LLVM IR as soon as llvmlite is imported (about 0.1 s) and loads braze's IR and
+lowerings when asked (kernel_worker.py, about 0.3 s more), is kept for the life of this process and reused by every
+later compile. Workers are started by `warm_up()` as soon as a compile knows it will
 need them (before its passes run where it can, so their start overlaps that work) and take work only once ready.
 
 Two ways to use them:
-- run_tasks: whole tasks (a kernel part to lower and compile, sent as its node's IR text) taken in turn by this
-  process and every ready worker, so the Python work of lowering is spread as well as LLVM's;
+- run_tasks: kernels to lower and compile. This process lowers them in turn and queues their IR; workers compile
+  queued IR and, once they can lower, take whole kernels (sent as the node's IR text), so the Python work of
+  lowering is spread as well as LLVM's;
 - a Batch of LLVM IR texts (compile_all), each handed to a worker as soon as it is added, while this process builds
   the next; its finish() compiles what is left here too, the largest first, and returns each object in order.
 
@@ -36,11 +38,24 @@ from . import llvm_object
 
 WORKERS_ENV = "BRAZE_COMPILE_WORKERS"
 MAX_DEFAULT_WORKERS = 3
-# A worker is braze.codegen.kernel_worker run with this process's module path, without braze/__init__.py (whose
-# frontend a worker does not need): it imports numpy, braze.ir, braze.codegen and llvmlite only.
-BOOTSTRAP = ("import importlib.util, json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-             "spec = importlib.util.find_spec('braze'); sys.modules['braze'] = importlib.util.module_from_spec(spec); "
-             "from braze.codegen.kernel_worker import main; main()")
+# A worker: llvm_object.py loaded on its own (llvmlite alone, so it compiles IR at once) serving on its pipes, with
+# this process's module path; asked, it loads the lowerings (kernel_worker.py, braze registered as a package without
+# running braze/__init__.py, whose frontend a worker does not need).
+BOOTSTRAP = """
+import importlib.util, json, sys
+sys.path[:] = json.loads(sys.argv[1])
+spec = importlib.util.spec_from_file_location("braze_llvm_object", sys.argv[2])
+llvm_object = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(llvm_object)
+
+def lowering():
+    sys.modules["braze"] = importlib.util.module_from_spec(importlib.util.find_spec("braze"))
+    from braze.codegen.kernel_worker import lowered
+    return lowered
+
+llvm_object.serve(sys.stdin.buffer, sys.stdout.buffer, lowering)
+"""
+SPREAD_LOWERING = 8  # from this many kernels a compile asks its workers to load the lowerings and take whole ones
 READY_POLL_S = 0.005  # how often a thread waiting for a starting worker checks whether it is still wanted
 
 _lock = threading.Lock()
@@ -206,56 +221,88 @@ class Batch:
 
 @dataclass(frozen=True)
 class Task:
-    """Work a worker does from `request` (answered with a header and an object) or this process does by calling
-    `here`; `from_worker(header, object)` turns a worker's answer into what `here` returns, raising ValueError when
-    the answer does not describe one (the task is then done here)."""
+    """A kernel to lower and compile, here or in a worker: `request` is a worker's "lower" request for it;
+    `lower_here()` lowers it in this process and returns (its value, its LLVM IR text), `finish(value, result)` the
+    task's result once that text is compiled; `from_worker(header, object)` the task's result from a worker that
+    lowered and compiled it (ValueError when the answer does not describe it: the task is then done here)."""
 
     name: str
     request: dict[str, Any]
-    here: Callable[[], Any]
+    lower_here: Callable[[], tuple[Any, str]]
+    finish: Callable[[Any, Result], Any]
     from_worker: Callable[[dict[str, Any], bytes], Any]
 
 
 def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int) -> list[Any]:
-    """Every task's result, in order. This process and every ready worker each take the next task in turn, so the
-    first tasks (put the largest first) start at once; a task a worker fails, answers wrongly or dies on is done
-    here. An exception from `here` stops the others taking tasks and is raised once the tasks in flight are done."""
+    """Every task's result, in order. This process lowers the tasks in turn and queues each one's LLVM IR; a ready
+    worker compiles queued IR first and, once it can lower too (asked to load the lowerings when there are at least
+    SPREAD_LOWERING tasks), takes whole tasks nobody has started, so workers are busy from the moment they can
+    compile and the Python work of lowering is spread once they can lower. With no
+    task left to lower, this process compiles what is queued too, the largest first. Work a worker fails, answers
+    wrongly or dies on is done here. An exception here stops the workers taking work and is raised once the work in
+    flight is done; an invalid module raises llvm_object.LLVMFailure (with the job's name in `job`)."""
     machine = {"triple": triple, "cpu": cpu, "features": features, "opt": opt}
-    todo, results, busy = list(range(len(tasks))), {}, [0]
+    todo: list[int] = list(range(len(tasks)))
+    queued: list[tuple[int, Any, Job]] = []  # lowered here, waiting to be compiled
+    mine: list[tuple[int, Any, Job] | int] = []  # work a worker failed: done here, never handed out again
+    results: dict[int, Any] = {}
+    busy = [0]
     changed = threading.Condition()
     stopped = threading.Event()
 
-    def take() -> int | None:
+    def settle(i: int, result: Any) -> None:
         with changed:
-            if not todo or stopped.is_set():
-                return None
-            busy[0] += 1
-            return todo.pop(0)
+            busy[0] -= 1
+            results[i] = result
+            changed.notify_all()
 
-    def settle(i: int, result: Any = None, failed: bool = False) -> None:
+    def give_back(work: tuple[int, Any, Job] | int, failed: bool = False) -> None:
         with changed:
             busy[0] -= 1
             if failed:
-                todo.insert(0, i)
+                mine.append(work)
+            elif isinstance(work, int):
+                todo.insert(0, work)
             else:
-                results[i] = result
+                queued.append(work)
             changed.notify_all()
 
+    def next_for(worker: _Worker) -> tuple[int, Any, Job] | int | None:
+        """A worker's next work: queued IR, else a whole task once it can lower; None when nothing is left."""
+        with changed:
+            while not stopped.is_set() and (queued or todo or mine or busy[0]):
+                if queued:
+                    busy[0] += 1
+                    return queued.pop(max(range(len(queued)), key=lambda k: len(queued[k][2].text)))
+                if todo and worker.can_lower:
+                    busy[0] += 1
+                    return todo.pop(0)
+                changed.wait()
+            return None
+
     def serve(worker: _Worker) -> None:
-        if not worker.wait_ready(lambda: stopped.is_set() or not todo):
+        if not worker.wait_ready(lambda: stopped.is_set() or not (todo or queued or mine or busy[0])):
             return
-        while (i := take()) is not None:
-            task = tasks[i]
+        if len(tasks) >= SPREAD_LOWERING and not worker.can_lower:
             try:
-                header, payload = worker.request({**task.request, **machine})
-                if header is None:
-                    raise ValueError(str(payload.get("error")))
-                settle(i, task.from_worker(header, payload))
+                worker.request({"kind": "load"})  # ~0.3 s of imports: worth it for many kernels only
             except _WorkerLost:
-                settle(i, failed=True)
                 return
-            except Exception:  # noqa: BLE001 - whatever is wrong with a worker's answer, the task is done here
-                settle(i, failed=True)
+        while (work := next_for(worker)) is not None:
+            try:
+                if isinstance(work, int):
+                    header, payload = worker.request({**tasks[work].request, **machine})
+                    if header is None:
+                        raise ValueError(str(payload.get("error")))
+                    settle(work, tasks[work].from_worker(header, payload))
+                else:
+                    i, value, job = work
+                    settle(i, tasks[i].finish(value, worker.compile(job, triple, cpu, features, opt)))
+            except _WorkerLost:
+                give_back(work, failed=True)
+                return
+            except Exception:  # noqa: BLE001 - whatever went wrong in the worker, the work is done here
+                give_back(work, failed=True)
 
     with _lock:
         helpers = [w for w in _workers if w.alive][:worker_count()]
@@ -265,14 +312,23 @@ def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int)
     try:
         while True:
             with changed:
-                while not todo and busy[0]:
+                while not todo and not queued and not mine and busy[0]:
                     changed.wait()
-                if not todo:
+                if mine:
+                    work: tuple[int, Any, Job] | int = mine.pop(0)
+                elif todo:
+                    work = todo.pop(0)
+                elif queued:
+                    work = queued.pop(max(range(len(queued)), key=lambda k: len(queued[k][2].text)))
+                else:
                     break
                 busy[0] += 1
-                i = todo.pop(0)
-            value = tasks[i].here()
-            settle(i, value)
+            if isinstance(work, int):
+                value, text = tasks[work].lower_here()
+                give_back((work, value, Job(tasks[work].name, text)))
+            else:
+                i, value, job = work
+                settle(i, tasks[i].finish(value, _compile_here(job, triple, cpu, features, opt)))
     finally:
         stopped.set()
         with changed:
@@ -312,11 +368,13 @@ class _Worker:
 
     def __init__(self, process: subprocess.Popen) -> None:
         self.process, self.lock, self.alive, self.ready = process, threading.Lock(), True, False
+        self.can_lower = False  # set from its answers once it has imported the lowerings
 
     @classmethod
     def start(cls) -> _Worker | None:
         try:
-            process = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path)],
+            process = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path),
+                                        str(Path(llvm_object.__file__).resolve())],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                        cwd=str(Path(__file__).resolve().parent), close_fds=True)
         except OSError:
@@ -372,6 +430,7 @@ class _Worker:
                 header = json.loads(llvm_object.read_message(self.process.stdout) or b"null")
                 if not isinstance(header, dict):
                     raise EOFError("no reply")
+                self.can_lower = header.get("lowering") is True
                 if not header.get("ok"):
                     return None, header
                 payload = llvm_object.read_message(self.process.stdout)

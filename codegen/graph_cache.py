@@ -112,21 +112,29 @@ def _known_parts(caching: bool, stored: dict[str, bytes]) -> Callable[[str], Ker
 def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], KernelPart | None],
                        timings: dict[str, float], parallel: bool
                        ) -> tuple[BuiltModule, dict[str, Result], Result]:
-    """Build the graph's module, each new kernel lowered and compiled whole (kernel, LLVM IR, object) either here or
-    in a worker process, the costliest first, then compile the entry: the built module, the new kernels' compile
-    results by part key, and the entry's."""
+    """Build the graph's module, the costliest new kernels first, each lowered here and compiled here or in a
+    worker, or lowered and compiled whole by a worker (compile_workers.run_tasks), then compile the entry: the built
+    module, the new kernels' compile results by part key, and the entry's."""
     from .module_builder import build_module  # the lowerings: imported on the first module actually built
     new: dict[str, Result] = {}
-    spent = [0.0, 0.0]  # wall time of the kernel tasks; of those done here
+    spent = [0.0, 0.0]  # wall time of the kernel work; of the work done here
 
-    def here(pending: PendingPart, lower_here: Callable[[PendingPart], KernelPart]) -> tuple[KernelPart, Result]:
+    def lower(pending: PendingPart, lower_here: Callable[[PendingPart], KernelPart]) -> tuple[KernelPart, str]:
         start = time.perf_counter()
         with _timed(timings, "build IR"):
             part = lower_here(pending)
         with _timed(timings, "print IR"):
             text = str(part.module)
-        result = compile_here(text, part.name, target, timings)
         spent[1] += time.perf_counter() - start
+        return part, text
+
+    def finish(part: KernelPart, result: Result) -> tuple[KernelPart, Result]:
+        if set(result.symbols) != set(part.symbols):
+            raise _exports_error(part.name, result.symbols, part.symbols)
+        if result.optimized is not None:  # compiled here
+            spent[1] += sum(result.timings.values())
+            for stage, seconds in result.timings.items():
+                timings[stage] = timings.get(stage, 0.0) + seconds
         return part, result
 
     def lower_parts(pending: list[PendingPart], lower_here: Callable[[PendingPart], KernelPart]
@@ -136,10 +144,10 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
         if parallel:
             from .kernel_worker import part_request
             done = run_tasks([Task(p.key, {"kind": "lower", "part": part_request(p, target)},
-                                   functools.partial(here, p, lower_here), functools.partial(_from_worker, p))
+                                   functools.partial(lower, p, lower_here), finish, functools.partial(_from_worker, p))
                               for p in order], target)
         else:
-            done = [here(p, lower_here) for p in order]
+            done = [finish(*_compiled_here(*lower(p, lower_here), target)) for p in order]
         new.update((part.key, result) for part, result in done)
         spent[0] += time.perf_counter() - start
         return {part.key: part for part, _ in done}
@@ -147,10 +155,17 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
     built = build_module(graph, target=target, known=known, lower_parts=lower_parts)
     timings["build IR"] = timings.get("build IR", 0.0) + time.perf_counter() - start - spent[0]
     if parallel:
-        timings["waiting for workers"] = spent[0] - spent[1]
+        timings["waiting for workers"] = max(0.0, spent[0] - spent[1])
     with _timed(timings, "print IR"):
         text = str(built.module)
     return built, new, compile_here(text, built.name, target, timings)
+
+
+def _compiled_here(part: KernelPart, text: str, target: Target) -> tuple[KernelPart, Result]:
+    """A part lowered here, compiled here (its stage times in the result, as a worker's)."""
+    stages: dict[str, float] = {}
+    result = compile_here(text, part.name, target, stages)
+    return part, Result(result.symbols, result.payload, result.optimized, stages)
 
 
 # Ops whose kernels are GEMMs take several times longer to lower and compile than the rest: they are started first.

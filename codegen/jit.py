@@ -234,9 +234,13 @@ def compile_here(text: str, name: str, target: Target, timings: dict[str, float]
 
 
 def run_tasks(tasks: Sequence[compile_workers.Task], target: Target) -> list[Any]:
-    """Every task's result, done in this process and the compile workers at once (compile_workers.run_tasks)."""
+    """Every task's result, done in this process and the compile workers at once (compile_workers.run_tasks); an
+    invalid module raises CodegenError naming it."""
     init_llvm()
-    return compile_workers.run_tasks(list(tasks), target.triple, target.cpu, target.features, OPT_LEVEL)
+    try:
+        return compile_workers.run_tasks(list(tasks), target.triple, target.cpu, target.features, OPT_LEVEL)
+    except llvm_object.LLVMFailure as exc:
+        raise _llvm_error(getattr(exc, "job", "<llvm ir>"), exc) from None
 
 
 def finish_batch(batch: compile_workers.Batch, timings: dict[str, float]) -> list[Result]:

@@ -1,5 +1,5 @@
-"""A compile worker process: it compiles LLVM IR text, or lowers a kernel part from its node's IR text and compiles
-it, with the code this process runs (the same lowering, the same LLVM pipeline: the same object bytes).
+"""Kernel parts lowered in a compile worker process from their node's IR text, with the code this process runs (the
+same lowering, the same LLVM pipeline: the same object bytes).
 
 A part is sent as a one-node graph (the node's distinct operands as the graph's inputs, its results as the outputs)
 in braze IR text, with the names of the operands that are params, its kernel key and its part key. The worker
@@ -9,29 +9,23 @@ the key names), lowers it with the default lowering and compiles it; the reply i
 lower, a lowering that fails) is answered as a failure, and the parent then lowers the part itself, where the error
 surfaces as it would without workers.
 
-The parent starts a worker as `python -c compile_workers.BOOTSTRAP <the parent's sys.path as JSON>`: the
-bootstrap takes the parent's module path and registers the braze package without running braze/__init__.py, so a
-worker imports braze.ir and braze.codegen only (no frontend). Messages are length-prefixed
-(llvm_object.read_message / write_message): first the worker's `{"ready": true}` once its imports are done, then per
-request (JSON: {"kind": "compile", machine..., "text"} or {"kind": "lower", machine..., "part"}) a JSON header
-({"ok": true, "symbols", "timings"[, "part"]} or {"ok": false, "stage", "error"}) and, on success, the object.
+A worker (llvm_object.serve, started by compile_workers.py) compiles LLVM IR texts as soon as llvmlite is imported
+and loads this module when asked, with braze registered as a package without running braze/__init__.py, so
+it imports braze.ir and braze.codegen only (no frontend).
 """
 from __future__ import annotations
 
-import json
-import sys
-import time
-from typing import Any, BinaryIO
+from typing import Any
 
 from braze.ir.errors import BrazeError
 from braze.ir.graph import Graph, Node
 from braze.ir.parser import parse
 from braze.ir.registry import is_leaf
 
-from . import llvm_object
 from .module_builder import PendingPart, kernel_key, lower_part
 from .module_layout import KernelPart, part_meta
 from .target import Target
+
 
 def part_request(pending: PendingPart, target: Target) -> dict[str, Any]:
     """What a worker needs to lower and compile `pending` as this process would (see the module doc)."""
@@ -59,37 +53,8 @@ def lower_requested(request: dict[str, Any]) -> KernelPart:
     return lower_part(node, int(request["index"]), str(request["key"]), target, None, fixed)
 
 
-def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """The worker's loop (see the module doc); returns at the end of stdin."""
-    llvm_object.write_message(stdout, b'{"ready": true}')
-    while (message := llvm_object.read_message(stdin)) is not None:
-        job = json.loads(message)
-        timings: dict[str, float] = {}
-        header: dict[str, Any] = {}
-        try:
-            if job.get("kind") == "lower":
-                start = time.perf_counter()
-                part = lower_requested(job["part"])
-                text = str(part.module)
-                timings["lower"] = time.perf_counter() - start
-                header["part"] = part_meta(part)
-            else:
-                text = job["text"]
-            _, symbols, payload = llvm_object.compile_text(
-                text, job["triple"], job["cpu"], job["features"], job["opt"],
-                lambda stage, seconds: timings.__setitem__(stage, seconds))
-        except llvm_object.LLVMFailure as exc:
-            llvm_object.write_message(stdout, json.dumps({"ok": False, "stage": exc.stage,
-                                                          "error": str(exc)}).encode())
-            continue
-        except Exception as exc:  # noqa: BLE001 - the parent lowers the part itself and reports the error there
-            llvm_object.write_message(stdout, json.dumps({"ok": False, "stage": "lower",
-                                                          "error": f"{type(exc).__name__}: {exc}"}).encode())
-            continue
-        header.update(ok=True, symbols=list(symbols), timings=timings)
-        llvm_object.write_message(stdout, json.dumps(header).encode())
-        llvm_object.write_message(stdout, payload)
-
-
-def main() -> None:
-    serve(sys.stdin.buffer, sys.stdout.buffer)
+def lowered(request: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A part request's kernel lowered here: its description (module_layout.part_meta) and its LLVM IR text, which
+    the worker compiles (llvm_object.serve)."""
+    part = lower_requested(request)
+    return part_meta(part), str(part.module)

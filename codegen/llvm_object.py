@@ -1,15 +1,19 @@
 """LLVM IR text to an object file: parse, verify, optimize, verify again, emit.
 
-The JIT and the compile workers (kernel_worker.py) both compile through compile_text, so a worker's object is the
-one this process would emit: the same target machine options, the same module pipeline (PIPELINE_LEVEL, with loop
-and SLP vectorization). A failure raises LLVMFailure naming the stage; the JIT turns it into a CodegenError. The workers'
-messages are framed by write_message / read_message.
+The JIT and the compile workers both compile through compile_text, so a worker's object is the one this process
+would emit: the same target machine options, the same module pipeline (PIPELINE_LEVEL, with loop and SLP
+vectorization). A failure raises LLVMFailure naming the stage; the JIT turns it into a CodegenError.
+
+This module imports llvmlite and nothing of braze: a compile worker loads it on its own and runs serve(), so it can
+compile as soon as llvmlite is imported; braze's lowerings (kernel_worker.py) load when the parent asks for them.
+Messages are framed by write_message / read_message.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
 import llvmlite.binding as llvm
 
@@ -131,3 +135,45 @@ def read_message(stream: BinaryIO) -> bytes | None:
     if len(data) != size:
         raise EOFError("a compile message ended early")
     return data
+
+
+Lowering = Callable[[dict[str, Any]], tuple[dict[str, Any], str]]
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO, load_lowering: Callable[[], Lowering]) -> None:
+    """A compile worker's loop (compile_workers.py starts it with this file loaded on its own, llvmlite alone): it
+    says it is ready at once and compiles LLVM IR texts; a "load" request imports braze's lowerings
+    (`load_lowering()`), after which "lower" requests (a kernel part to lower and compile) are served too. Every
+    answer says whether the lowerings are loaded."""
+    lowering: list[Any] = []
+    write_message(stdout, b'{"ready": true}')
+    while (message := read_message(stdin)) is not None:
+        job = json.loads(message)
+        timings: dict[str, float] = {}
+        header: dict[str, Any] = {}
+        payload = b""
+        try:
+            kind = job.get("kind")
+            if kind == "load" or (kind == "lower" and not lowering):
+                lowering[:] = [load_lowering()]
+            if kind == "load":
+                symbols: tuple[str, ...] = ()
+            else:
+                if kind == "lower":
+                    start = time.perf_counter()
+                    header["part"], text = lowering[0](job["part"])
+                    timings["lower"] = time.perf_counter() - start
+                else:
+                    text = job["text"]
+                _, symbols, payload = compile_text(text, job["triple"], job["cpu"], job["features"], job["opt"],
+                                                   lambda stage, seconds: timings.__setitem__(stage, seconds))
+        except LLVMFailure as exc:
+            header = {"ok": False, "stage": exc.stage, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - the parent lowers the part itself and reports the error there
+            header = {"ok": False, "stage": "lower", "error": f"{type(exc).__name__}: {exc}"}
+        else:
+            header.update(ok=True, symbols=list(symbols), timings=timings)
+        header["lowering"] = bool(lowering)
+        write_message(stdout, json.dumps(header).encode())
+        if header["ok"]:
+            write_message(stdout, payload)
