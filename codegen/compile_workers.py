@@ -237,8 +237,8 @@ def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int)
     """Every task's result, in order. This process lowers the tasks in turn and queues each one's LLVM IR; a ready
     worker compiles queued IR first and, once it can lower too (asked to load the lowerings when there are at least
     SPREAD_LOWERING tasks), takes whole tasks nobody has started, so workers are busy from the moment they can
-    compile and the Python work of lowering is spread once they can lower. With no
-    task left to lower, this process compiles what is queued too, the largest first. Work a worker fails, answers
+    compile and the Python work of lowering is spread once they can lower. With no task left to lower, this process
+    compiles what is queued too, the largest first. Work a worker fails, answers
     wrongly or dies on is done here. An exception here stops the workers taking work and is raised once the work in
     flight is done; an invalid module raises llvm_object.LLVMFailure (with the job's name in `job`)."""
     machine = {"triple": triple, "cpu": cpu, "features": features, "opt": opt}
@@ -329,13 +329,19 @@ def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int)
             else:
                 i, value, job = work
                 settle(i, tasks[i].finish(value, _compile_here(job, triple, cpu, features, opt)))
-    finally:
-        stopped.set()
-        with changed:
-            changed.notify_all()
+    except BaseException:
+        _stop(stopped, changed)
         for thread in threads:
             thread.join()
+        raise
+    _stop(stopped, changed)  # a thread still loading its worker's lowerings ends on its own, holding no work
     return [results[i] for i in range(len(tasks))]
+
+
+def _stop(stopped: threading.Event, changed: threading.Condition) -> None:
+    stopped.set()
+    with changed:
+        changed.notify_all()
 
 
 def _compile_here(job: Job, triple: str, cpu: str, features: str, opt: int) -> Result:

@@ -220,3 +220,31 @@ def test_compile_workers_a_forked_child_starts_its_own(workers) -> None:
         os._exit(0 if not compile_workers._workers else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0 and compile_workers._workers
+
+
+def test_compile_workers_a_compile_does_not_wait_for_a_worker_still_loading(workers, monkeypatch) -> None:
+    """A worker that never finishes loading its lowerings: the compile ends without it, its work all done here."""
+    import threading
+
+    from braze.codegen.graph_cache import compile_module
+    script = ("import sys\n"
+              "from braze.codegen.llvm_object import read_message, write_message\n"
+              "write_message(sys.stdout.buffer, b'{\"ready\": true}')\n"
+              "read_message(sys.stdin.buffer)\n"
+              "import time; time.sleep(600)\n")
+    compile_workers._stop_workers()
+    stuck = compile_workers._Worker(subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                                     stdout=subprocess.PIPE))
+    compile_workers._workers.append(stuck)
+    monkeypatch.setattr(compile_workers, "warm_up", lambda: None)
+    monkeypatch.setattr(compile_workers, "SPREAD_LOWERING", 1)  # ask it to load, which it never answers
+    try:
+        assert stuck.wait_ready()
+        done: list = []
+        compiling = threading.Thread(target=lambda: done.append(compile_module(planned_stack(3, batch=2),
+                                                                               use_cache=False)))
+        compiling.start()
+        compiling.join(timeout=120)
+        assert done and all(p.module is not None for p in done[0][0].parts)
+    finally:
+        stuck.retire()
