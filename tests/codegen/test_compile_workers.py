@@ -185,21 +185,25 @@ def test_compile_workers_a_kernel_request_gives_the_object_of_this_process(worke
         worker.retire()
 
 
-def test_compile_workers_a_worker_answer_that_does_not_fit_is_done_here(workers, monkeypatch) -> None:
-    """A worker that answers every kernel with another kernel's description: the parts are lowered here."""
+def _scripted_worker(body: str) -> compile_workers._Worker:
+    """The only worker of this process: a script that says it is ready, then runs `body` (a fake worker)."""
     script = ("import json, sys\n"
               "from braze.codegen.llvm_object import read_message, write_message\n"
-              "write_message(sys.stdout.buffer, b'{\"ready\": true}')\n"
-              "while read_message(sys.stdin.buffer) is not None:\n"
-              "    write_message(sys.stdout.buffer, json.dumps({'ok': True, 'lowering': True, 'symbols': ['k_0_x'],\n"
-              "        'part': {\n"
-              "        'name': 'k_0_x', 'op': 'x', 'outputs': 1, 'inputs': 1, 'scratch_bytes': 0, 'prepared': [],\n"
-              "        'checks': []}}).encode())\n"
-              "    write_message(sys.stdout.buffer, b'not an object')\n")
+              "write_message(sys.stdout.buffer, b'{\"ready\": true}')\n" + body)
     compile_workers._stop_workers()
-    liar = compile_workers._Worker(subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                                                    stdout=subprocess.PIPE))
-    compile_workers._workers.append(liar)
+    worker = compile_workers._Worker(subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                                      stdout=subprocess.PIPE))
+    compile_workers._workers.append(worker)
+    return worker
+
+
+def test_compile_workers_a_worker_answer_that_does_not_fit_is_done_here(workers, monkeypatch) -> None:
+    """A worker that answers every kernel with another kernel's description: the parts are lowered here."""
+    liar = _scripted_worker("while read_message(sys.stdin.buffer) is not None:\n"
+                            "    write_message(sys.stdout.buffer, json.dumps({'ok': True, 'lowering': True,\n"
+                            "        'symbols': ['k_0_x'], 'part': {'name': 'k_0_x', 'op': 'x', 'outputs': 1,\n"
+                            "        'inputs': 1, 'scratch_bytes': 0, 'prepared': [], 'checks': []}}).encode())\n"
+                            "    write_message(sys.stdout.buffer, b'not an object')\n")
     monkeypatch.setattr(compile_workers, "warm_up", lambda: None)
     from braze.codegen.graph_cache import compile_module
     try:
@@ -227,15 +231,7 @@ def test_compile_workers_a_compile_does_not_wait_for_a_worker_still_loading(work
     import threading
 
     from braze.codegen.graph_cache import compile_module
-    script = ("import sys\n"
-              "from braze.codegen.llvm_object import read_message, write_message\n"
-              "write_message(sys.stdout.buffer, b'{\"ready\": true}')\n"
-              "read_message(sys.stdin.buffer)\n"
-              "import time; time.sleep(600)\n")
-    compile_workers._stop_workers()
-    stuck = compile_workers._Worker(subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                                                     stdout=subprocess.PIPE))
-    compile_workers._workers.append(stuck)
+    stuck = _scripted_worker("read_message(sys.stdin.buffer)\nimport time; time.sleep(600)\n")
     monkeypatch.setattr(compile_workers, "warm_up", lambda: None)
     monkeypatch.setattr(compile_workers, "SPREAD_LOWERING", 1)  # ask it to load, which it never answers
     try:
