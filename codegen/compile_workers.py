@@ -11,8 +11,8 @@ Two ways to use them:
 - run_tasks: kernels to lower and compile. This process lowers them in turn and queues their IR; workers compile
   queued IR and, once they can lower, take whole kernels (sent as the node's IR text), so the Python work of
   lowering is spread as well as LLVM's;
-- a Batch of LLVM IR texts (compile_all), each handed to a worker as soon as it is added, while this process builds
-  the next; its finish() compiles what is left here too, the largest first, and returns each object in order.
+- a Batch of LLVM IR texts (jit.compile_objects), each handed to a worker as soon as it is added, while this process
+  builds the next; its finish() compiles what is left here too, the largest first, and returns each object in order.
 
 A worker that dies, answers out of protocol or cannot be started is retired and its job compiled here: workers
 only ever make a compile faster, never fail it. An invalid module fails the same way wherever it is compiled.
@@ -124,15 +124,6 @@ def warm_up() -> None:
             _workers.append(worker)
 
 
-def compile_all(jobs: list[Job], triple: str, cpu: str, features: str, opt: int) -> list[Result]:
-    """Every job's object, compiled here and in the workers at once (one job, or no workers: all here). Raises
-    llvm_object.LLVMFailure (with the job's name in `job`) for a module LLVM rejects."""
-    batch = Batch(triple, cpu, features, opt, parallel=len(jobs) > 1)
-    for job in jobs:
-        batch.add(job)
-    return batch.finish()
-
-
 class Batch:
     """Jobs compiled as they come: the workers take each job as soon as it is added (the largest waiting first),
     while this process goes on building the next; finish() compiles what is still waiting here too and returns
@@ -178,15 +169,6 @@ class Batch:
         if self.threads and done:
             done[0].timings["waiting for workers"] = max(0.0, waited - here)
         return done
-
-    def cancel(self) -> None:
-        """Drop the jobs still waiting and let the workers' threads end (a compile that failed before finish)."""
-        with self.changed:
-            self.closed = True
-            self.waiting.clear()
-            self.changed.notify_all()
-        for thread in self.threads:
-            thread.join()
 
     def _take(self, block: bool) -> int | None:
         """The largest waiting job; None once the batch is closed and empty (or, unblocking, when none waits)."""
