@@ -8,7 +8,7 @@ signatures from them, so the three can never disagree about an argument's order 
                               i64 tid, i64 nthreads, ptr sync)        ENTRY
     void braze_prepare_<digest>(ptr weights)                           PREPARE
     i64 braze_call(ptr frame, object inputs, object outputs)           CALL (codegen/call_stub.py)
-    i64 braze_pool_post(...), braze_pool_work(...), braze_pool_join(...)   POOL_POST, POOL_WORK, POOL_JOIN
+    i64 braze_pool_run(...), braze_pool_work(...)                      POOL_RUN, POOL_WORK (codegen/pool_code.py)
 
 What the arguments mean is documented where the functions are emitted (codegen/module_builder.py, codegen/sync.py).
 
@@ -83,12 +83,15 @@ CLAIM_OFFSET = STATUS_OFFSET + 64  # the claim words get a cache line of their o
 CLAIM_SLOTS, CLAIM_SLOT_BYTES = 4, 16
 CLAIM_BYTES = CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES  # from the status pointer to their end
 
-# The worker pool posts an entry call as task words: the entry's address, then every entry argument but the thread
-# id, which each worker supplies itself.
+# An entry call as words, the way the worker pool and the call stub pass it on: the entry's address, then every
+# entry argument but the thread id, which each thread supplies itself (nthreads: the most threads the call may use).
 TASK_FIELDS = ("fn", *(name for name in ENTRY.names if name != "tid"))
-_TASK_KINDS = {"fn": "ptr", **dict(ENTRY.params)}
-POOL_POST = NativeSignature("i64", (("task", "ptr"), *((f, _TASK_KINDS[f]) for f in TASK_FIELDS),
-                                    ("controls", "ptr"), ("workers", "i64"), ("call", "i64")))
+
+
+def load_task_words(b: ir.IRBuilder, base: ir.Value) -> dict[str, ir.Value]:
+    """The TASK_FIELDS words stored from `base` on (i64 each), by name."""
+    return {field: b.load(b.gep(base, [ir.Constant(I64, k)], source_etype=I64), typ=I64, align=8, name=field)
+            for k, field in enumerate(TASK_FIELDS)}
 
 
 def emit_entry_call(b: ir.IRBuilder, words: dict[str, ir.Value], tid: ir.Value) -> None:
@@ -99,5 +102,5 @@ def emit_entry_call(b: ir.IRBuilder, words: dict[str, ir.Value], tid: ir.Value) 
                    for name, typ in zip(ENTRY.names, entry_type.args)])
 
 
-POOL_WORK = _signature("i64", "ptr task, ptr control, i64 tid, i64 seen, i64 budget")
-POOL_JOIN = _signature("i64", "ptr controls, i64 workers, i64 call, i64 budget")
+POOL_RUN = _signature("i64", "ptr words, ptr task, ptr controls, i64 enter_budget, i64 join_budget")
+POOL_WORK = _signature("i64", "ptr task, ptr control, i64 seen, i64 budget")

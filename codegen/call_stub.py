@@ -10,12 +10,16 @@ shape, not C-contiguous, an output not writable, or an unaligned output without 
 native code of the graph runs; the runtime then takes its general path for that call, with full checks,
 conversions and error messages. An input that passes but is not 64-byte aligned is copied into its staging buffer;
 an output that is not is written through its staging buffer and copied out after the entry returns. The stub then
-calls the entry with tid 0 and returns 0. It runs without the GIL: the caller's tuples keep every object alive.
+calls the entry with tid 0 and returns 0 or, when the frame allows more than one thread and names a worker pool,
+runs the call on the pool (braze_pool_run, codegen/pool_code.py), so that a parallel call is one foreign call too.
+It runs without the GIL: the caller's tuples keep every object alive.
 
 The frame is an array of i64 words the runtime owns per executable: first the entry's arguments in TASK_FIELDS
-order (the entry's address, then every argument but the thread id), then FRAME_ARRAY_TYPE (the address of the
-numpy.ndarray type object), the input and output counts, and RECORD_WORDS per input and then per output: the
-expected dtype object, rank, address of the expected dims as i64s, staging buffer (0 for none) and byte size.
+order (the entry's address, then every argument but the thread id; nthreads the most threads a call may use),
+then FRAME_ARRAY_TYPE (the address of the numpy.ndarray type object), the input and output counts, the POOL_WORDS
+of the worker pool at FRAME_POOL (braze_pool_run's address, 0 for none, then its task block, its control
+addresses, the gate's and the join's spin budgets), and RECORD_WORDS per input and then per output: the expected
+dtype object, rank, address of the expected dims as i64s, staging buffer (0 for none) and byte size.
 """
 from __future__ import annotations
 
@@ -23,14 +27,16 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
-from .abi import CALL, TASK_FIELDS, emit_entry_call
+from .abi import CALL, POOL_RUN, TASK_FIELDS, emit_entry_call
 from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64
 from .sync import declare
 from .target import Target
 
 FRAME_ARRAY_TYPE = len(TASK_FIELDS)
 FRAME_INPUTS, FRAME_OUTPUTS = FRAME_ARRAY_TYPE + 1, FRAME_ARRAY_TYPE + 2
-FRAME_HEADER = FRAME_ARRAY_TYPE + 3
+FRAME_POOL = FRAME_ARRAY_TYPE + 3
+POOL_WORDS = 5  # braze_pool_run's address and its task, controls, enter_budget and join_budget arguments
+FRAME_HEADER = FRAME_POOL + POOL_WORDS
 RECORD_WORDS = 5
 C_CONTIGUOUS, WRITEABLE = 0x1, 0x400  # numpy's NPY_ARRAY_C_CONTIGUOUS and NPY_ARRAY_WRITEABLE flags
 
@@ -154,4 +160,15 @@ class _Stub:
                                      ir.Constant(I1, 0)])
 
     def call_entry(self) -> None:
-        emit_entry_call(self.b, {field: self.word(k) for k, field in enumerate(TASK_FIELDS)}, i64(0))
+        """Run the entry on this thread alone, or on the frame's worker pool when the frame allows more threads."""
+        b = self.b
+        words = {field: self.word(k) for k, field in enumerate(TASK_FIELDS)}
+        runner = self.word(FRAME_POOL)
+        parallel = b.and_(b.icmp_signed(">", words["nthreads"], i64(1)), b.icmp_unsigned("!=", runner, i64(0)))
+        with b.if_else(parallel) as (on_pool, alone):
+            with on_pool:
+                run = b.inttoptr(runner, POOL_RUN.llvm_type().as_pointer(), name="pool.run")
+                pool = [self.word(FRAME_POOL + k) for k in range(1, POOL_WORDS)]
+                b.call(run, [self.frame, b.inttoptr(pool[0], PTR), b.inttoptr(pool[1], PTR), *pool[2:]])
+            with alone:
+                emit_entry_call(b, {**words, "nthreads": i64(1)}, i64(0))

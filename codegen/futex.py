@@ -9,10 +9,9 @@ reads the sleepers word; at least one of them sees the other's store, and the ke
 makes a wake that comes just before the sleep harmless.
 
 A futex is 32 bits: the waits compare the low half of braze's 64-bit counters (x86 and AArch64 are little-endian,
-so that half comes first), which changes with every increment. Each wait is bounded by a timeout, so a sleeper also
-notices, within that time, a flag it watches but whose writer does not wake it (the barrier's abort flag, set from
-Python). `has_futex(target)` is False where braze knows no futex system call (not Linux, or another architecture);
-the callers then keep spinning, with sched_yield now and then.
+so that half comes first), which changes with every increment. Each wait is bounded by a timeout, a safety net
+against a wake-up that never comes. `has_futex(target)` is False where braze knows no futex system call (not
+Linux, or another architecture); the callers then keep spinning, with sched_yield now and then.
 """
 from __future__ import annotations
 

@@ -15,8 +15,10 @@ starts at scratch + tid * scratch_stride);
 `sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks (codegen/abi.py).
 Every thread of a call runs the entry with its own tid: each kernel's threads claim its work in chunks from a
 counter in `sync` (or take fixed shares: codegen/claims.py), and a native barrier (an atomic arrival counter and a
-generation counter; a time-bounded spin, then a futex sleep) separates consecutive kernels. With nthreads == 1 the
-barrier returns at once.
+generation counter; a time-bounded spin, then a futex sleep) separates consecutive kernels. A kernel whose work
+estimate (the registry's `work` trait) is below SPLIT_WORK runs on thread 0 alone, where splitting it would cost
+more in barriers and cache traffic than it saves; consecutive such kernels need no barrier between them. With
+nthreads == 1 the barrier returns at once.
 
 Each computing node is lowered by `lower(node, ctx)` (codegen.lower.lower_node by default) into a kernel
 `void k(ptr out0, ..., ptr in0, ..., ptr scratch, i64 tid, i64 nthreads, ptr status)` taking the buffers of the
@@ -64,7 +66,7 @@ import numpy as np
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.printer import format_attrs
-from braze.ir.registry import is_leaf
+from braze.ir.registry import get_op, is_leaf
 from braze.ir.train_step import updated_leaves
 
 from .abi import ENTRY, PREPARE, STATUS_OFFSET
@@ -76,6 +78,10 @@ from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_argume
 from .lower.checks import module_checks
 from .loops import I1, I8, I64, PTR, VOID, i64
 from .target import Target, host_target
+
+# Work (the registry's estimate: multiply-adds plus elements touched) below which a kernel runs on thread 0 alone:
+# a few microseconds on one core, about what a barrier and moving the data between cores cost.
+SPLIT_WORK = 131_072
 
 
 @dataclass(frozen=True)
@@ -205,7 +211,7 @@ def _node_kernel(part: KernelPart, node: Node, index: int) -> _Kernel:
     info = KernelInfo(part.name, index, part.op, tuple(v.name for v in node.outputs), part.scratch_bytes,
                       str(node.loc) if node.loc is not None else "")
     prepared = tuple((p, f"{node.inputs[p.operand].name}:{p.form}") for p in part.prepared)
-    return _Kernel(info, node.outputs, node.inputs, prepared)
+    return _Kernel(info, node.outputs, node.inputs, prepared, get_op(node.op).work_estimate(node))
 
 
 def _round64(n: int) -> int:
@@ -264,6 +270,12 @@ class _Kernel:
     outputs: tuple[Value, ...]
     inputs: tuple[Value, ...]
     prepared: tuple[tuple[PreparedForm, str], ...] = ()
+    work: float = 0.0  # the node's work estimate
+
+    @property
+    def alone(self) -> bool:
+        """Whether thread 0 runs this kernel by itself (see SPLIT_WORK)."""
+        return self.work < SPLIT_WORK
 
 
 def lower_part(node: Node, index: int, part_key: str, target: Target, lower: Lowering | None,
@@ -412,15 +424,20 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
     status = b.gep(args["sync"], [i64(STATUS_OFFSET)], inbounds=True, source_etype=I8, name="status")
     barrier = emit_barrier(module, target)
     for k, kernel in enumerate(kernels):
-        if k:
+        if k and not (kernel.alone and kernels[k - 1].alone):  # thread 0 alone reads only what it wrote
             b.call(barrier, [args["sync"], nthreads])
         where = [places[v.name] for v in (*kernel.outputs, *kernel.inputs)]
         for p, key in kernel.prepared:
             where[len(kernel.outputs) + p.operand] = packed[key]
         pointers = [_pointer(b, args, place, v.name) for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
-        b.call(module.get_global(kernel.info.name), [*pointers, scratch, tid, nthreads, status])
+        function = module.get_global(kernel.info.name)
+        if kernel.alone:
+            with b.if_then(b.icmp_signed("==", tid, i64(0))):
+                b.call(function, [*pointers, scratch, i64(0), i64(1), status])
+        else:
+            b.call(function, [*pointers, scratch, tid, nthreads, status])
     if copies:
-        if kernels:
+        if kernels and not kernels[-1].alone:
             b.call(barrier, [args["sync"], nthreads])
         _emit_copies(b, module, args, places, copies)
     b.ret_void()

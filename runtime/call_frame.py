@@ -1,8 +1,9 @@
-"""The one-foreign-call path of a one-thread call: the native call stub and one executable's frame for it.
+"""The one-foreign-call path of a call: the native call stub and one executable's frame for it.
 
 `call_stub()(frame.pointer, inputs, outputs)` hands the caller's tuple of input arrays and the tuple of output
 arrays to the native stub (codegen/call_stub.py), which checks every input against the frame, stages what is not
-aligned and runs the entry on the calling thread: no Python work per input and no ctypes conversion per argument.
+aligned and runs the entry on the calling thread, or on the worker pool the frame names when it allows more than one
+thread (runtime/pool.py): no Python work per input and no ctypes conversion per argument.
 It returns k + 1, before any native code of the graph has run, when array k (inputs, then outputs) is not exactly
 what the entry reads or writes (another type, dtype or shape, not C-contiguous, an input whose index range must be
 checked, an `out=` array that is read-only or unaligned without a staging buffer): the executable's general path
@@ -18,8 +19,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from braze.codegen.abi import CALL, TASK_FIELDS
-from braze.codegen.call_stub import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, RECORD_WORDS,
-                                     frame_words)
+from braze.codegen.call_stub import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, FRAME_POOL,
+                                     POOL_WORDS, RECORD_WORDS, frame_words)
 
 from .memory import address, aligned_zeros
 from .objects import object_layout
@@ -65,5 +66,11 @@ class CallFrame:
         self.words[self._outputs_at + RECORD_WORDS * spec.index + 3] = spec.staging_address
 
     def set(self, field: str, value: int) -> None:
-        """Change one of the entry's arguments (the scratch area, when a larger thread count grew it)."""
+        """Change one of the entry's arguments (the scratch area or the thread count, when the count changed)."""
         self.words[TASK_FIELDS.index(field)] = value
+
+    def set_pool(self, words: Sequence[int]) -> None:
+        """The worker pool the stub runs a call of more than one thread on (POOL_WORDS; all 0 for none)."""
+        if len(words) != POOL_WORDS:
+            raise ValueError(f"a frame's pool takes {POOL_WORDS} words, got {len(words)}")
+        self.words[FRAME_POOL:FRAME_POOL + POOL_WORDS] = words

@@ -26,9 +26,8 @@ braze error naming the input and the expected type.
 
 Thread safety: one lock per Executable. The arena, scratch and staging buffers are shared by its calls, so calls
 from several Python threads run one at a time on one Executable (each still releases the GIL while it runs, and
-different Executables run concurrently). A parallel call returns or raises only after every thread has left the
-native code; a thread that fails before entering it (an interrupt) sets the barrier's abort flag so the others do
-not wait for it forever, and the call raises.
+different Executables run concurrently). A parallel call is one native call (runtime/pool.py): it returns only
+after every thread that took part has left the native code.
 """
 from __future__ import annotations
 
@@ -38,8 +37,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from braze.codegen.abi import ENTRY, PREPARE, STATUS_OFFSET, STATUS_WORDS
-from braze.codegen.sync import ABORT_OFFSET, SYNC_BYTES
+from braze.codegen.abi import ENTRY, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS
+from braze.codegen.call_stub import POOL_WORDS
+from braze.codegen.futex import has_futex
+from braze.codegen.sync import SYNC_BYTES
 from braze.codegen.graph_cache import compile_module
 from braze.codegen.jit import CompiledLibrary
 from braze.codegen.module_layout import BuiltModule
@@ -52,7 +53,7 @@ from . import pool as _pool
 from . import threads as _threads
 from .call_frame import CallFrame, call_stub
 from . import memory
-from .memory import ALIGNMENT, address, aligned_block, aligned_copy, map_bytes
+from .memory import ALIGNMENT, address, aligned_block, aligned_copy, aligned_zeros, map_bytes, resident_block
 from .signature import InputSpec, OutputSpec, index_bounds
 from .timings import CompileTimings
 
@@ -69,12 +70,13 @@ class Executable:
         self.timings: CompileTimings | None = None  # set by the compile path (runtime/compile_path.py)
         self._requested = _threads.check_threads(threads)
         self._work = _threads.estimate_work(built.graph)
+        self._enter_budget = _pool.enter_budget(_threads.estimated_seconds(self._work))
         self._threads, self._threads_version = self._chosen_threads(), _threads.version
         self._entry = ENTRY.cfunc(library, built.entry)
         self._weights = map_bytes(self._weight, built.weights, sum(slot.type.nbytes for slot in built.weights))
         self._prepared = self._prepared_buffers()
-        self._arena = aligned_block(built.arena_bytes)
-        self._scratch = aligned_block(built.scratch_stride * self._threads)
+        self._arena = resident_block(built.arena_bytes)
+        self._scratch = resident_block(built.scratch_stride * self._threads)
         self._sync = aligned_block(SYNC_BYTES)
         self._status = self._sync[STATUS_OFFSET:STATUS_OFFSET + 8 * STATUS_WORDS].view(np.int64)
         self._checks = dict(built.checks)
@@ -90,7 +92,6 @@ class Executable:
             self._prepare(library)
         self._lock = threading.Lock()
         self._entry_address = library.address(built.entry)
-        self._abort_address = address(self._sync) + ABORT_OFFSET
         # the one-foreign-call path of one-thread calls (runtime/call_frame.py): what a call reads, prebuilt
         self._stub = call_stub()
         self._frame = None if self._stub is None else CallFrame(self._entry_words(), self._specs, self._out_specs)
@@ -100,27 +101,41 @@ class Executable:
         self._output_dtypes = [spec.dtype for spec in self._out_specs]
         self._one_small_output = (self._output_shapes[0], self._output_dtypes[0]) \
             if self._small_outputs and len(self._out_specs) == 1 else None
-        self._bind_scratch()
-        if self._threads > 1:
-            _pool.pool().start(self._threads - 1)  # now, so that the first call pays nothing the others do not
+        self._words = aligned_zeros(len(TASK_FIELDS), np.int64)  # the entry call the general path posts to the pool
+        self._words_address = address(self._words)
+        self._stub_parallel = self._frame is not None and has_futex(library.target)
+        self._bind_call()
 
     def _entry_words(self) -> dict[str, int]:
-        """The entry's arguments for a one-thread call, by TASK_FIELDS name."""
+        """The entry's arguments, by TASK_FIELDS name (nthreads: the threads a call may use)."""
         return {"fn": self._entry_address, "inputs": ctypes.addressof(self._input_ptrs),
                 "weights": ctypes.addressof(self._weight_ptrs), "outputs": ctypes.addressof(self._output_ptrs),
-                "arena": address(self._arena), "scratch": address(self._scratch), "nthreads": 1,
+                "arena": address(self._arena), "scratch": address(self._scratch), "nthreads": self._threads,
                 "sync": address(self._sync)}
 
-    def _bind_scratch(self) -> None:
-        """The entry's argument tuples for the current scratch area (ctypes objects: a call converts nothing)."""
-        self._fixed = (self._input_ptrs, self._weight_ptrs, self._output_ptrs, ctypes.c_void_p(address(self._arena)),
-                       ctypes.c_void_p(address(self._scratch)))
-        self._one_thread = (*self._fixed, ctypes.c_int64(0), ctypes.c_int64(1), ctypes.c_void_p(address(self._sync)))
-        self._pool_args = (ctypes.addressof(self._input_ptrs), ctypes.addressof(self._weight_ptrs),
-                           ctypes.addressof(self._output_ptrs), address(self._arena), address(self._scratch),
-                           address(self._sync))
+    def _bind_call(self) -> None:
+        """The entry's arguments for the current scratch area and thread count: the one-thread call's tuple (ctypes
+        objects: a call converts nothing), the words the pool runs, the stub's frame; and the workers started now,
+        so that the first call pays nothing the others do not."""
+        self._one_thread = (self._input_ptrs, self._weight_ptrs, self._output_ptrs,
+                            ctypes.c_void_p(address(self._arena)), ctypes.c_void_p(address(self._scratch)),
+                            ctypes.c_int64(0), ctypes.c_int64(1), ctypes.c_void_p(address(self._sync)))
+        words = self._entry_words()
+        self._words[:] = [words[field] for field in TASK_FIELDS]
+        parallel = self._threads > 1
+        if parallel:
+            _pool.pool().start(self._threads - 1)
         if self._frame is not None:
-            self._frame.set("scratch", address(self._scratch))
+            on_pool = parallel and self._stub_parallel
+            self._frame.set("scratch", words["scratch"])
+            self._frame.set("nthreads", self._threads if on_pool else 1)
+            self._frame.set_pool(self._pool_words() if on_pool else [0] * POOL_WORDS)
+
+    def _pool_words(self) -> list[int]:
+        """The pool the stub runs a parallel call on (CallFrame.set_pool)."""
+        shared, functions = _pool.pool(), _pool.native()
+        return [functions.run_address, shared.task_address, shared.controls_address, self._enter_budget,
+                functions.join_budget]
 
     def _chosen_threads(self) -> int:
         return _threads.choose_threads(self._work, self._requested)
@@ -138,11 +153,9 @@ class Executable:
         """Follow a new process thread count; the scratch area grows when more threads than before need it."""
         count = self._chosen_threads()
         if self.built.scratch_stride * count > self._scratch.nbytes:
-            self._scratch = aligned_block(self.built.scratch_stride * count)
-            self._bind_scratch()
-        if count > 1:
-            _pool.pool().start(count - 1)
+            self._scratch = resident_block(self.built.scratch_stride * count)
         self._threads, self._threads_version = count, _threads.version
+        self._bind_call()
 
     @classmethod
     def build(cls, graph: Graph, *, threads: int | None = None, target: Target | None = None,
@@ -287,8 +300,8 @@ class Executable:
             else:
                 outputs = tuple(spec.new() for spec in self._out_specs)
             # the stub returns 0 when it ran the call, else k + 1 for the first input it left to the general path
-            if len(outputs) != len(self._out_specs) or self._stub is None or self._threads != 1 or \
-                    self._stub(self._frame_pointer, inputs, outputs):
+            if len(outputs) != len(self._out_specs) or self._stub is None or \
+                    (self._threads != 1 and not self._stub_parallel) or self._stub(self._frame_pointer, inputs, outputs):
                 outputs = outputs if out is None else self._given_outputs(outputs)
                 self._run_checked(inputs, outputs)
             if self._checks and self._status[0]:
@@ -305,8 +318,10 @@ class Executable:
         written = [spec.pointer(y) for spec, y in zip(self._out_specs, outputs)]
         for k, where in enumerate(written):
             self._output_ptrs[k] = where
-        if self._threads == 1 or not self._run_parallel():
+        if self._threads == 1:
             self._entry(*self._one_thread)
+        else:
+            _pool.pool().run(self._words_address, self._threads, self._enter_budget)
         for spec, y, where in zip(self._out_specs, outputs, written):
             spec.finish(y, where)
 
@@ -334,25 +349,3 @@ class Executable:
         if template is None:
             raise BrazeError(f"module {self.built.name!r} reported run-time check {number}, which it does not have")
         raise IndexRangeError(template.replace("{}", str(value), 1))
-
-    def _run_parallel(self) -> bool:
-        """Run on the pool with self.threads threads; False (nothing run) when another call holds the pool."""
-        pool = _pool.pool()
-        if not pool.try_acquire():
-            return False
-        try:
-            pool.run(self._entry_address, self._pool_args, self._threads, self._run_first, self._abort)
-        except BaseException:
-            self._sync[...] = 0  # every thread has ended: clear the counters and the abort flag
-            raise
-        finally:
-            pool.release()
-        return True
-
-    def _run_first(self) -> None:
-        """The calling thread's share of a parallel call (the workers' shares start natively, see pool.py)."""
-        self._entry(*self._fixed, 0, self._threads, self._one_thread[-1])
-
-    def _abort(self) -> None:
-        """Release every thread waiting at a native barrier of the current call (its results are discarded)."""
-        ctypes.c_int64.from_address(self._abort_address).value = 1

@@ -16,6 +16,7 @@ import numpy as np
 
 ALIGNMENT = 64
 PARALLEL_BYTES = 8 << 20  # memory work beyond this many bytes per thread is spread over threads
+PAGE_BYTES = 4096  # the smallest page size of the platforms braze runs on
 
 T = TypeVar("T")
 
@@ -65,6 +66,14 @@ def aligned_copy(array: np.ndarray, dtype: np.dtype | type | str | None = None, 
 def aligned_block(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
     """A zeroed byte buffer of at least one alignment unit (so even an empty arena has a valid address)."""
     return aligned_zeros(max(int(nbytes), alignment), np.uint8, alignment)
+
+
+def resident_block(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
+    """aligned_block with every page written once now: a fresh block's pages are mapped on first touch, and a
+    buffer every call writes (the arena, the scratch area) should not make the first call pay those faults."""
+    block = aligned_block(nbytes, alignment)
+    block[::PAGE_BYTES] = 0
+    return block
 
 
 def cpu_count() -> int:

@@ -1,25 +1,31 @@
 """The process-wide worker threads that run compiled entry points in parallel.
 
-A compiled call with N threads makes N calls of the same entry point, one per thread id: thread 0 in the calling
-thread (a ctypes call, which releases the GIL) and threads 1..N-1 on persistent workers. Between kernels the
-threads meet at the native barrier the module builder emits.
+A compiled call on up to N threads makes one call of the same entry point per thread id: thread 0 in the calling
+thread (a ctypes call, which releases the GIL) and the others on persistent workers. Between kernels the threads
+meet at the native barrier the module builder emits.
 
-The workers never touch Python while they work: each one sits in a native loop (codegen.sync, braze_pool_work)
-that watches its go word, calls the posted entry point with its thread id and stores the call's number in its
-done word. The caller posts a call natively (braze_pool_post) and, after its own share, waits natively for the
-done words (braze_pool_join). A GIL hand-over or the wake-up of a sleeping thread costs tens of microseconds on
-many machines (virtual ones above all); this way a multi-threaded call costs a few microseconds more than a
-single-threaded one. Waiting threads spin only briefly, then sleep (codegen/futex.py), so that a core taken by
-another process is not also burnt by a braze thread waiting for the one that lost its core: a worker that has
-seen no call for WAIT_US microseconds sleeps on a futex, which the next post wakes; a caller whose workers are not
-done after JOIN_US sleeps until the last one is, and the barrier between kernels does the same (codegen/sync.py;
-on x86 these are times, measured by the time-stamp counter, elsewhere counts of spins that take about as long). Where there is no futex, an idle worker returns to Python and sleeps on an Event,
-which the next post sets, and the waits keep spinning.
+The workers never touch Python while they work: each one sits in a native loop (codegen/pool_code.py,
+braze_pool_work) that watches its go word. A parallel call is one native call, braze_pool_run, made by the call
+stub straight from its frame (codegen/call_stub.py) or, on the general path, by ThreadPool.run: it posts the call,
+waits a little for the workers to enter it, runs thread 0's share and waits for the workers that entered. The
+call runs on the threads that entered in time: a worker that sleeps, or lost its core to another process, is not
+waited for; the call runs without it, on fewer threads, and it skips the call when it comes. How long the gate
+waits is the executable's choice, a small part of what the call takes (ENTER_SHARE of its estimated time, at most
+ENTER_MOST_US), so that waking a sleeping worker pays for a long call and a short one never waits long. A GIL
+hand-over or the wake-up of a sleeping thread costs tens of microseconds on many machines (virtual ones above all);
+this way a multi-threaded call costs a few microseconds more than a single-threaded one. Waiting threads spin only
+briefly, then sleep (codegen/futex.py), so that a core taken by another process is not also burnt by a braze
+thread waiting for the one that lost its core: a worker that has seen no call for WAIT_US microseconds sleeps on a
+futex, which the next post wakes; a caller whose workers are not done after JOIN_US sleeps until the last one is,
+and the barrier between kernels does the same (codegen/sync.py; on x86 these are times, measured by the time-stamp
+counter, elsewhere counts of spins that take about as long). Where there is no futex, an idle worker returns to
+Python and sleeps on an Event, which ThreadPool.run sets after a call that found it asleep, and the waits keep
+spinning (such calls take the general path, not the stub).
 
-The pool runs one parallel call at a time; a call that finds it busy (another Python thread is running a
-compiled call) runs on one thread instead of waiting, so concurrent callers never block each other on the pool.
-A call returns, or raises, only after every worker has finished its share: their native code uses the caller's
-buffers.
+The pool runs one parallel call at a time (a busy word in its task block); a call that finds it busy (another
+Python thread is running a compiled call) runs on one thread instead of waiting, so concurrent callers never block
+each other on the pool. A call returns only after every worker that entered it has finished its share: their
+native code uses the caller's buffers.
 """
 from __future__ import annotations
 
@@ -29,12 +35,19 @@ import os
 import threading
 from typing import Callable, NamedTuple, TypeVar
 
+from braze.ir.errors import BrazeError
+
 from .memory import address, aligned_zeros
 
 T = TypeVar("T")
 
 WAIT_US = 1000  # how long an idle worker spins before it sleeps: back-to-back calls find it awake
 JOIN_US = 40  # how long a caller waiting for its workers spins before it sleeps
+# How long a call waits for its workers to enter: ENTER_SHARE of the call's estimated time on one thread, at most
+# ENTER_MOST_US (a sleeping worker wakes in 10-100 us; a spinning one enters in well under a microsecond).
+ENTER_SHARE = 0.05
+ENTER_MOST_US = 500.0
+MAX_WORKERS = 256  # below the gate's count field (codegen/pool_code.py)
 
 
 def _kept(obj: T) -> T:
@@ -46,33 +59,33 @@ def _kept(obj: T) -> T:
 
 
 class _Native(NamedTuple):
-    post: Callable[..., int]
+    run: Callable[..., int]
     work: Callable[..., int]
-    join: Callable[..., int]
     wait_budget: int  # WAIT_US and JOIN_US as the native loops count them (codegen.sync.spin_budget)
     join_budget: int
+    run_address: int  # braze_pool_run's address, for call frames (codegen/call_stub.py)
 
 
 @functools.lru_cache(maxsize=None)
 def native() -> _Native:
-    """The pool's native functions (codegen.sync), compiled once per process through the JIT and its cache."""
-    from braze.codegen.abi import POOL_JOIN, POOL_POST, POOL_WORK
+    """The pool's native functions (codegen/pool_code.py), compiled once per process through the JIT and its cache."""
+    from braze.codegen.abi import POOL_RUN, POOL_WORK
     from braze.codegen.jit import compile_described
-    from braze.codegen.sync import emit_pool_module, spin_budget
+    from braze.codegen.pool_code import emit_pool_module
+    from braze.codegen.sync import spin_budget
     from braze.codegen.target import host_target
     target = host_target()
     library = _kept(compile_described("worker pool", lambda: emit_pool_module(target),
-                                ("braze_pool_post", "braze_pool_work", "braze_pool_join"), target=target))
-    return _Native(POOL_POST.cfunc(library, "braze_pool_post"), POOL_WORK.cfunc(library, "braze_pool_work"),
-                   POOL_JOIN.cfunc(library, "braze_pool_join"), spin_budget(target, WAIT_US),
-                   spin_budget(target, JOIN_US))
+                                      ("braze_pool_run", "braze_pool_work"), target=target))
+    return _Native(POOL_RUN.cfunc(library, "braze_pool_run"), POOL_WORK.cfunc(library, "braze_pool_work"),
+                   spin_budget(target, WAIT_US), spin_budget(target, JOIN_US), library.address("braze_pool_run"))
 
 
 class _Worker:
     """A daemon thread running the native work loop as thread id `tid`, sleeping when it runs out of work."""
 
     def __init__(self, tid: int, task_address: int, work: Callable[..., int]) -> None:
-        from braze.codegen.sync import CONTROL_BYTES
+        from braze.codegen.pool_code import CONTROL_BYTES
         self.tid = tid
         self.control = _kept(aligned_zeros(CONTROL_BYTES // 8, "int64"))
         self.address = address(self.control)
@@ -85,13 +98,13 @@ class _Worker:
     @property
     def sleeps(self) -> int:
         """How many times this worker has gone to sleep for want of work (natively or in Python)."""
-        from braze.codegen.sync import SLEEPS
+        from braze.codegen.pool_code import SLEEPS
         return self._python_sleeps + int(self.control[SLEEPS // 8])
 
     def _loop(self) -> None:
         seen = 0
         while True:
-            seen = self._work(self._task_address, self.address, self.tid, seen, native().wait_budget)
+            seen = self._work(self._task_address, self.address, seen, native().wait_budget)
             self._python_sleeps += 1
             self.wake.wait()
             self.wake.clear()  # a post that comes now is still seen: the native loop reads the go word first
@@ -101,12 +114,12 @@ class ThreadPool:
     """Persistent workers running compiled entry points; see the module doc."""
 
     def __init__(self) -> None:
+        from braze.codegen.pool_code import TASK_BYTES
         self._workers: list[_Worker] = []
-        self._controls = (ctypes.c_void_p * 1)()
-        self._task = _kept(aligned_zeros(8, "int64"))
-        self._busy = threading.Lock()
+        self._task = _kept(aligned_zeros(TASK_BYTES // 8, "int64"))
+        self._controls = _kept(aligned_zeros(MAX_WORKERS, "int64"))  # the workers' control block addresses
+        self.task_address, self.controls_address = address(self._task), address(self._controls)
         self._growing = threading.Lock()
-        self._calls = 0
 
     @property
     def size(self) -> int:
@@ -116,58 +129,26 @@ class ThreadPool:
     def start(self, workers: int) -> None:
         """Compile the pool's native code and start `workers` workers now, if not done yet (an executable that
         will run on several threads asks at load time, so that its first call costs what the later ones do)."""
-        self._grow(workers, native().work)
-
-    def try_acquire(self) -> bool:
-        """Reserve the pool for one parallel call; False when another call holds it."""
-        return self._busy.acquire(blocking=False)
-
-    def release(self) -> None:
-        self._busy.release()
-
-    def run(self, entry: int, args: tuple[int, int, int, int, int, int], nthreads: int, first: Callable[[], None],
-            abort: Callable[[], None]) -> None:
-        """Run the entry point at address `entry` with (inputs, weights, outputs, arena, scratch, sync) = args on
-        nthreads threads; `first()` makes thread 0's call. The caller must hold the pool (try_acquire).
-
-        If `first` fails (an interrupt can arrive just before its foreign call), `abort` is called before waiting
-        for the workers, so that workers waiting for thread 0 at a native barrier stop waiting.
-        """
-        functions = native()
-        self._grow(nthreads - 1, functions.work)
-        self._calls += 1
-        call, workers = self._calls, nthreads - 1
-        inputs, weights, outputs, arena, scratch, sync = args
-        failure: BaseException | None = None
-        try:
-            asleep = functions.post(address(self._task), entry, inputs, weights, outputs, arena, scratch, nthreads,
-                                    sync, self._controls, workers, call)
-            if asleep:
-                for worker in self._workers[:workers]:
-                    worker.wake.set()
-            first()
-        except BaseException as exc:
-            failure = exc
-            abort()
-        # The workers' native code uses the caller's buffers: wait for them, even through interrupts (a post is
-        # one native call, so either every worker got this call or none did).
-        posted = failure is None or ctypes.c_int64.from_address(self._workers[0].address).value == call
-        while posted:
-            try:
-                if functions.join(self._controls, workers, call, functions.join_budget):
-                    break
-            except BaseException as exc:
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-
-    def _grow(self, count: int, work: Callable[..., int]) -> None:
-        if len(self._workers) >= count:
+        if workers > MAX_WORKERS:
+            raise BrazeError(f"the worker pool has at most {MAX_WORKERS} workers; {workers} were asked for")
+        work = native().work
+        if len(self._workers) >= workers:
             return
         with self._growing:
-            while len(self._workers) < count:
-                self._workers.append(_Worker(len(self._workers) + 1, address(self._task), work))
-            self._controls = (ctypes.c_void_p * len(self._workers))(*[w.address for w in self._workers])
+            while len(self._workers) < workers:
+                worker = _Worker(len(self._workers) + 1, self.task_address, work)
+                self._controls[len(self._workers)] = worker.address
+                self._workers.append(worker)
+
+    def run(self, words: int, nthreads: int, enter_budget: int) -> None:
+        """Run the entry call whose TASK_FIELDS words are at address `words` on at most `nthreads` threads: the
+        caller and the workers that enter it within `enter_budget` (codegen.sync.spin_budget units), or on the
+        calling thread alone while another call holds the pool. One native call (codegen/pool_code.py)."""
+        functions = native()
+        self.start(nthreads - 1)
+        if functions.run(words, self.task_address, self.controls_address, enter_budget, functions.join_budget):
+            for worker in self._workers[:nthreads - 1]:
+                worker.wake.set()
 
 
 _pool: ThreadPool | None = None
@@ -193,4 +174,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-__all__ = ["JOIN_US", "ThreadPool", "WAIT_US", "native", "pool"]
+def enter_budget(seconds: float) -> int:
+    """The gate's spin budget for a call estimated to take `seconds` on one thread (see the module doc)."""
+    from braze.codegen.sync import spin_budget
+    from braze.codegen.target import host_target
+    return spin_budget(host_target(), min(ENTER_SHARE * seconds * 1e6, ENTER_MOST_US))
+
+
+__all__ = ["ENTER_MOST_US", "ENTER_SHARE", "JOIN_US", "MAX_WORKERS", "ThreadPool", "WAIT_US", "enter_budget",
+           "native", "pool"]

@@ -21,6 +21,9 @@ NUM_THREADS_ENV = "BRAZE_NUM_THREADS"
 # worker and the barriers between kernels cost microseconds to tens of microseconds, about as long as a core
 # needs for this much work.
 PARALLEL_THRESHOLD = 1_000_000
+# Work estimate units one thread gets through per second, roughly (vector multiply-adds of a GEMM run faster,
+# elements of a memory-bound kernel slower): only for waits sized as a share of a call's time (runtime/pool.py).
+WORK_PER_SECOND = 2e10
 
 
 def available_cpus() -> int:
@@ -81,6 +84,11 @@ def choose_threads(work: float, requested: int | None = None) -> int:
         return requested
     count = get_num_threads()  # read even for small work, so that a bad BRAZE_NUM_THREADS is always reported
     return 1 if work < PARALLEL_THRESHOLD else count
+
+
+def estimated_seconds(work: float) -> float:
+    """What a call of estimated `work` takes on one thread, roughly (see WORK_PER_SECOND)."""
+    return work / WORK_PER_SECOND
 
 
 def estimate_work(graph: Graph) -> float:

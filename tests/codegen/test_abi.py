@@ -8,10 +8,11 @@ import numpy as np
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_JOIN, POOL_POST,
-                              POOL_WORK, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
+from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_RUN, POOL_WORK,
+                              PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
 from braze.codegen.module_builder import build_module
-from braze.codegen.sync import ABORT_OFFSET, GENERATION_OFFSET, SYNC_BYTES, emit_pool_module
+from braze.codegen.pool_code import emit_pool_module
+from braze.codegen.sync import GENERATION_OFFSET, SYNC_BYTES
 from braze.ir.passes import optimize
 
 
@@ -35,8 +36,7 @@ def test_abi_entry_and_prepare_functions_have_the_stated_signatures() -> None:
 
 def test_abi_pool_functions_have_the_stated_signatures() -> None:
     module = emit_pool_module(host_target())
-    for name, signature in [("braze_pool_post", POOL_POST), ("braze_pool_work", POOL_WORK),
-                            ("braze_pool_join", POOL_JOIN)]:
+    for name, signature in [("braze_pool_run", POOL_RUN), ("braze_pool_work", POOL_WORK)]:
         fn = module.get_global(name)
         assert str(fn.function_type) == str(signature.llvm_type()) and [a.name for a in fn.args] == list(
             signature.names)
@@ -44,7 +44,7 @@ def test_abi_pool_functions_have_the_stated_signatures() -> None:
 
 def test_abi_task_words_are_every_entry_argument_but_the_thread_id() -> None:
     assert TASK_FIELDS == ("fn", "inputs", "weights", "outputs", "arena", "scratch", "nthreads", "sync")
-    assert POOL_POST.names[1:1 + len(TASK_FIELDS)] == TASK_FIELDS
+    assert set(ENTRY.names) - set(TASK_FIELDS) == {"tid"}
 
 
 def test_abi_ctypes_types_follow_the_llvm_kinds() -> None:
@@ -54,7 +54,7 @@ def test_abi_ctypes_types_follow_the_llvm_kinds() -> None:
 
 def test_abi_status_words_have_a_cache_line_of_their_own_in_the_sync_block() -> None:
     """Kernels write the status words only when a check fails; the barrier's counters stay off their line."""
-    assert STATUS_OFFSET % 64 == 0 and STATUS_OFFSET > max(ABORT_OFFSET, GENERATION_OFFSET)
+    assert STATUS_OFFSET % 64 == 0 and STATUS_OFFSET > GENERATION_OFFSET
     assert STATUS_OFFSET + 8 * STATUS_WORDS <= SYNC_BYTES
 
 

@@ -15,7 +15,7 @@ from braze.codegen import PTR, define_function
 from braze.codegen.lower.base import KernelContext, KernelSpec
 from braze.codegen import compile_ir, host_target
 from braze.codegen.graph_cache import compile_built
-from braze.codegen.module_builder import INLINE_CONSTANT_BYTES, build_module
+from braze.codegen.module_builder import INLINE_CONSTANT_BYTES, SPLIT_WORK, build_module
 from braze.ir.errors import BrazeError, CodegenError
 from braze.ir.passes import optimize
 from braze.runtime.executable import Executable
@@ -75,10 +75,40 @@ def test_module_builder_outputs_that_no_kernel_writes_are_copied() -> None:
 
 
 def test_module_builder_barrier_orders_kernels_across_threads() -> None:
-    g = chain_graph(shape=(4099,), length=60)
+    g = chain_graph(shape=(SPLIT_WORK + 4099,), length=60)  # every kernel large enough to be split
     exe = Executable.build(g, threads=2, lower=checking_lower)
     for seed in range(20):
         check(exe, g, random_inputs(g, seed))
+
+
+def _entry_text(graph: ir.Graph, **kwargs) -> str:
+    built = build_module(planned(graph), **kwargs)
+    text = str(built.module)
+    entry = text[text.index(f"define void @\"{built.entry}\""):]
+    return entry[:entry.index("\n}\n")]
+
+
+def test_module_builder_small_kernels_run_on_thread_0_without_barriers() -> None:
+    """Kernels below SPLIT_WORK run on thread 0 alone, one after another with no barrier between them; a large one
+    is split over every thread, with a barrier on each side."""
+    small = _entry_text(chain_graph(shape=(5, 7)), lower=checking_lower)
+    assert "braze.barrier" not in small.split("{", 1)[1]
+    graph = chain_graph(shape=(SPLIT_WORK + 1,), length=2)  # add, relu, neg, mul; then outputs copied
+    large = _entry_text(graph, lower=checking_lower)
+    assert large.count('call void @"braze.barrier"') == 4  # between the four kernels and before the copies
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_module_builder_small_and_split_kernels_mixed_match_the_interpreter(threads: int) -> None:
+    """Large elementwise kernels (split) around a reduction and small ops on its result (thread 0 alone)."""
+    n = SPLIT_WORK + 1001
+    b = ir.GraphBuilder("mixed")
+    x = b.input("x", ir.TensorType((n,), F32))
+    h = b.relu(b.neg(x))
+    total = b.sum(h, axes=(0,), keepdim=True)
+    scale = b.mul(b.exp(b.neg(total)), total)
+    g = planned(b.finish([b.add(h, scale), scale]))
+    check(Executable.build(g, threads=threads), g, random_inputs(g))
 
 
 @pytest.mark.skipif(not host_target().is_x86, reason="the spin is timed by the x86 time-stamp counter")

@@ -288,25 +288,6 @@ def test_executable_repr_and_signature() -> None:
     assert "kernels" in repr(exe) and "thread" in repr(exe)
 
 
-def test_executable_an_interrupt_before_the_callers_share_raises_instead_of_hanging() -> None:
-    """The workers would wait for thread 0 at the first barrier forever; the abort flag releases them."""
-    exe = executable(8, shape=(64, 64), threads=2)
-    args = inputs((64, 64))
-    real = exe._entry
-
-    def entry(*call_args: Any) -> None:
-        if call_args[5] == 0:
-            raise KeyboardInterrupt("interrupted before the foreign call")
-        real(*call_args)
-
-    exe._entry = entry
-    with pytest.raises(KeyboardInterrupt, match="interrupted before the foreign call"):
-        exe(*args)
-    exe._entry = real
-    assert not exe._sync.any()
-    np.testing.assert_array_equal(exe(*args), expected(exe, args))
-
-
 def test_swap_weights_makes_an_aligned_array_the_buffer_and_copies_others() -> None:
     ex = executable(length=1)
     x, y = np.ones((4, 6), np.float32), np.ones((4, 6), np.float32)

@@ -1,8 +1,12 @@
 """The worker pool, the thread-count choice and aligned buffers."""
 from __future__ import annotations
 
+import ctypes
 import gc
+import threading
 import time
+
+import llvmlite.ir as llvm_ir
 
 import numpy as np
 import pytest
@@ -10,7 +14,11 @@ import pytest
 import braze
 from braze import ir
 from braze.ir.errors import BrazeError
+from braze.codegen import compile_ir
 from braze.codegen.futex import has_futex
+from braze.codegen.loops import I64, PTR, define_function
+from braze.codegen.pool_code import BUSY, CALLS, CONTROL_BYTES, GATE, GATE_COUNT
+from braze.codegen.sync import SYNC_BYTES, emit_barrier
 from braze.codegen.target import host_target
 from braze.runtime import memory, pool, threads
 
@@ -55,24 +63,61 @@ def test_threads_pool_workers_sleep_when_idle_and_wake_for_the_next_call() -> No
     np.testing.assert_array_equal(exe(*args), expected(exe, args))
 
 
+def _pool_word(offset: int) -> int:
+    return int(pool.pool()._task[offset // 8])
+
+
 def test_threads_pool_busy_runs_the_call_on_one_thread() -> None:
     exe = executable(6, shape=(64, 64), threads=2)
     args = inputs((64, 64))
+    exe(*args)
     shared = pool.pool()
-    assert shared.try_acquire()  # as if another Python thread were in a parallel call
+    calls = _pool_word(CALLS)
+    shared._task[BUSY // 8] = 1  # as if another Python thread were in a parallel call
     try:
         np.testing.assert_array_equal(exe(*args), expected(exe, args))
+        assert _pool_word(CALLS) == calls  # the pool was not used
     finally:
-        shared.release()
+        shared._task[BUSY // 8] = 0
+    exe(*args)
+    assert _pool_word(CALLS) == calls + 1 and _pool_word(BUSY) == 0
 
 
-def test_threads_pool_is_reserved_by_one_call_at_a_time() -> None:
-    fresh = pool.ThreadPool()
-    assert fresh.try_acquire()
-    assert not fresh.try_acquire()
-    fresh.release()
-    assert fresh.try_acquire()
-    fresh.release()
+def test_threads_concurrent_callers_each_get_their_results() -> None:
+    """Two Python threads calling parallel executables at once: one holds the pool, the other runs alone; neither
+    waits for the other and both get exact results."""
+    exes = [executable(6, shape=(64, 64), threads=2) for _ in range(2)]
+    args = [inputs((64, 64), seed=k) for k in range(2)]
+    want = [expected(exe, a) for exe, a in zip(exes, args)]
+    wrong: list[int] = []
+
+    def hammer(k: int) -> None:
+        for _ in range(300):
+            if not np.array_equal(exes[k](*args[k]), want[k]):
+                wrong.append(k)
+    workers = [threading.Thread(target=hammer, args=(k,)) for k in range(2)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    assert not wrong and _pool_word(BUSY) == 0
+
+
+def test_threads_a_call_does_not_wait_for_a_worker_that_does_not_come() -> None:
+    """A worker that is posted the call but never enters it (asleep, or without its core) does not hold the call
+    up: the gate closes without it and the call runs on the calling thread, with the same result."""
+    exe = executable(6, shape=(64, 64), threads=2)
+    args = inputs((64, 64))
+    out = exe(*args)  # also leaves the executable's pointer words naming these arrays
+    out[...] = 0
+    absent = pool.ThreadPool()  # a pool whose one control block no thread watches
+    control = memory.aligned_zeros(CONTROL_BYTES // 8, "int64")
+    absent._controls[0] = memory.address(control)
+    functions = pool.native()
+    functions.run(exe._words_address, absent.task_address, absent.controls_address, 0, functions.join_budget)
+    np.testing.assert_array_equal(out, expected(exe, args))
+    assert control[0] == 1  # it was posted the call
+    assert absent._task[GATE // 8] & GATE_COUNT == 0 and absent._task[BUSY // 8] == 0
 
 
 def test_threads_choice_follows_request_then_environment_then_size(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,24 +217,23 @@ def test_threads_set_num_threads_leaves_explicit_counts_and_small_graphs(process
 
 
 @pytest.mark.skipif(not has_futex(host_target()), reason="waiting threads sleep on futexes only on Linux")
-def test_threads_a_thread_waiting_for_a_late_one_sleeps_instead_of_spinning() -> None:
-    """Thread 0 starts its share half a second late: the worker waits at the first barrier meanwhile, and the
-    process spends almost no CPU time (a spinning worker would spend the whole half second)."""
-    exe = executable(6, shape=(64, 64), threads=2)
-    args = inputs((64, 64))
-    exe(*args)
-    real = exe._entry
-
-    def late(*call_args: object) -> None:
-        time.sleep(0.5)
-        real(*call_args)
-
-    exe._entry = late
-    try:
-        cpu = time.process_time()
-        got = exe(*args)
-        cpu = time.process_time() - cpu
-    finally:
-        exe._entry = real
-    np.testing.assert_array_equal(got, expected(exe, args))
-    assert cpu < 0.06, f"the call took {cpu:.3f} s of CPU time while thread 0 slept for 0.5 s"
+def test_threads_a_thread_waiting_at_the_barrier_for_a_late_one_sleeps_instead_of_spinning() -> None:
+    """One thread reaches the barrier half a second after the other: the waiting one sleeps meanwhile, and the
+    process spends almost no CPU time (a spinning waiter would spend the whole half second)."""
+    target = host_target()
+    module = target.new_module("barrier_test")
+    barrier = emit_barrier(module, target)
+    fn = define_function(module, "meet", [("sync", PTR), ("nthreads", I64)])
+    builder = llvm_ir.IRBuilder(fn.entry_basic_block)
+    builder.call(barrier, list(fn.args))
+    builder.ret_void()
+    meet = compile_ir(module).cfunc("meet", None, ctypes.c_void_p, ctypes.c_int64)
+    sync = memory.aligned_zeros(SYNC_BYTES // 8, "int64")
+    early = threading.Thread(target=meet, args=(memory.address(sync), 2))
+    cpu = time.process_time()
+    early.start()
+    time.sleep(0.5)
+    meet(memory.address(sync), 2)
+    early.join()
+    cpu = time.process_time() - cpu
+    assert cpu < 0.06, f"the barrier took {cpu:.3f} s of CPU time while one thread came 0.5 s late"

@@ -1,0 +1,310 @@
+"""The worker pool's native code (runtime/pool.py): one native call runs a compiled entry point on the caller and the
+workers that come in time.
+
+One module per process with two exported functions (signatures in codegen/abi.py), so that handing a call to a
+worker thread needs neither the GIL nor a sleeping thread's wake-up through Python, and a parallel call is one
+foreign call, like a one-thread call (the call stub, codegen/call_stub.py, makes it straight from its frame):
+- `i64 braze_pool_run(ptr words, ptr task, ptr controls, i64 enter_budget, i64 join_budget)` runs the entry call
+  `words` (TASK_FIELDS, codegen/abi.py; its nthreads the most threads it may use) on the pool whose task block is
+  `task` and whose workers' control blocks `controls` points at. It reserves the pool (the task block's busy word;
+  a pool that another thread holds makes the call run on the calling thread alone), writes the call into the task
+  block, opens its gate and its finished count for a new call number, stores that number into the go word of each
+  of the first nthreads - 1 workers and wakes those asleep on a futex. Then it waits until they have all entered or
+  `enter_budget` is spent (the caller's choice: a small part of what the call takes, so that waking a sleeping
+  worker pays off for a long call and never slows a short one by much), closes the gate, runs thread 0 with the
+  count of threads that came, waits for the finished count to reach the workers that entered (spinning for
+  `join_budget`, then sleeping on a futex) and releases the pool. It returns how many workers sleep in Python
+  (their Python thread then needs its Event set; never, with futexes).
+- `i64 braze_pool_work(ptr task, ptr control, i64 seen, i64 budget)` is a worker's loop: it spins on its go word;
+  for a new call it tries to enter the gate (a compare-and-swap that counts it in and gives its thread id) and, once
+  in, waits for the gate to close, runs `fn(inputs, weights, outputs, arena, scratch, tid, nthreads, sync)` with the
+  closed gate's thread count, adds itself to the finished count and wakes a caller asleep on it. A call whose gate
+  has closed, or that the caller has moved on from, it skips. Once idle for its spin budget (codegen.sync.spin_budget;
+  counted from the end of its last call, on x86 including any time it was descheduled), it sleeps on its go word
+  (counting the sleeps in its sleeps word) and never returns; without futexes it marks itself asleep and returns
+  the last call it saw, and the Python thread sleeps until the next post.
+So a call runs on the threads that entered in time (thread ids in the order they entered, the caller's 0): a worker
+that sleeps, or has lost its core to another process, when the call is posted does not hold it up.
+A thread that loses its core in the middle of a call still holds the others up at the next barrier until it gets
+the core back (GEMM-like kernels claim their work in chunks, codegen/claims.py, so there it holds up one chunk).
+The task block is TASK_BYTES: the TASK_FIELDS words at byte 0, the gate at GATE (the call number above
+GATE_CALL_SHIFT bits, then GATE_CLOSED, then the count of workers that entered) with the word of workers asleep until
+it closes beside it, the finished count at FINISHED (the call number above the same shift, the count below) with
+the caller's joiner word beside it, and the busy word and the last call number at BUSY and CALLS: separate cache
+lines for what the poster, the workers and the caller write. A control block is CONTROL_BYTES: go at byte 0, asleep
+at byte 64 and sleeps at 72. The asleep, gate and joiner handshakes are Dekker-style with sequentially consistent
+accesses (codegen/futex.py): the sleeper announces itself and then reads the word it waits on, the waker stores
+that word and then reads the announcement.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import llvmlite.ir as ir
+
+from .abi import POOL_RUN, POOL_WORK, emit_entry_call, load_task_words
+from .futex import emit_sleep_until_changed, emit_wake_sleepers, has_futex
+from .loops import I64, PTR, define_function, i64
+from .sync import BARRIER_SLEEP_NS, BARRIER_SPIN_US, JOIN_SLEEP_NS, at, relax, spin_budget, spin_mark, spin_step
+from .target import Target
+
+WORKER_SLEEP_NS = 1_000_000_000
+
+CONTROL_BYTES = 128
+GO, ASLEEP, SLEEPS = 0, 64, 72
+TASK_BYTES = 256
+GATE, GATE_SLEEPERS, FINISHED, JOINER = 64, 72, 128, 136
+BUSY, CALLS = 192, 200
+GATE_CALL_SHIFT = 16
+GATE_CLOSED = 1 << 15
+GATE_COUNT = GATE_CLOSED - 1  # the mask of the gate's and the finished word's counts
+POOL_MODULE = "braze_pool_v3"
+
+
+def emit_pool_module(target: Target) -> ir.Module:
+    """The module of the worker-pool functions (see the module doc)."""
+    module = target.new_module(POOL_MODULE)
+    post, gate, join = _emit_post(module, target), _emit_gate(module, target), _emit_join(module, target)
+    _emit_run(module, post, gate, join)
+    _emit_work(module, target)
+    return module
+
+
+def _emit_run(module: ir.Module, post: ir.Function, gate: ir.Function, join: ir.Function) -> None:
+    fn = POOL_RUN.define(module, "braze_pool_run")
+    words, task, controls, enter_budget, join_budget = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    call = load_task_words(b, words)
+    workers = b.sub(call["nthreads"], i64(1), name="workers")
+    reserved = b.cmpxchg(at(b, task, BUSY, "busy"), i64(0), i64(1), "acquire", "monotonic")
+    alone, shared = fn.append_basic_block("alone"), fn.append_basic_block("shared")
+    b.cbranch(b.extract_value(reserved, 1), shared, alone)
+    b.position_at_end(alone)
+    emit_entry_call(b, {**call, "nthreads": i64(1)}, i64(0))
+    b.ret(i64(0))
+    b.position_at_end(shared)
+    number = b.add(b.load(at(b, task, CALLS), typ=I64, align=8), i64(1), name="call")
+    b.store(number, at(b, task, CALLS), align=8)
+    asleep = b.call(post, [words, task, controls, workers, number], name="asleep")
+    entered = b.call(gate, [task, workers, enter_budget], name="entered")
+    emit_entry_call(b, {**call, "nthreads": b.add(entered, i64(1))}, i64(0))
+    b.call(join, [task, entered, join_budget])
+    b.atomic_rmw("xchg", at(b, task, BUSY), i64(0), "release")
+    b.ret(asleep)
+
+
+def _emit_post(module: ir.Module, target: Target) -> ir.Function:
+    """`i64 post(ptr words, ptr task, ptr controls, i64 workers, i64 call)`: the call into the task block, its gate
+    and finished count opened, the go words set; how many workers sleep in Python."""
+    fn = define_function(module, "braze.pool.post", [("words", PTR), ("task", PTR), ("controls", PTR),
+                                                     ("workers", I64), ("call", I64)], ret=I64, internal=True)
+    words, task, controls, workers, call = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    for k, value in enumerate(load_task_words(b, words).values()):
+        b.store(value, b.gep(task, [i64(k)], source_etype=I64), align=8)
+    opened = b.shl(call, i64(GATE_CALL_SHIFT), name="opened")
+    b.atomic_rmw("xchg", at(b, task, FINISHED), opened, "seq_cst")
+    b.atomic_rmw("xchg", at(b, task, GATE), opened, "seq_cst")
+    b.ret(_each_control(b, fn, controls, workers, lambda control: _post_one(b, module, target, control, call)))
+    return fn
+
+
+def _post_one(b: ir.IRBuilder, module: ir.Module, target: Target, control: ir.Value, call: ir.Value) -> ir.Value:
+    """Post the call to one worker; 1 when the worker sleeps in Python and needs its Event set, else 0."""
+    b.atomic_rmw("xchg", control, call, "seq_cst")
+    if has_futex(target):
+        emit_wake_sleepers(b, module, target, control, at(b, control, ASLEEP))
+        return i64(0)
+    return b.load_atomic(at(b, control, ASLEEP), "seq_cst", 8, typ=I64)
+
+
+def _each_control(b: ir.IRBuilder, fn: ir.Function, controls: ir.Value, workers: ir.Value, body) -> ir.Value:
+    """Sum of body(control) over the first `workers` control pointers."""
+    entry = b.block
+    loop, step, done = (fn.append_basic_block(n) for n in ("each", "each.body", "each.done"))
+    b.branch(loop)
+    b.position_at_end(loop)
+    k, total = b.phi(I64, name="k"), b.phi(I64, name="total")
+    k.add_incoming(i64(0), entry)
+    total.add_incoming(i64(0), entry)
+    b.cbranch(b.icmp_signed("<", k, workers), step, done)
+    b.position_at_end(step)
+    control = b.load(b.gep(controls, [k], source_etype=PTR), typ=PTR, align=8)
+    value = body(control)
+    k.add_incoming(b.add(k, i64(1)), b.block)
+    total.add_incoming(b.add(total, value), b.block)
+    b.branch(loop)
+    b.position_at_end(done)
+    return total
+
+
+def _spin(b: ir.IRBuilder, module: ir.Module, target: Target, look: Callable[[], tuple[ir.Value, ir.Value]],
+          budget: ir.Value, name: str) -> tuple[ir.Value, ir.Value]:
+    """Emit a spin that calls look() -> (ready, word) until ready or `budget` is spent; after it, (ready, word) as
+    look() last returned them."""
+    fn = b.function
+    begun = spin_mark(b, module, target)
+    entry = b.block
+    head, keep, out = (fn.append_basic_block(f"{name}.{part}") for part in ("head", "keep", "out"))
+    b.branch(head)
+    b.position_at_end(head)
+    mark = b.phi(I64, name=f"{name}.mark")
+    mark.add_incoming(begun, entry)
+    ready, word = look()
+    b.cbranch(ready, out, keep)
+    b.position_at_end(keep)
+    relax(b, module, target)
+    spent, carried = spin_step(b, module, target, mark, budget)
+    mark.add_incoming(carried, b.block)
+    b.cbranch(spent, out, head)
+    b.position_at_end(out)
+    return ready, word
+
+
+def _count(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
+    return b.and_(word, i64(GATE_COUNT))
+
+
+def _emit_gate(module: ir.Module, target: Target) -> ir.Function:
+    """`i64 gate(ptr task, i64 workers, i64 budget)`: wait for the workers to enter, close the gate; how many came."""
+    fn = define_function(module, "braze.pool.gate", [("task", PTR), ("workers", I64), ("budget", I64)], ret=I64,
+                         internal=True)
+    task, workers, budget = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    gate = at(b, task, GATE, "gate")
+
+    def all_in() -> tuple[ir.Value, ir.Value]:
+        word = b.load_atomic(gate, "acquire", 8, typ=I64, name="gate.now")
+        return b.icmp_signed(">=", _count(b, word), workers), word
+    _spin(b, module, target, all_in, budget, "enter")
+    closed = b.atomic_rmw("or", gate, i64(GATE_CLOSED), "seq_cst", name="closed")
+    if has_futex(target):
+        emit_wake_sleepers(b, module, target, gate, at(b, task, GATE_SLEEPERS))
+    b.ret(_count(b, closed))
+    return fn
+
+
+def _emit_work(module: ir.Module, target: Target) -> None:
+    fn = POOL_WORK.define(module, "braze_pool_work")
+    task, control, seen0, budget = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    asleep = at(b, control, ASLEEP, "asleep")
+    b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
+    begun = spin_mark(b, module, target)
+    entry = b.block
+    spin, relax_block, idle, run = (fn.append_basic_block(n) for n in ("spin", "relax", "idle", "run"))
+    b.branch(spin)
+    b.position_at_end(spin)
+    seen, mark = b.phi(I64, name="seen"), b.phi(I64, name="mark")
+    seen.add_incoming(seen0, entry)
+    mark.add_incoming(begun, entry)
+    go = b.load_atomic(control, "acquire", 8, typ=I64, name="go")
+    b.cbranch(b.icmp_signed("!=", go, seen), run, relax_block)
+    b.position_at_end(run)
+    call = b.phi(I64, name="call")
+    call.add_incoming(go, spin)
+    b.position_at_end(relax_block)
+    relax(b, module, target)
+    spent, carried = spin_step(b, module, target, mark, budget)
+    seen.add_incoming(seen, relax_block)
+    mark.add_incoming(carried, relax_block)
+    b.cbranch(spent, idle, spin)
+    b.position_at_end(idle)
+    if has_futex(target):  # sleep natively until the next post; after a timeout, straight back to sleep
+        emit_sleep_until_changed(b, module, target, control, seen, asleep, WORKER_SLEEP_NS)
+        b.atomic_rmw("add", at(b, control, SLEEPS), i64(1), "monotonic")
+        seen.add_incoming(seen, b.block)
+        mark.add_incoming(carried, b.block)  # still spent
+        b.branch(spin)
+    else:  # announce the sleep, then look at go once more (the poster reads asleep), and return to Python
+        b.atomic_rmw("xchg", asleep, i64(1), "seq_cst")
+        late = b.load_atomic(control, "seq_cst", 8, typ=I64, name="late")
+        woke, leave = fn.append_basic_block("woke"), fn.append_basic_block("leave")
+        b.cbranch(b.icmp_signed("!=", late, seen), woke, leave)
+        b.position_at_end(woke)
+        b.atomic_rmw("xchg", asleep, i64(0), "seq_cst")
+        call.add_incoming(late, woke)
+        b.branch(run)
+        b.position_at_end(leave)
+        b.ret(seen)
+    b.position_at_end(run)
+    _enter_and_run(b, module, target, task, call)
+    seen.add_incoming(call, b.block)
+    mark.add_incoming(spin_mark(b, module, target), b.block)
+    b.branch(spin)
+
+
+def _enter_and_run(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.Value, call: ir.Value) -> None:
+    """A worker's part of `call`: enter its gate or, when the gate has closed or the call is over, skip it."""
+    fn = b.function
+    gate = at(b, task, GATE, "gate")
+    opened = b.shl(call, i64(GATE_CALL_SHIFT))
+    enter, attempt, inside, skip = (fn.append_basic_block(n) for n in ("enter", "enter.try", "inside", "skip"))
+    b.branch(enter)
+    b.position_at_end(enter)
+    word = b.load_atomic(gate, "acquire", 8, typ=I64, name="gate.seen")
+    open_now = b.icmp_signed("==", b.and_(word, i64(~GATE_COUNT)), opened)  # this call's, not closed
+    b.cbranch(open_now, attempt, skip)
+    b.position_at_end(attempt)
+    swapped = b.cmpxchg(gate, word, b.add(word, i64(1)), "acq_rel", "acquire")
+    b.cbranch(b.extract_value(swapped, 1), inside, enter)
+    b.position_at_end(inside)
+    tid = b.add(_count(b, word), i64(1), name="tid")
+    closed = _wait_closed(b, module, target, task, gate)
+    words = {**load_task_words(b, task), "nthreads": b.add(_count(b, closed), i64(1), name="nthreads")}
+    emit_entry_call(b, words, tid)
+    finished = at(b, task, FINISHED, "finished")
+    b.atomic_rmw("add", finished, i64(1), "seq_cst")
+    if has_futex(target):
+        emit_wake_sleepers(b, module, target, finished, at(b, task, JOINER))
+    b.branch(skip)
+    b.position_at_end(skip)
+
+
+def _wait_closed(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.Value, gate: ir.Value) -> ir.Value:
+    """Wait (spin, then sleep on a futex) until the caller closes the gate; its closed value."""
+    fn = b.function
+    head, nap, done = (fn.append_basic_block(n) for n in ("closing", "closing.sleep", "closed"))
+    b.branch(head)
+    b.position_at_end(head)
+
+    def is_closed() -> tuple[ir.Value, ir.Value]:
+        word = b.load_atomic(gate, "acquire", 8, typ=I64, name="gate.closing")
+        return b.icmp_unsigned("!=", b.and_(word, i64(GATE_CLOSED)), i64(0)), word
+    ready, word = _spin(b, module, target, is_closed, i64(spin_budget(target, BARRIER_SPIN_US)), "close")
+    b.cbranch(ready, done, nap)
+    b.position_at_end(nap)
+    if has_futex(target):
+        emit_sleep_until_changed(b, module, target, gate, word, at(b, task, GATE_SLEEPERS), BARRIER_SLEEP_NS)
+    b.branch(head)
+    b.position_at_end(done)
+    return word
+
+
+def _emit_join(module: ir.Module, target: Target) -> ir.Function:
+    """`void join(ptr task, i64 entered, i64 budget)`: return once the workers that entered have finished (spinning
+    for `budget`, then sleeping on the finished count, at most JOIN_SLEEP_NS at a time; without futexes, spinning)."""
+    fn = define_function(module, "braze.pool.join", [("task", PTR), ("entered", I64), ("budget", I64)],
+                         internal=True)
+    task, entered, budget = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    finished = at(b, task, FINISHED, "finished")
+    head, nap, done = (fn.append_basic_block(n) for n in ("join", "join.sleep", "joined"))
+    b.branch(head)
+    b.position_at_end(head)
+
+    def all_done() -> tuple[ir.Value, ir.Value]:
+        word = b.load_atomic(finished, "acquire", 8, typ=I64, name="finished.now")
+        return b.icmp_signed(">=", _count(b, word), entered), word
+    ready, word = _spin(b, module, target, all_done, budget, "join")
+    b.cbranch(ready, done, nap)
+    b.position_at_end(nap)
+    if has_futex(target):
+        emit_sleep_until_changed(b, module, target, finished, word, at(b, task, JOINER), JOIN_SLEEP_NS)
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+__all__ = ["CONTROL_BYTES", "POOL_MODULE", "SLEEPS", "TASK_BYTES", "emit_pool_module"]
