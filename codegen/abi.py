@@ -8,6 +8,7 @@ signatures from them, so the three can never disagree about an argument's order 
                               i64 tid, i64 nthreads, ptr sync)        ENTRY
     void braze_prepare_<digest>(ptr weights)                           PREPARE
     i64 braze_call(ptr frame, object inputs, object outputs)           CALL (codegen/call_stub.py)
+    i64 braze_frame_claim(ptr frame), void braze_frame_release(ptr frame)   FRAME_CLAIM, FRAME_RELEASE
     i64 braze_pool_run(...), braze_pool_work(...)                      POOL_RUN, POOL_WORK (codegen/pool_code.py)
 
 What the arguments mean is documented where the functions are emitted (codegen/module_builder.py, codegen/sync.py).
@@ -76,6 +77,8 @@ ENTRY = _signature("void", "ptr inputs, ptr weights, ptr outputs, ptr arena, ptr
                            "ptr sync")
 PREPARE = _signature("void", "ptr weights")
 CALL = _signature("i64", "ptr frame, object inputs, object outputs")
+FRAME_CLAIM = _signature("i64", "ptr frame")
+FRAME_RELEASE = NativeSignature("void", (("frame", "ptr"),))
 
 STATUS_OFFSET = 128  # a cache line of its own: the barrier's counters live below it
 STATUS_WORDS = 2

@@ -12,11 +12,14 @@ conversions and error messages. An input that passes but is not 64-byte aligned 
 an output that is not is written through its staging buffer and copied out after the entry returns. The stub then
 calls the entry with tid 0 and returns 0 or, when the frame allows more than one thread and names a worker pool,
 runs the call on the pool (braze_pool_run, codegen/pool_code.py), so that a parallel call is one foreign call too.
-It runs without the GIL: the caller's tuples keep every object alive.
+It runs without the GIL: the caller's tuples keep every object alive. It holds the frame's busy word (FRAME_BUSY,
+taken by a compare-and-swap) from its start to its return, so that two threads calling one executable never share
+its buffers: a stub that finds the frame busy returns STUB_BUSY at once, and `braze_frame_claim(frame)` /
+`braze_frame_release(frame)`, exported beside it, take and give back the same word for the runtime's general path.
 
 The frame is an array of i64 words the runtime owns per executable: first the entry's arguments in TASK_FIELDS
 order (the entry's address, then every argument but the thread id; nthreads the most threads a call may use),
-then FRAME_ARRAY_TYPE (the address of the numpy.ndarray type object), the input and output counts, the POOL_WORDS
+then FRAME_ARRAY_TYPE (the address of the numpy.ndarray type object), the input and output counts, the busy word, the POOL_WORDS
 of the worker pool at FRAME_POOL (braze_pool_run's address, 0 for none, then its task block, its control
 addresses, the gate's and the join's spin budgets), and RECORD_WORDS per input and then per output: the expected
 dtype object, rank, address of the expected dims as i64s, staging buffer (0 for none) and byte size.
@@ -27,17 +30,19 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
-from .abi import CALL, POOL_RUN, TASK_FIELDS, emit_entry_call
+from .abi import CALL, FRAME_CLAIM, FRAME_RELEASE, POOL_RUN, TASK_FIELDS, emit_entry_call
 from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64
 from .sync import declare
 from .target import Target
 
 FRAME_ARRAY_TYPE = len(TASK_FIELDS)
 FRAME_INPUTS, FRAME_OUTPUTS = FRAME_ARRAY_TYPE + 1, FRAME_ARRAY_TYPE + 2
-FRAME_POOL = FRAME_ARRAY_TYPE + 3
+FRAME_BUSY = FRAME_ARRAY_TYPE + 3
+FRAME_POOL = FRAME_ARRAY_TYPE + 4
 POOL_WORDS = 5  # braze_pool_run's address and its task, controls, enter_budget and join_budget arguments
 FRAME_HEADER = FRAME_POOL + POOL_WORDS
 RECORD_WORDS = 5
+STUB_BUSY = -1  # what the stub returns when another thread holds the frame
 C_CONTIGUOUS, WRITEABLE = 0x1, 0x400  # numpy's NPY_ARRAY_C_CONTIGUOUS and NPY_ARRAY_WRITEABLE flags
 
 
@@ -61,17 +66,46 @@ def frame_words(inputs: int, outputs: int) -> int:
 
 def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
     """The module exporting `braze_call` for objects of this layout (see the module doc)."""
-    module = target.new_module(f"braze_call_v1_{layout.data}_{layout.descr}_{layout.tuple_items}")
+    module = target.new_module(f"braze_call_v2_{layout.data}_{layout.descr}_{layout.tuple_items}")
     fn = CALL.define(module, "braze_call")
     frame, inputs, outputs = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
     stub = _Stub(b, module, layout, frame)
+    free = fn.append_basic_block("free")
+    b.cbranch(_claim(b, frame), free, stub.refuse(i64(STUB_BUSY), release=False))
+    b.position_at_end(free)
     stub.gather_inputs(inputs)
     stub.gather_outputs(outputs)
     stub.call_entry()
     stub.copy_outputs(outputs)
+    _release(b, frame)
     b.ret(i64(0))
+    _emit_claim_functions(module)
     return module
+
+
+def _busy(b: ir.IRBuilder, frame: ir.Value) -> ir.Value:
+    return b.gep(frame, [i64(FRAME_BUSY)], source_etype=I64, name="busy")
+
+
+def _claim(b: ir.IRBuilder, frame: ir.Value) -> ir.Value:
+    """Take the frame's busy word; whether this thread got it."""
+    return b.extract_value(b.cmpxchg(_busy(b, frame), i64(0), i64(1), "acquire", "monotonic"), 1)
+
+
+def _release(b: ir.IRBuilder, frame: ir.Value) -> None:
+    b.atomic_rmw("xchg", _busy(b, frame), i64(0), "release")
+
+
+def _emit_claim_functions(module: ir.Module) -> None:
+    """`i64 braze_frame_claim(ptr frame)` (1 when taken, 0 when busy) and `void braze_frame_release(ptr frame)`."""
+    claim = FRAME_CLAIM.define(module, "braze_frame_claim")
+    b = ir.IRBuilder(claim.entry_basic_block)
+    b.ret(b.zext(_claim(b, claim.args[0]), I64))
+    release = FRAME_RELEASE.define(module, "braze_frame_release")
+    b = ir.IRBuilder(release.entry_basic_block)
+    _release(b, release.args[0])
+    b.ret_void()
 
 
 class _Stub:
@@ -94,11 +128,19 @@ class _Stub:
     def require(self, ok: ir.Value, k: ir.Value) -> None:
         """Continue when `ok`, else return k + 1 (the k-th array, inputs then outputs, takes the general path)."""
         b = self.b
-        fail, go = b.append_basic_block("reject"), b.append_basic_block("accepted")
-        b.cbranch(ok, go, fail)
-        b.position_at_end(fail)
-        b.ret(b.add(k, i64(1)))
+        go = b.append_basic_block("accepted")
+        b.cbranch(ok, go, self.refuse(b.add(k, i64(1))))
         b.position_at_end(go)
+
+    def refuse(self, answer: ir.Value, *, release: bool = True) -> ir.Block:
+        """A block that returns `answer` (giving the frame's busy word back first, when `release`)."""
+        b = self.b
+        block = b.append_basic_block("refuse")
+        with b.goto_block(block):
+            if release:
+                _release(b, self.frame)
+            b.ret(answer)
+        return block
 
     def aligned(self, data: ir.Value) -> ir.Value:
         return self.b.icmp_unsigned("==", self.b.and_(self.b.ptrtoint(data, I64), i64(63)), i64(0))

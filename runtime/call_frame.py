@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from braze.codegen.abi import CALL, TASK_FIELDS
+from braze.codegen.abi import CALL, FRAME_CLAIM, FRAME_RELEASE, TASK_FIELDS
 from braze.codegen.call_stub import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, FRAME_POOL,
                                      POOL_WORDS, RECORD_WORDS, frame_words)
 
@@ -28,8 +28,9 @@ from .signature import InputSpec, OutputSpec
 
 
 @functools.lru_cache(maxsize=None)
-def call_stub() -> Callable[..., int] | None:
-    """The process's braze_call (compiled once, through the JIT and its disk cache), or None without a layout."""
+def _stub_library() -> Any:
+    """The process's call stub module (compiled once, through the JIT and its disk cache), or None without a
+    layout."""
     layout = object_layout()
     if layout is None:
         return None
@@ -37,9 +38,23 @@ def call_stub() -> Callable[..., int] | None:
     from braze.codegen.jit import compile_described
     from braze.codegen.target import host_target
     target = host_target()
-    library = compile_described(f"call stub {layout}", lambda: emit_call_stub(target, layout), ("braze_call",),
-                                target=target)
-    return CALL.cfunc(library, "braze_call")
+    return compile_described(f"call stub {layout}", lambda: emit_call_stub(target, layout),
+                             ("braze_call", "braze_frame_claim", "braze_frame_release"), target=target)
+
+
+@functools.lru_cache(maxsize=None)
+def call_stub() -> Callable[..., int] | None:
+    """The process's braze_call, or None without a confirmed object layout."""
+    library = _stub_library()
+    return None if library is None else CALL.cfunc(library, "braze_call")
+
+
+@functools.lru_cache(maxsize=None)
+def frame_claims() -> tuple[Callable[[Any], int], Callable[[Any], None]]:
+    """braze_frame_claim and braze_frame_release of the process's call stub (call only when call_stub() is not
+    None): the general path holds a frame's busy word with them, as the stub does."""
+    library = _stub_library()
+    return FRAME_CLAIM.cfunc(library, "braze_frame_claim"), FRAME_RELEASE.cfunc(library, "braze_frame_release")
 
 
 class CallFrame:

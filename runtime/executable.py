@@ -24,21 +24,25 @@ a same-kind widening that numpy calls safe (int8/int32 -> int64, float32 -> floa
 byte-swapped array of the expected type; those are converted into the staging buffer. Everything else raises a
 braze error naming the input and the expected type.
 
-Thread safety: one lock per Executable. The arena, scratch and staging buffers are shared by its calls, so calls
-from several Python threads run one at a time on one Executable (each still releases the GIL while it runs, and
-different Executables run concurrently). A parallel call is one native call (runtime/pool.py): it returns only
-after every thread that took part has left the native code.
+Thread safety: the arena, scratch and staging buffers are shared by an Executable's calls, so calls from several
+Python threads run one at a time on one Executable (each still releases the GIL while it runs, and different
+Executables run concurrently). The call stub holds the frame's busy word natively for the length of its call
+(codegen/call_stub.py), so the common call (stub-ready inputs, outputs it allocates, no run-time checks) takes no
+Python lock; every other call takes the Executable's lock and the same busy word. A parallel call is one native
+call (runtime/pool.py): it returns only after every thread that took part has left the native code.
 """
 from __future__ import annotations
 
 import ctypes
 import threading
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from braze.codegen.abi import ENTRY, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS
-from braze.codegen.call_stub import POOL_WORDS
+from braze.codegen.call_stub import POOL_WORDS, STUB_BUSY
 from braze.codegen.futex import has_futex
 from braze.codegen.sync import SYNC_BYTES
 from braze.codegen.graph_cache import compile_module
@@ -51,7 +55,7 @@ from braze.ir.types import TensorType
 
 from . import pool as _pool
 from . import threads as _threads
-from .call_frame import CallFrame, call_stub
+from .call_frame import CallFrame, call_stub, frame_claims
 from . import memory
 from .memory import ALIGNMENT, address, aligned_block, aligned_copy, aligned_zeros, map_bytes, resident_block
 from .signature import InputSpec, OutputSpec, index_bounds
@@ -125,6 +129,9 @@ class Executable:
         parallel = self._threads > 1
         if parallel:
             _pool.pool().start(self._threads - 1)
+        # a call without run-time checks whose outputs numpy.empty may give skips the lock: the stub holds the frame
+        self._lock_free = self._stub is not None and not self._checks and self._small_outputs and (
+            self._threads == 1 or self._stub_parallel)
         if self._frame is not None:
             on_pool = parallel and self._stub_parallel
             self._frame.set("scratch", words["scratch"])
@@ -290,7 +297,18 @@ class Executable:
             inputs = tuple(inputs)  # the stub reads a tuple's items
         if self._threads_version != _threads.version:
             self.threads  # noqa: B018 (follow a new process thread count before taking the lock)
+        answer = STUB_BUSY
+        if out is None and self._lock_free:  # the stub holds the frame's busy word itself
+            outputs = (np.empty(*self._one_small_output),) if self._one_small_output is not None else \
+                tuple(map(np.empty, self._output_shapes, self._output_dtypes))
+            answer = self._stub(self._frame_pointer, inputs, outputs)
+            if not answer:
+                return outputs
         with self._lock:
+            if answer != STUB_BUSY:  # the stub declined an input: the general path, with these outputs
+                with self._frame_held():
+                    self._run_checked(inputs, outputs)
+                return outputs
             if out is not None:
                 outputs = out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
             elif self._one_small_output is not None:
@@ -301,12 +319,35 @@ class Executable:
                 outputs = tuple(spec.new() for spec in self._out_specs)
             # the stub returns 0 when it ran the call, else k + 1 for the first input it left to the general path
             if len(outputs) != len(self._out_specs) or self._stub is None or \
-                    (self._threads != 1 and not self._stub_parallel) or self._stub(self._frame_pointer, inputs, outputs):
+                    (self._threads != 1 and not self._stub_parallel) or self._stub_call(inputs, outputs):
                 outputs = outputs if out is None else self._given_outputs(outputs)
-                self._run_checked(inputs, outputs)
+                with self._frame_held():
+                    self._run_checked(inputs, outputs)
             if self._checks and self._status[0]:
                 self._raise_check()
         return outputs
+
+    def _stub_call(self, inputs: tuple[Any, ...], outputs: tuple[np.ndarray, ...]) -> int:
+        """The stub's answer for this call, once no other thread's call holds the frame."""
+        while True:
+            answer = self._stub(self._frame_pointer, inputs, outputs)
+            if answer != STUB_BUSY:
+                return answer
+            time.sleep(0)
+
+    @contextmanager
+    def _frame_held(self) -> Iterator[None]:
+        """Hold the frame's busy word (when there is a frame) while the general path uses the buffers."""
+        if self._frame is None:
+            yield
+            return
+        claim, release = frame_claims()
+        while not claim(self._frame_pointer):
+            time.sleep(0)
+        try:
+            yield
+        finally:
+            release(self._frame_pointer)
 
     def _run_checked(self, inputs: tuple[Any, ...], outputs: tuple[np.ndarray, ...]) -> None:
         """The general path: every input checked (and converted or staged) in Python, then the native code on one

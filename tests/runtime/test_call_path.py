@@ -1,10 +1,13 @@
 """The one-foreign-call path of a call (the native stub) and its fallbacks, and `out=` buffers."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 import braze
+from braze.codegen.call_stub import FRAME_BUSY
 from braze.ir.errors import BrazeError, ShapeError
 from braze.runtime.call_frame import call_stub
 from braze.runtime.objects import object_layout
@@ -149,3 +152,29 @@ def test_call_path_index_inputs_keep_their_range_check() -> None:
     with pytest.raises(braze.IndexRangeError, match="index 5 is out of range"):
         compiled(np.array([0, 5, 2]))
     assert stub.returned == [1, 1]
+
+
+def test_call_path_one_executable_called_from_several_threads_at_once() -> None:
+    """Calls that take the stub without a lock hold the frame natively: concurrent calls on one executable, some
+    of them on the general path (unaligned inputs, out=), never share its buffers and all get exact results."""
+    exe = executable()
+    args = inputs()
+    want = expected(exe, args)
+    odd = [args[0], unaligned(args[1])]
+    wrong: list[str] = []
+
+    def hammer(k: int) -> None:
+        out = np.empty_like(want)
+        for n in range(400):
+            if k == 0 and n % 3 == 0:
+                got = exe(*args, out=out)
+            else:
+                got = exe(*(odd if k == 1 and n % 2 else args))
+            if not np.array_equal(got, want):
+                wrong.append(f"thread {k}, call {n}")
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong and exe._frame.words[FRAME_BUSY] == 0
