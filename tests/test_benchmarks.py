@@ -74,3 +74,10 @@ def test_benchmarks_training_table_gives_each_peer_as_a_ratio_and_the_compile_ti
     assert "| gpt2 b8 LoRA (adamw) | 10.00 | 100.00 | 20.00 | 15.00 | 2.00x | 1.50x | 10.00x | 2.0 (1.0) |" in table
     assert "| transformer b8 QLoRA (packed) | 20.00 | 100.00 | n/a | n/a | n/a | n/a | 5.00x | 2.0 (1.0) |" in table
     assert "- gpt2 b8 LoRA (adamw): threads 2, compile_s 1.5, torch.compile first call s 30.0" in table
+
+
+def test_benchmarks_threads_under_load_reports_both_conditions_as_ratios() -> None:
+    from benchmarks.threads_under_load import table
+    row = {"model": "mlp b64", "free": {1: 2e-3, 2: 1e-3}, "busy": {1: 3e-3, 2: 4e-3}}
+    text = table([row])
+    assert "| mlp b64 | 2.000 ms | 1.000 ms | 2.00x | 3.000 ms | 4.000 ms | 0.75x |" in text
