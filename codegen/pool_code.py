@@ -262,23 +262,9 @@ def _enter_and_run(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.
 
 
 def _wait_closed(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.Value, gate: ir.Value) -> ir.Value:
-    """Wait (spin, then sleep on a futex) until the caller closes the gate; its closed value."""
-    fn = b.function
-    head, nap, done = (fn.append_basic_block(n) for n in ("closing", "closing.sleep", "closed"))
-    b.branch(head)
-    b.position_at_end(head)
-
-    def is_closed() -> tuple[ir.Value, ir.Value]:
-        word = b.load_atomic(gate, "acquire", 8, typ=I64, name="gate.closing")
-        return b.icmp_unsigned("!=", b.and_(word, i64(GATE_CLOSED)), i64(0)), word
-    ready, word = _spin(b, module, target, is_closed, i64(spin_budget(target, BARRIER_SPIN_US)), "close")
-    b.cbranch(ready, done, nap)
-    b.position_at_end(nap)
-    if has_futex(target):
-        emit_sleep_until_changed(b, module, target, gate, word, at(b, task, GATE_SLEEPERS), BARRIER_SLEEP_NS)
-    b.branch(head)
-    b.position_at_end(done)
-    return word
+    """Wait until the caller closes the gate; its closed value."""
+    return _wait(b, module, target, gate, lambda word: b.icmp_unsigned("!=", b.and_(word, i64(GATE_CLOSED)), i64(0)),
+                 i64(spin_budget(target, BARRIER_SPIN_US)), at(b, task, GATE_SLEEPERS), BARRIER_SLEEP_NS, "close")
 
 
 def _emit_join(module: ir.Module, target: Target) -> ir.Function:
@@ -288,23 +274,32 @@ def _emit_join(module: ir.Module, target: Target) -> ir.Function:
                          internal=True)
     task, entered, budget = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
-    finished = at(b, task, FINISHED, "finished")
-    head, nap, done = (fn.append_basic_block(n) for n in ("join", "join.sleep", "joined"))
+    _wait(b, module, target, at(b, task, FINISHED, "finished"),
+          lambda word: b.icmp_signed(">=", _count(b, word), entered), budget, at(b, task, JOINER), JOIN_SLEEP_NS, "join")
+    b.ret_void()
+    return fn
+
+
+def _wait(b: ir.IRBuilder, module: ir.Module, target: Target, word: ir.Value, ready: Callable[[ir.Value], ir.Value],
+          budget: ir.Value, sleepers: ir.Value, sleep_ns: int, name: str) -> ir.Value:
+    """Emit a wait until ready(the value at `word`): spin for `budget`, then sleep on the word (a futex announced
+    in `sleepers`, at most `sleep_ns`; without futexes, spin again), and again; the value found ready."""
+    fn = b.function
+    head, nap, done = (fn.append_basic_block(f"{name}.{part}") for part in ("wait", "sleep", "done"))
     b.branch(head)
     b.position_at_end(head)
 
-    def all_done() -> tuple[ir.Value, ir.Value]:
-        word = b.load_atomic(finished, "acquire", 8, typ=I64, name="finished.now")
-        return b.icmp_signed(">=", _count(b, word), entered), word
-    ready, word = _spin(b, module, target, all_done, budget, "join")
-    b.cbranch(ready, done, nap)
+    def look() -> tuple[ir.Value, ir.Value]:
+        value = b.load_atomic(word, "acquire", 8, typ=I64, name=f"{name}.now")
+        return ready(value), value
+    ok, value = _spin(b, module, target, look, budget, name)
+    b.cbranch(ok, done, nap)
     b.position_at_end(nap)
     if has_futex(target):
-        emit_sleep_until_changed(b, module, target, finished, word, at(b, task, JOINER), JOIN_SLEEP_NS)
+        emit_sleep_until_changed(b, module, target, word, value, sleepers, sleep_ns)
     b.branch(head)
     b.position_at_end(done)
-    b.ret_void()
-    return fn
+    return value
 
 
 __all__ = ["CONTROL_BYTES", "POOL_MODULE", "SLEEPS", "TASK_BYTES", "emit_pool_module"]
