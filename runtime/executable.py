@@ -27,9 +27,10 @@ braze error naming the input and the expected type.
 Thread safety: the arena, scratch and staging buffers are shared by an Executable's calls, so calls from several
 Python threads run one at a time on one Executable (each still releases the GIL while it runs, and different
 Executables run concurrently). The call stub holds the frame's busy word natively for the length of its call
-(codegen/call_stub.py), so the common call (stub-ready inputs, outputs it allocates, no run-time checks) takes no
-Python lock; every other call takes the Executable's lock and the same busy word. A parallel call is one native
-call (runtime/pool.py): it returns only after every thread that took part has left the native code.
+(codegen/call_stub.py), so the common call (stub-ready inputs and out= arrays, or outputs numpy.empty gives, no
+run-time checks) takes no Python lock; every other call takes the Executable's lock and the same busy word. A
+parallel call is one native call (runtime/pool.py): it returns only after every thread that took part has left the
+native code.
 """
 from __future__ import annotations
 
@@ -129,7 +130,8 @@ class Executable:
         parallel = self._threads > 1
         if parallel:
             _pool.pool().start(self._threads - 1)
-        # a call without run-time checks whose outputs numpy.empty may give skips the lock: the stub holds the frame
+        # a call without run-time checks whose outputs numpy.empty may give skips the lock (out= arrays too, which the
+        # stub checks): the stub holds the frame
         self._lock_free = self._stub is not None and not self._checks and self._small_outputs and (
             self._threads == 1 or self._stub_parallel)
         if self._frame is not None:
@@ -298,15 +300,21 @@ class Executable:
         if self._threads_version != _threads.version:
             self.threads  # noqa: B018 (follow a new process thread count before taking the lock)
         answer = STUB_BUSY
-        if out is None and self._lock_free:  # the stub holds the frame's busy word itself
-            outputs = (np.empty(*self._one_small_output),) if self._one_small_output is not None else \
-                tuple(map(np.empty, self._output_shapes, self._output_dtypes))
-            answer = self._stub(self._frame_pointer, inputs, outputs)
-            if not answer:
-                return outputs
+        if self._lock_free:  # the stub holds the frame's busy word itself
+            if out is not None:
+                outputs = out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
+            elif self._one_small_output is not None:
+                outputs = (np.empty(*self._one_small_output),)
+            else:
+                outputs = tuple(map(np.empty, self._output_shapes, self._output_dtypes))
+            if len(outputs) == len(self._out_specs):
+                answer = self._stub(self._frame_pointer, inputs, outputs)
+                if not answer:
+                    return outputs
         with self._lock:
-            if answer != STUB_BUSY:  # the stub declined an input: the general path, with these outputs
+            if answer != STUB_BUSY:  # the stub declined an array: the general path, with these outputs
                 with self._frame_held():
+                    outputs = outputs if out is None else self._given_outputs(outputs)
                     self._run_checked(inputs, outputs)
                 return outputs
             if out is not None:
@@ -320,8 +328,8 @@ class Executable:
             # the stub returns 0 when it ran the call, else k + 1 for the first input it left to the general path
             if len(outputs) != len(self._out_specs) or self._stub is None or \
                     (self._threads != 1 and not self._stub_parallel) or self._stub_call(inputs, outputs):
-                outputs = outputs if out is None else self._given_outputs(outputs)
                 with self._frame_held():
+                    outputs = outputs if out is None else self._given_outputs(outputs)
                     self._run_checked(inputs, outputs)
             if self._checks and self._status[0]:
                 self._raise_check()
