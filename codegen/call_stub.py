@@ -19,39 +19,17 @@ expected dtype object, rank, address of the expected dims as i64s, staging buffe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from .abi import CALL, TASK_FIELDS, emit_entry_call
 from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64
+from .stub_layout import C_CONTIGUOUS, FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, RECORD_WORDS, \
+    WRITEABLE, ObjectLayout, frame_words
 from .sync import declare
 from .target import Target
 
-FRAME_ARRAY_TYPE = len(TASK_FIELDS)
-FRAME_INPUTS, FRAME_OUTPUTS = FRAME_ARRAY_TYPE + 1, FRAME_ARRAY_TYPE + 2
-FRAME_HEADER = FRAME_ARRAY_TYPE + 3
-RECORD_WORDS = 5
-C_CONTIGUOUS, WRITEABLE = 0x1, 0x400  # numpy's NPY_ARRAY_C_CONTIGUOUS and NPY_ARRAY_WRITEABLE flags
-
-
-@dataclass(frozen=True)
-class ObjectLayout:
-    """Byte offsets of the fields the stub reads: in a numpy array object, and of a tuple's first item."""
-
-    type: int
-    data: int
-    nd: int
-    dims: int
-    descr: int
-    flags: int
-    tuple_items: int
-
-
-def frame_words(inputs: int, outputs: int) -> int:
-    """The length of a frame for this many inputs and outputs."""
-    return FRAME_HEADER + RECORD_WORDS * (inputs + outputs)
-
+__all__ = ["C_CONTIGUOUS", "FRAME_ARRAY_TYPE", "FRAME_HEADER", "FRAME_INPUTS", "FRAME_OUTPUTS", "ObjectLayout",
+           "RECORD_WORDS", "WRITEABLE", "emit_call_stub", "frame_words"]
 
 def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
     """The module exporting `braze_call` for objects of this layout (see the module doc)."""

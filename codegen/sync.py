@@ -36,25 +36,13 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .abi import CLAIM_OFFSET, POOL_JOIN, POOL_POST, POOL_WORK, TASK_FIELDS, emit_entry_call
+from .abi import POOL_JOIN, POOL_POST, POOL_WORK, TASK_FIELDS, emit_entry_call
 from .futex import emit_sleep_until_changed, emit_wake_sleepers, has_futex
 from .loops import I1, I8, I64, PTR, VOID, define_function, for_range, i64
+from .sync_layout import ABORT_OFFSET, ASLEEP, CONTROL_BYTES, DONE, GENERATION_OFFSET, JOINER, SLEEPERS_OFFSET, SLEEPS, \
+    SYNC_BYTES, spin_budget
 from .target import Target
 
-SYNC_BYTES = CLAIM_OFFSET + 64  # the status words and the claim words get a cache line each
-ABORT_OFFSET = 8
-GENERATION_OFFSET = 64
-SLEEPERS_OFFSET = 72  # threads asleep on the generation (codegen/futex.py)
-
-# Spin budgets: how long a waiting thread spins before it sleeps on a futex (or, without futexes, yields or returns
-# to Python). On x86 a budget is time-stamp-counter ticks, which count time at a fixed rate however fast the core
-# runs and however long its `pause` takes (3 to 150 cycles across recent cores), and which keep counting while the
-# thread is descheduled: a waiter that gets its core back after losing it finds its budget spent and sleeps at once,
-# so the next wake-up (which the kernel gives precedence over a busy process) is quick. Elsewhere a budget is a
-# number of spins. spin_budget converts microseconds at the nominal rates below (x86 time-stamp counters run at
-# 2-4 GHz, so a budget lasts 0.6-1.25 times as long as stated).
-TSC_TICKS_PER_US = 2500
-SPINS_PER_US = 40
 # At a barrier: long enough to cover the usual imbalance between the threads of a kernel, short enough that a
 # thread waiting for one that lost its core soon gives its own core up (to that thread, or to whatever else runs).
 BARRIER_SPIN_US = 40
@@ -64,8 +52,6 @@ BARRIER_SLEEP_NS = 2_000_000
 JOIN_SLEEP_NS = 20_000_000
 WORKER_SLEEP_NS = 1_000_000_000
 
-CONTROL_BYTES = 192
-GO, ASLEEP, SLEEPS, DONE, JOINER = 0, 64, 72, 128, 136
 POOL_MODULE = "braze_pool_v2"
 
 
@@ -85,11 +71,6 @@ def _relax(b: ir.IRBuilder, module: ir.Module, target: Target) -> None:
     """A spin-wait hint to the core (x86 `pause`), where the target has one."""
     if target.is_x86:
         b.call(declare(module, "llvm.x86.sse2.pause", VOID, []), [])
-
-
-def spin_budget(target: Target, microseconds: float) -> int:
-    """The budget of a spin of about `microseconds` on this target (ticks on x86, spins elsewhere; see above)."""
-    return max(1, round(microseconds * (TSC_TICKS_PER_US if target.is_x86 else SPINS_PER_US)))
 
 
 def _spin_mark(b: ir.IRBuilder, module: ir.Module, target: Target) -> ir.Value:

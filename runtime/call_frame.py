@@ -13,17 +13,23 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from braze.codegen.abi import CALL, TASK_FIELDS
-from braze.codegen.call_stub import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, RECORD_WORDS,
-                                     frame_words)
+from braze.codegen.stub_layout import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, RECORD_WORDS,
+                                       frame_words)
 
 from .memory import address, aligned_zeros
 from .objects import object_layout
 from .signature import InputSpec, OutputSpec
+
+if TYPE_CHECKING:
+    import llvmlite.ir as ir
+
+    from braze.codegen.stub_layout import ObjectLayout
+    from braze.codegen.target import Target
 
 
 @functools.lru_cache(maxsize=None)
@@ -32,13 +38,18 @@ def call_stub() -> Callable[..., int] | None:
     layout = object_layout()
     if layout is None:
         return None
-    from braze.codegen.call_stub import emit_call_stub
-    from braze.codegen.jit import compile_described
+    from braze.codegen.described import compile_described
     from braze.codegen.target import host_target
     target = host_target()
-    library = compile_described(f"call stub {layout}", lambda: emit_call_stub(target, layout), ("braze_call",),
+    library = compile_described(f"call stub {layout}", lambda: _emit_call_stub(target, layout), ("braze_call",),
                                 target=target)
     return CALL.cfunc(library, "braze_call")
+
+
+def _emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
+    """The stub's module, emitted (and llvmlite loaded) only when no cache entry has its code."""
+    from braze.codegen.call_stub import emit_call_stub
+    return emit_call_stub(target, layout)
 
 
 class CallFrame:

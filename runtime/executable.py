@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from braze.codegen.abi import ENTRY, PREPARE, STATUS_OFFSET, STATUS_WORDS
-from braze.codegen.sync import ABORT_OFFSET, SYNC_BYTES
 from braze.codegen.graph_cache import compile_module
-from braze.codegen.jit import CompiledLibrary
+from braze.codegen.library import CompiledLibrary
 from braze.codegen.module_layout import BuiltModule
+from braze.codegen.sync_layout import ABORT_OFFSET, SYNC_BYTES
 from braze.codegen.target import Target
 from braze.ir.errors import BrazeError, IndexRangeError
 from braze.ir.graph import Graph

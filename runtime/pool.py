@@ -27,9 +27,14 @@ import ctypes
 import functools
 import os
 import threading
-from typing import Callable, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Callable, NamedTuple, TypeVar
 
 from .memory import address, aligned_zeros
+
+if TYPE_CHECKING:
+    import llvmlite.ir as ir
+
+    from braze.codegen.target import Target
 
 T = TypeVar("T")
 
@@ -55,24 +60,31 @@ class _Native(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def native() -> _Native:
-    """The pool's native functions (codegen.sync), compiled once per process through the JIT and its cache."""
+    """The pool's native functions (codegen.sync), compiled once per process through the JIT and its cache, or
+    opened from the cache's shared object without loading LLVM (codegen/described.py)."""
     from braze.codegen.abi import POOL_JOIN, POOL_POST, POOL_WORK
-    from braze.codegen.jit import compile_described
-    from braze.codegen.sync import emit_pool_module, spin_budget
+    from braze.codegen.described import compile_described
+    from braze.codegen.sync_layout import spin_budget
     from braze.codegen.target import host_target
     target = host_target()
-    library = _kept(compile_described("worker pool", lambda: emit_pool_module(target),
+    library = _kept(compile_described("worker pool", lambda: _emit_pool_module(target),
                                 ("braze_pool_post", "braze_pool_work", "braze_pool_join"), target=target))
     return _Native(POOL_POST.cfunc(library, "braze_pool_post"), POOL_WORK.cfunc(library, "braze_pool_work"),
                    POOL_JOIN.cfunc(library, "braze_pool_join"), spin_budget(target, WAIT_US),
                    spin_budget(target, JOIN_US))
 
 
+def _emit_pool_module(target: Target) -> ir.Module:
+    """The pool's module, emitted (and llvmlite loaded) only when no cache entry has its code."""
+    from braze.codegen.sync import emit_pool_module
+    return emit_pool_module(target)
+
+
 class _Worker:
     """A daemon thread running the native work loop as thread id `tid`, sleeping when it runs out of work."""
 
     def __init__(self, tid: int, task_address: int, work: Callable[..., int]) -> None:
-        from braze.codegen.sync import CONTROL_BYTES
+        from braze.codegen.sync_layout import CONTROL_BYTES
         self.tid = tid
         self.control = _kept(aligned_zeros(CONTROL_BYTES // 8, "int64"))
         self.address = address(self.control)
@@ -85,7 +97,7 @@ class _Worker:
     @property
     def sleeps(self) -> int:
         """How many times this worker has gone to sleep for want of work (natively or in Python)."""
-        from braze.codegen.sync import SLEEPS
+        from braze.codegen.sync_layout import SLEEPS
         return self._python_sleeps + int(self.control[SLEEPS // 8])
 
     def _loop(self) -> None:
