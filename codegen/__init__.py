@@ -11,13 +11,24 @@ Typical use by a lowering:
 """
 from __future__ import annotations
 
-from . import cache, vecmath
-from .jit import CompiledLibrary, compile_ir
-from .loops import (CONTRACT, F32, F64, I1, I8, I32, I64, PTR, REASSOC, VOID, alloca, const, define_function,
-                    element_ptr, entry_builder, for_range, i64, load, loop_nest, splat, store, vec, vector_loop)
-from .target import CPU_ENV, Target, host_target, init_llvm, target_of
+import importlib
+from typing import Any
 
-__all__ = ["CONTRACT", "CPU_ENV", "CompiledLibrary", "F32", "F64", "I1", "I8", "I32", "I64", "PTR", "REASSOC",
-           "Target", "VOID", "alloca", "cache", "compile_ir", "const", "define_function", "element_ptr",
-           "entry_builder", "for_range", "host_target", "i64", "init_llvm", "load", "loop_nest", "splat", "store",
-           "target_of", "vec", "vecmath", "vector_loop"]
+# Each name is imported from its module on first use, so that `braze.codegen.cache` and the other modules a warm
+# compile needs load without llvmlite (codegen/host.py, codegen/shared_object.py).
+_HOMES = {"cache": ".cache", "vecmath": ".vecmath", "CompiledLibrary": ".library", "compile_ir": ".jit",
+          **{name: ".loops" for name in ("CONTRACT", "F32", "F64", "I1", "I8", "I32", "I64", "PTR", "REASSOC", "VOID",
+                                         "alloca", "const", "define_function", "element_ptr", "entry_builder",
+                                         "for_range", "i64", "load", "loop_nest", "splat", "store", "vec",
+                                         "vector_loop")},
+          **{name: ".target" for name in ("CPU_ENV", "Target", "host_target", "init_llvm", "target_of")}}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(home, __name__)
+    return module if home == f".{name}" else getattr(module, name)

@@ -30,14 +30,19 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import llvmlite.ir as ir
+if TYPE_CHECKING:  # the runtime reads these signatures without loading LLVM: llvmlite is imported to emit code
+    import llvmlite.ir as ir
 
-from .loops import I64, PTR, VOID, define_function
 
-# An "object" is a pointer to a Python object, passed by ctypes as the object itself (py_object).
-_LLVM = {"ptr": PTR, "object": PTR, "i64": I64, "void": VOID}
+def _llvm(kind: str) -> ir.Type:
+    """The LLVM type of a parameter kind; an "object" is a pointer to a Python object, passed by ctypes as the
+    object itself (py_object)."""
+    from .loops import I64, PTR, VOID
+    return {"ptr": PTR, "object": PTR, "i64": I64, "void": VOID}[kind]
+
+
 _CTYPES = {"ptr": ctypes.c_void_p, "object": ctypes.py_object, "i64": ctypes.c_int64, "void": None}
 
 
@@ -53,11 +58,13 @@ class NativeSignature:
         return tuple(name for name, _ in self.params)
 
     def llvm_type(self) -> ir.FunctionType:
-        return ir.FunctionType(_LLVM[self.result], [_LLVM[kind] for _, kind in self.params])
+        import llvmlite.ir as ir
+        return ir.FunctionType(_llvm(self.result), [_llvm(kind) for _, kind in self.params])
 
     def define(self, module: ir.Module, name: str) -> ir.Function:
         """The exported function `name` in `module`, with this signature and named arguments."""
-        return define_function(module, name, [(n, _LLVM[kind]) for n, kind in self.params], ret=_LLVM[self.result])
+        from .loops import define_function
+        return define_function(module, name, [(n, _llvm(kind)) for n, kind in self.params], ret=_llvm(self.result))
 
     def cfunc(self, library: Any, name: str) -> Any:
         """A ctypes callable for the exported function `name` of a compiled library (codegen.jit)."""
@@ -93,12 +100,14 @@ TASK_FIELDS = ("fn", *(name for name in ENTRY.names if name != "tid"))
 
 def load_task_words(b: ir.IRBuilder, base: ir.Value) -> dict[str, ir.Value]:
     """The TASK_FIELDS words stored from `base` on (i64 each), by name."""
-    return {field: b.load(b.gep(base, [ir.Constant(I64, k)], source_etype=I64), typ=I64, align=8, name=field)
+    from .loops import I64, i64
+    return {field: b.load(b.gep(base, [i64(k)], source_etype=I64), typ=I64, align=8, name=field)
             for k, field in enumerate(TASK_FIELDS)}
 
 
 def emit_entry_call(b: ir.IRBuilder, words: dict[str, ir.Value], tid: ir.Value) -> None:
     """Call the entry point at words["fn"] with thread id `tid` and the other arguments from their task words."""
+    from .loops import I64, PTR
     entry_type = ENTRY.llvm_type()
     entry = b.inttoptr(words["fn"], entry_type.as_pointer(), name="entry")  # a typed pointer: the call's signature
     b.call(entry, [tid if name == "tid" else words[name] if typ == I64 else b.inttoptr(words[name], PTR)

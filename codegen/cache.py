@@ -7,7 +7,9 @@ without building LLVM IR. Its file holds a magic line, a JSON header with the ke
 sha256 and size of the payload and a `meta` object (what the runtime needs beside the code: a whole graph's module
 layout; empty for a plain module), then the object file itself. The optimized-graph entries of
 runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as the
-payload. A truncated, altered or foreign entry fails those checks, and one whose object does not link or does not
+payload. A whole graph's entry, and a runtime module's (codegen/described.py), may also hold after its objects the
+shared object the system linker made of them (codegen/shared_object.py, its size in `meta`): part of the entry, it
+is hashed, counted, evicted and cleared with it. A truncated, altered or foreign entry fails those checks, and one whose object does not link or does not
 export the module's functions fails in the JIT: either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
 os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
 removed by a later store once they are an hour old.
@@ -161,9 +163,10 @@ def decode_entry(key: str, data: bytes) -> CacheEntry | None:
     return CacheEntry(key, payload, symbols, meta) if valid and isinstance(meta, dict) else None
 
 
-def load(key: str) -> CacheEntry | None:
+def load(key: str, *, counted: bool = True) -> CacheEntry | None:
     """The intact entry for `key`, or None (counting a miss, or a rebuild after deleting a bad entry). The caller
-    links it, then counts a hit, or discards it when it does not link."""
+    links it, then counts a hit, or discards it when it does not link. `counted=False` counts nothing: for the
+    cache's own bookkeeping (codegen/host.py), which the counters of compiled code leave out."""
     directory = cache_dir()
     if not _trusted(directory, create=False):
         return None
@@ -171,11 +174,12 @@ def load(key: str) -> CacheEntry | None:
     try:
         data = _read_entry_file(path)
     except (FileNotFoundError, NotADirectoryError):
-        count("misses")
+        if counted:
+            count("misses")
         return None
     entry = decode_entry(key, data) if data is not None else None
     if entry is None:
-        discard(key)
+        discard(key, counted=counted)
     else:
         _touch(path)
     return entry
@@ -189,14 +193,17 @@ def _touch(path: Path) -> None:
         pass
 
 
-def discard(key: str) -> None:
+def discard(key: str, *, counted: bool = True) -> None:
     """Delete the entry for `key` (one that is corrupt or did not link) and count a rebuild."""
-    count("rebuilds")
+    if counted:
+        count("rebuilds")
     _remove(entry_path(key))
 
 
-def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None = None) -> bool:
-    """Write an entry atomically; returns False (and counts a write error) when the directory is not writable."""
+def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None = None, *,
+          counted: bool = True) -> bool:
+    """Write an entry atomically; returns False (and counts a write error) when the directory is not writable.
+    `counted` as for load."""
     directory = cache_dir()
     try:
         if not _trusted(directory, create=True):
@@ -211,9 +218,11 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None 
             _remove(Path(tmp))
             raise
     except OSError:
-        count("write_errors")
+        if counted:
+            count("write_errors")
         return False
-    count("stores")
+    if counted:
+        count("stores")
     _evict(directory, keep=f"{key}{SUFFIX}")
     return True
 

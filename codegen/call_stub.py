@@ -19,49 +19,26 @@ its buffers: a stub that finds the frame busy returns STUB_BUSY at once, and `br
 
 The frame is an array of i64 words the runtime owns per executable: first the entry's arguments in TASK_FIELDS
 order (the entry's address, then every argument but the thread id; nthreads the most threads a call may use),
-then FRAME_ARRAY_TYPE (the address of the numpy.ndarray type object), the input and output counts, the busy word, the POOL_WORDS
-of the worker pool at FRAME_POOL (braze_pool_run's address, 0 for none, then its task block, its control
-addresses, the gate's and the join's spin budgets), and RECORD_WORDS per input and then per output: the expected
-dtype object, rank, address of the expected dims as i64s, staging buffer (0 for none) and byte size.
+then FRAME_ARRAY_TYPE (the address of the numpy.ndarray type object), the input and output counts, the busy word,
+the POOL_WORDS of the worker pool at FRAME_POOL (braze_pool_run's address, 0 for none, then its task block, its
+control addresses, the gate's and the join's spin budgets), and RECORD_WORDS per input and then per output: the
+expected dtype object, rank, address of the expected dims as i64s, staging buffer (0 for none) and byte size
+(codegen/stub_layout.py holds the offsets).
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
 from .abi import CALL, FRAME_CLAIM, FRAME_RELEASE, POOL_RUN, TASK_FIELDS, emit_entry_call
 from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64
+from .stub_layout import (C_CONTIGUOUS, FRAME_ARRAY_TYPE, FRAME_BUSY, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS,
+                          FRAME_POOL, POOL_WORDS, RECORD_WORDS, STUB_BUSY, WRITEABLE, ObjectLayout, frame_words)
 from .sync import declare
 from .target import Target
 
-FRAME_ARRAY_TYPE = len(TASK_FIELDS)
-FRAME_INPUTS, FRAME_OUTPUTS = FRAME_ARRAY_TYPE + 1, FRAME_ARRAY_TYPE + 2
-FRAME_BUSY = FRAME_ARRAY_TYPE + 3
-FRAME_POOL = FRAME_ARRAY_TYPE + 4
-POOL_WORDS = 5  # braze_pool_run's address and its task, controls, enter_budget and join_budget arguments
-FRAME_HEADER = FRAME_POOL + POOL_WORDS
-RECORD_WORDS = 5
-STUB_BUSY = -1  # what the stub returns when another thread holds the frame
-C_CONTIGUOUS, WRITEABLE = 0x1, 0x400  # numpy's NPY_ARRAY_C_CONTIGUOUS and NPY_ARRAY_WRITEABLE flags
-
-
-@dataclass(frozen=True)
-class ObjectLayout:
-    """Byte offsets of the fields the stub reads: in a numpy array object, and of a tuple's first item."""
-
-    type: int
-    data: int
-    nd: int
-    dims: int
-    descr: int
-    flags: int
-    tuple_items: int
-
-
-def frame_words(inputs: int, outputs: int) -> int:
-    """The length of a frame for this many inputs and outputs."""
-    return FRAME_HEADER + RECORD_WORDS * (inputs + outputs)
+__all__ = ["C_CONTIGUOUS", "FRAME_ARRAY_TYPE", "FRAME_BUSY", "FRAME_HEADER", "FRAME_INPUTS", "FRAME_OUTPUTS",
+           "FRAME_POOL", "ObjectLayout", "POOL_WORDS", "RECORD_WORDS", "STUB_BUSY", "WRITEABLE", "emit_call_stub",
+           "frame_words"]
 
 
 def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:

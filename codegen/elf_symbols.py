@@ -2,14 +2,17 @@
 
 MCJIT links an object whose call goes to a symbol nobody defines without complaint, and the call then jumps to
 address 0. So before several objects are linked into one engine, every symbol one of them needs must be defined by
-another or by the process (libc: syscall, memcpy); undefined_symbols() gives the list to check. Only 64-bit
+another or by the process (libc: syscall, memcpy); undefined_symbols() gives the list to check (and, read from its
+dynamic symbol table, what a shared object needs before it is opened: codegen/shared_object.py). Only 64-bit
 little-endian ELF (Linux x86-64 and AArch64) is read; anything malformed raises ValueError.
 """
 from __future__ import annotations
 
+import ctypes
 import struct
 
 SHT_SYMTAB = 2
+SHT_DYNSYM = 11
 SHN_UNDEF = 0
 STB_LOCAL = 0
 
@@ -35,8 +38,9 @@ def _name(data: bytes, strtab: tuple[int, int], at: int) -> str:
     return data[offset + at:end].decode("utf-8", "replace")
 
 
-def symbols(data: bytes) -> tuple[set[str], set[str]]:
-    """(global symbols defined, symbols referenced but undefined) of an ELF64 little-endian object."""
+def symbols(data: bytes, table: int = SHT_SYMTAB) -> tuple[set[str], set[str]]:
+    """(global symbols defined, symbols referenced but undefined) of an ELF64 little-endian object, from its symbol
+    table (SHT_SYMTAB) or, for a shared object, its dynamic one (SHT_DYNSYM)."""
     if len(data) < 64 or data[:6] != b"\x7fELF\x02\x01":
         raise ValueError("not a 64-bit little-endian ELF file")
     (shoff,) = struct.unpack_from("<Q", data, 40)
@@ -47,7 +51,7 @@ def symbols(data: bytes) -> tuple[set[str], set[str]]:
     undefined: set[str] = set()
     for index in range(shnum):
         kind, offset, size, link, entsize = _section(data, shoff, shentsize, index)
-        if kind != SHT_SYMTAB:
+        if kind != table:
             continue
         if entsize != 24 or not 0 <= link < shnum:
             raise ValueError("malformed symbol table")
@@ -70,3 +74,9 @@ def undefined_symbols(objects: list[bytes]) -> set[str]:
         defined |= has
         needed |= wants
     return needed - defined
+
+
+def unresolved_in_process(names: set[str]) -> list[str]:
+    """The names among `names` that nothing loaded in this process defines (sorted)."""
+    process = ctypes.CDLL(None)
+    return sorted(s for s in names if not hasattr(process, s))

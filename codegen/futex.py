@@ -10,7 +10,8 @@ makes a wake that comes just before the sleep harmless.
 
 A futex is 32 bits: the waits compare the low half of braze's 64-bit counters (x86 and AArch64 are little-endian,
 so that half comes first), which changes with every increment. Each wait is bounded by a timeout, a safety net
-against a wake-up that never comes. `has_futex(target)` is False where braze knows no futex system call (not
+against a wake-up that never comes. `has_futex(target)` (codegen/sync_layout.py) is False where braze knows no futex
+system call (not
 Linux, or another architecture); the callers then keep spinning, with sched_yield now and then.
 """
 from __future__ import annotations
@@ -18,23 +19,12 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .loops import I64, PTR, alloca, i64
+from .sync_layout import futex_number
 from .target import Target
 
-SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 WAKE_ALL = 2 ** 31 - 1
 TIMESPEC = ir.LiteralStructType([I64, I64])
-
-
-def _number(target: Target) -> int | None:
-    if "linux" not in target.triple:
-        return None
-    return SYS_FUTEX.get(target.triple.split("-")[0])
-
-
-def has_futex(target: Target) -> bool:
-    """Whether code for this target can sleep on a futex."""
-    return _number(target) is not None
 
 
 def _syscall(module: ir.Module) -> ir.Function:
@@ -51,13 +41,13 @@ def emit_wait(b: ir.IRBuilder, module: ir.Module, target: Target, word: ir.Value
     timespec = alloca(b, TIMESPEC, name="futex.timeout")
     b.store(ir.Constant(TIMESPEC, [i64(timeout_ns // 10 ** 9), i64(timeout_ns % 10 ** 9)]), timespec)
     expected = b.and_(seen, i64(0xFFFFFFFF))
-    b.call(_syscall(module), [i64(_number(target)), word, i64(FUTEX_WAIT_PRIVATE), expected, timespec,
+    b.call(_syscall(module), [i64(futex_number(target)), word, i64(FUTEX_WAIT_PRIVATE), expected, timespec,
                               ir.Constant(PTR, None), i64(0)])
 
 
 def emit_wake(b: ir.IRBuilder, module: ir.Module, target: Target, word: ir.Value) -> None:
     """Wake every thread sleeping on `word`."""
-    b.call(_syscall(module), [i64(_number(target)), word, i64(FUTEX_WAKE_PRIVATE), i64(WAKE_ALL),
+    b.call(_syscall(module), [i64(futex_number(target)), word, i64(FUTEX_WAKE_PRIVATE), i64(WAKE_ALL),
                               ir.Constant(PTR, None), ir.Constant(PTR, None), i64(0)])
 
 

@@ -2,8 +2,10 @@
 
 `compile_module(graph)` looks in the disk cache at two levels:
 - the whole graph, keyed by module_layout.module_key (the graph's text, the target, the builder version): on a hit
-  the entry holds every object of the module (its kernels and its entry) and the layout, so the BuiltModule is
-  rebuilt from the layout and the graph and the objects are linked: no kernel is lowered and no LLVM IR is built,
+  the entry holds every object of the module (its kernels and its entry), the layout and, where a linker was found
+  when it was stored, the objects linked into one shared object (codegen/shared_object.py), so the BuiltModule is
+  rebuilt from the layout and the graph and the shared object is opened with ctypes, without loading LLVM (or,
+  where it cannot be opened, the objects are linked by MCJIT): no kernel is lowered and no LLVM IR is built,
   printed, parsed or optimized;
 - each kernel, keyed by module_layout.kernel_part_key (the node's kernel key, the target, the builder version):
   on a graph miss, a kernel some earlier graph compiled (another batch size, another model with the same layer
@@ -25,15 +27,14 @@ from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node
 from braze.ir.registry import is_leaf
 
-from . import cache, compile_workers
-from .compile_workers import Job, Task
-from .jit import CompiledLibrary, Result, compile_here, compile_objects, known_library, link_objects, pack_objects, \
-    run_tasks, unpack_objects
+from . import cache, shared_object
+from .library import CompiledLibrary, dump, known_library, pack_objects, register, unpack_objects
 from .module_layout import BuiltModule, KernelPart, built_from_meta, graph_digest, layout_meta, module_key, \
     module_names, part_from_meta, part_meta
 from .target import Target, host_target
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the JIT and the compile workers load LLVM: imported when something is compiled or linked by MCJIT
+    from .compile_workers import Result
     from .module_builder import Lowering, PendingPart
 
 Objects = list[tuple[tuple[str, ...], bytes]]
@@ -57,6 +58,8 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
     found = _linked(graph, target, key, digest, caching, timings)
     if found is not None:
         return found
+    from . import compile_workers
+    from .jit import link_objects
     parallel = _parallel(graph)
     if parallel:
         compile_workers.warm_up()  # the workers start while the first kernels are lowered
@@ -71,8 +74,11 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
                 if part.key in new:
                     cache.store(part.key, new[part.key].payload, part.symbols, part_meta(part))
             payload, index = pack_objects(ordered)
-            cache.store(key, payload, tuple(s for syms, _ in ordered for s in syms),
-                        {**layout_meta(built), "objects": index})
+        with _timed(timings, "link shared object"):
+            shared = shared_object.link([p for _, p in ordered])
+        with _timed(timings, "cache write"):
+            payload, meta = shared_object.attach(payload, shared, {**layout_meta(built), "objects": index})
+            cache.store(key, payload, tuple(s for syms, _ in ordered for s in syms), meta)
     optimized = [new[p.key].optimized if p.key in new else None for p in built.parts] + [entry.optimized]
     library = link_objects(built.name, key, target, ordered, _sources(graph, target, built), from_cache=False,
                            optimized=optimized, timings=timings, meta=layout_meta(built))
@@ -83,6 +89,7 @@ def expect_compile(graph: Graph) -> None:
     """A graph (or the graph it is about to be optimized into) is going to be compiled without a cache to find
     it in: start the compile workers now if it will use them, so their start overlaps the work before."""
     if _parallel(graph):
+        from . import compile_workers
         compile_workers.warm_up()
 
 
@@ -115,6 +122,8 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
     """Build the graph's module, the costliest new kernels first, each lowered here and compiled here or in a
     worker, or lowered and compiled whole by a worker (compile_workers.run_tasks), then compile the entry: the built
     module, the new kernels' compile results by part key, and the entry's."""
+    from .compile_workers import Result, Task
+    from .jit import compile_here, run_tasks
     from .module_builder import build_module  # the lowerings: imported on the first module actually built
     new: dict[str, Result] = {}
     spent = [0.0, 0.0]  # wall time of the kernel work; of the work done here
@@ -163,6 +172,8 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
 
 def _compiled_here(part: KernelPart, text: str, target: Target) -> tuple[KernelPart, Result]:
     """A part lowered here, compiled here (its stage times in the result, as a worker's)."""
+    from .compile_workers import Result
+    from .jit import compile_here
     stages: dict[str, float] = {}
     result = compile_here(text, part.name, target, stages)
     return part, Result(result.symbols, result.payload, result.optimized, stages)
@@ -186,6 +197,7 @@ def _from_worker(pending: PendingPart, header: dict[str, Any], payload: bytes) -
     if part is None or not part.name.startswith(f"k_{pending.key[:16]}_") or not isinstance(symbols, list) \
             or set(map(str, symbols)) != set(part.symbols):
         raise ValueError(f"a worker's answer for {pending.node.op} does not describe its kernel part")
+    from .compile_workers import Result
     return part, Result(part.symbols, payload)
 
 
@@ -208,18 +220,38 @@ def _linked(graph: Graph, target: Target, key: str, digest: str, caching: bool,
     if entry is None:
         return None
     built = built_from_meta(graph, target, entry.meta)
-    objects = unpack_objects(entry.payload, entry.meta.get("objects"))
-    if built is None or objects is None or not _fits(built, digest, objects):
-        cache.discard(key)
-        return None
     try:
-        library = link_objects(built.name, key, target, objects, lambda: _source_ir(graph, target), from_cache=True,
-                               timings=timings, meta=entry.meta)
-    except Exception:  # noqa: BLE001 - an object that does not link is rebuilt, never called
+        rest, shared = shared_object.detach(entry.payload, entry.meta)
+        objects = unpack_objects(rest, entry.meta.get("objects"))
+        if built is None or objects is None or not _fits(built, digest, objects):
+            raise ValueError("the entry does not fit the graph")
+        library = None if shared is None else _opened(graph, built, key, target, shared, objects, timings,
+                                                      entry.meta)
+        if library is None:
+            from .jit import link_objects
+            library = link_objects(built.name, key, target, objects, lambda: _source_ir(graph, target),
+                                   from_cache=True, timings=timings, meta=entry.meta)
+    except Exception:  # noqa: BLE001 - an entry that does not fit, open or link is rebuilt, never called
         cache.discard(key)
         return None
     cache.count("hits")
     return built, library
+
+
+def _opened(graph: Graph, built: BuiltModule, key: str, target: Target, shared: bytes | memoryview,
+            objects: Objects, timings: dict[str, float], meta: dict[str, Any]) -> CompiledLibrary | None:
+    """The library of an entry's shared object, opened without LLVM; None when this machine cannot open one (the
+    objects are then linked by MCJIT). ValueError for a shared object that is not the module's."""
+    symbols = tuple(s for syms, _ in objects for s in syms)
+    with _timed(timings, "open shared object"):
+        try:
+            code = shared_object.open_shared(shared, symbols, cache.cache_dir(), built.name)
+        except OSError:
+            return None
+    library = CompiledLibrary(built.name, key, target, lambda: _source_ir(graph, target), symbols,
+                              (code, code.addresses), True, None, timings, meta)
+    dump(register(library))
+    return library
 
 
 def _fits(built: BuiltModule, digest: str, objects: Objects) -> bool:
@@ -248,6 +280,8 @@ def compile_built(built: BuiltModule, *, use_cache: bool | None = None,
                   timings: dict[str, float] | None = None) -> CompiledLibrary:
     """The library of a module built by build_module (every part and the entry module), each module found in the
     disk cache by its LLVM IR text or compiled."""
+    from .compile_workers import Job
+    from .jit import compile_objects, link_objects
     timings = {} if timings is None else timings
     target = built.target
     caching = cache.enabled() if use_cache is None else use_cache

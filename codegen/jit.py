@@ -20,18 +20,17 @@ A graph's objects are cached by keys that name them without their IR (codegen/gr
 links them without any LLVM IR being built. Every library records the wall time of its steps in `timings` (print
 IR, cache read and write, LLVM parse and optimize, emit object, link).
 
+The library type and the registry of live libraries are in codegen/library.py, which loads without llvmlite: a warm
+compile opens a graph's cached shared object there instead of linking its objects here (codegen/shared_object.py).
+
 `BRAZE_DUMP_LLVM=1` and `BRAZE_DUMP_ASM=1` print the optimized LLVM IR and the assembly of every module compiled.
 """
 from __future__ import annotations
 
-import ctypes
-import os
 import re
 import struct
 import sys
-import threading
 import time
-import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
@@ -42,100 +41,12 @@ from braze.ir.errors import CodegenError
 
 from . import cache, compile_workers, elf_symbols, llvm_object
 from .compile_workers import Job, Result
+from .described import compile_described
+from .library import CompiledLibrary, Sources, dump, known_library, lock, pack_objects, register, unpack_objects
 from .target import OPT_LEVEL, Target, create_jit_machine, host_target, init_llvm, target_of
 
-_lock = threading.RLock()
-_libraries: weakref.WeakValueDictionary[str, CompiledLibrary] = weakref.WeakValueDictionary()
-
-
-Sources = Sequence[str]
-
-
-class CompiledLibrary:
-    """The machine code of one or more LLVM modules (a graph's kernels and its entry), linked into one engine that
-    lives as long as the library.
-
-    `address(name)` and `cfunc(name, restype, *argtypes)` give callable entry points; `llvm_ir()` and `asm()`
-    return the optimized IR and the host assembly, whole or for one function. A library loaded from the disk cache
-    rebuilds its optimized IR from the source IR the first time it is inspected.
-    """
-
-    def __init__(self, name: str, key: str, target: Target, source_ir: str | Sources | Callable[[], Sources],
-                 symbols: tuple[str, ...], linked: tuple[llvm.ExecutionEngine, dict[str, int]], from_cache: bool,
-                 optimized: Sequence[llvm.ModuleRef | None] | llvm.ModuleRef | None,
-                 timings: dict[str, float] | None = None, meta: dict[str, Any] | None = None) -> None:
-        self.name, self.key, self.target = name, key, target
-        self.symbols, self.from_cache = symbols, from_cache
-        self.timings, self.meta = dict(timings or {}), dict(meta or {})
-        self._source: Sources | Callable[[], Sources] = (source_ir,) if isinstance(source_ir, str) else source_ir
-        self._engine, self._addresses = linked
-        self._optimized: list[llvm.ModuleRef | None] | None = None if optimized is None else \
-            [optimized] if isinstance(optimized, llvm.ModuleRef) else list(optimized)
-        self._asm: str | None = None
-
-    @property
-    def sources(self) -> tuple[str, ...]:
-        """The LLVM IR of each module the library was compiled from; built on first use for a library linked from
-        the disk cache."""
-        with _lock:
-            if callable(self._source):
-                self._source = tuple(self._source())
-            return tuple(self._source)
-
-    @property
-    def source_ir(self) -> str:
-        """The LLVM IR the library was compiled from, its modules one after another."""
-        return "\n".join(self.sources)
-
-    def address(self, name: str) -> int:
-        """The address of an exported function; raises CodegenError for unknown names."""
-        try:
-            return self._addresses[name]
-        except KeyError:
-            raise CodegenError(f"module {self.name!r} exports no function {name!r}; "
-                               f"it exports {', '.join(self.symbols)}") from None
-
-    def cfunc(self, name: str, restype: Any, *argtypes: Any) -> Any:
-        """A ctypes function for an exported function with the given C signature (ctypes releases the GIL); it
-        keeps the library, and so its machine code, alive. A bare address() does not: hold the library with it."""
-        function = ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
-        function.library = self
-        return function
-
-    def llvm_ir(self, function: str | None = None) -> str:
-        """The optimized LLVM IR of the modules, or of one function defined in them."""
-        modules = self._optimized_modules()
-        if function is None:
-            return "\n".join(str(m) for m in modules)
-        for module in modules:
-            try:
-                fn = module.get_function(function)
-            except NameError:
-                continue
-            if not fn.is_declaration:
-                return str(fn)
-        raise CodegenError(f"module {self.name!r} has no function {function!r}")
-
-    def asm(self, function: str | None = None) -> str:
-        """The host assembly of the modules, or of one function in them."""
-        with _lock:
-            if self._asm is None:
-                self._asm = "\n".join(self.target.machine().emit_assembly(m) for m in self._optimized_modules())
-        return self._asm if function is None else _function_asm(self._asm, function, self.name)
-
-    def _optimized_modules(self) -> list[llvm.ModuleRef]:
-        with _lock:
-            sources = self.sources
-            if self._optimized is None or len(self._optimized) != len(sources):
-                self._optimized = [None] * len(sources)
-            for i, text in enumerate(sources):
-                if self._optimized[i] is None:
-                    self._optimized[i] = _optimize(_parse(text, self.name, self.target), self.target)
-            return list(self._optimized)  # type: ignore[arg-type]
-
-    def __repr__(self) -> str:
-        origin = "cache" if self.from_cache else "compiled"
-        return f"CompiledLibrary({self.name!r}, {origin}, symbols={list(self.symbols)}, target={self.target})"
+__all__ = ["CompiledLibrary", "compile_described", "compile_here", "compile_ir", "compile_objects", "finish_batch",
+           "known_library", "link_objects", "pack_objects", "run_tasks", "start_batch", "unpack_objects"]
 
 
 def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cache: bool | None = None
@@ -151,8 +62,8 @@ def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cac
         text = str(module)
     name = module.name if isinstance(module, ir.Module) else _module_name(text)
     key = cache.make_key(text, target.identity)
-    with _lock:
-        known = _libraries.get(key)
+    with lock:
+        known = known_library(key)
         if known is not None:
             return known
         caching = cache.enabled() if use_cache is None else use_cache
@@ -166,48 +77,8 @@ def compile_ir(module: ir.Module | str, *, target: Target | None = None, use_cac
             with _timed(timings, "link"):
                 linked = _link(name, [payload], symbols)
             library = CompiledLibrary(name, key, target, text, symbols, linked, False, optimized, timings)
-        _libraries[key] = library
-    _dump(library)
-    return library
-
-
-def compile_described(description: str, build: Callable[[], ir.Module], exports: tuple[str, ...], *,
-                      target: Target | None = None) -> CompiledLibrary:
-    """The library of the module `build()` returns, found in the disk cache by `description` (everything its code
-    depends on besides the code generator's version and the target, which are added) without building its IR: the
-    runtime's own modules (the call stub, the worker pool) cost a lookup per process. On a miss, or an entry that
-    does not export exactly `exports`, the module is built, compiled and stored under that key."""
-    from .module_layout import builder_version
-    target = target or host_target()
-    key = cache.make_key(f"braze-described-module\n{builder_version()}\n{description}", target.identity)
-    with _lock:
-        known = _libraries.get(key)
-        if known is not None:
-            return known
-        timings: dict[str, float] = {}
-        entry = cache.load(key) if cache.enabled() else None
-        library = None
-        if entry is not None:
-            try:
-                if set(entry.symbols) != set(exports):
-                    raise CodegenError(f"the cached module for {description!r} exports {list(entry.symbols)}")
-                linked = _link(description, [entry.payload], entry.symbols)
-                cache.count("hits")
-                library = CompiledLibrary(description, key, target, lambda: (str(build()),), entry.symbols, linked,
-                                          True, None, timings)
-            except CodegenError:
-                cache.discard(key)
-        if library is None:
-            module = build()
-            optimized, symbols, payload = _compile_object(str(module), module.name, target, timings)
-            if set(symbols) != set(exports):
-                raise CodegenError(f"module {module.name!r} exports {list(symbols)}, not {list(exports)}")
-            if cache.enabled():
-                cache.store(key, payload, symbols)
-            linked = _link(module.name, [payload], symbols)
-            library = CompiledLibrary(module.name, key, target, str(module), symbols, linked, False, optimized,
-                                      timings)
-        _libraries[key] = library
+        register(library)
+    dump(library)
     return library
 
 
@@ -263,40 +134,14 @@ def link_objects(name: str, key: str, target: Target, objects: Sequence[tuple[tu
     """One library of several objects (symbols, object file) linked into one engine, where each resolves the
     others' exports; `sources` (or a function building them) are their LLVM IR texts for inspection."""
     timings = {} if timings is None else timings
-    with _lock:
+    with lock:
         with _timed(timings, "link"):
             linked = _link(name, [payload for _, payload in objects], tuple(s for syms, _ in objects for s in syms))
         library = CompiledLibrary(name, key, target, sources, tuple(s for syms, _ in objects for s in syms), linked,
                                   from_cache, optimized, timings, meta)
-        _libraries[key] = library
-    _dump(library)
+        register(library)
+    dump(library)
     return library
-
-
-def known_library(key: str) -> CompiledLibrary | None:
-    """The library linked under `key` earlier in this process and still alive, if any."""
-    with _lock:
-        return _libraries.get(key)
-
-
-def pack_objects(objects: Sequence[tuple[tuple[str, ...], bytes]]) -> tuple[bytes, list[list[Any]]]:
-    """Several objects as one cache payload and the index that splits it again (per object: symbols, size)."""
-    return b"".join(p for _, p in objects), [[list(syms), len(p)] for syms, p in objects]
-
-
-def unpack_objects(payload: bytes, index: Any) -> list[tuple[tuple[str, ...], bytes]] | None:
-    """The objects of a payload packed by pack_objects, or None when the index does not describe it."""
-    if not isinstance(index, list):
-        return None
-    objects, at = [], 0
-    for item in index:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
-                and all(isinstance(x, str) for x in item[0]) and isinstance(item[1], int)
-                and not isinstance(item[1], bool) and 0 < item[1] <= len(payload) - at):
-            return None
-        objects.append((tuple(item[0]), payload[at:at + item[1]]))
-        at += item[1]
-    return objects if at == len(payload) else None
 
 
 def _from_cache(module: ir.Module | str, name: str, key: str, target: Target, text: str,
@@ -347,6 +192,11 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
         yield
     finally:
         timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+
+
+def optimized_module(text: str, name: str, target: Target) -> llvm.ModuleRef:
+    """The optimized module of LLVM IR text, for inspecting a library (CompiledLibrary.llvm_ir, asm)."""
+    return _optimize(_parse(text, name, target), target)
 
 
 def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:
@@ -405,8 +255,7 @@ def _check_resolvable(name: str, payloads: Sequence[bytes]) -> None:
         missing = elf_symbols.undefined_symbols(list(payloads))
     except ValueError as exc:
         raise CodegenError(f"module {name!r}: its object is not a well-formed ELF file ({exc})") from None
-    process = ctypes.CDLL(None)
-    unresolved = sorted(s for s in missing if not hasattr(process, s))
+    unresolved = elf_symbols.unresolved_in_process(missing)
     if unresolved:
         raise CodegenError(f"module {name!r}: its objects call {', '.join(unresolved)}, which nothing defines")
 
@@ -436,20 +285,3 @@ def _module_name(text: str) -> str:
     return match.group(1) if match else "<llvm ir>"
 
 
-def _function_asm(asm: str, function: str, module: str) -> str:
-    """The lines of one function in an assembly listing, from its label to its end marker."""
-    lines = asm.splitlines()
-    labels = (f"{function}:", f'"{function}":')
-    start = next((i for i, line in enumerate(lines) if line.startswith(labels)), None)
-    if start is None:
-        raise CodegenError(f"module {module!r} has no function {function!r} in its assembly")
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith(".Lfunc_end")), len(lines) - 1)
-    return "\n".join(lines[start:end + 1]) + "\n"
-
-
-def _dump(library: CompiledLibrary) -> None:
-    for env, title, text in (("BRAZE_DUMP_LLVM", "LLVM IR", library.llvm_ir),
-                             ("BRAZE_DUMP_ASM", "assembly", library.asm)):
-        if os.environ.get(env, "") not in ("", "0"):
-            banner = f"==== {title}: {library.name} ({library.target}) ===="
-            print(f"{banner}\n{text()}\n{'=' * len(banner)}", file=sys.stderr)

@@ -27,7 +27,7 @@ So a call runs on the threads that entered in time (thread ids in the order they
 that sleeps, or has lost its core to another process, when the call is posted does not hold it up.
 A thread that loses its core in the middle of a call still holds the others up at the next barrier until it gets
 the core back (GEMM-like kernels claim their work in chunks, codegen/claims.py, so there it holds up one chunk).
-The task block is TASK_BYTES: the TASK_FIELDS words at byte 0, the gate at GATE (the call number above
+The blocks' layout is codegen/sync_layout.py's. The task block is TASK_BYTES: the TASK_FIELDS words at byte 0, the gate at GATE (the call number above
 GATE_CALL_SHIFT bits, then GATE_CLOSED, then the count of workers that entered) with the word of workers asleep until
 it closes beside it, the finished count at FINISHED (the call number above the same shift, the count below) with
 the caller's joiner word beside it, and the busy word and the last call number at BUSY and CALLS: separate cache
@@ -43,21 +43,14 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from .abi import POOL_RUN, POOL_WORK, emit_entry_call, load_task_words
-from .futex import emit_sleep_until_changed, emit_wake_sleepers, has_futex
+from .futex import emit_sleep_until_changed, emit_wake_sleepers
 from .loops import I64, PTR, define_function, i64
-from .sync import BARRIER_SLEEP_NS, BARRIER_SPIN_US, JOIN_SLEEP_NS, at, relax, spin_budget, spin_mark, spin_step
+from .sync import BARRIER_SLEEP_NS, BARRIER_SPIN_US, JOIN_SLEEP_NS, at, relax, spin_mark, spin_step
+from .sync_layout import (ASLEEP, BUSY, CALLS, FINISHED, GATE, GATE_CALL_SHIFT, GATE_CLOSED, GATE_COUNT, GATE_SLEEPERS,
+                          JOINER, SLEEPS, has_futex, spin_budget)
 from .target import Target
 
 WORKER_SLEEP_NS = 1_000_000_000
-
-CONTROL_BYTES = 128
-GO, ASLEEP, SLEEPS = 0, 64, 72
-TASK_BYTES = 256
-GATE, GATE_SLEEPERS, FINISHED, JOINER = 64, 72, 128, 136
-BUSY, CALLS = 192, 200
-GATE_CALL_SHIFT = 16
-GATE_CLOSED = 1 << 15
-GATE_COUNT = GATE_CLOSED - 1  # the mask of the gate's and the finished word's counts
 POOL_MODULE = "braze_pool_v3"
 
 
@@ -302,4 +295,4 @@ def _wait(b: ir.IRBuilder, module: ir.Module, target: Target, word: ir.Value, re
     return value
 
 
-__all__ = ["CONTROL_BYTES", "POOL_MODULE", "SLEEPS", "TASK_BYTES", "emit_pool_module"]
+__all__ = ["POOL_MODULE", "emit_pool_module"]

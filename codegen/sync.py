@@ -14,24 +14,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .abi import CLAIM_OFFSET
-from .futex import emit_sleep_until_changed, emit_wake_sleepers, has_futex
+from .futex import emit_sleep_until_changed, emit_wake_sleepers
 from .loops import I8, I64, PTR, VOID, define_function, i64
+from .sync_layout import GENERATION_OFFSET, SLEEPERS_OFFSET, has_futex, spin_budget
 from .target import Target
 
-SYNC_BYTES = CLAIM_OFFSET + 64  # the status words and the claim words get a cache line each
-GENERATION_OFFSET = 64
-SLEEPERS_OFFSET = 72  # threads asleep on the generation (codegen/futex.py)
-
-# Spin budgets: how long a waiting thread spins before it sleeps on a futex (or, without futexes, yields or returns
-# to Python). On x86 a budget is time-stamp-counter ticks, which count time at a fixed rate however fast the core
-# runs and however long its `pause` takes (3 to 150 cycles across recent cores), and which keep counting while the
-# thread is descheduled: a waiter that gets its core back after losing it finds its budget spent and sleeps at once,
-# so the next wake-up (which the kernel gives precedence over a busy process) is quick. Elsewhere a budget is a
-# number of spins. spin_budget converts microseconds at the nominal rates below (x86 time-stamp counters run at
-# 2-4 GHz, so a budget lasts 0.6-1.25 times as long as stated).
-TSC_TICKS_PER_US = 2500
-SPINS_PER_US = 40
 # At a barrier: long enough to cover the usual imbalance between the threads of a kernel, short enough that a
 # thread waiting for one that lost its core soon gives its own core up (to that thread, or to whatever else runs).
 BARRIER_SPIN_US = 40
@@ -56,11 +43,6 @@ def relax(b: ir.IRBuilder, module: ir.Module, target: Target) -> None:
     """A spin-wait hint to the core (x86 `pause`), where the target has one."""
     if target.is_x86:
         b.call(declare(module, "llvm.x86.sse2.pause", VOID, []), [])
-
-
-def spin_budget(target: Target, microseconds: float) -> int:
-    """The budget of a spin of about `microseconds` on this target (ticks on x86, spins elsewhere; see above)."""
-    return max(1, round(microseconds * (TSC_TICKS_PER_US if target.is_x86 else SPINS_PER_US)))
 
 
 def spin_mark(b: ir.IRBuilder, module: ir.Module, target: Target) -> ir.Value:

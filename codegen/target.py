@@ -4,34 +4,38 @@ The host CPU and its features come from llvmlite, so AVX-512 or AVX2 are used wh
 `cpu=` argument) names another CPU for reproducible code on a different machine; its features then come from
 the CPU name alone (an empty feature string). Target machines are created once per target and kept for the life
 of the process: they are never handed to an execution engine (which would take ownership of them).
+
+llvmlite is imported when LLVM is first needed, not with this module: a warm compile finds the host target in the
+disk cache (codegen/host.py) and its code as a shared object (codegen/shared_object.py), without loading LLVM.
 """
 from __future__ import annotations
 
 import functools
 import os
 import re
+import sys
 import threading
 import weakref
-from dataclasses import dataclass
-
-import llvmlite
-import llvmlite.binding as llvm
-import llvmlite.ir as ir
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from braze.ir.errors import CodegenError
 
-from . import llvm_object
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
+    import llvmlite.ir as ir
 
 CPU_ENV = "BRAZE_CPU"
 OPT_LEVEL = 3
 
 _lock = threading.RLock()
 _probed_widths: dict[tuple[str, str, str], int] = {}
-_module_targets: weakref.WeakKeyDictionary[ir.Module, "Target"] = weakref.WeakKeyDictionary()
+_module_targets: weakref.WeakKeyDictionary[ir.Module, Target] = weakref.WeakKeyDictionary()
 
 
 def init_llvm() -> None:
     """Initialize LLVM's native target and assembly printer; safe to call more than once."""
+    from . import llvm_object
     llvm_object.init()
 
 
@@ -43,6 +47,7 @@ class Target:
     cpu: str
     features: str
     vector_width: int
+    recorded_identity: str = field(default="", compare=False, repr=False)  # from a host record (codegen/host.py)
 
     @property
     def is_x86(self) -> bool:
@@ -50,12 +55,19 @@ class Target:
 
     @property
     def identity(self) -> str:
-        """Everything about the target that changes machine code; part of every cache key."""
+        """Everything about the target that changes machine code; part of every cache key. Without llvmlite loaded,
+        a target read from the host's record gives the identity recorded with it (the same text: codegen/host.py)."""
+        if self.recorded_identity and "llvmlite" not in sys.modules:
+            return self.recorded_identity
+        import llvmlite
+
+        from . import llvm_object
         return (f"{self.triple}|{self.cpu}|{self.features}|opt{OPT_LEVEL}|pipeline{llvm_object.PIPELINE_LEVEL}|"
                 f"llvmlite {llvmlite.__version__}")
 
     def machine(self) -> llvm.TargetMachine:
         """The process-wide (non-JIT) target machine for optimization, object and assembly output."""
+        from . import llvm_object
         try:
             return llvm_object.machine(self.triple, self.cpu, self.features, OPT_LEVEL)
         except RuntimeError as exc:
@@ -63,6 +75,7 @@ class Target:
 
     def new_module(self, name: str) -> ir.Module:
         """An empty llvmlite module whose triple and data layout are this target's."""
+        import llvmlite.ir as ir
         module = ir.Module(name=name)
         module.triple = self.triple
         module.data_layout = str(self.machine().target_data)
@@ -79,6 +92,7 @@ def target_of(module: ir.Module) -> Target | None:
 
 
 def _create_machine(triple: str, cpu: str, features: str, *, jit: bool = False) -> llvm.TargetMachine:
+    from . import llvm_object
     try:
         return llvm_object.create_machine(triple, cpu, features, OPT_LEVEL, jit=jit)
     except RuntimeError as exc:
@@ -105,6 +119,8 @@ def _width_from_features(features: str) -> int:
 
 def _probe_width(triple: str, cpu: str, features: str) -> int:
     """The float32 lanes a named CPU supports, read from the registers LLVM picks for a <16 x float> add."""
+    import llvmlite.binding as llvm
+    import llvmlite.ir as ir
     key = (triple, cpu, features)
     with _lock:
         if key in _probed_widths:
@@ -137,10 +153,17 @@ def _tuned_features(triple: str, features: str) -> str:
 
 
 def host_target(cpu: str | None = None) -> Target:
-    """The target to compile for: the host CPU, or the CPU named by `cpu` or the BRAZE_CPU environment variable."""
+    """The target to compile for: the host CPU, or the CPU named by `cpu` or the BRAZE_CPU environment variable;
+    from this host's record in the disk cache when there is one (codegen/host.py), else asked of LLVM."""
+    from .host import recorded_target
+    return recorded_target(cpu or os.environ.get(CPU_ENV, "").strip(), llvm_target)
+
+
+def llvm_target(requested: str) -> Target:
+    """The target LLVM gives for the CPU named `requested`, or for the host's own CPU when it is empty."""
+    import llvmlite.binding as llvm
     init_llvm()
     triple = llvm.get_process_triple()
-    requested = cpu or os.environ.get(CPU_ENV, "").strip()
     if requested:
         features = _tuned_features(triple, "")
         return Target(triple, requested, features, _probe_width(triple, requested, features))
@@ -150,6 +173,7 @@ def host_target(cpu: str | None = None) -> Target:
 @functools.lru_cache(maxsize=None)
 def _native_target() -> Target:
     """The host's own target; asking LLVM for the host features costs most of a millisecond, so ask once."""
+    import llvmlite.binding as llvm
     triple = llvm.get_process_triple()
     host_features = llvm.get_host_cpu_features().flatten()
     return Target(triple, llvm.get_host_cpu_name(), _tuned_features(triple, host_features),

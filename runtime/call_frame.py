@@ -14,31 +14,36 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from braze.codegen.abi import CALL, FRAME_CLAIM, FRAME_RELEASE, TASK_FIELDS
-from braze.codegen.call_stub import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, FRAME_POOL,
-                                     POOL_WORDS, RECORD_WORDS, frame_words)
+from braze.codegen.stub_layout import (FRAME_ARRAY_TYPE, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS, FRAME_POOL,
+                                       POOL_WORDS, RECORD_WORDS, frame_words)
 
 from .memory import address, aligned_zeros
 from .objects import object_layout
 from .signature import InputSpec, OutputSpec
 
+if TYPE_CHECKING:
+    import llvmlite.ir as ir
+
+    from braze.codegen.stub_layout import ObjectLayout
+    from braze.codegen.target import Target
+
 
 @functools.lru_cache(maxsize=None)
 def _stub_library() -> Any:
-    """The process's call stub module (compiled once, through the JIT and its disk cache), or None without a
-    layout."""
+    """The process's call stub module (compiled once, or opened from the disk cache without loading LLVM), or None
+    without a confirmed object layout."""
     layout = object_layout()
     if layout is None:
         return None
-    from braze.codegen.call_stub import emit_call_stub
-    from braze.codegen.jit import compile_described
+    from braze.codegen.described import compile_described
     from braze.codegen.target import host_target
     target = host_target()
-    return compile_described(f"call stub {layout}", lambda: emit_call_stub(target, layout),
+    return compile_described(f"call stub {layout}", lambda: _emit_call_stub(target, layout),
                              ("braze_call", "braze_frame_claim", "braze_frame_release"), target=target)
 
 
@@ -55,6 +60,12 @@ def frame_claims() -> tuple[Callable[[Any], int], Callable[[Any], None]]:
     None): the general path holds a frame's busy word with them, as the stub does."""
     library = _stub_library()
     return FRAME_CLAIM.cfunc(library, "braze_frame_claim"), FRAME_RELEASE.cfunc(library, "braze_frame_release")
+
+
+def _emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
+    """The stub's module, emitted (and llvmlite loaded) only when no cache entry has its code."""
+    from braze.codegen.call_stub import emit_call_stub
+    return emit_call_stub(target, layout)
 
 
 class CallFrame:

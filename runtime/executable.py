@@ -43,12 +43,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from braze.codegen.abi import ENTRY, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS
-from braze.codegen.call_stub import POOL_WORDS, STUB_BUSY
-from braze.codegen.futex import has_futex
-from braze.codegen.sync import SYNC_BYTES
 from braze.codegen.graph_cache import compile_module
-from braze.codegen.jit import CompiledLibrary
+from braze.codegen.library import CompiledLibrary
 from braze.codegen.module_layout import BuiltModule
+from braze.codegen.stub_layout import POOL_WORDS, STUB_BUSY
+from braze.codegen.sync_layout import SYNC_BYTES, has_futex
 from braze.codegen.target import Target
 from braze.ir.errors import BrazeError, IndexRangeError
 from braze.ir.graph import Graph

@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from braze.codegen.call_stub import C_CONTIGUOUS, ObjectLayout
+from braze.codegen.stub_layout import C_CONTIGUOUS, ObjectLayout
 
 
 def _word(obj: object, offset: int) -> int:

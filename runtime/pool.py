@@ -33,11 +33,16 @@ import ctypes
 import functools
 import os
 import threading
-from typing import Callable, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Callable, NamedTuple, TypeVar
 
 from braze.ir.errors import BrazeError
 
 from .memory import address, aligned_zeros
+
+if TYPE_CHECKING:
+    import llvmlite.ir as ir
+
+    from braze.codegen.target import Target
 
 T = TypeVar("T")
 
@@ -47,7 +52,7 @@ JOIN_US = 40  # how long a caller waiting for its workers spins before it sleeps
 # ENTER_MOST_US (a sleeping worker wakes in 10-100 us; a spinning one enters in well under a microsecond).
 ENTER_SHARE = 0.05
 ENTER_MOST_US = 500.0
-MAX_WORKERS = 256  # below the gate's count field (codegen/pool_code.py)
+MAX_WORKERS = 256  # below the gate's count field (codegen/sync_layout.py)
 
 
 def _kept(obj: T) -> T:
@@ -61,31 +66,37 @@ def _kept(obj: T) -> T:
 class _Native(NamedTuple):
     run: Callable[..., int]
     work: Callable[..., int]
-    wait_budget: int  # WAIT_US and JOIN_US as the native loops count them (codegen.sync.spin_budget)
+    wait_budget: int  # WAIT_US and JOIN_US as the native loops count them (codegen.sync_layout.spin_budget)
     join_budget: int
     run_address: int  # braze_pool_run's address, for call frames (codegen/call_stub.py)
 
 
 @functools.lru_cache(maxsize=None)
 def native() -> _Native:
-    """The pool's native functions (codegen/pool_code.py), compiled once per process through the JIT and its cache."""
+    """The pool's native functions (codegen/pool_code.py), compiled once per process through the JIT and its cache,
+    or opened from the cache's shared object without loading LLVM (codegen/described.py)."""
     from braze.codegen.abi import POOL_RUN, POOL_WORK
-    from braze.codegen.jit import compile_described
-    from braze.codegen.pool_code import emit_pool_module
-    from braze.codegen.sync import spin_budget
+    from braze.codegen.described import compile_described
+    from braze.codegen.sync_layout import spin_budget
     from braze.codegen.target import host_target
     target = host_target()
-    library = _kept(compile_described("worker pool", lambda: emit_pool_module(target),
+    library = _kept(compile_described("worker pool", lambda: _emit_pool_module(target),
                                       ("braze_pool_run", "braze_pool_work"), target=target))
     return _Native(POOL_RUN.cfunc(library, "braze_pool_run"), POOL_WORK.cfunc(library, "braze_pool_work"),
                    spin_budget(target, WAIT_US), spin_budget(target, JOIN_US), library.address("braze_pool_run"))
+
+
+def _emit_pool_module(target: Target) -> ir.Module:
+    """The pool's module, emitted (and llvmlite loaded) only when no cache entry has its code."""
+    from braze.codegen.pool_code import emit_pool_module
+    return emit_pool_module(target)
 
 
 class _Worker:
     """A daemon thread running the native work loop as thread id `tid`, sleeping when it runs out of work."""
 
     def __init__(self, tid: int, task_address: int, work: Callable[..., int]) -> None:
-        from braze.codegen.pool_code import CONTROL_BYTES
+        from braze.codegen.sync_layout import CONTROL_BYTES
         self.tid = tid
         self.control = _kept(aligned_zeros(CONTROL_BYTES // 8, "int64"))
         self.address = address(self.control)
@@ -98,7 +109,7 @@ class _Worker:
     @property
     def sleeps(self) -> int:
         """How many times this worker has gone to sleep for want of work (natively or in Python)."""
-        from braze.codegen.pool_code import SLEEPS
+        from braze.codegen.sync_layout import SLEEPS
         return self._python_sleeps + int(self.control[SLEEPS // 8])
 
     def _loop(self) -> None:
@@ -114,7 +125,7 @@ class ThreadPool:
     """Persistent workers running compiled entry points; see the module doc."""
 
     def __init__(self) -> None:
-        from braze.codegen.pool_code import TASK_BYTES
+        from braze.codegen.sync_layout import TASK_BYTES
         self._workers: list[_Worker] = []
         self._task = _kept(aligned_zeros(TASK_BYTES // 8, "int64"))
         self._controls = _kept(aligned_zeros(MAX_WORKERS, "int64"))  # the workers' control block addresses
@@ -142,7 +153,7 @@ class ThreadPool:
 
     def run(self, words: int, nthreads: int, enter_budget: int) -> None:
         """Run the entry call whose TASK_FIELDS words are at address `words` on at most `nthreads` threads: the
-        caller and the workers that enter it within `enter_budget` (codegen.sync.spin_budget units), or on the
+        caller and the workers that enter it within `enter_budget` (codegen.sync_layout.spin_budget units), or on the
         calling thread alone while another call holds the pool. One native call (codegen/pool_code.py)."""
         functions = native()
         self.start(nthreads - 1)
@@ -176,7 +187,7 @@ if hasattr(os, "register_at_fork"):
 
 def enter_budget(seconds: float) -> int:
     """The gate's spin budget for a call estimated to take `seconds` on one thread (see the module doc)."""
-    from braze.codegen.sync import spin_budget
+    from braze.codegen.sync_layout import spin_budget
     from braze.codegen.target import host_target
     return spin_budget(host_target(), min(ENTER_SHARE * seconds * 1e6, ENTER_MOST_US))
 

@@ -12,7 +12,7 @@ from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAI
                               PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
 from braze.codegen.module_builder import build_module
 from braze.codegen.pool_code import emit_pool_module
-from braze.codegen.sync import GENERATION_OFFSET, SYNC_BYTES
+from braze.codegen.sync_layout import GENERATION_OFFSET, SYNC_BYTES
 from braze.ir.passes import optimize
 
 

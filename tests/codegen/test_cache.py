@@ -185,7 +185,9 @@ def test_cache_info_and_clear_count_the_entries(cache_root, monkeypatch):
 
 
 def test_cache_described_module_is_found_without_building_its_ir(cache_root) -> None:
-    from braze.codegen.jit import _libraries, compile_described
+    from braze.codegen import shared_object
+    from braze.codegen.described import compile_described
+    from braze.codegen.library import _libraries
     name = unique_name()
     built: list[str] = []
 
@@ -197,6 +199,7 @@ def test_cache_described_module_is_found_without_building_its_ir(cache_root) -> 
     _libraries.clear()
     library = compile_described(description, build, (name,))
     assert built == [name] and library.from_cache  # the second process-wide lookup built nothing
+    assert library.shared == (shared_object.linker() is not None)  # opened from its shared object where linked
     run_add(library, name)
     assert name in library.llvm_ir()  # inspection builds the IR on demand
     _libraries.clear()

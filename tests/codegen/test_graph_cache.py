@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import braze
-from braze.codegen import cache, host_target, module_layout
+from braze.codegen import cache, host_target, module_layout, shared_object
 from braze.codegen.graph_cache import compile_built, compile_module
 from braze.codegen.jit import unpack_objects
 from braze.codegen.module_builder import build_module
@@ -122,7 +122,9 @@ model = braze.nn.Sequential(*body, braze.nn.Linear(24, 3)).eval()
 x = np.random.default_rng(3).standard_normal((4, 24)).astype(np.float32)
 compiled = braze.compile(model, x)
 y = compiled(x)
+llvmlite_loaded = "llvmlite" in sys.modules
 print(json.dumps({"stats": cache.stats().as_dict(), "hit": compiled.timings.cache_hit,
+                  "llvmlite": llvmlite_loaded, "shared": compiled.executable.library.shared,
                   "module_built": compiled.executable.built.module is not None,
                   "lowerings_imported": "braze.codegen.module_builder" in sys.modules,
                   "stages": list(compiled.timings.stages), "y": y.tobytes().hex(),
@@ -150,9 +152,13 @@ def test_graph_cache_warm_compile_in_a_new_process_builds_no_llvm_module(cache_r
     cold = first if not first["hit"] else second
     assert cold["module_built"] and "build IR" in cold["stages"]
     assert warm["hit"] and not warm["module_built"] and not warm["lowerings_imported"]
-    assert "build IR" not in warm["stages"] and "link" in warm["stages"]
+    # with a linker the warm process opens the shared object linked by the cold one, and never loads llvmlite;
+    # without one it links the objects with MCJIT
+    linked = shared_object.linker() is not None
+    assert "build IR" not in warm["stages"] and ("open shared object" if linked else "link") in warm["stages"]
+    assert warm["shared"] == linked and warm["llvmlite"] != linked and not cold["shared"]
     assert "cached passes" in warm["stages"] and not any(s.startswith("pass ") for s in warm["stages"])
-    # three hits: the optimized graph (runtime/pass_cache.py), its object and the runtime's call stub (compiled
+    # three hits: the optimized graph (runtime/pass_cache.py), its code and the runtime's call stub (compiled
     # once per process)
     assert (warm["stats"]["hits"], warm["stats"]["misses"], warm["stats"]["rebuilds"]) == (3, 0, 0)
     assert warm["y"] == first["y"] == second["y"]  # bit-identical outputs
@@ -205,12 +211,17 @@ def test_graph_cache_a_damaged_kernel_entry_is_rebuilt_not_linked(cache_root) ->
                                rtol=1e-5, atol=1e-5)
 
 
-def test_graph_cache_entry_whose_object_index_lies_is_rebuilt_not_linked(cache_root) -> None:
-    graph = planned_stack(2, batch=4)
+def stored_entry(graph: braze.ir.Graph) -> tuple[str, cache.CacheEntry]:
+    """The key and whole-graph cache entry of a graph compiled now (its library dropped again)."""
     compile_module(graph)
     gc.collect()
     key = module_key(graph_digest(graph, host_target()))
-    entry = cache.load(key)
+    return key, cache.load(key)
+
+
+def test_graph_cache_entry_whose_object_index_lies_is_rebuilt_not_linked(cache_root) -> None:
+    graph = planned_stack(2, batch=4)
+    key, entry = stored_entry(graph)
     sizes = [size for _, size in entry.meta["objects"]]
     for index in ([[syms, size + 1] for syms, size in entry.meta["objects"]],  # sizes past the payload
                   [[syms, 0] for syms, _ in entry.meta["objects"]],           # empty objects
@@ -231,6 +242,6 @@ def test_graph_cache_objects_that_call_an_undefined_kernel_are_refused(cache_roo
     graph = planned_stack(1, batch=4)
     built, library = compile_module(graph)
     entry = cache.load(module_key(graph_digest(graph, host_target())))
-    objects = unpack_objects(entry.payload, entry.meta["objects"])
+    objects = unpack_objects(shared_object.detach(entry.payload, entry.meta)[0], entry.meta["objects"])
     with pytest.raises(CodegenError, match="which nothing defines"):  # the entry object without its kernels
         link_objects("partial", "partial-key", host_target(), objects[-1:], [], from_cache=True)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import braze
-from braze.codegen.call_stub import FRAME_BUSY
+from braze.codegen.stub_layout import FRAME_BUSY
 from braze.ir.errors import BrazeError, ShapeError
 from braze.runtime.call_frame import call_stub
 from braze.runtime.objects import object_layout

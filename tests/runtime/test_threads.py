@@ -15,10 +15,9 @@ import braze
 from braze import ir
 from braze.ir.errors import BrazeError
 from braze.codegen import compile_ir
-from braze.codegen.futex import has_futex
 from braze.codegen.loops import I64, PTR, define_function
-from braze.codegen.pool_code import BUSY, CALLS, CONTROL_BYTES, GATE, GATE_COUNT
-from braze.codegen.sync import SYNC_BYTES, emit_barrier
+from braze.codegen.sync import emit_barrier
+from braze.codegen.sync_layout import BUSY, CALLS, CONTROL_BYTES, GATE, GATE_COUNT, SYNC_BYTES, has_futex
 from braze.codegen.target import host_target
 from braze.runtime import memory, pool, threads
 
