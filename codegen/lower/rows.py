@@ -77,14 +77,31 @@ class RowPlan:
         self.nodes: dict[str, Node] = {}
         self.accs: list[Acc] = []
         self.input_index = {v.name: k for k, v in enumerate(body.inputs)}
+        per_row = self._per_row_inputs()
         for v in body.inputs:
-            self.info[v.name] = self._input_info(v.shape)
+            self.info[v.name] = Info("R", True, 0) if v.name in per_row else self._input_info(v.shape)
         for node in body.nodes:
             self._analyze(node)
         self.stages = max((a.stage for a in self.accs), default=-1) + 1
         for v in body.outputs:
             if v.shape != shape and not (self.info[v.name].row and v.shape in (self.keep, self.flat)):
                 raise Unfusable(f"result %{v.name} of shape {v.shape} is neither the domain nor a reduced shape")
+
+    def _per_row_inputs(self) -> set[str]:
+        """Inputs of the rows' shape that meet only values of that shape: read once per row. Numpy broadcasting
+        would also run them along the domain's last axis when its length matches (a C-channel vector beside a
+        domain ending in C columns), but nothing of the domain's shape reads them, so both readings agree."""
+        if self.flat in ((), self.shape):
+            return set()
+        roots = {v.name: {v.name} for v in self.body.inputs if v.shape == self.flat}
+        along_domain: set[str] = set()
+        for node in self.body.nodes:
+            reached = set().union(*(roots.get(v.name, ()) for v in node.inputs))
+            if node.op in ELEMENTWISE and node.out.shape == self.flat:
+                roots[node.out.name] = reached
+            else:
+                along_domain |= reached
+        return {v.name for v in self.body.inputs if v.shape == self.flat} - along_domain
 
     def _input_info(self, shape: tuple[int, ...]) -> Info:
         if broadcasts_to(shape, self.shape):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,6 +19,8 @@ from tests.codegen.lowering_harness import (aligned_copy, aligned_empty, assert_
                                             special_array)
 
 F32_EPS = float(np.finfo(np.float32).eps)
+X86 = llvm.get_process_triple().startswith("x86_64")
+HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
 
 
 def regions(build, shapes, dtype: str = "float32", seed: int = 0, kind: str | None = None):
@@ -142,6 +145,34 @@ def test_reduction_region_reading_rows_across_axes_falls_back_op_by_op() -> None
     (node, operands), = regions(lambda b, x: b.add(b.sum(x, axes=(1,)), x), [(5, 5)], kind="reduction")
     check(node, operands, 16 * F32_EPS, 16 * F32_EPS)
     assert op_by_op(node)
+
+
+def _channel_statistics(b, x, g, v):
+    """Batch-norm-backward-like sums over (N, H, W) beside a running statistic v of the channels' shape."""
+    s = b.sum(b.mul(x, g), axes=(0, 2, 3))
+    m = b.mean(g, axes=(0, 2, 3), keepdim=True)
+    return [b.sub(g, b.mul(x, m)), b.add(b.mul(v, 0.9), s)]
+
+
+# (cpu forced with BRAZE_CPU or None for the host, vector width) -> shapes (N, C, H, C): the last axis as long as
+# the channels, so a channel vector also broadcasts along it; distinct per cpu, since kernels are cached by node
+_CHANNEL_SHAPES = {None: [(3, 1, 2, 1), (3, 7, 2, 7), (2, 13, 3, 13), (0, 5, 2, 5)],
+                   "haswell": [(2, 8, 2, 8), (2, 9, 3, 9), (1, 17, 2, 17)],
+                   "nehalem": [(2, 3, 2, 3), (3, 4, 2, 4), (2, 5, 1, 5)]}
+
+
+@pytest.mark.parametrize("cpu", list(_CHANNEL_SHAPES), ids=lambda c: c or "host")
+def test_reduction_region_reads_a_channel_vector_per_row(cpu, monkeypatch) -> None:
+    """A vector of the rows' shape that meets only per-row sums is read once per row, even when numpy would also
+    broadcast it along a last axis of the same length: one nest, not op by op."""
+    if cpu is not None:
+        if not X86 or "+avx2" not in HOST_FEATURES:
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    for n, c, h, w in _CHANNEL_SHAPES[cpu]:
+        for node, operands in regions(_channel_statistics, [(n, c, h, w), (n, c, h, w), (c,)], kind="reduction"):
+            check(node, operands, 64 * F32_EPS, 64 * F32_EPS)
+            assert not op_by_op(node)
 
 
 # --- gemm and conv ------------------------------------------------------------------------------------------
