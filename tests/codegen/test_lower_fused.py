@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import braze
+from braze.codegen.lower.rows import RowPlan
 from braze.ir.builder import GraphBuilder
 from braze.ir.types import TensorType
 from tests.codegen.lowering_harness import (aligned_copy, aligned_empty, assert_close, broadcast_operands,
@@ -173,6 +174,36 @@ def test_reduction_region_reads_a_channel_vector_per_row(cpu, monkeypatch) -> No
         for node, operands in regions(_channel_statistics, [(n, c, h, w), (n, c, h, w), (c,)], kind="reduction"):
             check(node, operands, 64 * F32_EPS, 64 * F32_EPS)
             assert not op_by_op(node)
+
+
+def _normalized_and_its_sum(axes):
+    """A gradient-like value needing a first pass's mean, stored and also summed (batch norm's backward)."""
+    def build(b, x, g):
+        d = b.sub(g, b.mul(x, b.mean(g, axes=axes, keepdim=True)))
+        return [d, b.sum(d, axes=axes)]
+    return build
+
+
+# cpu -> (axes, shape): the inner axis reduced (NCHW over N, H, W) and kept (over the leading axis)
+_STORING_SHAPES = {None: [((0, 2, 3), (2, 3, 1, 1)), ((0, 2, 3), (3, 2, 5, 7)), ((0, 2, 3), (0, 3, 2, 2)),
+                          ((0,), (13, 1)), ((0,), (5, 31))],
+                   "haswell": [((0, 2, 3), (2, 3, 2, 7)), ((0, 2, 3), (2, 2, 3, 9)), ((0,), (3, 7)), ((0,), (4, 9))],
+                   "nehalem": [((0, 2, 3), (2, 2, 1, 3)), ((0, 2, 3), (1, 3, 5, 5)), ((0,), (3, 3)), ((0,), (2, 5))]}
+
+
+@pytest.mark.parametrize("cpu", list(_STORING_SHAPES), ids=lambda c: c or "host")
+def test_reduction_region_stores_in_its_last_pass(cpu, monkeypatch) -> None:
+    """Results that need no sum of the last pass are stored by it, not by a pass of their own."""
+    if cpu is not None:
+        if not X86 or "+avx2" not in HOST_FEATURES:
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    for axes, shape in _STORING_SHAPES[cpu]:
+        (node, operands), = regions(_normalized_and_its_sum(axes), [shape, shape], kind="reduction")
+        plan = RowPlan(tuple(node.attr["shape"]), tuple(node.attr["axes"]), node.attr["body"])
+        assert (plan.stages, plan.stores_in_last_pass) == (2, True)
+        check(node, operands, 64 * F32_EPS, 64 * F32_EPS)
+        assert not op_by_op(node)
 
 
 # --- gemm and conv ------------------------------------------------------------------------------------------
