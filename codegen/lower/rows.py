@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
-from typing import Callable
+from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
@@ -247,7 +247,7 @@ class Element:
     """Values at one element (or lane group) of a pass: loads at the element's offsets, row values widened."""
 
     def __init__(self, rows: Rows, offsets: list[ir.Value], lanes: int, index: ir.Value | None,
-                 targets: list[ir.Value] = ()) -> None:
+                 targets: Sequence[ir.Value] = ()) -> None:
         self.rows, self.builder, self.offsets, self.lanes, self.index = rows, rows.builder, offsets, lanes, index
         self.targets = targets  # the results' offsets at this element
         self.memo: dict[str, ir.Value] = {}

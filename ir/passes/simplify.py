@@ -145,7 +145,8 @@ def batched_product_sum(m: Match) -> Value | None:
     B products of K = S written out and added (the weight gradient of a linear layer on a batch of sequences)."""
     (y,) = m.node.inputs
     product = m.producer(y, "matmul")
-    if product is None or m.node.attr["axes"] != (0,) or y.type.rank != 3 or m.use_count(y) != 1:
+    if product is None or m.node.attr["axes"] != (0,) or y.type.rank != 3 or m.use_count(y) != 1 \
+            or m.node.out.dtype != y.dtype:
         return None
     a, g = product.inputs
     t = m.producer(a, "transpose")
@@ -165,8 +166,8 @@ def cast_to_same_dtype(m: Match) -> Value | None:
 
 
 ALGEBRA_RULES = [multiply_by_one, add_zero, subtract_zero, divide_by_one, double_negation, select_constant_condition,
-                 compose_transposes, transposed_product, batched_product_sum, *SHAPE_RULES, broadcast_chain, linear_weight,
-                 cast_to_same_dtype]
+                 compose_transposes, transposed_product, batched_product_sum, *SHAPE_RULES, broadcast_chain,
+                 linear_weight, cast_to_same_dtype]
 
 
 @register_pass("simplify")
