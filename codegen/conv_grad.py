@@ -4,7 +4,9 @@ Weight gradient, per group: dW (C_out/G x C_in/G*kH*kW) = A @ B with A[m, n*P + 
 gradient, P = OH*OW output positions) and B[n*P + p, (ci, kh, kw)] = the input element tap (kh, kw) of channel ci
 reads at output position p of image n (0 in the padding): the im2col matrix transposed. The images are summed
 inside the GEMM's K, so no per-image partial weight exists; both operands are packed straight from g and x
-(OutputGradRows, InputColumns), and the threads split dW's panels as the forward conv's GEMM does.
+(OutputGradRows, InputColumns). Each thread takes one static share of dW's panels rather than claiming chunks:
+every chunk packs the whole of A's (or B's) K range again for its few panels, and K is the long side here (all
+images' positions), so chunks of a quarter of a share made two threads do more packing work than one.
 
 Input gradient, per (image, group) unit a thread claims: cols (C_in/G*kH*kW x P) = W^T @ g, computed a block of
 output rows at a time into the thread's scratch by a one-thread GEMM, then added back into the input planes by
@@ -155,9 +157,9 @@ def emit_conv2d_grad_weight(module: ir.Module, name: str, spec: ConvSpec, tiling
     inner = emit_problem(module, f"{name}.gemm", grad_weight_problem(spec), tiling)
     inner.linkage = "internal"
     fn = define_function(module, name, [("x", PTR), ("g", PTR), ("dw", PTR), ("scratch", PTR)] + _ARGS)
-    x, g, dw, scratch, tid, nthreads, claim = fn.args
+    x, g, dw, scratch, tid, nthreads, _ = fn.args  # the claim words go unused: static shares (module doc)
     builder = entry_builder(fn)
-    builder.call(inner, [g, x, dw, scratch, tid, nthreads, claim])
+    builder.call(inner, [g, x, dw, scratch, tid, nthreads, ir.Constant(PTR, None)])
     builder.ret_void()
     return fn
 

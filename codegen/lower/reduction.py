@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 import llvmlite.ir as ir
 
 from braze.ir.builder import GraphBuilder
-from braze.ir.graph import Graph, Node
+from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import reduction_domain
 
 from ..loops import I64, alloca, for_range, i64, loop_nest, vector_loop
@@ -109,9 +109,11 @@ class _Emitter:
         rows = Rows(b, plan, self.ins, bases[:self.n_in], steps[:self.n_in], lanes)
         for stage in range(plan.stages):
             rows.compute_ready(stage)
-            self._accumulate(rows, bases, lanes, [a for a in plan.accs if a.stage == stage])
+            early = plan.stores_in_last_pass and stage == plan.stages - 1
+            self._accumulate(rows, bases, lanes, [a for a in plan.accs if a.stage == stage], plan.full if early else [])
         rows.compute_ready(plan.stages)
-        self._store_elements(rows, bases, lanes)
+        if not plan.stores_in_last_pass:
+            self._store_elements(rows, bases, lanes, plan.full)
         for n, v in enumerate(plan.body.outputs):
             if v.shape != plan.shape:
                 store(b, widen(b, rows.cache[v.name], lanes), self.outs[n], bases[self.n_in + n], v.dtype)
@@ -152,10 +154,18 @@ class _Emitter:
             index = widen(b, index, lanes)
             if i is not None:
                 index = b.add(index, iota(I64, lanes))
-        return Element(rows, offsets[:self.n_in], lanes, index)
+        return Element(rows, offsets[:self.n_in], lanes, index, offsets[self.n_in:self.index_array])
 
-    def _accumulate(self, rows: Rows, bases: list[ir.Value], lanes: int, accs) -> None:
-        """One pass over the row updating `accs`; their finished values go into the row cache."""
+    def _put(self, element: Element, full: list[tuple[int, Value]]) -> None:
+        """Store the listed results of the domain's shape at the element (all computed before any is stored)."""
+        values = [element.value(v.name) for _, v in full]
+        for (n, v), value in zip(full, values):
+            store(self.b, value, self.outs[n], element.targets[n], v.dtype)
+
+    def _accumulate(self, rows: Rows, bases: list[ir.Value], lanes: int, accs,
+                    full: list[tuple[int, Value]]) -> None:
+        """One pass over the row updating `accs` (their finished values go into the row cache) and storing the
+        results in `full` at each element (rows.py: the last pass, when they need none of its sums)."""
         b, width = self.b, self.k.width
         split = self.marks[-1] == "r"
         slot_lanes = [width, width, 1] if split else [lanes]
@@ -168,6 +178,7 @@ class _Emitter:
             for acc, cells in zip(accs, slots):
                 new = acc.reducer.update(b, _load(b, cells[slot]), acc.term(element), element.index)
                 _store(b, new, cells[slot])
+            self._put(element, full)
 
         def fold(which: Sequence[int]) -> None:
             """Move the block sums of the listed slots into their compensated totals."""
@@ -230,24 +241,17 @@ class _Emitter:
         with for_range(b, singles, n, name="i.tail") as i:
             update(self._element(rows, offsets, i, 1), 2)
 
-    def _store_elements(self, rows: Rows, bases: list[ir.Value], lanes: int) -> None:
-        """The final pass: every result of the domain's shape, element by element."""
-        plan, b = self.plan, self.b
-        full = [(n, v) for n, v in enumerate(plan.body.outputs) if v.shape == plan.shape]
+    def _store_elements(self, rows: Rows, bases: list[ir.Value], lanes: int, full: list[tuple[int, Value]]) -> None:
+        """The final pass: the results of the domain's shape (`full`), element by element."""
         if not full:
             return
-
-        def put(element: Element, offsets: list[ir.Value]) -> None:
-            for n, v in full:
-                store(b, element.value(v.name), self.outs[n], offsets[self.n_in + n], v.dtype)
         with self._walk(bases) as offsets:
             if self.marks[-1] == "r" and lanes == 1:
                 def body(i: ir.Value, width: int, offsets=offsets) -> None:
-                    put(self._element(rows, offsets, i, width),
-                        [b.add(o, i) if w[-1] else o for o, w in zip(offsets, self.walks)])
-                vector_loop(b, 0, self.dims[-1], self.k.width, body, name="s")
+                    self._put(self._element(rows, offsets, i, width), full)
+                vector_loop(self.b, 0, self.dims[-1], self.k.width, body, name="s")
             else:
-                put(self._element(rows, offsets, None, lanes), offsets)
+                self._put(self._element(rows, offsets, None, lanes), full)
 
 
 def _cells(b: ir.IRBuilder, state: Sequence[ir.Value]) -> list[ir.Value]:

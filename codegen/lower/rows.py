@@ -6,7 +6,9 @@ consumers) is read per element of S through broadcast strides, or per row (reduc
 along A). Each reduction becomes an accumulator; accumulators whose terms depend on the results of others run in
 later passes over the row (softmax: max, then the sum of exp(x - max); layer norm: the mean, then the variance).
 Terms are recomputed from the inputs in every pass, so nothing of shape S is ever stored except the results.
-A final pass computes and stores the results of shape S; results of the reduced shape are stored once per row.
+A final pass computes and stores the results of shape S, unless none of them needs the last pass's sums: then
+that pass stores them as it goes (batch norm's backward sums the input gradient it stores), one walk over the
+rows less, which counts when a row outgrows the caches. Results of the reduced shape are stored once per row.
 
 Axes are coalesced with their kept/reduced labels. When the innermost axis is reduced (softmax over the last axis,
 layer norm, sums over trailing axes), a row's elements are contiguous: passes run W lanes at a time with two
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
-from typing import Callable
+from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
@@ -77,14 +79,34 @@ class RowPlan:
         self.nodes: dict[str, Node] = {}
         self.accs: list[Acc] = []
         self.input_index = {v.name: k for k, v in enumerate(body.inputs)}
+        per_row = self._per_row_inputs()
         for v in body.inputs:
-            self.info[v.name] = self._input_info(v.shape)
+            self.info[v.name] = Info("R", True, 0) if v.name in per_row else self._input_info(v.shape)
         for node in body.nodes:
             self._analyze(node)
         self.stages = max((a.stage for a in self.accs), default=-1) + 1
         for v in body.outputs:
             if v.shape != shape and not (self.info[v.name].row and v.shape in (self.keep, self.flat)):
                 raise Unfusable(f"result %{v.name} of shape {v.shape} is neither the domain nor a reduced shape")
+        self.full = [(n, v) for n, v in enumerate(body.outputs) if v.shape == shape]
+        # the results of the domain's shape are stored by the last accumulating pass when none needs its sums
+        self.stores_in_last_pass = bool(self.full) and all(self.info[v.name].ready < self.stages for _, v in self.full)
+
+    def _per_row_inputs(self) -> set[str]:
+        """Inputs of the rows' shape that meet only values of that shape: read once per row. Numpy broadcasting
+        would also run them along the domain's last axis when its length matches (a C-channel vector beside a
+        domain ending in C columns), but nothing of the domain's shape reads them, so both readings agree."""
+        if self.flat in ((), self.shape):
+            return set()
+        roots = {v.name: {v.name} for v in self.body.inputs if v.shape == self.flat}
+        along_domain: set[str] = set()
+        for node in self.body.nodes:
+            reached = set().union(*(roots.get(v.name, ()) for v in node.inputs))
+            if node.op in ELEMENTWISE and node.out.shape == self.flat:
+                roots[node.out.name] = reached
+            else:
+                along_domain |= reached
+        return {v.name for v in self.body.inputs if v.shape == self.flat} - along_domain
 
     def _input_info(self, shape: tuple[int, ...]) -> Info:
         if broadcasts_to(shape, self.shape):
@@ -224,8 +246,10 @@ class Rows:
 class Element:
     """Values at one element (or lane group) of a pass: loads at the element's offsets, row values widened."""
 
-    def __init__(self, rows: Rows, offsets: list[ir.Value], lanes: int, index: ir.Value | None) -> None:
+    def __init__(self, rows: Rows, offsets: list[ir.Value], lanes: int, index: ir.Value | None,
+                 targets: Sequence[ir.Value] = ()) -> None:
         self.rows, self.builder, self.offsets, self.lanes, self.index = rows, rows.builder, offsets, lanes, index
+        self.targets = targets  # the results' offsets at this element
         self.memo: dict[str, ir.Value] = {}
 
     def register(self, dtype: DType) -> ir.Type:

@@ -136,6 +136,7 @@ def apply_rules(graph: Graph, rules: Iterable[Rule], *, max_sweeps: int = MAX_SW
     current = graph
     for _ in range(max_sweeps):
         current, names_fired = _sweep(current, by_op, names, weights)
+        current = prune_orphans(current, graph)  # a replaced node's operands lose its use before the next sweep
         if fired is not None:
             fired.update(names_fired)
         if not names_fired:

@@ -9,7 +9,8 @@ reshape/squeeze/unsqueeze become one reshape (none when the shape comes back); b
 becomes one broadcast_to; broadcast_to, reshape, squeeze, unsqueeze and transpose that change nothing and
 cast to the operand's own dtype disappear. The transpose of a matrix product of which one factor is a transpose
 becomes the product of the transposed factors in swapped order (the VJP of matmul(x, transpose(w)) writes a weight
-gradient that way), when nothing else reads the product.
+gradient that way), when nothing else reads the product. A batch sum of products of transposed batches becomes one
+product of the flattened batches (a linear layer's weight gradient over a batch of sequences).
 
 The linear form: matmul(x, transpose(w)) with w a param matrix becomes linear(x, w), which reads the weight as
 stored, (out, in); the transpose goes when nothing else reads it. The IR then says that the GEMM reads a weight
@@ -137,6 +138,27 @@ def transposed_product(m: Match) -> Value | None:
     return m.e.matmul(m.e.transpose(b, perm=(1, 0)), m.e.transpose(a, perm=(1, 0)))
 
 
+@rule("sum")
+def batched_product_sum(m: Match) -> Value | None:
+    """sum over the batch of matmul(transpose(x), g), x (B, S, M) and g (B, S, N) read only here, is one product
+    of the flattened batches, transpose(x') (M, B*S) @ g' (B*S, N): the batch sums inside the GEMM's K instead of
+    B products of K = S written out and added (the weight gradient of a linear layer on a batch of sequences)."""
+    (y,) = m.node.inputs
+    product = m.producer(y, "matmul")
+    if product is None or m.node.attr["axes"] != (0,) or y.type.rank != 3 or m.use_count(y) != 1 \
+            or m.node.out.dtype != y.dtype:
+        return None
+    a, g = product.inputs
+    t = m.producer(a, "transpose")
+    if t is None or t.attr["perm"] != (0, 2, 1) or g.type.rank != 3 or g.shape[0] != a.shape[0]:
+        return None
+    (x,) = t.inputs
+    rows = x.shape[0] * x.shape[1]
+    flat = m.e.matmul(m.e.transpose(m.e.reshape(x, shape=(rows, x.shape[2])), perm=(1, 0)),
+                      m.e.reshape(g, shape=(rows, g.shape[2])))
+    return m.e.reshape(flat, shape=m.node.out.shape) if m.node.attr.get("keepdim", False) else flat
+
+
 @rule("cast")
 def cast_to_same_dtype(m: Match) -> Value | None:
     (x,) = m.node.inputs
@@ -144,8 +166,8 @@ def cast_to_same_dtype(m: Match) -> Value | None:
 
 
 ALGEBRA_RULES = [multiply_by_one, add_zero, subtract_zero, divide_by_one, double_negation, select_constant_condition,
-                 compose_transposes, transposed_product, *SHAPE_RULES, broadcast_chain, linear_weight,
-                 cast_to_same_dtype]
+                 compose_transposes, transposed_product, batched_product_sum, *SHAPE_RULES, broadcast_chain,
+                 linear_weight, cast_to_same_dtype]
 
 
 @register_pass("simplify")

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import ctypes
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import braze
+from braze.codegen.lower.rows import RowPlan
 from braze.ir.builder import GraphBuilder
 from braze.ir.types import TensorType
 from tests.codegen.lowering_harness import (aligned_copy, aligned_empty, assert_close, broadcast_operands,
@@ -18,6 +20,8 @@ from tests.codegen.lowering_harness import (aligned_copy, aligned_empty, assert_
                                             special_array)
 
 F32_EPS = float(np.finfo(np.float32).eps)
+X86 = llvm.get_process_triple().startswith("x86_64")
+HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
 
 
 def regions(build, shapes, dtype: str = "float32", seed: int = 0, kind: str | None = None):
@@ -142,6 +146,64 @@ def test_reduction_region_reading_rows_across_axes_falls_back_op_by_op() -> None
     (node, operands), = regions(lambda b, x: b.add(b.sum(x, axes=(1,)), x), [(5, 5)], kind="reduction")
     check(node, operands, 16 * F32_EPS, 16 * F32_EPS)
     assert op_by_op(node)
+
+
+def _channel_statistics(b, x, g, v):
+    """Batch-norm-backward-like sums over (N, H, W) beside a running statistic v of the channels' shape."""
+    s = b.sum(b.mul(x, g), axes=(0, 2, 3))
+    m = b.mean(g, axes=(0, 2, 3), keepdim=True)
+    return [b.sub(g, b.mul(x, m)), b.add(b.mul(v, 0.9), s)]
+
+
+# (cpu forced with BRAZE_CPU or None for the host, vector width) -> shapes (N, C, H, C): the last axis as long as
+# the channels, so a channel vector also broadcasts along it; distinct per cpu, since kernels are cached by node
+_CHANNEL_SHAPES = {None: [(3, 1, 2, 1), (3, 7, 2, 7), (2, 13, 3, 13), (0, 5, 2, 5)],
+                   "haswell": [(2, 8, 2, 8), (2, 9, 3, 9), (1, 17, 2, 17)],
+                   "nehalem": [(2, 3, 2, 3), (3, 4, 2, 4), (2, 5, 1, 5)]}
+
+
+@pytest.mark.parametrize("cpu", list(_CHANNEL_SHAPES), ids=lambda c: c or "host")
+def test_reduction_region_reads_a_channel_vector_per_row(cpu, monkeypatch) -> None:
+    """A vector of the rows' shape that meets only per-row sums is read once per row, even when numpy would also
+    broadcast it along a last axis of the same length: one nest, not op by op."""
+    if cpu is not None:
+        if not X86 or "+avx2" not in HOST_FEATURES:
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    for n, c, h, w in _CHANNEL_SHAPES[cpu]:
+        for node, operands in regions(_channel_statistics, [(n, c, h, w), (n, c, h, w), (c,)], kind="reduction"):
+            check(node, operands, 64 * F32_EPS, 64 * F32_EPS)
+            assert not op_by_op(node)
+
+
+def _normalized_and_its_sum(axes):
+    """A gradient-like value needing a first pass's mean, stored and also summed (batch norm's backward)."""
+    def build(b, x, g):
+        d = b.sub(g, b.mul(x, b.mean(g, axes=axes, keepdim=True)))
+        return [d, b.sum(d, axes=axes)]
+    return build
+
+
+# cpu -> (axes, shape): the inner axis reduced (NCHW over N, H, W) and kept (over the leading axis)
+_STORING_SHAPES = {None: [((0, 2, 3), (2, 3, 1, 1)), ((0, 2, 3), (3, 2, 5, 7)), ((0, 2, 3), (0, 3, 2, 2)),
+                          ((0,), (13, 1)), ((0,), (5, 31))],
+                   "haswell": [((0, 2, 3), (2, 3, 2, 7)), ((0, 2, 3), (2, 2, 3, 9)), ((0,), (3, 7)), ((0,), (4, 9))],
+                   "nehalem": [((0, 2, 3), (2, 2, 1, 3)), ((0, 2, 3), (1, 3, 5, 5)), ((0,), (3, 3)), ((0,), (2, 5))]}
+
+
+@pytest.mark.parametrize("cpu", list(_STORING_SHAPES), ids=lambda c: c or "host")
+def test_reduction_region_stores_in_its_last_pass(cpu, monkeypatch) -> None:
+    """Results that need no sum of the last pass are stored by it, not by a pass of their own."""
+    if cpu is not None:
+        if not X86 or "+avx2" not in HOST_FEATURES:
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    for axes, shape in _STORING_SHAPES[cpu]:
+        (node, operands), = regions(_normalized_and_its_sum(axes), [shape, shape], kind="reduction")
+        plan = RowPlan(tuple(node.attr["shape"]), tuple(node.attr["axes"]), node.attr["body"])
+        assert (plan.stages, plan.stores_in_last_pass) == (2, True)
+        check(node, operands, 64 * F32_EPS, 64 * F32_EPS)
+        assert not op_by_op(node)
 
 
 # --- gemm and conv ------------------------------------------------------------------------------------------
