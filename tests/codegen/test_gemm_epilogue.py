@@ -65,7 +65,13 @@ def _erf_case(operands: tuple[np.ndarray, ...], tiling, nthreads: int, tag: str)
     return c
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+# Tilings with explicit FMA calls: their arithmetic is fixed by the IR. A tiling without (4 lanes: a multiply and
+# an add marked `contract`) leaves to LLVM where it fuses them on an FMA host, which depends on the code around, so
+# there the two versions may differ in the last bit; _erf_case checks both against numpy.
+FMA_WIDTHS = [w for w in WIDTHS if tiling_for(w).fma]
+
+
+@pytest.mark.parametrize("width", FMA_WIDTHS)
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 9, 1), (13, 17, 31), (6, 16, 0)])
 def test_out_of_line_epilogue_matches_inline_bitwise(width, m, n, k, monkeypatch) -> None:
     tiling, operands = tiling_for(width), _erf_operands(m, n, k)
@@ -101,9 +107,14 @@ def test_out_of_line_epilogue_sees_every_element_once(nthreads, monkeypatch) -> 
 @pytest.mark.skipif("+avx2" not in HOST_FEATURES or "+fma" not in HOST_FEATURES, reason="needs an AVX2 host")
 @pytest.mark.parametrize("cpu", ["haswell", "nehalem"])
 def test_out_of_line_epilogue_on_forced_targets(cpu, monkeypatch) -> None:
-    """BRAZE_CPU=haswell (AVX2) and nehalem (SSE4.2, 4 lanes without FMA) on an AVX2 host."""
+    """BRAZE_CPU=haswell (AVX2) and nehalem (SSE4.2, 4 lanes without FMA: nothing to contract) on an AVX2 host,
+    out of line as inline bit for bit."""
     monkeypatch.setenv("BRAZE_CPU", cpu)
     tiling = tiling_for(host_target().vector_width)
     assert tiling.width == (8 if cpu == "haswell" else 4)
     for m, n, k in ((1, tiling.width - 1, 1), (tiling.mr + 1, tiling.width + 1, 13), (13, 17, 31)):
-        _erf_case(_erf_operands(m, n, k), tiling, 2, cpu)
+        operands = _erf_operands(m, n, k)
+        out_of_line = _erf_case(operands, tiling, 2, f"{cpu}-out-of-line")
+        with monkeypatch.context() as inline:
+            inline.setattr(gemm_epilogue, "INLINE_INSTRUCTIONS", 10 ** 9)
+            np.testing.assert_array_equal(out_of_line, _erf_case(operands, tiling, 2, f"{cpu}-inline"))
