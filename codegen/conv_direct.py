@@ -8,8 +8,9 @@ one in-lane shuffle leaves them, put back in order once at the store: pixel_orde
 channel's weight one broadcast, then R*NV FMAs, like the GEMM micro-kernel but reading the input in place.
 
 Everything about the columns is static: which lanes of a tap's load hang over the left or right padding is a
-constant mask (a plain load where none does). Rows are not: the tile functions come in two variants, one for
-row blocks whose taps all lie inside the input (no checks) and one that masks the loads of rows over the padding.
+constant mask (a plain load where none does). Rows are not: a kernel row over the top or bottom padding reads a
+constant row of zeros instead, its pointer chosen by one select per input channel, so one tile function serves
+every row block (a variant with masked loads for the row blocks at the padding doubled the kernel's code).
 Threads claim units of (image, group, channel block, row block), row blocks innermost, so a thread's consecutive
 units reuse one weight block from L1.
 """
@@ -99,15 +100,14 @@ class Layout:
         """Where group g's weight starts: g times this."""
         return self.blocks * self.k * self.tiling.mr if self.spec.prepacked_weight else self.group_out * self.k
 
-    def safe_blocks(self) -> tuple[int, int]:
-        """The row blocks [first, last] (possibly empty) whose taps all read rows inside the input."""
+    def rows_inside(self) -> bool:
+        """Whether the taps of every row block read rows inside the input (no row of zeros is needed)."""
         s = self.spec
         (sh, _), (ph, _), (dh, _) = s.stride, s.padding, s.dilation
         first = -(-ph // sh)  # the first output row whose top tap is a real row
         reach = (s.kh - 1) * dh - ph  # bottom tap offset from oh*sh
         last_row = (s.h - 1 - reach) // sh  # the last output row whose bottom tap is a real row
-        last_row = min(last_row, s.out_shape[2] - 1)
-        return -(-first // self.rows), (last_row + 1) // self.rows - 1
+        return first <= 0 and last_row >= s.out_shape[2] - 1
 
 
 def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, epilogue: Epilogue | None,
@@ -123,13 +123,13 @@ def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, ep
         builder.ret_void()
         return fn
     tiles = {}
+    zeros = None if layout.rows_inside() else _zero_row(module, f"{name}.zeros", s.w)
 
-    def tile_fn(channels: int, rows: int, checked: bool) -> ir.Function:
-        key = (channels, rows, checked)
-        if key not in tiles:
-            tiles[key] = _emit_tile(module, f"{name}.t{channels}r{rows}{'c' if checked else ''}", layout,
-                                    channels, rows, checked, epilogue, n_extra)
-        return tiles[key]
+    def tile_fn(channels: int, rows: int) -> ir.Function:
+        if (channels, rows) not in tiles:
+            tiles[channels, rows] = _emit_tile(module, f"{name}.t{channels}r{rows}", layout, channels, rows, zeros,
+                                               epilogue, n_extra)
+        return tiles[channels, rows]
     with claimed_chunks(builder, claim, tid, nthreads, units, name="tiles") as (u0, u1):
         with for_range(builder, u0, u1, name="unit") as unit:
             _unit(builder, layout, tile_fn, (x, w, out), unit, tuple(extra))
@@ -137,8 +137,17 @@ def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, ep
     return fn
 
 
+def _zero_row(module: ir.Module, name: str, width: int) -> ir.GlobalVariable:
+    """A constant input row of zeros: what the taps over the top and bottom padding read."""
+    typ = ir.ArrayType(F32, width)
+    glob = ir.GlobalVariable(module, typ, name)
+    glob.initializer = ir.Constant(typ, None)
+    glob.global_constant, glob.linkage, glob.align = True, "private", 64
+    return glob
+
+
 def _unit(builder: ir.IRBuilder, layout: Layout, tile_fn, ptrs, unit, extra) -> None:
-    """Unit (image, group, block, row block): call the tile function for its channel count, rows and checks."""
+    """Unit (image, group, block, row block): call the tile function for its channel count and rows."""
     s, t = layout.spec, layout.tiling
     x, w, out = ptrs
     rb = builder.urem(unit, const64(layout.row_blocks))
@@ -158,21 +167,19 @@ def _unit(builder: ir.IRBuilder, layout: Layout, tile_fn, ptrs, unit, extra) -> 
     co0 = builder.add(builder.mul(group, const64(layout.group_out)), builder.mul(block, const64(t.mr)))
     oh0 = builder.mul(rb, const64(layout.rows))
     args = [x_group, w_block, out_image, image, co0, oh0, *extra]
-    first, last = layout.safe_blocks()
-    safe = builder.and_(builder.icmp_signed(">=", rb, const64(first)), builder.icmp_signed("<=", rb, const64(last)))
     full_channels = layout.group_out % t.mr == 0
     tail_rows = oh_count % layout.rows
 
     def call(channels: int) -> None:
         if tail_rows == 0:
-            _checked_call(builder, safe, tile_fn, channels, layout.rows, args)
+            builder.call(tile_fn(channels, layout.rows), args)
             return
         is_tail = builder.icmp_signed("==", rb, const64(layout.row_blocks - 1))
         with builder.if_else(is_tail) as (then, otherwise):
             with then:
-                builder.call(tile_fn(channels, tail_rows, True), args)
+                builder.call(tile_fn(channels, tail_rows), args)
             with otherwise:
-                _checked_call(builder, safe, tile_fn, channels, layout.rows, args)
+                builder.call(tile_fn(channels, layout.rows), args)
     if full_channels:
         call(t.mr)
         return
@@ -181,14 +188,6 @@ def _unit(builder: ir.IRBuilder, layout: Layout, tile_fn, ptrs, unit, extra) -> 
             call(layout.group_out % t.mr)
         with otherwise:
             call(t.mr)
-
-
-def _checked_call(builder: ir.IRBuilder, safe: ir.Value, tile_fn, channels: int, rows: int, args) -> None:
-    with builder.if_else(safe) as (then, otherwise):
-        with then:
-            builder.call(tile_fn(channels, rows, False), args)
-        with otherwise:
-            builder.call(tile_fn(channels, rows, True), args)
 
 
 @dataclass(frozen=True)
@@ -209,24 +208,24 @@ def _vectors(layout: Layout, rows: int) -> list[list[_Vector]]:
     return [flat[i:i + t.nv] for i in range(0, len(flat), t.nv)]
 
 
-def _emit_tile(module: ir.Module, name: str, layout: Layout, channels: int, rows: int, checked: bool,
-               epilogue: Epilogue | None, n_extra: int) -> ir.Function:
+def _emit_tile(module: ir.Module, name: str, layout: Layout, channels: int, rows: int,
+               zeros: ir.GlobalVariable | None, epilogue: Epilogue | None, n_extra: int) -> ir.Function:
     """Emit `void name(x_group, w_block, out_image, image, co0, oh0, extra...)`: `channels` output channels from
-    co0 times output rows [oh0, oh0+rows), all columns; `checked` masks the input rows outside the input."""
+    co0 times output rows [oh0, oh0+rows), all columns; input rows outside the input are read from `zeros`."""
     args = [("x", PTR), ("w", PTR), ("out", PTR), ("image", I64), ("co0", I64), ("oh0", I64)]
     fn = define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)], internal=True)
     fn.attributes.add("noinline")  # one tile's work dwarfs a call; inlined, the variants multiply compile time
     x, w, out, image, co0, oh0, *extra = fn.args
     builder = entry_builder(fn)
     for group in _vectors(layout, rows):
-        acc = _accumulate(builder, layout, (x, w), oh0, channels, group, checked)
+        acc = _accumulate(builder, layout, (x, w), oh0, channels, group, zeros)
         _store(builder, layout, out, (image, co0, oh0), acc, group, tuple(extra), epilogue)
     builder.ret_void()
     return fn
 
 
 def _accumulate(builder: ir.IRBuilder, layout: Layout, ptrs, oh0, channels: int, group: list[_Vector],
-                checked: bool) -> list[list[ir.Value]]:
+                zeros: ir.GlobalVariable | None) -> list[list[ir.Value]]:
     """The tile's accumulators: for each input channel, every tap of every vector times every channel's weight."""
     s, t = layout.spec, layout.tiling
     x, w = ptrs
@@ -235,16 +234,17 @@ def _accumulate(builder: ir.IRBuilder, layout: Layout, ptrs, oh0, channels: int,
     zero = ir.Constant(vec_type(t.width), None)
     for i in range(channels * len(group)):
         builder.store(zero, elem_vec(builder, slots, i, t.width))
-    rows = _row_offsets(builder, layout, oh0, group, checked)
+    rows = _row_offsets(builder, layout, oh0, group, zeros is not None)
     taps = s.kh * s.kw
     with for_range(builder, 0, layout.group_in, name="ci") as ci:
         plane = elem_ptr(builder, x, builder.mul(ci, const64(s.h * s.w)))
         w_ci = elem_ptr(builder, w, builder.mul(ci, const64(taps * k_stride)))
         acc = [[builder.load(elem_vec(builder, slots, c * len(group) + v, t.width)) for v in range(len(group))]
                for c in range(channels)]
+        starts = {key: _row_start(builder, plane, row, zeros) for key, row in rows.items()}
         for kh in range(s.kh):
             for kw in range(s.kw):
-                values = [_tap(builder, layout, plane, rows[v][kh], vector, kw) for v, vector in enumerate(group)]
+                values = [_tap(builder, layout, starts[vector.row, kh], vector, kw) for vector in group]
                 k = kh * s.kw + kw
                 for c in range(channels):
                     weight = builder.load(elem_ptr(builder, w_ci, k * k_stride + c * ch_stride), typ=F32, align=4)
@@ -263,39 +263,41 @@ def elem_vec(builder: ir.IRBuilder, base: ir.Value, index: int, width: int) -> i
 
 
 def _row_offsets(builder: ir.IRBuilder, layout: Layout, oh0, group: list[_Vector], checked: bool):
-    """Per vector and kernel row: (offset of the input row in a plane, whether it is inside the input or None)."""
+    """Per (output row of the group, kernel row): the offset of the input row it reads in a plane, and whether
+    that row is inside the input (None when not `checked`)."""
     s = layout.spec
     (sh, _), (ph, _), (dh, _) = s.stride, s.padding, s.dilation
-    out = []
-    for vector in group:
-        base = builder.mul(builder.add(oh0, const64(vector.row)), const64(sh))
-        per_kh = []
+    out = {}
+    for row in dict.fromkeys(vector.row for vector in group):
+        base = builder.mul(builder.add(oh0, const64(row)), const64(sh))
         for kh in range(s.kh):
             ih = builder.add(base, const64(kh * dh - ph))
             inside = builder.icmp_unsigned("<", ih, const64(s.h)) if checked else None
-            row = builder.select(inside, ih, const64(0)) if checked else ih
-            per_kh.append((builder.mul(row, const64(s.w)), inside))
-        out.append(per_kh)
+            out[row, kh] = (builder.mul(ih, const64(s.w)), inside)
     return out
 
 
-def _tap(builder: ir.IRBuilder, layout: Layout, plane, row, vector: _Vector, kw: int) -> ir.Value:
-    """The input pixels tap kw of one output row's vector multiplies, zero over the padding."""
+def _row_start(builder: ir.IRBuilder, plane, row, zeros: ir.GlobalVariable | None) -> ir.Value:
+    """Where an input row of the plane starts, or the row of zeros when it is outside the input."""
+    offset, inside = row
+    start = elem_ptr(builder, plane, offset)
+    return start if inside is None else builder.select(inside, start, zeros)
+
+
+def _tap(builder: ir.IRBuilder, layout: Layout, start, vector: _Vector, kw: int) -> ir.Value:
+    """The input pixels tap kw of one output row's vector multiplies (from the row at `start`), zero over the
+    padding."""
     s, t = layout.spec, layout.tiling
     sw, pw, dw = s.stride[1], s.padding[1], s.dilation[1]
-    offset, inside = row
     first = vector.col * sw + kw * dw - pw
     wide = t.width * sw
     # every lane inside the input row may be read (lanes past the vector's pixels are never stored)
     lanes = [0 <= first + m < s.w for m in range(wide)]
-    ptr = elem_ptr(builder, plane, builder.add(offset, const64(first)))
-    if inside is None and all(lanes):
+    ptr = elem_ptr(builder, start, first)
+    if all(lanes):
         value = load_vec(builder, ptr, wide)
     else:
-        mask = ir.Constant(ir.VectorType(I1, wide), lanes)
-        if inside is not None:
-            mask = builder.and_(mask, splat(builder, inside, wide))
-        value = masked_load(builder, ptr, mask, wide)
+        value = masked_load(builder, ptr, ir.Constant(ir.VectorType(I1, wide), lanes), wide)
     if sw == 1:
         return value
     keep = ir.Constant(ir.VectorType(I32, t.width), [2 * p for p in pixel_order(t.width)])

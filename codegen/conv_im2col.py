@@ -2,10 +2,11 @@
 
 Row k = (ci, kh, kw) of the matrix holds, for each output position p = oh*OW + ow, the input element that tap
 (kh, kw) of channel ci multiplies (zero where the window hangs over the padding). K blocks hold whole input
-channels (k_unit = kH*kW), so the taps of a block are static: where tap (kh, kw) reads for each vector of a panel
-(the load offsets and lane masks) is computed once per panel and reused for every channel of the block, whose
-rows then cost one or two masked loads per vector, or one masked gather. (Kernels of more than STATIC_TAPS taps
-unroll only the taps of one kernel row, recomputed per row, to bound the code size.)
+channels (k_unit = kH*kW), so every tap has a row in each channel of a block: a loop over the kernel rows computes
+where each tap (kh, kw) of the row reads for each vector of a panel (the load offsets and lane masks) once per
+panel and reuses it for those taps' rows of every channel of the block, which then cost one or two masked loads
+per vector, or one masked gather. Only the kW taps of a kernel row are unrolled (all kH*kW unrolled, the packers
+were half of a conv model's LLVM IR; a single tap per channel step measured 6-13% slower packing).
 
 How a vector of W output positions is read:
 - stride 1 or 2 along W, and a vector spans at most MAX_RUNS output rows: the positions in each output row are
@@ -22,7 +23,7 @@ import llvmlite.ir as ir
 
 from .gemm_kernel import I1, I32, Tiling, const64, elem_ptr, lane_mask, masked_load, store_vec
 from .gemm_pack import gather
-from .loops import for_range, i64, splat
+from .loops import for_range, splat
 
 if TYPE_CHECKING:
     from .conv import ConvSpec
@@ -33,8 +34,6 @@ VectorLoad = Callable[[ir.IRBuilder, ir.Value], ir.Value]
 SEGMENT_STRIDES = (1, 2)
 # A vector touching more output rows than this is gathered (short rows: one load per row would cost more).
 MAX_RUNS = 3
-# Kernels with up to this many taps have all of them unrolled, their offsets and masks computed once per panel.
-STATIC_TAPS = 49
 
 
 @dataclass(frozen=True)
@@ -51,33 +50,24 @@ class Im2col:
 
     def pack_panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling,
                    panel: ir.Value, k0: ir.Value, kc: ir.Value) -> None:
-        """Pack rows [k0, k0+kc) of the `lanes` columns from `col` into the NR-wide panel rows at `panel`."""
+        """Pack rows [k0, k0+kc) of the `lanes` columns from `col` into the NR-wide panel rows at `panel`: per kernel
+        row, where its taps read (offsets and masks) once, then their rows of every input channel of the block."""
         s, w = self.spec, tiling.width
         segments = s.stride[1] in SEGMENT_STRIDES and _rows_per_vector(s.out_shape[3], w) <= MAX_RUNS
         reader = self._segment_loads if segments else self._gather_loads
-
-        def reads(b: ir.IRBuilder, kh: ir.Value | int) -> list[list[VectorLoad]]:
-            dh = b.mul(i64(kh), const64(s.dilation[0]))
-            return [reader(b, col, lanes, w, dh, kw * s.dilation[1]) for kw in range(s.kw)]
-
-        def store_rows(b: ir.IRBuilder, plane: ir.Value, row: ir.Value, loads: list[list[VectorLoad]]) -> None:
-            for kw, tap in enumerate(loads):
-                at = b.mul(b.add(row, const64(kw)), const64(tiling.nr))
-                for v, load in enumerate(tap):
-                    store_vec(b, load(b, plane), elem_ptr(b, panel, b.add(at, const64(v * w))))
-
         taps = self.k_unit
-        static = [reads(builder, kh) for kh in range(s.kh)] if taps <= STATIC_TAPS else None
         first = builder.udiv(k0, const64(taps))
-        with for_range(builder, 0, builder.udiv(kc, const64(taps)), name="pb.ci") as ci:
-            plane = elem_ptr(builder, base, builder.mul(builder.add(first, ci), const64(s.h * s.w)))
-            row = builder.mul(ci, const64(taps))
-            if static is not None:
-                for kh, loads in enumerate(static):
-                    store_rows(builder, plane, builder.add(row, const64(kh * s.kw)), loads)
-            else:  # a large kernel: only the kW taps of one kernel row are unrolled
-                with for_range(builder, 0, s.kh, name="pb.kh") as kh:
-                    store_rows(builder, plane, builder.add(row, builder.mul(kh, const64(s.kw))), reads(builder, kh))
+        with for_range(builder, 0, s.kh, name="pb.kh") as kh:
+            dh = builder.mul(kh, const64(s.dilation[0]))
+            loads = [reader(builder, col, lanes, w, dh, const64(kw * s.dilation[1])) for kw in range(s.kw)]
+            with for_range(builder, 0, builder.udiv(kc, const64(taps)), name="pb.ci") as ci:
+                plane = elem_ptr(builder, base, builder.mul(builder.add(first, ci), const64(s.h * s.w)))
+                row = builder.add(builder.mul(ci, const64(taps)), builder.mul(kh, const64(s.kw)))
+                for kw, tap in enumerate(loads):
+                    at = builder.mul(builder.add(row, const64(kw)), const64(tiling.nr))
+                    for v, load in enumerate(tap):
+                        dst = elem_ptr(builder, panel, builder.add(at, const64(v * w)))
+                        store_vec(builder, load(builder, plane), dst)
 
     def _origin(self, builder: ir.IRBuilder, p: ir.Value) -> tuple[ir.Value, ir.Value]:
         """Output position p (i64) as its (oh, ow)."""
@@ -85,7 +75,7 @@ class Im2col:
         return oh, builder.sub(p, builder.mul(oh, const64(self.spec.out_shape[3])))
 
     def _segment_loads(self, builder: ir.IRBuilder, col: ir.Value, lanes: int, w: int, dh: ir.Value,
-                       dw: int) -> list[VectorLoad]:
+                       dw: ir.Value) -> list[VectorLoad]:
         """Per vector: one run of input columns of tap (dh, dw) per output row the vector's positions lie in."""
         s = self.spec
         sh, sw = s.stride
@@ -93,6 +83,7 @@ class Im2col:
         wide = sw * w
         position = ir.Constant(ir.VectorType(I32, wide), [j // sw for j in range(wide)])
         column = ir.Constant(ir.VectorType(I32, wide), list(range(wide)))
+        shift = builder.sub(dw, const64(s.padding[1]))
         out = []
         for v in range(-(-lanes // w)):
             oh, ow = self._origin(builder, builder.add(col, const64(v * w)))
@@ -109,7 +100,7 @@ class Im2col:
                 inside = builder.and_(_at_least(builder, position, first),
                                       builder.not_(_at_least(builder, position, end)))
                 origin = ow if r == 0 else builder.neg(first)
-                iw = builder.add(builder.mul(origin, const64(sw)), const64(dw - s.padding[1]))
+                iw = builder.add(builder.mul(origin, const64(sw)), shift)
                 runs.append(self._run(builder, builder.add(ih, const64(r * sh)), iw, column,
                                       builder.and_(needed, inside)))
                 starts.append(first)
@@ -143,10 +134,11 @@ class Im2col:
         return load
 
     def _gather_loads(self, builder: ir.IRBuilder, col: ir.Value, lanes: int, w: int, dh: ir.Value,
-                      dw: int) -> list[VectorLoad]:
+                      dw: ir.Value) -> list[VectorLoad]:
         """Per vector: each lane's offset in the plane for tap (dh, dw), and the lanes inside the input."""
         s = self.spec
         vi32 = ir.VectorType(I32, w)
+        shift = splat(builder, builder.trunc(builder.sub(dw, const64(s.padding[1])), I32), w)
         out = []
         for v in range(-(-lanes // w)):
             p = builder.add(splat(builder, builder.trunc(builder.add(col, const64(v * w)), I32), w),
@@ -155,7 +147,7 @@ class Im2col:
             ow = builder.sub(p, builder.mul(oh, _vconst(w, s.out_shape[3])))
             row = builder.trunc(builder.sub(dh, const64(s.padding[0])), I32)
             ih = builder.add(builder.mul(oh, _vconst(w, s.stride[0])), splat(builder, row, w))
-            iw = builder.add(builder.mul(ow, _vconst(w, s.stride[1])), _vconst(w, dw - s.padding[1]))
+            iw = builder.add(builder.mul(ow, _vconst(w, s.stride[1])), shift)
             inside = builder.and_(builder.icmp_unsigned("<", ih, _vconst(w, s.h)),
                                   builder.icmp_unsigned("<", iw, _vconst(w, s.w)))
             mask = builder.and_(inside, lane_mask(w, min(w, lanes - v * w)))

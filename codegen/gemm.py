@@ -13,7 +13,8 @@ Public surface:
 - emit_prepack_b / emit_prepack_a emit `void name(ptr src, ptr dst)` rewriting a constant operand into the
   packed panel layout once; a GemmSpec with `Prepacked()` for that operand then reads it without packing.
 - Epilogues: bias_cols, bias_rows, relu, scale, residual and chain compose into the callback the micro-kernel
-  applies to every accumulator vector of the last K block before storing it.
+  applies to every accumulator vector of the last K block before storing it (a costly one, calling vector math,
+  is applied to each stored tile by one function per GEMM instead: gemm_epilogue.py).
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from typing import Union
 import llvmlite.ir as ir
 
 from .claims import claimed_chunks
+from .gemm_epilogue import costly, emit_tile_epilogue
 from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const64, default_pos, elem_ptr,
                           emit_microkernel)
 from .gemm_pack import (ABlockSource, PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax,
@@ -162,7 +163,12 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
     args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
     fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
     a, b, c, scratch, tid, nthreads, claim, *extra = fn.args
-    kernels = {key: emit_microkernel(module, f"{name}.uk.{shape.tag()}", shape, t, n_extra, epilogue, p.pos_map)
+    tile_epilogue = None
+    if epilogue is not None and costly(epilogue, t.width, n_extra, p.pos_map):
+        tile_epilogue = emit_tile_epilogue(module, f"{name}.epilogue", t.width, p.c.rs, p.n % t.width != 0, epilogue,
+                                           n_extra, p.pos_map)
+    kernels = {key: emit_microkernel(module, f"{name}.uk.{shape.tag()}", shape, t, n_extra, epilogue, p.pos_map,
+                                     tile_epilogue)
                for key, shape in kernel_shapes(p, plan, t).items()}
     builder = entry_builder(fn)
     ctx = _Ctx(p, plan, t, builder, kernels, tuple(extra), scratch)
