@@ -30,6 +30,7 @@ _MAX_CPUINFO_BYTES = 1 << 16  # one processor's block is a few kilobytes
 
 _lock = threading.Lock()
 _known: dict[str, Target] = {}
+_identities: dict[Target, str] = {}  # the identity recorded with each target read from a record
 
 
 def recorded_target(requested: str, ask: Callable[[str], Target]) -> Target:
@@ -47,6 +48,12 @@ def recorded_target(requested: str, ask: Callable[[str], Target]) -> Target:
             cache.store(key, b"", (), _record_meta(target), counted=False)
     with _lock:
         return _known.setdefault(requested, target)
+
+
+def recorded_identity(target: Target) -> str | None:
+    """The identity recorded with a target read from a host record (exactly that target: same fields), or None."""
+    with _lock:
+        return _identities.get(target)
 
 
 def _record_key(requested: str) -> str | None:
@@ -105,4 +112,7 @@ def _read_record(key: str) -> Target | None:
         cache.discard(key, counted=False)
         return None
     triple, cpu, features, identity = strings
-    return Target(triple, cpu, features, width, recorded_identity=identity)
+    target = Target(triple, cpu, features, width)
+    with _lock:
+        _identities[target] = identity
+    return target

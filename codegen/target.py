@@ -16,7 +16,7 @@ import re
 import sys
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from braze.ir.errors import CodegenError
@@ -47,7 +47,6 @@ class Target:
     cpu: str
     features: str
     vector_width: int
-    recorded_identity: str = field(default="", compare=False, repr=False)  # from a host record (codegen/host.py)
 
     @property
     def is_x86(self) -> bool:
@@ -57,8 +56,11 @@ class Target:
     def identity(self) -> str:
         """Everything about the target that changes machine code; part of every cache key. Without llvmlite loaded,
         a target read from the host's record gives the identity recorded with it (the same text: codegen/host.py)."""
-        if self.recorded_identity and "llvmlite" not in sys.modules:
-            return self.recorded_identity
+        if "llvmlite" not in sys.modules:
+            from .host import recorded_identity
+            recorded = recorded_identity(self)
+            if recorded is not None:
+                return recorded
         import llvmlite
 
         from . import llvm_object

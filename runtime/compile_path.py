@@ -55,8 +55,8 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     the same passes found in the disk cache for a trusted graph; for an untrusted graph the fresh plan is also
     checked (see the module doc) before codegen reads it. `verified` (with pipeline=None and untrusted=True only)
     skips verifying the graph again. `timings` receives each pass's time and the rest (verification, checks) as
-    "verify", or the cache lookup as "cached passes". `on_miss()` is called before the passes run (not on a
-    hit)."""
+    "verify", or the cache lookup as "cached passes". `on_miss()` is called before the passes run when their
+    result was looked up and not found, or with the disk cache off."""
     start = time.perf_counter()
     passes = compile_passes(pipeline, untrusted=untrusted)
     options = dict(options or {})
@@ -68,8 +68,8 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
             if timings is not None:
                 timings.add("cached passes", time.perf_counter() - start)
             return found
-    if on_miss is not None:
-        on_miss()
+    if on_miss is not None and (key is not None or not _caching()):
+        on_miss()  # the code of a graph whose passes are not looked up (an artifact's) is most likely cached
     replan_only = verified and untrusted and passes == (TAIL,)
     reports: list[PassReport] = []
     planned = optimize(graph, passes, report=reports, verify=not replan_only, **options) if passes else graph
@@ -83,6 +83,11 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
         timings.update({f"pass {r.name}": r.seconds for r in records})
         timings.add("verify", time.perf_counter() - start - sum(r.seconds for r in records))
     return planned
+
+
+def _caching() -> bool:
+    from braze.codegen import cache
+    return cache.enabled()
 
 
 def _pass_cache_key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> str | None:
