@@ -300,12 +300,7 @@ class Executable:
             self.threads  # noqa: B018 (follow a new process thread count before taking the lock)
         answer = STUB_BUSY
         if self._lock_free:  # the stub holds the frame's busy word itself
-            if out is not None:
-                outputs = out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
-            elif self._one_small_output is not None:
-                outputs = (np.empty(*self._one_small_output),)
-            else:
-                outputs = tuple(map(np.empty, self._output_shapes, self._output_dtypes))
+            outputs = self._outputs(out)
             if len(outputs) == len(self._out_specs):
                 answer = self._stub(self._frame_pointer, inputs, outputs)
                 if not answer:
@@ -316,14 +311,7 @@ class Executable:
                     outputs = outputs if out is None else self._given_outputs(outputs)
                     self._run_checked(inputs, outputs)
                 return outputs
-            if out is not None:
-                outputs = out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
-            elif self._one_small_output is not None:
-                outputs = (np.empty(*self._one_small_output),)
-            elif self._small_outputs:
-                outputs = tuple(map(np.empty, self._output_shapes, self._output_dtypes))
-            else:
-                outputs = tuple(spec.new() for spec in self._out_specs)
+            outputs = self._outputs(out)
             # the stub returns 0 when it ran the call, else k + 1 for the first input it left to the general path
             if len(outputs) != len(self._out_specs) or self._stub is None or \
                     (self._threads != 1 and not self._stub_parallel) or self._stub_call(inputs, outputs):
@@ -333,6 +321,16 @@ class Executable:
             if self._checks and self._status[0]:
                 self._raise_check()
         return outputs
+
+    def _outputs(self, out: Any) -> tuple[Any, ...]:
+        """The arrays a call writes: `out`'s as a tuple, else new ones (numpy.empty's where staging covers them)."""
+        if out is not None:
+            return out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
+        if self._one_small_output is not None:
+            return (np.empty(*self._one_small_output),)
+        if self._small_outputs:
+            return tuple(map(np.empty, self._output_shapes, self._output_dtypes))
+        return tuple(spec.new() for spec in self._out_specs)
 
     def _stub_call(self, inputs: tuple[Any, ...], outputs: tuple[np.ndarray, ...]) -> int:
         """The stub's answer for this call, once no other thread's call holds the frame."""
