@@ -225,11 +225,20 @@ def _row_block(u: _Unit, node: Node, r: ir.Value, j0: ir.Value) -> None:
     shift = b.select(b.fcmp_ordered("==", m_new, u.c(float("-inf"))), u.c(0.0), m_new)
     exp = ELEMENTWISE["exp"]
     alpha = exp(b, [b.fsub(m_old, shift)], {}, sh.dtype)
-    total = u.c(0.0, sh.W)
     for c, s in enumerate(scores):
-        p = exp(b, [b.fsub(s, widen(b, shift, sh.W))], {}, sh.dtype)
-        store(b, p, u.srow, c * sh.W, sh.dtype)
-        total = b.fadd(total, p)
+        store(b, s, u.srow, c * sh.W, sh.dtype)
+    # exp in a loop over the score vectors: one inlined copy of its polynomial instead of one per vector (most of
+    # the kernel's code and compile time), the same arithmetic per lane
+    vt = register_type(sh.dtype, sh.W)
+    total = alloca(b, vt, name="total")
+    b.store(u.c(0.0, sh.W), total)
+    shifts = widen(b, shift, sh.W)
+    with for_range(b, 0, len(scores), name="exp") as c:
+        at = b.mul(c, i64(sh.W))
+        p = exp(b, [b.fsub(load(b, u.srow, at, sh.dtype, sh.W), shifts)], {}, sh.dtype)
+        store(b, p, u.srow, at, sh.dtype)
+        b.store(b.fadd(b.load(total, typ=vt), p), total)
+    total = b.load(total, typ=vt)
     l_new = b.fadd(b.fmul(load(b, u.l, r, sh.dtype), alpha), Reducer("sum", sh.dtype).horizontal(b, (total,))[0])
     store(b, l_new, u.l, r, sh.dtype)
     store(b, m_new, u.m, r, sh.dtype)
