@@ -203,13 +203,14 @@ class Batch:
 
 @dataclass(frozen=True)
 class Task:
-    """A kernel to lower and compile, here or in a worker: `request` is a worker's "lower" request for it;
+    """A kernel to lower and compile, here or in a worker: `request` is a worker's "lower" request for it (None: a
+    module only this process can build, whose IR text a worker may still compile);
     `lower_here()` lowers it in this process and returns (its value, its LLVM IR text), `finish(value, result)` the
     task's result once that text is compiled; `from_worker(header, object)` the task's result from a worker that
     lowered and compiled it (ValueError when the answer does not describe it: the task is then done here)."""
 
     name: str
-    request: dict[str, Any]
+    request: dict[str, Any] | None
     lower_here: Callable[[], tuple[Any, str]]
     finish: Callable[[Any, Result], Any]
     from_worker: Callable[[dict[str, Any], bytes], Any]
@@ -256,9 +257,10 @@ def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int)
                 if queued:
                     busy[0] += 1
                     return queued.pop(max(range(len(queued)), key=lambda k: len(queued[k][2].text)))
-                if todo and worker.can_lower:
+                whole = [k for k, i in enumerate(todo) if tasks[i].request is not None] if worker.can_lower else []
+                if whole:
                     busy[0] += 1
-                    return todo.pop(0)
+                    return todo.pop(whole[0])
                 changed.wait()
             return None
 

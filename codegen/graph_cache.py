@@ -21,13 +21,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node
 from braze.ir.registry import is_leaf
 
-from . import cache, shared_object
+from . import cache, described, shared_object
+from .described import Described
 from .library import CompiledLibrary, dump, known_library, pack_objects, register, unpack_objects
 from .module_layout import BuiltModule, KernelPart, built_from_meta, graph_digest, layout_meta, module_key, \
     module_names, part_from_meta, part_meta
@@ -42,10 +43,12 @@ PARALLEL_KERNELS = 3  # graphs with fewer computing nodes compile in this proces
 
 
 def compile_module(graph: Graph, *, target: Target | None = None, use_cache: bool | None = None,
-                   lower: Lowering | None = None, timings: dict[str, float] | None = None
+                   lower: Lowering | None = None, timings: dict[str, float] | None = None,
+                   beside: Callable[[], Sequence[Described]] | None = None
                    ) -> tuple[BuiltModule, CompiledLibrary]:
     """The built module and linked library of an optimized graph, from the cache where it can (see the module
-    doc)."""
+    doc). When its kernels are compiled on the compile workers, the runtime modules `beside()` lists that are not
+    compiled yet (described.wanted) are compiled with them, for compile_described to link when the runtime asks."""
     timings = {} if timings is None else timings
     target = target or host_target()
     if lower is not None:
@@ -64,7 +67,8 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
     if parallel:
         compile_workers.warm_up()  # the workers start while the first kernels are lowered
     stored: dict[str, bytes] = {}
-    built, new, entry = _build_and_compile(graph, target, _known_parts(caching, stored), timings, parallel)
+    runtime = described.wanted(beside(), target) if parallel and beside is not None else []
+    built, new, entry = _build_and_compile(graph, target, _known_parts(caching, stored), timings, parallel, runtime)
     objects = {p.key: (p.symbols, stored[p.key]) for p in built.parts if p.key in stored}
     objects.update((key, (result.symbols, result.payload)) for key, result in new.items())
     ordered = [objects[p.key] for p in built.parts] + [(entry.symbols, entry.payload)]
@@ -117,16 +121,18 @@ def _known_parts(caching: bool, stored: dict[str, bytes]) -> Callable[[str], Ker
 
 
 def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], KernelPart | None],
-                       timings: dict[str, float], parallel: bool
+                       timings: dict[str, float], parallel: bool, runtime: Sequence[tuple[str, Described]] = ()
                        ) -> tuple[BuiltModule, dict[str, Result], Result]:
     """Build the graph's module, the costliest new kernels first, each lowered here and compiled here or in a
     worker, or lowered and compiled whole by a worker (compile_workers.run_tasks), then compile the entry: the built
-    module, the new kernels' compile results by part key, and the entry's."""
+    module, the new kernels' compile results by part key, and the entry's. The `runtime` modules (with their keys)
+    are built here first and compiled with the kernels (described.compile_beside)."""
     from .compile_workers import Result, Task
     from .jit import compile_here, run_tasks
     from .module_builder import build_module  # the lowerings: imported on the first module actually built
     new: dict[str, Result] = {}
     spent = [0.0, 0.0]  # wall time of the kernel work; of the work done here
+    started: set[str] = set()  # the runtime modules handed to run_tasks
 
     def lower(pending: PendingPart, lower_here: Callable[[PendingPart], KernelPart]) -> tuple[KernelPart, str]:
         start = time.perf_counter()
@@ -137,14 +143,24 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
         spent[1] += time.perf_counter() - start
         return part, text
 
-    def finish(part: KernelPart, result: Result) -> tuple[KernelPart, Result]:
-        if set(result.symbols) != set(part.symbols):
-            raise _exports_error(part.name, result.symbols, part.symbols)
+    def account(result: Result) -> None:
         if result.optimized is not None:  # compiled here
             spent[1] += sum(result.timings.values())
             for stage, seconds in result.timings.items():
                 timings[stage] = timings.get(stage, 0.0) + seconds
+
+    def finish(part: KernelPart, result: Result) -> tuple[KernelPart, Result]:
+        if set(result.symbols) != set(part.symbols):
+            raise _exports_error(part.name, result.symbols, part.symbols)
+        account(result)
         return part, result
+
+    def keep(key: str) -> Callable[[tuple[str, str], Result], None]:
+        """run_tasks' `finish` of a runtime module: its object kept for compile_described."""
+        def kept(named: tuple[str, str], result: Result) -> None:
+            account(result)
+            described.compile_beside(key, *named, result)
+        return kept
 
     def lower_parts(pending: list[PendingPart], lower_here: Callable[[PendingPart], KernelPart]
                     ) -> dict[str, KernelPart]:
@@ -152,9 +168,12 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
         order = sorted(pending, key=lambda p: -_compile_cost(p.node))
         if parallel:
             from .kernel_worker import part_request
-            done = run_tasks([Task(p.key, {"kind": "lower", "part": part_request(p, target)},
-                                   functools.partial(lower, p, lower_here), finish, functools.partial(_from_worker, p))
-                              for p in order], target)
+            first = [Task(module.description, None, functools.partial(_built_text, module), keep(key),
+                          _built_here_only) for key, module in runtime if key not in started]
+            started.update(key for key, _ in runtime)
+            done = run_tasks(first + [Task(p.key, {"kind": "lower", "part": part_request(p, target)},
+                                           functools.partial(lower, p, lower_here), finish,
+                                           functools.partial(_from_worker, p)) for p in order], target)[len(first):]
         else:
             done = [finish(*_compiled_here(*lower(p, lower_here), target)) for p in order]
         new.update((part.key, result) for part, result in done)
@@ -168,6 +187,18 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
     with _timed(timings, "print IR"):
         text = str(built.module)
     return built, new, compile_here(text, built.name, target, timings)
+
+
+def _built_text(module: Described) -> tuple[tuple[str, str], str]:
+    """run_tasks' `lower_here` of a runtime module: ((its name, its LLVM IR text), the text)."""
+    built = module.build()
+    text = str(built)
+    return (built.name, text), text
+
+
+def _built_here_only(header: dict[str, Any], payload: bytes) -> None:
+    """run_tasks' `from_worker` of a runtime module, which no worker is asked to build."""
+    raise ValueError("a runtime module is built in the compiling process only")
 
 
 def _compiled_here(part: KernelPart, text: str, target: Target) -> tuple[KernelPart, Result]:

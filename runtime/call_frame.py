@@ -29,22 +29,32 @@ from .signature import InputSpec, OutputSpec
 if TYPE_CHECKING:
     import llvmlite.ir as ir
 
+    from braze.codegen.described import Described
     from braze.codegen.stub_layout import ObjectLayout
     from braze.codegen.target import Target
+
+
+def stub_module() -> Described | None:
+    """The call stub's module as codegen/described.py takes it, or None without a confirmed object layout."""
+    layout = object_layout()
+    if layout is None:
+        return None
+    from braze.codegen.described import Described
+    from braze.codegen.target import host_target
+    target = host_target()
+    return Described(f"call stub {layout}", lambda: _emit_call_stub(target, layout),
+                     ("braze_call", "braze_frame_claim", "braze_frame_release"))
 
 
 @functools.lru_cache(maxsize=None)
 def _stub_library() -> Any:
     """The process's call stub module (compiled once, or opened from the disk cache without loading LLVM), or None
     without a confirmed object layout."""
-    layout = object_layout()
-    if layout is None:
+    module = stub_module()
+    if module is None:
         return None
     from braze.codegen.described import compile_described
-    from braze.codegen.target import host_target
-    target = host_target()
-    return compile_described(f"call stub {layout}", lambda: _emit_call_stub(target, layout),
-                             ("braze_call", "braze_frame_claim", "braze_frame_release"), target=target)
+    return compile_described(module.description, module.build, module.exports)
 
 
 @functools.lru_cache(maxsize=None)

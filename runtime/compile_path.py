@@ -35,6 +35,7 @@ from braze.ir.types import physical_memory
 from .timings import CompileTimings
 
 if TYPE_CHECKING:  # codegen loads LLVM: imported on the first compile, not with braze
+    from braze.codegen.described import Described
     from .executable import Executable
 
 HEAD, TAIL = "drop_buffer_updates", "plan_memory"
@@ -111,6 +112,16 @@ def check_fits_memory(graph: Graph, memory_limit: int | None = None) -> None:
                               f"this machine's {limit} bytes of memory")
 
 
+def _runtime_modules(graph: Graph, threads: int | None) -> list[Described]:
+    """The runtime's own modules an executable of `graph` will call: the call stub, and the worker pool when it
+    runs on more than one thread."""
+    from . import call_frame, pool
+    from .threads import choose_threads, estimate_work
+    stub = call_frame.stub_module()
+    parallel = choose_threads(estimate_work(graph), threads) > 1
+    return [*([stub] if stub is not None else []), *([pool.pool_module()] if parallel else [])]
+
+
 def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", threads: int | None = None,
                   untrusted: bool = False, verified: bool = False, options: Mapping[str, Any] | None = None,
                   timings: CompileTimings | None = None) -> Executable:
@@ -128,7 +139,7 @@ def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     # one LLVM module (a kernel per distinct node and the entry point of the whole graph, codegen/abi.py) compiled
     # for the host, or its object found in the disk cache by the graph's text
     steps: dict[str, float] = {}
-    built, library = compile_module(graph, timings=steps)
+    built, library = compile_module(graph, timings=steps, beside=lambda: _runtime_modules(graph, threads))
     timings.update(steps)
     timings.cache_hit = built.module is None
     # the runtime object: aligned weights, prepared weights, arena, thread count, input checks

@@ -42,6 +42,7 @@ from .memory import address, aligned_zeros
 if TYPE_CHECKING:
     import llvmlite.ir as ir
 
+    from braze.codegen.described import Described
     from braze.codegen.target import Target
 
 T = TypeVar("T")
@@ -79,11 +80,18 @@ def native() -> _Native:
     from braze.codegen.described import compile_described
     from braze.codegen.sync_layout import spin_budget
     from braze.codegen.target import host_target
-    target = host_target()
-    library = _kept(compile_described("worker pool", lambda: _emit_pool_module(target),
-                                      ("braze_pool_run", "braze_pool_work"), target=target))
+    target, module = host_target(), pool_module()
+    library = _kept(compile_described(module.description, module.build, module.exports, target=target))
     return _Native(POOL_RUN.cfunc(library, "braze_pool_run"), POOL_WORK.cfunc(library, "braze_pool_work"),
                    spin_budget(target, WAIT_US), spin_budget(target, JOIN_US), library.address("braze_pool_run"))
+
+
+def pool_module() -> Described:
+    """The pool's module as codegen/described.py takes it."""
+    from braze.codegen.described import Described
+    from braze.codegen.target import host_target
+    target = host_target()
+    return Described("worker pool", lambda: _emit_pool_module(target), ("braze_pool_run", "braze_pool_work"))
 
 
 def _emit_pool_module(target: Target) -> ir.Module:

@@ -245,3 +245,25 @@ def test_graph_cache_objects_that_call_an_undefined_kernel_are_refused(cache_roo
     objects = unpack_objects(shared_object.detach(entry.payload, entry.meta)[0], entry.meta["objects"])
     with pytest.raises(CodegenError, match="which nothing defines"):  # the entry object without its kernels
         link_objects("partial", "partial-key", host_target(), objects[-1:], [], from_cache=True)
+
+
+def test_graph_cache_compiles_runtime_modules_beside_the_kernels_for_compile_described_to_link() -> None:
+    from braze.codegen.described import Described, compile_described, described_key, wanted
+    from tests.codegen.test_jit import add_module, run_add, unique_name
+    name = unique_name()
+    built: list[str] = []
+
+    def build():
+        built.append(name)
+        return add_module(name)
+    module = Described(f"test beside {name}", build, (name,))
+    target = host_target()
+    assert wanted([module], target) == [(described_key(module.description, target), module)]
+    x = np.ones((2, 29), np.float32)  # a width no other test compiles: the graph is not linked in this process yet
+    graph = planned_graph(braze.trace(stack(3, width=29), braze.tensor(x)))
+    compile_module(graph, beside=lambda: [module])  # its kernels are compiled as tasks, and the module with them
+    assert built == [name] and wanted([module], target) == []  # compiled once, beside the kernels
+    library = compile_described(module.description, build, module.exports)
+    assert built == [name] and not library.from_cache  # linked from the object compiled beside, not built again
+    run_add(library, name)
+    assert name in library.llvm_ir()
