@@ -15,7 +15,17 @@ import threading
 import time
 from typing import Any, BinaryIO, Callable
 
-import llvmlite.binding as llvm
+
+class _Binding:
+    """llvmlite.binding, imported on first use (about 0.1 s): a compile starts its workers (compile_workers.py,
+    which uses this module's message framing) before this process loads LLVM itself."""
+
+    def __getattr__(self, name: str) -> Any:
+        import llvmlite.binding
+        return getattr(llvmlite.binding, name)
+
+
+llvm = _Binding()
 
 # The IR braze emits is explicit already (vector code, unrolled register tiles, addressing hoisted by hand), so the
 # level-1 module pipeline runs the benchmark models as fast as level 3 did (within 1-3%, the noise of the

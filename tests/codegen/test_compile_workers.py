@@ -244,3 +244,10 @@ def test_compile_workers_a_compile_does_not_wait_for_a_worker_still_loading(work
         assert done and all(p.module is not None for p in done[0][0].parts)
     finally:
         stuck.retire()
+
+
+def test_compile_workers_start_before_this_process_loads_llvm() -> None:
+    script = ("import sys; from braze.codegen import compile_workers; compile_workers._Worker.start(); "
+              "print('llvmlite.binding' in sys.modules)")
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"  # the worker's start overlaps this process's ~0.1 s import of LLVM
