@@ -56,6 +56,9 @@ def lowering():
 llvm_object.serve(sys.stdin.buffer, sys.stdout.buffer, lowering)
 """
 SPREAD_LOWERING = 8  # from this many kernels a compile asks its workers to load the lowerings and take whole ones
+# ... when it has at least this many: building IR is about a third of a compile's work, so this process alone builds
+# it as fast as one worker compiles it, and the ~0.3 s a worker spends loading the lowerings would be time lost
+SPREAD_WORKERS = 2
 READY_POLL_S = 0.005  # how often a thread waiting for a starting worker checks whether it is still wanted
 
 _lock = threading.Lock()
@@ -219,7 +222,7 @@ class Task:
 def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int) -> list[Any]:
     """Every task's result, in order. This process lowers the tasks in turn and queues each one's LLVM IR; a ready
     worker compiles queued IR first and, once it can lower too (asked to load the lowerings when there are at least
-    SPREAD_LOWERING tasks), takes whole tasks nobody has started, so workers are busy from the moment they can
+    SPREAD_LOWERING tasks and SPREAD_WORKERS workers), takes whole tasks nobody has started, so workers are busy from the moment they can
     compile and the Python work of lowering is spread once they can lower. With no task left to lower, this process
     compiles what is queued too, the largest first. Work a worker fails, answers
     wrongly or dies on is done here. An exception here stops the workers taking work and is raised once the work in
@@ -267,7 +270,7 @@ def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int)
     def serve(worker: _Worker) -> None:
         if not worker.wait_ready(lambda: stopped.is_set() or not (todo or queued or mine or busy[0])):
             return
-        if len(tasks) >= SPREAD_LOWERING and not worker.can_lower:
+        if spread and not worker.can_lower:
             try:
                 worker.request({"kind": "load"})  # ~0.3 s of imports: worth it for many kernels only
             except _WorkerLost:
@@ -290,6 +293,7 @@ def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int)
 
     with _lock:
         helpers = [w for w in _workers if w.alive][:worker_count()]
+    spread = len(tasks) >= SPREAD_LOWERING and len(helpers) >= SPREAD_WORKERS
     threads = [threading.Thread(target=serve, args=(w,), daemon=True) for w in helpers]
     for thread in threads:
         thread.start()

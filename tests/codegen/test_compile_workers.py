@@ -234,6 +234,7 @@ def test_compile_workers_a_compile_does_not_wait_for_a_worker_still_loading(work
     stuck = _scripted_worker("read_message(sys.stdin.buffer)\nimport time; time.sleep(600)\n")
     monkeypatch.setattr(compile_workers, "warm_up", lambda: None)
     monkeypatch.setattr(compile_workers, "SPREAD_LOWERING", 1)  # ask it to load, which it never answers
+    monkeypatch.setattr(compile_workers, "SPREAD_WORKERS", 1)
     try:
         assert stuck.wait_ready()
         done: list = []
@@ -251,3 +252,17 @@ def test_compile_workers_start_before_this_process_loads_llvm() -> None:
               "print('llvmlite.binding' in sys.modules)")
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"  # the worker's start overlaps this process's ~0.1 s import of LLVM
+
+
+def test_compile_workers_one_worker_compiles_and_this_process_builds_every_kernel(workers) -> None:
+    """With one worker the lowerings stay here: loading them would cost the worker more than it takes off."""
+    import braze
+    from braze.codegen.graph_cache import compile_module
+    from braze.runtime.compile_path import planned_graph
+    widths = list(range(20, 20 + compile_workers.SPREAD_LOWERING + 2))
+    model = braze.nn.Sequential(*(braze.nn.Linear(a, b) for a, b in zip(widths, widths[1:]))).eval()
+    graph = planned_graph(braze.trace(model, braze.tensor(np.ones((3, widths[0]), np.float32))))
+    compile_workers.warm_up()
+    built, _ = compile_module(graph, use_cache=False)
+    assert len(built.parts) >= compile_workers.SPREAD_LOWERING and all(p.module is not None for p in built.parts)
+    assert compile_workers._workers and not any(w.can_lower for w in compile_workers._workers)
