@@ -132,12 +132,22 @@ def renumber(graph: Graph) -> Graph:
     """
     defined = [v for v in graph.inputs] + [v for n in graph.nodes for v in n.outputs]
     temporaries = [v.name for v in defined if v.name.isdigit()]
-    rename = {old: str(i) for i, old in enumerate(temporaries)}
-    if all(k == v for k, v in rename.items()):
+    return renamed_values(graph, {old: str(i) for i, old in enumerate(temporaries) if old != str(i)})
+
+
+def renamed_values(graph: Graph, rename: Mapping[str, str]) -> Graph:
+    """The graph with values renamed by `rename` (old name -> new name); a node none of whose values is renamed
+    stays the same object, so a pipeline's verifier checks it once (ir/verify.py VerifiedNodes)."""
+    if not rename:
         return graph
 
     def sub(v: Value) -> Value:
         return Value(rename[v.name], v.type) if v.name in rename else v
 
-    nodes = tuple(n.replace(inputs=tuple(map(sub, n.inputs)), outputs=tuple(map(sub, n.outputs))) for n in graph.nodes)
-    return graph.replace(inputs=tuple(map(sub, graph.inputs)), nodes=nodes, outputs=tuple(map(sub, graph.outputs)))
+    def renamed(n: Node) -> Node:
+        if not any(v.name in rename for v in (*n.inputs, *n.outputs)):
+            return n
+        return n.replace(inputs=tuple(map(sub, n.inputs)), outputs=tuple(map(sub, n.outputs)))
+
+    return graph.replace(inputs=tuple(map(sub, graph.inputs)), nodes=tuple(map(renamed, graph.nodes)),
+                         outputs=tuple(map(sub, graph.outputs)))
