@@ -103,23 +103,37 @@ def _verify_nested(graph: Graph, i: int, specs: tuple[AttrSpec, ...], checked: d
 
 
 class VerifiedNodes:
-    """The nodes one run of verifications has passed (the node's own checks and its results' sizes), by what those
-    checks read: the op, the attribute tuple (the same object when a pass renames or re-links a node), the operand
-    types and the result types, never the value names. A pipeline verifying after every pass thus checks a node
-    its passes carried over (renamed or not) once. The attribute tuples are held, so their ids stay unique."""
+    """The nodes one run of verifications has passed (the node's own checks and its results' sizes), by identity
+    and by what those checks read: the op, the attribute tuple (the same object when a pass renames or re-links a
+    node), the operand types and the result types, never the value names. A pipeline verifying after every pass
+    thus checks a node its passes carried over (renamed or not) once. The nodes and attribute tuples are held, so
+    their ids stay unique."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._nodes: dict[int, Node] = {}
+        self._forms: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     @staticmethod
-    def _key(node: Node) -> tuple[Any, ...]:
+    def _form(node: Node) -> tuple[Any, ...]:
         return node.op, id(node.attrs), tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs)
 
     def __contains__(self, node: Node) -> bool:
-        return self._seen.get(self._key(node)) is node.attrs
+        if self._nodes.get(id(node)) is node:
+            return True
+        if self._forms.get(self._form(node)) is node.attrs:
+            self._nodes[id(node)] = node
+            return True
+        return False
 
     def add(self, node: Node) -> None:
-        self._seen[self._key(node)] = node.attrs
+        """Add a node that passed its checks."""
+        self._nodes[id(node)] = node
+        self._forms[self._form(node)] = node.attrs
+
+    def adding(self, node: Node) -> Node:
+        """Add a node checked as it was made (GraphBuilder's), by identity only; returns it."""
+        self._nodes[id(node)] = node
+        return node
 
 
 def verify(graph: Graph, passed: VerifiedNodes | None = None) -> Graph:
@@ -150,7 +164,7 @@ def verify(graph: Graph, passed: VerifiedNodes | None = None) -> Graph:
             if not known:
                 _check_size(graph, i, v)
             defined[v.name] = v.type
-        if passed is not None:
+        if passed is not None and not known:
             passed.add(node)
     for v in graph.outputs:
         if v.name not in defined or defined[v.name] != v.type:
