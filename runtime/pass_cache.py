@@ -11,9 +11,10 @@ by the user (whose code the key cannot name) and options that are not plain JSON
 
 Entry (codegen/cache.py's format, no symbols): `meta` holds the optimized, planned graph's text (param ids zeroed)
 and, per weight of the optimized graph, either the traced weight it is (a param the passes left alone) or where its
-bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA). A hit parses the text (the
-parser verifies it), puts the traced graph's param ids back, attaches the weights and checks them; an entry that
-fails any of that is deleted and the passes run.
+bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA). A hit parses the text, puts
+the traced graph's param ids back, attaches the weights and checks them; an entry that fails any of that is deleted
+and the passes run. The parser checks each line, but the verifier does not run again: the entry's digest covers the
+text (codegen/cache.py) and its key names the version of braze.ir that printed it from a verified graph.
 """
 from __future__ import annotations
 
@@ -110,12 +111,13 @@ def load(entry_key: str, traced: Graph) -> Graph | None:
 
 
 def _graph(meta: dict[str, Any], payload: bytes, traced: Graph) -> Graph:
-    """The entry's graph with the traced graph's param ids and its weights (ValueError if malformed): the parser
-    verifies the graph, then its weights are checked against its params."""
+    """The entry's graph with the traced graph's param ids and its weights (ValueError if malformed): the graph
+    is parsed (not verified again: see below), then its weights are checked against its params."""
     if meta.get("kind") != KIND or not isinstance(meta.get("graph"), str):
         raise ValueError("not an optimized-graph entry")
     weights = dict(_weight(item, payload, traced) for item in meta["weights"])
-    graph = with_leaf_ids(parse(meta["graph"]), {leaf.path: leaf.id for leaf in traced.params()})
+    # the entry's digest covers its meta, and its key the version of braze.ir that printed the verified graph
+    graph = with_leaf_ids(parse(meta["graph"], verify=False), {leaf.path: leaf.id for leaf in traced.params()})
     return verify_weights(graph.replace(weights=weights))
 
 
