@@ -43,7 +43,8 @@ from pathlib import Path
 
 from braze.ir.errors import BrazeError
 
-from .cache_entry import MAX_ENTRY_BYTES, CacheEntry, decode_entry, encode_entry, read_entry_file
+from .cache_entry import MAX_ENTRY_BYTES, PAYLOAD_ALIGNMENT, CacheEntry, decode_entry, encode_entry, \
+    read_entry_file
 
 CACHE_ENV = "BRAZE_CACHE"
 CACHE_DIR_ENV = "BRAZE_CACHE_DIR"

@@ -114,26 +114,30 @@ def read_entry_file(path: Path) -> tuple[memoryview, str | None] | None:
 def _read_hashing(f: BinaryIO, size: int) -> tuple[memoryview, str] | None:
     """`size` bytes of `f` read into a PAYLOAD_ALIGNMENT-aligned buffer a block at a time, each block hashed by a
     second thread while the next is read (file reads and hashlib both release the GIL), and the sha256 of the bytes
-    after the digest line; None when the file is not `size` bytes long."""
+    after the digest line; None when the file is not `size` bytes long. The buffer is made read-only: an entry's
+    arrays (a pass-cache entry's derived weights) can be shared rather than copied."""
     block = np.empty(size + PAYLOAD_ALIGNMENT, np.uint8)
     start = -block.ctypes.data % PAYLOAD_ALIGNMENT
-    view = memoryview(block[start:start + size])
+    buffer = block[start:start + size]
     digest, blocks = hashlib.sha256(), queue.SimpleQueue()
     hasher = threading.Thread(target=_hash_blocks, args=(digest, blocks), daemon=True)
     hasher.start()
     pos, skip = 0, len(MAGIC) + DIGEST_LINE
     try:
         while pos < size:
-            count = f.readinto(view[pos:pos + READ_BLOCK_BYTES])
+            count = f.readinto(buffer[pos:pos + READ_BLOCK_BYTES])
             if not count:
                 break
             if pos + count > skip:
-                blocks.put(view[max(pos, skip):pos + count])
+                blocks.put(buffer[max(pos, skip):pos + count])
             pos += count
     finally:
         blocks.put(None)
         hasher.join()
-    return (view, digest.hexdigest()) if pos == size and not f.read(1) else None
+    if pos != size or f.read(1):
+        return None
+    block.flags.writeable = buffer.flags.writeable = False
+    return memoryview(buffer), digest.hexdigest()
 
 
 def _hash_blocks(digest: Any, blocks: queue.SimpleQueue) -> None:

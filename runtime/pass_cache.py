@@ -11,7 +11,9 @@ by the user (whose code the key cannot name) and options that are not plain JSON
 
 Entry (codegen/cache.py's format, no symbols): `meta` holds the optimized, planned graph's text (param ids zeroed)
 and, per weight of the optimized graph, either the traced weight it is (a param the passes left alone) or where its
-bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA). A hit parses the text, puts
+bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA; each starts 64-byte aligned,
+so the arrays of a large entry, read aligned and read-only, are what an Executable keeps without a copy). A hit
+parses the text, puts
 the traced graph's param ids back, attaches the weights and checks them; an entry that fails any of that is deleted
 and the passes run. The parser checks each line, but the verifier does not run again: the entry's digest covers the
 text (codegen/cache.py) and its key names the version of braze.ir that printed it from a verified graph.
@@ -89,8 +91,9 @@ def store(entry_key: str, traced: Graph, optimized: Graph) -> None:
             continue
         data = np.ascontiguousarray(array).tobytes()
         weights.append([path, as_dtype(np.asarray(array).dtype).name, list(np.shape(array)), offset, len(data)])
-        chunks.append(data)
-        offset += len(data)
+        padding = b"\0" * (-len(data) % cache.PAYLOAD_ALIGNMENT)  # each weight aligned as the payload is
+        chunks += [data, padding]
+        offset += len(data) + len(padding)
     meta = {"kind": KIND, "graph": str(with_leaf_ids(optimized)), "weights": weights}
     cache.store(entry_key, b"".join(chunks), (), meta)
 
