@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -37,6 +38,7 @@ from braze.ir.passes import BUILTIN_PASSES
 from braze.ir.types import as_dtype
 from braze.ir.verify import verify_weights
 
+from . import memory
 from .memory import map_bytes
 
 KIND = "braze-optimized-graph 1"
@@ -58,14 +60,17 @@ def key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> str 
         options_text = json.dumps(dict(options), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):
         return None
-    h = hashlib.sha256()
-    for part in (KIND, ir_version(), json.dumps(list(passes)), options_text, str(with_leaf_ids(graph))):
-        _field(h, part.encode("utf-8"))
     paths = sorted(graph.weights)
     arrays = [np.ascontiguousarray(graph.weights[path]) for path in paths]
-    for path, array, digest in zip(paths, arrays, _digests(arrays)):
-        _field(h, f"{path}|{array.dtype.str}|{array.shape}".encode("utf-8"))
-        _field(h, digest)
+    with ThreadPoolExecutor(1) as pool:
+        # large weights are hashed (hashlib releases the GIL) while this thread prints the graph's text
+        digests = pool.submit(_digests, arrays) if sum(a.nbytes for a in arrays) >= memory.PARALLEL_BYTES else None
+        h = hashlib.sha256()
+        for part in (KIND, ir_version(), json.dumps(list(passes)), options_text, str(with_leaf_ids(graph))):
+            _field(h, part.encode("utf-8"))
+        for path, array, digest in zip(paths, arrays, _digests(arrays) if digests is None else digests.result()):
+            _field(h, f"{path}|{array.dtype.str}|{array.shape}".encode("utf-8"))
+            _field(h, digest)
     return h.hexdigest()
 
 
