@@ -47,8 +47,10 @@ class AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
-    """Register the finder once and bind the top-level aliases that are already imported."""
+    """Register the finder once and bind the top-level aliases whose modules are already imported (the others,
+    braze.optim and braze.utils.data among them, are imported when first used: see braze.frontend.lazy_modules)."""
     if not any(isinstance(f, AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, AliasFinder())
     for alias, real in ALIASES.items():
-        sys.modules.setdefault(alias, importlib.import_module(real))
+        if real in sys.modules:
+            sys.modules.setdefault(alias, sys.modules[real])

@@ -25,7 +25,6 @@ import numpy as np
 
 from braze.frontend.creation import default_generator
 from braze.frontend.nn.module import Module
-from braze.frontend.optim.state import ParamState, value_of
 from braze.frontend.tensor import Tensor
 from braze.ir.autodiff import PARAM_UPDATE, STATE_UPDATE, backward_graph
 from braze.ir.errors import BrazeError
@@ -245,6 +244,7 @@ class TrainStep:
 
     def _sync_state(self, model: Module, arrays: dict[str, dict[str, Any]]) -> None:
         """The optimizer's state of each trained parameter becomes what its own steps would have left."""
+        from braze.frontend.optim.state import ParamState, value_of  # braze.optim: imported when first used
         by_path = dict(model.named_parameters())
         for k, group in enumerate(self.groups):
             for path in group.paths:

@@ -3,9 +3,10 @@
 An entry is keyed by the sha256 of the LLVM IR text and the target identity (triple, CPU name, feature string,
 optimization level, llvmlite version), or, for the object of a whole graph, by the digest of the optimized graph's
 text, the target and the code generator's version (codegen/module_layout.py), so that a warm load finds the object
-without building LLVM IR. Its file holds a magic line, a JSON header with the key, the exported symbols, the
-sha256 and size of the payload and a `meta` object (what the runtime needs beside the code: a whole graph's module
-layout; empty for a plain module), then the object file itself. The optimized-graph entries of
+without building LLVM IR. Its file (codegen/cache_entry.py) holds a magic line, the sha256 of all that follows,
+a JSON header with the key, the exported symbols, the size of the payload and a `meta` object (what the runtime
+needs beside the code: a whole graph's module layout; empty for a plain module), then the object file itself; the
+digest covers the header, so an intact entry's meta is what this cache wrote. The optimized-graph entries of
 runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as the
 payload. A whole graph's entry, and a runtime module's (codegen/described.py), may also hold after its objects the
 shared object the system linker made of them (codegen/shared_object.py, its size in `meta`): part of the entry, it
@@ -31,25 +32,25 @@ Environment: BRAZE_CACHE=0 disables the cache; BRAZE_CACHE_DIR moves it (default
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import tempfile
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from braze.ir.errors import BrazeError
+
+from .cache_entry import MAX_ENTRY_BYTES, PAYLOAD_ALIGNMENT, CacheEntry, decode_entry, encode_entry, \
+    read_entry_file
 
 CACHE_ENV = "BRAZE_CACHE"
 CACHE_DIR_ENV = "BRAZE_CACHE_DIR"
 MAX_MB_ENV = "BRAZE_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 1024.0
-MAGIC = b"BRAZE-OBJECT 1\n"
 SUFFIX = ".bzo"
-MAX_ENTRY_BYTES = 256 * 2 ** 20  # far above the object of any one model
 TEMP_SUFFIX = ".tmp"
 STALE_TEMP_SECONDS = 3600.0
 
@@ -78,16 +79,6 @@ class CacheStats:
 
 
 _stats = CacheStats()
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    """A validated cache entry: the object file bytes, the symbols it exports and its JSON meta object."""
-
-    key: str
-    payload: bytes | memoryview  # read-only
-    symbols: tuple[str, ...]
-    meta: dict = field(default_factory=dict)
 
 
 def stats() -> CacheStats:
@@ -137,32 +128,6 @@ def entry_path(key: str) -> Path:
     return cache_dir() / f"{key}{SUFFIX}"
 
 
-def encode_entry(key: str, payload: bytes | memoryview, symbols: tuple[str, ...], meta: dict | None = None) -> bytes:
-    """The bytes of a cache file: magic, a one-line JSON header, then the payload."""
-    header = {"key": key, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
-              "symbols": list(symbols), "meta": dict(meta or {})}
-    return b"".join([MAGIC, json.dumps(header, sort_keys=True).encode("ascii"), b"\n", payload])
-
-
-def decode_entry(key: str, data: bytes) -> CacheEntry | None:
-    """The entry in `data` if it is intact and belongs to `key`, else None."""
-    if not data.startswith(MAGIC):
-        return None
-    end = data.find(b"\n", len(MAGIC))
-    if end < 0:
-        return None
-    try:
-        header = json.loads(data[len(MAGIC):end].decode("ascii"))
-        payload = memoryview(data)[end + 1:]  # not a copy: an entry may hold a model's derived weights
-        valid = (isinstance(header, dict) and header.get("key") == key and header.get("size") == len(payload)
-                 and header.get("sha256") == hashlib.sha256(payload).hexdigest())
-        symbols = tuple(str(s) for s in header.get("symbols", ())) if valid else ()
-        meta = header.get("meta", {}) if valid else {}
-    except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
-        return None
-    return CacheEntry(key, payload, symbols, meta) if valid and isinstance(meta, dict) else None
-
-
 def load(key: str, *, counted: bool = True) -> CacheEntry | None:
     """The intact entry for `key`, or None (counting a miss, or a rebuild after deleting a bad entry). The caller
     links it, then counts a hit, or discards it when it does not link. `counted=False` counts nothing: for the
@@ -172,12 +137,12 @@ def load(key: str, *, counted: bool = True) -> CacheEntry | None:
         return None
     path = directory / f"{key}{SUFFIX}"
     try:
-        data = _read_entry_file(path)
+        read = read_entry_file(path)
     except (FileNotFoundError, NotADirectoryError):
         if counted:
             count("misses")
         return None
-    entry = decode_entry(key, data) if data is not None else None
+    entry = decode_entry(key, *read) if read is not None else None
     if entry is None:
         discard(key, counted=counted)
     else:
@@ -322,27 +287,6 @@ def _remove_abandoned_temporaries(directory: Path) -> None:
                 path.unlink()
         except OSError:
             pass
-
-
-def _read_entry_file(path: Path) -> bytes | None:
-    """The bytes of an entry file, or None when it is not a regular file of the user's within the size limit
-    (raises FileNotFoundError or NotADirectoryError when there is none)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except (FileNotFoundError, NotADirectoryError):
-        raise
-    except OSError:  # a symlink (ELOOP), or unreadable
-        return None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if (not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES
-                or (hasattr(os, "getuid") and info.st_uid != os.getuid())):
-            return None
-        try:
-            data = f.read(min(info.st_size, MAX_ENTRY_BYTES) + 1)  # one byte more shows a file grown since
-        except OSError:
-            return None
-    return data if len(data) <= MAX_ENTRY_BYTES else None
 
 
 def _trusted(directory: Path, create: bool) -> bool:

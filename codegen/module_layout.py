@@ -12,7 +12,9 @@ parsed or optimized. Weight slots are derived from the graph again (`weight_slot
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -22,6 +24,8 @@ import numpy as np
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Value
 from braze.ir.types import TensorType
+
+from . import cache
 
 if TYPE_CHECKING:  # llvmlite.ir and the target are needed only to build a module, not to describe one
     import llvmlite.ir as ir
@@ -201,12 +205,27 @@ def _digest(*parts: str) -> str:
 
 
 def sources_digest(root: Path, patterns: tuple[str, ...]) -> str:
-    """The sha256 of the names and text of the files under `root` matching `patterns` (a version of that code)."""
+    """The sha256 of the names and text of the files under `root` matching `patterns` (a version of that code).
+    Reading and hashing a megabyte of sources costs a new process milliseconds, so the digest is recorded in the
+    disk cache under a stamp of the files (name, size, modification time in ns, inode: what Python's own bytecode
+    cache trusts, and finer) and read back while no file's stamp changes."""
+    names = sorted(name for pattern in patterns for name in glob.glob(pattern, root_dir=root))
+    stamps = []
+    for name in names:
+        info = os.stat(os.path.join(root, name))
+        stamps.append(f"{Path(name).as_posix()} {info.st_size} {info.st_mtime_ns} {info.st_ino}")
+    key = _digest("braze-sources-stamp", str(root), *stamps) if cache.enabled() else None
+    entry = cache.load(key, counted=False) if key is not None else None
+    recorded = entry.meta.get("sha256") if entry is not None else None
+    if isinstance(recorded, str) and len(recorded) == 64:
+        return recorded
     h = hashlib.sha256()
-    for path in sorted(p for pattern in patterns for p in root.glob(pattern)):
-        for data in (str(path.relative_to(root)).encode("utf-8"), path.read_bytes()):
+    for name in names:
+        for data in (Path(name).as_posix().encode("utf-8"), (root / name).read_bytes()):
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)
+    if key is not None:
+        cache.store(key, b"", (), {"sha256": h.hexdigest()}, counted=False)
     return h.hexdigest()
 
 

@@ -21,16 +21,18 @@ from .type_queries import __all__ as _type_queries_all
 from .device import Device as device
 from .size import Size
 from . import nn
-from . import optim
 from . import amp
 from . import cuda
 from .amp import autocast, is_autocast_enabled
 from .records import ModuleRecord, RecordEntry
 from .torch_pickle import load_torch_state_dict
 from .trace import trace
+from .lazy_modules import lazy_submodules
+
+__getattr__ = lazy_submodules(globals(), {"optim": "braze.frontend.optim"})
 
 __all__ = ["Tensor", "Gradients", "enable_grad", "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled",
-           "apply", "intercept", "nn", "optim", "amp", "cuda", "autocast", "is_autocast_enabled", "device", "Size",
+           "apply", "intercept", "nn", "amp", "cuda", "autocast", "is_autocast_enabled", "device", "Size",
            "ModuleRecord", "RecordEntry", "load_torch_state_dict", "trace",
            *_creation_all, *_functions_all, *_linalg_all, *_namespace_all, *_assignment_all, *_data_dependent_all,
            *_math_all, *_type_queries_all]

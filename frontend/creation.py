@@ -37,9 +37,16 @@ class Generator:
         """Restart the stream from `seed`; returns self."""
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise BrazeError(f"Generator.manual_seed: the seed must be an int, got {type(seed).__name__}")
-        self._seed = int(seed)
-        self._rng = np.random.Generator(np.random.PCG64(self._seed & (2 ** 128 - 1)))
+        self._seed, self._stream = int(seed), None  # numpy's generator is made on the first draw
         return self
+
+    @property
+    def _rng(self) -> np.random.Generator:
+        """numpy's generator of this stream, made when first drawn from (importing numpy.random costs a new
+        process about 15 ms, which a program that only loads and runs compiled code never needs)."""
+        if self._stream is None:
+            self._stream = np.random.Generator(np.random.PCG64(self._seed & (2 ** 128 - 1)))
+        return self._stream
 
     def initial_seed(self) -> int:
         """The seed this generator was last seeded with."""
@@ -63,7 +70,7 @@ class Generator:
             rng.bit_generator.state = bits
         except (TypeError, KeyError, ValueError) as err:
             raise BrazeError(f"Generator.set_state: not a state from Generator.get_state ({err})") from None
-        self._seed, self._rng = seed, rng
+        self._seed, self._stream = seed, rng
         return self
 
     @property

@@ -9,6 +9,7 @@ from .errors import BrazeError
 from .graph import Attributes, Graph, Loc, Node, Value, sorted_attrs
 from .registry import Emitter, get_op
 from .types import TensorType, bool_
+from .verify import VerifiedNodes, verify as verify_graph
 
 
 class GraphBuilder(Emitter):
@@ -27,6 +28,7 @@ class GraphBuilder(Emitter):
         self._counter = 0
         self._params: dict[str, Value] = {}
         self._flags: dict[str, Value] = {}
+        self._made = VerifiedNodes()  # the nodes checked as they were made: finish() checks only where they sit
 
     # --- naming ---------------------------------------------------------------------------------------------
     def _claim(self, name: str) -> str:
@@ -66,7 +68,7 @@ class GraphBuilder(Emitter):
             return existing
         attrs = get_op("param").check_attrs({"path": path, "id": id, "trainable": trainable, "buffer": buffer})
         value = Value(self.leaf_name(path), type)
-        self.nodes.append(Node("param", (), (value,), sorted_attrs(attrs), self.loc))
+        self.nodes.append(self._made.adding(Node("param", (), (value,), sorted_attrs(attrs), self.loc)))
         self._params[path] = value
         return value
 
@@ -76,7 +78,7 @@ class GraphBuilder(Emitter):
             return self._flags[path]
         attrs = get_op("flag").check_attrs({"path": path, "id": id, "value": value})
         out = Value(self.leaf_name(path), TensorType((), bool_))
-        self.nodes.append(Node("flag", (), (out,), sorted_attrs(attrs), self.loc))
+        self.nodes.append(self._made.adding(Node("flag", (), (out,), sorted_attrs(attrs), self.loc)))
         self._flags[path] = out
         return out
 
@@ -101,7 +103,9 @@ class GraphBuilder(Emitter):
             raise BrazeError(f"{op_name}: {len(names)} result names given for {len(types)} results")
         outs = tuple(Value(self._claim(n) if names else self.fresh_name(), t)
                      for n, t in zip(names or [None] * len(types), types))
-        self.nodes.append(Node(op_name, tuple(operands), outs, sorted_attrs(checked), loc or self.loc))
+        node = Node(op_name, tuple(operands), outs, sorted_attrs(checked), loc or self.loc)
+        # a nested graph attribute (a fusion region's body) was not verified here: finish() verifies its node whole
+        self.nodes.append(node if any(spec.kind == "graph" for spec in op.attrs) else self._made.adding(node))
         return outs
 
     def append(self, node: Node) -> Node:
@@ -120,8 +124,7 @@ class GraphBuilder(Emitter):
         graph = Graph(self.name, tuple(self.inputs), tuple(self.nodes), tuple(outputs),
                       Attributes(attributes or {}), dict(weights or {}))
         if verify:
-            from .verify import verify as check
-            check(graph)
+            verify_graph(graph, self._made)
         return graph
 
 
@@ -132,12 +135,22 @@ def renumber(graph: Graph) -> Graph:
     """
     defined = [v for v in graph.inputs] + [v for n in graph.nodes for v in n.outputs]
     temporaries = [v.name for v in defined if v.name.isdigit()]
-    rename = {old: str(i) for i, old in enumerate(temporaries)}
-    if all(k == v for k, v in rename.items()):
+    return renamed_values(graph, {old: str(i) for i, old in enumerate(temporaries) if old != str(i)})
+
+
+def renamed_values(graph: Graph, rename: Mapping[str, str]) -> Graph:
+    """The graph with values renamed by `rename` (old name -> new name); a node none of whose values is renamed
+    stays the same object, so a pipeline's verifier checks it once (ir/verify.py VerifiedNodes)."""
+    if not rename:
         return graph
 
     def sub(v: Value) -> Value:
         return Value(rename[v.name], v.type) if v.name in rename else v
 
-    nodes = tuple(n.replace(inputs=tuple(map(sub, n.inputs)), outputs=tuple(map(sub, n.outputs))) for n in graph.nodes)
-    return graph.replace(inputs=tuple(map(sub, graph.inputs)), nodes=nodes, outputs=tuple(map(sub, graph.outputs)))
+    def renamed(n: Node) -> Node:
+        if not any(v.name in rename for v in (*n.inputs, *n.outputs)):
+            return n
+        return n.replace(inputs=tuple(map(sub, n.inputs)), outputs=tuple(map(sub, n.outputs)))
+
+    return graph.replace(inputs=tuple(map(sub, graph.inputs)), nodes=tuple(map(renamed, graph.nodes)),
+                         outputs=tuple(map(sub, graph.outputs)))

@@ -102,8 +102,44 @@ def _verify_nested(graph: Graph, i: int, specs: tuple[AttrSpec, ...], checked: d
                 _fail(graph, i, f"attribute '{spec.name}' holds an invalid graph: {exc}")
 
 
-def verify(graph: Graph) -> Graph:
-    """Check every IR rule; returns the graph unchanged or raises VerifyError naming the bad node."""
+class VerifiedNodes:
+    """The nodes one run of verifications has passed (the node's own checks and its results' sizes), by identity
+    and by what those checks read: the op, the attribute tuple (the same object when a pass renames or re-links a
+    node), the operand types and the result types, never the value names. A pipeline verifying after every pass
+    thus checks a node its passes carried over (renamed or not) once. The nodes and attribute tuples are held, so
+    their ids stay unique."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, Node] = {}
+        self._forms: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    @staticmethod
+    def _form(node: Node) -> tuple[Any, ...]:
+        return node.op, id(node.attrs), tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs)
+
+    def __contains__(self, node: Node) -> bool:
+        if self._nodes.get(id(node)) is node:
+            return True
+        if self._forms.get(self._form(node)) is node.attrs:
+            self._nodes[id(node)] = node
+            return True
+        return False
+
+    def add(self, node: Node) -> None:
+        """Add a node that passed its checks."""
+        self._nodes[id(node)] = node
+        self._forms[self._form(node)] = node.attrs
+
+    def adding(self, node: Node) -> Node:
+        """Add a node checked as it was made (GraphBuilder's), by identity only; returns it."""
+        self._nodes[id(node)] = node
+        return node
+
+
+def verify(graph: Graph, passed: VerifiedNodes | None = None) -> Graph:
+    """Check every IR rule; returns the graph unchanged or raises VerifyError naming the bad node. A node
+    `passed` holds is only checked for where it sits (SSA order, operand types, leaf paths); one that passes is
+    added."""
     defined: dict[str, TensorType] = {}
     for v in graph.inputs:
         if v.name in defined:
@@ -117,14 +153,19 @@ def verify(graph: Graph) -> Graph:
                 _fail(graph, i, f"operand %{v.name} is not defined before this node (SSA and topological order)")
             if defined[v.name] != v.type:
                 _fail(graph, i, f"operand %{v.name} is used as {v.type} but defined as {defined[v.name]}")
-        verify_node(graph, i, node)
+        known = passed is not None and node in passed
+        if not known:
+            verify_node(graph, i, node)
         if get_op(node.op).is_leaf:
             _check_leaf(graph, i, node, seen_paths)
         for v in node.outputs:
             if v.name in defined:
                 _fail(graph, i, f"value %{v.name} is defined twice")
-            _check_size(graph, i, v)
+            if not known:
+                _check_size(graph, i, v)
             defined[v.name] = v.type
+        if passed is not None and not known:
+            passed.add(node)
     for v in graph.outputs:
         if v.name not in defined or defined[v.name] != v.type:
             _fail(graph, None, f"output %{v.name}: {v.type} is not a value of the graph")

@@ -1,6 +1,8 @@
 """Executable: a compiled graph ready to call on numpy arrays, one foreign call per thread per call.
 
-An Executable owns everything its entry point touches: 64-byte-aligned copies of the weights, the prepared forms
+An Executable owns everything its entry point touches: 64-byte-aligned copies of the weights (or the weight arrays
+themselves where they are aligned and nothing can change them, memory.unchangeable: a cache entry's derived weights,
+an artifact's tensors; the first write_weights or swap_weights of one copies it), the prepared forms
 of weights that some kernels read instead (a GEMM's packed B, filled once by the module's prepare function right
 after the weights are copied, at load time), the arena (sized by the memory plan), per-thread scratch, the
 barrier's sync block and an aligned staging buffer per input and per small output. Everything a first call would
@@ -57,7 +59,8 @@ from . import pool as _pool
 from . import threads as _threads
 from .call_frame import CallFrame, call_stub, frame_claims
 from . import memory
-from .memory import ALIGNMENT, address, aligned_block, aligned_copy, aligned_zeros, map_bytes, resident_block
+from .memory import ALIGNMENT, address, aligned_block, aligned_copy, aligned_zeros, is_aligned, map_bytes, \
+    resident_block, unchangeable
 from .signature import InputSpec, OutputSpec, index_bounds
 from .timings import CompileTimings
 
@@ -177,7 +180,14 @@ class Executable:
         want = slot.type
         if array.shape != want.shape or array.dtype != want.dtype.numpy:
             raise BrazeError(f"weight '{slot.path}' is {array.dtype}{list(array.shape)}, the graph declares {want}")
-        return aligned_copy(array)
+        return array if unchangeable(array) and is_aligned(array) and array.flags.c_contiguous else aligned_copy(array)
+
+    def _writable(self, index: int) -> np.ndarray:
+        """Weight buffer `index`, first replaced by a copy of its own when it is an array shared read-only."""
+        if not self._weights[index].flags.writeable:
+            self._weights[index] = aligned_copy(self._weights[index])
+            self._weight_ptrs[index] = address(self._weights[index])
+        return self._weights[index]
 
     def _prepared_buffers(self) -> list[np.ndarray]:
         """One aligned buffer per prepared weight, after checking the slots the module's prepare function fills."""
@@ -220,15 +230,16 @@ class Executable:
         progress finishes first, so no call sees half-written weights."""
         checked = []
         for path, value in values.items():
-            target = self._weights[self._weight_index(path)]
+            index = self._weight_index(path)
+            target = self._weights[index]
             array = np.asarray(value)
             if array.shape != target.shape or array.dtype != target.dtype:
                 raise BrazeError(f"weight '{path}' is {target.dtype}{list(target.shape)}; got "
                                  f"{array.dtype}{list(array.shape)}")
-            checked.append((target, array))
+            checked.append((index, array))
         with self._lock:
-            for target, array in checked:
-                np.copyto(target, array)
+            for index, array in checked:
+                np.copyto(self._writable(index), array)
             if self.built.prepare is not None:
                 self._prepare(self.library)
 
@@ -250,10 +261,12 @@ class Executable:
         with self._lock:
             for path, index, value, own in checked:
                 if own:
-                    returned[path], self._weights[index] = self._weights[index], value
+                    replaced = self._weights[index]
+                    returned[path] = replaced if replaced.flags.writeable else aligned_copy(replaced)
+                    self._weights[index] = value
                     self._weight_ptrs[index] = address(value)
                 else:
-                    np.copyto(self._weights[index], value)
+                    np.copyto(self._writable(index), value)
                     returned[path] = value
             if self.built.prepare is not None:
                 self._prepare(self.library)

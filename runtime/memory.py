@@ -63,6 +63,26 @@ def aligned_copy(array: np.ndarray, dtype: np.dtype | type | str | None = None, 
     return out
 
 
+def unchangeable(array: np.ndarray) -> bool:
+    """Whether numpy lets no one change the array's values: it is read-only all the way down to the memory it views,
+    an ndarray owning its data (read-only too) or a bytes object. The runtime shares such an array instead of
+    copying it (numpy's read-only flag on memory it owns is taken as its owner's promise)."""
+    held: Any = array
+    while True:
+        if isinstance(held, np.ndarray):
+            if held.flags.writeable:
+                return False
+            if held.base is None:
+                return bool(held.flags.owndata)
+            held = held.base
+        elif isinstance(held, memoryview):
+            if not held.readonly:
+                return False
+            held = held.obj
+        else:
+            return isinstance(held, bytes)
+
+
 def aligned_block(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
     """A zeroed byte buffer of at least one alignment unit (so even an empty arena has a valid address)."""
     return aligned_zeros(max(int(nbytes), alignment), np.uint8, alignment)

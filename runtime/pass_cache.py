@@ -11,15 +11,19 @@ by the user (whose code the key cannot name) and options that are not plain JSON
 
 Entry (codegen/cache.py's format, no symbols): `meta` holds the optimized, planned graph's text (param ids zeroed)
 and, per weight of the optimized graph, either the traced weight it is (a param the passes left alone) or where its
-bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA). A hit parses the text (the
-parser verifies it), puts the traced graph's param ids back, attaches the weights and checks them; an entry that
-fails any of that is deleted and the passes run.
+bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA; each starts 64-byte aligned,
+so the arrays of a large entry, read aligned and read-only, are what an Executable keeps without a copy). A hit
+parses the text, puts
+the traced graph's param ids back, attaches the weights and checks them; an entry that fails any of that is deleted
+and the passes run. The parser checks each line, but the verifier does not run again: the entry's digest covers the
+text (codegen/cache.py) and its key names the version of braze.ir that printed it from a verified graph.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -34,6 +38,7 @@ from braze.ir.passes import BUILTIN_PASSES
 from braze.ir.types import as_dtype
 from braze.ir.verify import verify_weights
 
+from . import memory
 from .memory import map_bytes
 
 KIND = "braze-optimized-graph 1"
@@ -55,14 +60,17 @@ def key(graph: Graph, passes: Sequence[str], options: Mapping[str, Any]) -> str 
         options_text = json.dumps(dict(options), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):
         return None
-    h = hashlib.sha256()
-    for part in (KIND, ir_version(), json.dumps(list(passes)), options_text, str(with_leaf_ids(graph))):
-        _field(h, part.encode("utf-8"))
     paths = sorted(graph.weights)
     arrays = [np.ascontiguousarray(graph.weights[path]) for path in paths]
-    for path, array, digest in zip(paths, arrays, _digests(arrays)):
-        _field(h, f"{path}|{array.dtype.str}|{array.shape}".encode("utf-8"))
-        _field(h, digest)
+    with ThreadPoolExecutor(1) as pool:
+        # large weights are hashed (hashlib releases the GIL) while this thread prints the graph's text
+        digests = pool.submit(_digests, arrays) if sum(a.nbytes for a in arrays) >= memory.PARALLEL_BYTES else None
+        h = hashlib.sha256()
+        for part in (KIND, ir_version(), json.dumps(list(passes)), options_text, str(with_leaf_ids(graph))):
+            _field(h, part.encode("utf-8"))
+        for path, array, digest in zip(paths, arrays, _digests(arrays) if digests is None else digests.result()):
+            _field(h, f"{path}|{array.dtype.str}|{array.shape}".encode("utf-8"))
+            _field(h, digest)
     return h.hexdigest()
 
 
@@ -88,8 +96,9 @@ def store(entry_key: str, traced: Graph, optimized: Graph) -> None:
             continue
         data = np.ascontiguousarray(array).tobytes()
         weights.append([path, as_dtype(np.asarray(array).dtype).name, list(np.shape(array)), offset, len(data)])
-        chunks.append(data)
-        offset += len(data)
+        padding = b"\0" * (-len(data) % cache.PAYLOAD_ALIGNMENT)  # each weight aligned as the payload is
+        chunks += [data, padding]
+        offset += len(data) + len(padding)
     meta = {"kind": KIND, "graph": str(with_leaf_ids(optimized)), "weights": weights}
     cache.store(entry_key, b"".join(chunks), (), meta)
 
@@ -110,12 +119,13 @@ def load(entry_key: str, traced: Graph) -> Graph | None:
 
 
 def _graph(meta: dict[str, Any], payload: bytes, traced: Graph) -> Graph:
-    """The entry's graph with the traced graph's param ids and its weights (ValueError if malformed): the parser
-    verifies the graph, then its weights are checked against its params."""
+    """The entry's graph with the traced graph's param ids and its weights (ValueError if malformed): the graph
+    is parsed (not verified again: see below), then its weights are checked against its params."""
     if meta.get("kind") != KIND or not isinstance(meta.get("graph"), str):
         raise ValueError("not an optimized-graph entry")
     weights = dict(_weight(item, payload, traced) for item in meta["weights"])
-    graph = with_leaf_ids(parse(meta["graph"]), {leaf.path: leaf.id for leaf in traced.params()})
+    # the entry's digest covers its meta, and its key the version of braze.ir that printed the verified graph
+    graph = with_leaf_ids(parse(meta["graph"], verify=False), {leaf.path: leaf.id for leaf in traced.params()})
     return verify_weights(graph.replace(weights=weights))
 
 

@@ -21,6 +21,16 @@ def test_import_pulls_in_no_optional_dependency() -> None:
     assert result.stdout.strip() == ""
 
 
+def test_import_defers_the_optimizers_the_data_loader_and_numpy_random() -> None:
+    deferred = ("braze.frontend.optim", "braze.frontend.data", "braze.frontend.checkpoint", "numpy.random")
+    code = (f"import sys, braze; print(','.join(m for m in {deferred!r} if m in sys.modules)); "
+            "import braze.optim, braze.utils.data, braze.frontend.optim as real; "
+            "print(braze.optim is real is sys.modules['braze.optim'], braze.utils.data.DataLoader.__module__, "
+            "braze.utils.checkpoint.__name__, braze.randn(2).shape == (2,))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split("\n")[:2] == ["", "True braze.frontend.data.loader braze.frontend.checkpoint True"]
+
+
 @pytest.mark.parametrize("name", ["ShapeError", "DTypeError", "ParseError", "VerifyError", "TraceError", "RecordError"])
 def test_errors_share_one_base_class(name: str) -> None:
     assert issubclass(getattr(braze, name), braze.BrazeError)

@@ -19,7 +19,8 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
     sub: dict[str, Value] = {}
     nodes: list[Node] = []
     for node in graph.nodes:
-        node = node.replace(inputs=tuple(sub.get(v.name, v) for v in node.inputs))
+        if any(v.name in sub for v in node.inputs):
+            node = node.replace(inputs=tuple(sub.get(v.name, v) for v in node.inputs))
         if not get_op(node.op).pure:
             nodes.append(node)
             continue

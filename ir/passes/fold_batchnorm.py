@@ -95,15 +95,19 @@ def _array(value: Value, producer: Producer, weights: Mapping[str, Any]) -> tupl
 
 def folded_arrays(weight: np.ndarray, bias: np.ndarray | None, stats: list[np.ndarray], eps: float,
                   dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """(W * k, (bias - mean) * k + beta) with k = gamma / sqrt(var + eps): the registered batch_norm applied in
-    float64 to the bias (a batch of one) and, with mean and beta zero, to W's output channels; rounded to `dtype`."""
+    """(W * k, (bias - mean) * k + beta) with k = gamma / sqrt(var + eps): k and the bias from the registered
+    batch_norm in float64 (k is batch norm of ones with mean and beta zero), W * k formed in float64 and rounded
+    once to `dtype`, one output channel block at a time (no float64 copy of W, which may be megabytes)."""
     mean, var, gamma, beta = (np.asarray(s, dtype=np.float64) for s in stats)
     zero = np.zeros_like(mean)
-    channels_second = np.moveaxis(np.asarray(weight, dtype=np.float64), 0, 1)  # batch_norm's channel axis is 1
-    scaled = evaluate("batch_norm", [channels_second, zero, var, gamma, zero], {"eps": eps})[0]
+    k = evaluate("batch_norm", [np.ones((1, mean.size)), zero, var, gamma, zero], {"eps": eps})[0][0]
+    weight = np.asarray(weight)
+    scaled = np.empty(weight.shape, dtype)
+    np.multiply(weight, k.reshape((-1,) + (1,) * (weight.ndim - 1)), out=scaled, dtype=np.float64,
+                casting="same_kind")
     shift = zero if bias is None else np.asarray(bias, dtype=np.float64)
     folded_bias = evaluate("batch_norm", [shift[None], mean, var, gamma, beta], {"eps": eps})[0][0]
-    return np.moveaxis(scaled, 1, 0).astype(dtype), folded_bias.astype(dtype)
+    return scaled, folded_bias.astype(dtype)
 
 
 def _plan_one(bn: Node, graph: Graph, counts: Mapping[str, int], paths: set[str]) -> tuple[Fold | None, str]:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
 from ..errors import BrazeError, VerifyError
 from ..graph import Graph
-from ..verify import verify as verify_graph
+from ..verify import VerifiedNodes, verify as verify_graph
 
 PassFn = Callable[[Graph, "PassContext"], Graph]
 
@@ -104,7 +104,9 @@ def pipeline_options(names: Sequence[str]) -> tuple[str, ...]:
 def check_options(names: Sequence[str], options: Mapping[str, Any], caller: str,
                   keywords: Sequence[str] = ()) -> None:
     """Raise a BrazeError naming every option none of the passes `names` declares, with the valid keywords (the
-    caller's own `keywords` first, then the passes' options)."""
+    caller's own `keywords` first, then the passes' options). No options need no pass loaded to check them."""
+    if not options:
+        return
     valid = pipeline_options(names)
     unknown = sorted(set(options) - set(valid))
     if unknown:
@@ -222,8 +224,9 @@ class PassManager:
         """The graph after every pass of the pipeline; `graph` itself is left as it was."""
         options = Options(self.options)
         self.report = PassReport()
+        passed = VerifiedNodes()
         if self.verify:
-            _verified(graph, "the input graph (before any pass)")
+            _verified(graph, "the input graph (before any pass)", passed)
         self._dump(0, "input", graph)
         current = graph
         for step, (name, fn) in enumerate(self.passes, 1):
@@ -235,7 +238,7 @@ class PassManager:
                 raise BrazeError(f"pass '{name}' returned {type(result).__name__}, not a Graph")
             result = result.renumbered()
             if self.verify:
-                _verified(result, f"pass '{name}' (step {step} of the pipeline) produced an invalid graph")
+                _verified(result, f"pass '{name}' (step {step} of the pipeline) produced an invalid graph", passed)
             self.report.records.append(PassRecord(name, seconds, len(current.nodes), len(result.nodes),
                                                   tuple(ctx.notes), dict(ctx.details)))
             self._dump(step, name, result)
@@ -256,9 +259,9 @@ class PassManager:
         (directory / f"{step:02d}-{name}.bir").write_text(str(graph))
 
 
-def _verified(graph: Graph, what: str) -> None:
+def _verified(graph: Graph, what: str, passed: VerifiedNodes) -> None:
     try:
-        verify_graph(graph)
+        verify_graph(graph, passed)
     except VerifyError as exc:
         raise VerifyError(f"{what}: {exc}") from exc
 

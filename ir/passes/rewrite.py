@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..builder import GraphBuilder
+from ..builder import GraphBuilder, renamed_values
 from ..errors import BrazeError
 from ..graph import Graph, Loc, Node, Value, sorted_attrs
 from ..registry import Emitter, get_op
@@ -170,7 +170,8 @@ def _sweep(graph: Graph, by_op: Mapping[str | None, list[Rule]], names: Iterator
     sub: dict[str, Value] = {}
     fired: list[str] = []
     for node in graph.nodes:
-        node = node.replace(inputs=tuple(sub.get(v.name, v) for v in node.inputs))
+        if any(v.name in sub for v in node.inputs):  # else the node stays the same object (verified once)
+            node = node.replace(inputs=tuple(sub.get(v.name, v) for v in node.inputs))
         start = len(builder.nodes)
         emitter.loc = node.loc
         for r in itertools.chain(by_op.get(node.op, ()), by_op.get(None, ())):
@@ -238,11 +239,7 @@ def _name_leaves(graph: Graph) -> Graph:
     if not rename:
         return graph
 
-    def sub(v: Value) -> Value:
-        return Value(rename[v.name], v.type) if v.name in rename else v
-
-    nodes = tuple(n.replace(inputs=tuple(map(sub, n.inputs)), outputs=tuple(map(sub, n.outputs))) for n in graph.nodes)
-    return graph.replace(nodes=nodes, outputs=tuple(map(sub, graph.outputs)))
+    return renamed_values(graph, rename)
 
 
 def with_weights(graph: Graph, weights: Mapping[str, np.ndarray]) -> Graph:

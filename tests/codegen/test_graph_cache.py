@@ -61,6 +61,24 @@ def test_graph_cache_builder_version_covers_the_lowerings() -> None:
     assert version.startswith(f"{module_layout.BUILDER_VERSION}:") and len(version.split(":")[1]) == 64
 
 
+def test_sources_digest_is_recorded_by_the_files_stamps_and_follows_an_edit(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "src"
+    (root / "lower").mkdir(parents=True)
+    (root / "a.py").write_text("A = 1\n")
+    (root / "lower" / "b.py").write_text("B = 2\n")
+    patterns = ("*.py", "lower/*.py")
+    first = module_layout.sources_digest(root, patterns)
+    monkeypatch.setenv("BRAZE_CACHE", "0")
+    assert module_layout.sources_digest(root, patterns) == first  # what the files hash to, recorded or not
+    monkeypatch.delenv("BRAZE_CACHE")
+    reads = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (reads.append(self.name), real(self))[1])
+    assert module_layout.sources_digest(root, patterns) == first and reads == []  # read back, no file read
+    (root / "lower" / "b.py").write_text("B = 3\n")
+    assert module_layout.sources_digest(root, patterns) != first and sorted(reads) == ["a.py", "b.py"]
+
+
 def test_graph_cache_identical_layers_share_one_kernel() -> None:
     built = build_module(planned_stack(4, batch=5))
     gemms = [k for k in built.kernels if k.op == "fused:gemm"]

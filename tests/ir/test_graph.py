@@ -205,6 +205,18 @@ def test_renumber_is_idempotent() -> None:
     assert once.renumbered() is once
 
 
+def test_renumber_keeps_the_nodes_whose_names_do_not_change() -> None:
+    b = GraphBuilder("partly")
+    x = b.input("x", F3)
+    (a,) = b.add_node("neg", [x], names=["0"])
+    (c,) = b.add_node("exp", [x], names=["named"])
+    (d,) = b.add_node("add", [a, c], names=["5"])
+    g = b.finish([d])
+    r = g.renumbered()
+    assert [n is m for n, m in zip(r.nodes, g.nodes)] == [True, True, False]
+    assert r.nodes[2].out.name == "1"
+
+
 def test_renumber_keeps_weights_attributes_and_results() -> None:
     g = _scrambled().replace(attributes={"k": 1}, weights={"w": np.ones(1)})
     r = g.renumbered()

@@ -266,3 +266,11 @@ def test_any_attribute_value_parses_or_raises_parse_error(case: tuple, data: st.
         assert_located(error, text, next(k for k, line in enumerate(str(graph).split("\n"), 1) if marker in line))
     else:
         assert parse(str(parsed)) == parsed
+
+
+def test_parse_without_verify_skips_only_the_verifier() -> None:
+    text = _insert_line(3, '  %v = param {id=2, path="w"} : f32[3]')
+    graph = parse(text, verify=False)  # the duplicate path is the verifier's rule
+    assert [n.attr.get("path") for n in graph.nodes if n.op == "param"].count("w") == 2
+    with pytest.raises(ParseError, match=r"use of undefined value %7"):
+        parse(BASE.replace("return %1", "return %7"), verify=False)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from braze.ir import GraphBuilder, Graph, Node, TensorType, Value, VerifyError, bool_, float32, float64, verify
+from braze.ir.verify import VerifiedNodes
 
 F3 = TensorType((3,), float32)
 X = Value("x", F3)
@@ -173,3 +174,30 @@ def test_builder_finish_verifies() -> None:
     b.input("x", F3)
     with pytest.raises(VerifyError, match="output %ghost"):
         b.finish([v("ghost")])
+
+
+@pytest.mark.parametrize("case", BAD, ids=IDS)
+def test_verify_with_passed_nodes_rejects_what_verify_rejects(case: tuple) -> None:
+    _, make, _, _, pattern = case
+    with pytest.raises(VerifyError, match=pattern):
+        verify(make(), VerifiedNodes())
+
+
+def test_verify_with_passed_nodes_still_checks_where_a_passed_node_sits() -> None:
+    neg = node("neg", (X,), (v("0"),))
+    passed = VerifiedNodes()
+    verify(graph(neg), passed)
+    assert neg in passed
+    moved = Node("neg", (v("ghost"),), neg.outputs, neg.attrs)
+    with pytest.raises(VerifyError, match=r"operand %ghost is not defined before this node"):
+        verify(graph(moved), passed)
+
+
+def test_verify_with_passed_nodes_checks_a_node_of_other_types_again() -> None:
+    neg = node("neg", (X,), (v("0"),))
+    passed = VerifiedNodes()
+    verify(graph(neg), passed)
+    retyped = Node("neg", neg.inputs, (v("0", TensorType((3,), float64)),), neg.attrs)
+    assert retyped not in passed
+    with pytest.raises(VerifyError, match=r"declared type\(s\) f64\[3\] but neg infers f32\[3\]"):
+        verify(graph(retyped, outputs=retyped.outputs), passed)

@@ -131,7 +131,7 @@ def test_compile_path_replans_a_verified_untrusted_graph_without_verifying_it_ag
     import braze.runtime.compile_path as path
     calls: list[str] = []
     verify = manager.verify_graph
-    monkeypatch.setattr(manager, "verify_graph", lambda g: (calls.append(g.name), verify(g))[1])
+    monkeypatch.setattr(manager, "verify_graph", lambda g, *passed: (calls.append(g.name), verify(g, *passed))[1])
     optimized = braze.optimize(two_gemms())
     calls.clear()
     planned = path.planned_graph(optimized, pipeline=None, untrusted=True, verified=True)

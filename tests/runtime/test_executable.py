@@ -17,7 +17,7 @@ from braze import ir
 from braze.ir.errors import BrazeError, DTypeError, ShapeError
 from braze.ir.passes import optimize
 from braze.runtime.executable import Executable
-from braze.runtime.memory import aligned_copy
+from braze.runtime.memory import aligned_copy, unchangeable
 
 from ..codegen.checking_lowering import checking_lower
 
@@ -302,3 +302,39 @@ def test_swap_weights_makes_an_aligned_array_the_buffer_and_copies_others() -> N
     np.testing.assert_array_equal(ex(x, y), -np.maximum(x + 3.0, 0))
     with pytest.raises(BrazeError, match="weight 'w' is float32"):
         ex.swap_weights({"w": np.zeros((2, 2), np.float32)})
+
+
+def frozen_aligned(array: np.ndarray) -> np.ndarray:
+    """An aligned copy that nothing can change: read-only down to the block it views."""
+    out = aligned_copy(array)
+    out.base.flags.writeable = out.flags.writeable = False
+    return out
+
+
+def test_unchangeable_is_read_only_down_to_the_memory() -> None:
+    writable = np.arange(4.0)
+    view = writable[:]
+    view.flags.writeable = False
+    assert unchangeable(frozen_aligned(writable)) and unchangeable(np.frombuffer(b"\0" * 16, np.float32))
+    assert not unchangeable(writable) and not unchangeable(view)  # a read-only view of memory others may write
+    assert not unchangeable(np.frombuffer(bytearray(16), np.float32))
+
+
+def test_executable_shares_an_unchangeable_weight_and_copies_it_before_a_write() -> None:
+    graph = chain(1)
+    shared = frozen_aligned(graph.weights["w"])
+    exe = Executable.build(graph.replace(weights={"w": shared}), threads=1, lower=checking_lower)
+    assert exe._weights[0] is shared
+    args = inputs()
+    np.testing.assert_array_equal(exe(*args), expected(exe, args))
+    exe.write_weights({"w": np.full((4, 6), 2.0, np.float32)})
+    assert exe._weights[0] is not shared and np.array_equal(shared, graph.weights["w"])
+    np.testing.assert_array_equal(exe(*args), -np.maximum(args[0] + 2.0, 0))
+
+
+def test_swap_weights_returns_a_writable_copy_of_a_shared_weight() -> None:
+    graph = chain(1)
+    shared = frozen_aligned(graph.weights["w"])
+    exe = Executable.build(graph.replace(weights={"w": shared}), threads=1, lower=checking_lower)
+    freed = exe.swap_weights({"w": aligned_copy(np.full((4, 6), 3.0, np.float32))})["w"]
+    assert freed is not shared and freed.flags.writeable and np.array_equal(freed, shared)

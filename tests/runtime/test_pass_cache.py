@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import braze
-from braze.codegen import cache
+from braze.codegen import cache, cache_entry
 from braze.codegen.module_layout import with_leaf_ids
 from braze.runtime import memory, pass_cache
 from braze.runtime.compile_path import compile_passes
@@ -85,3 +85,36 @@ def test_pass_cache_damaged_entry_is_deleted_and_the_passes_run(damage) -> None:
     compiled = braze.compile(model, x, threads=1)
     assert cache.stats().rebuilds == 1 and passes_run(compiled) and "cached passes" not in compiled.timings.stages
     np.testing.assert_allclose(compiled(x), model(braze.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_pass_cache_weight_changed_in_place_after_a_warm_compile_misses_and_answers_right() -> None:
+    x = inputs(2, 3, 5, 5)
+    model = bn_cnn()
+    braze.compile(model, x, threads=1)
+    warm = braze.compile(model, x, threads=1)
+    before = warm(x)
+    weight = model[0].weight
+    array = weight.detach().numpy()
+    array *= 2.0  # in place: the memory the next trace reads, other values
+    assert np.shares_memory(weight.detach().numpy(), array)
+    changed = braze.compile(model, x, threads=1)
+    assert passes_run(changed) and "cached passes" not in changed.timings.stages
+    np.testing.assert_allclose(changed(x), model(braze.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    assert warm(x).tobytes() == before.tobytes()  # compiled code holds the weights it was compiled with
+
+
+def test_pass_cache_hit_shares_the_derived_weights_it_read_and_copies_one_on_write(monkeypatch) -> None:
+    monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)  # read aligned and read-only, as large entries
+    x = inputs(2, 3, 5, 5)
+    model = bn_cnn()
+    cold = braze.compile(model, x, threads=1)
+    warm = braze.compile(model, x, threads=1)
+    assert "cached passes" in warm.timings.stages
+    folded = warm.graph.weights["0.weight"]
+    assert memory.unchangeable(folded)
+    executable = warm.executable
+    assert any(w is folded for w in executable._weights)  # shared: not copied at load
+    executable.write_weights({"0.weight": np.zeros_like(folded)})
+    assert not any(w is folded for w in executable._weights)
+    assert np.array_equal(folded, cold.graph.weights["0.weight"])  # the shared array itself is never written
+    np.testing.assert_array_equal(executable.weight("0.weight"), 0)

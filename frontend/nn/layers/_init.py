@@ -19,7 +19,7 @@ from ...device import as_device
 from ...tensor import Tensor
 from ..param import Param
 
-Sampler = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
+Sampler = Callable[["np.random.Generator", tuple[int, ...]], np.ndarray]  # a string: np.random loads on use
 
 
 def float_dtype(dtype: Any, layer: str) -> DType:

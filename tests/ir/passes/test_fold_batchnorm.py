@@ -35,6 +35,16 @@ def test_fold_batchnorm_conv_arrays_follow_the_batch_norm_formula() -> None:
                                rtol=1e-6, atol=1e-7)
 
 
+def test_fold_batchnorm_conv_weight_is_the_float64_product_rounded_once() -> None:
+    g = golden_input("fold_batchnorm_conv.ir")
+    out, _ = run(g)
+    w = {k: v.astype(np.float64) for k, v in g.weights.items()}
+    k = w["bn.weight"] / np.sqrt(w["bn.running_var"] + 1e-5)
+    want = (w["conv.weight"] * k[:, None, None, None]).astype(np.float32)
+    assert out.weights["conv.weight"].dtype == np.float32
+    np.testing.assert_array_equal(out.weights["conv.weight"], want)
+
+
 def test_fold_batchnorm_linear_computes_the_batch_norm_of_the_layer() -> None:
     g = golden_input("fold_batchnorm_linear.ir")
     out, _ = run(g)

@@ -1,0 +1,145 @@
+"""The file of one disk-cache entry (codegen/cache.py): how it is written, read and checked.
+
+Layout: a magic line; the hex sha256 of everything after that line; a one-line JSON header (the key, the exported
+symbols, the payload's size and a `meta` object), padded with spaces so that the payload starts PAYLOAD_ALIGNMENT
+bytes aligned in the file; then the payload. The digest covers the header as well as the payload, so the meta of an
+intact entry (an optimized graph's text, a module's layout) is what the cache wrote, exactly as far as its payload
+is. An entry larger than HASH_WHILE_READING_BYTES is read a block at a time into an aligned buffer while a second
+thread hashes the blocks already read.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import stat
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+MAGIC = b"BRAZE-OBJECT 2\n"
+DIGEST_LINE = 65  # the hex sha256 of the rest of the file and a newline
+MAX_ENTRY_BYTES = 256 * 2 ** 20  # far above the object of any one model
+MAX_HEADER_BYTES = 64 * 2 ** 20  # the JSON header line (an optimized graph's text is in it) is shorter than this
+PAYLOAD_ALIGNMENT = 64  # the payload starts this aligned in the file, so a buffer read aligned holds it aligned
+HASH_WHILE_READING_BYTES = 8 << 20
+READ_BLOCK_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """A validated cache entry: the object file bytes, the symbols it exports and its JSON meta object."""
+
+    key: str
+    payload: bytes | memoryview  # read-only
+    symbols: tuple[str, ...]
+    meta: dict = field(default_factory=dict)
+
+
+def encode_entry(key: str, payload: bytes | memoryview, symbols: tuple[str, ...], meta: dict | None = None) -> bytes:
+    """The bytes of a cache file: magic, the sha256 of everything after its line, a one-line JSON header (padded
+    so that the payload starts on a PAYLOAD_ALIGNMENT boundary of the file), then the payload."""
+    header = json.dumps({"key": key, "size": len(payload), "symbols": list(symbols), "meta": dict(meta or {})},
+                        sort_keys=True).encode("ascii")
+    start = len(MAGIC) + DIGEST_LINE + len(header) + 1
+    header += b" " * (-start % PAYLOAD_ALIGNMENT) + b"\n"
+    digest = hashlib.sha256(header)
+    digest.update(payload)
+    return b"".join([MAGIC, digest.hexdigest().encode("ascii"), b"\n", header, payload])
+
+
+def decode_entry(key: str, data: bytes | memoryview, digest: str | None = None) -> CacheEntry | None:
+    """The entry in `data` if it is intact (its digest covers the header and the payload, so the header's meta is
+    as trustworthy as the payload) and belongs to `key`, else None. `digest`: the sha256 of `data` after the digest
+    line when the reader computed it already."""
+    view = memoryview(data)
+    digest_end = len(MAGIC) + DIGEST_LINE
+    if view[:len(MAGIC)] != MAGIC or len(view) < digest_end or view[digest_end - 1:digest_end] != b"\n":
+        return None
+    end = _line_end(view, digest_end)
+    if end is None:
+        return None
+    digest = digest or hashlib.sha256(view[digest_end:]).hexdigest()
+    if bytes(view[len(MAGIC):digest_end - 1]) != digest.encode("ascii"):
+        return None
+    try:
+        header = json.loads(bytes(view[digest_end:end]).decode("ascii"))
+        payload = view[end + 1:]  # not a copy: an entry may hold a model's derived weights
+        valid = isinstance(header, dict) and header.get("key") == key and header.get("size") == len(payload)
+        symbols = tuple(str(s) for s in header.get("symbols", ())) if valid else ()
+        meta = header.get("meta", {}) if valid else {}
+    except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
+        return None
+    return CacheEntry(key, payload.toreadonly(), symbols, meta) if valid and isinstance(meta, dict) else None
+
+
+def _line_end(view: memoryview, start: int) -> int | None:
+    """The index of the first newline at or after `start` within MAX_HEADER_BYTES, read a block at a time."""
+    block = 1 << 16
+    for at in range(start, min(len(view), start + MAX_HEADER_BYTES), block):
+        found = bytes(view[at:at + block]).find(b"\n")
+        if found >= 0:
+            return at + found
+    return None
+
+
+def read_entry_file(path: Path) -> tuple[memoryview, str | None] | None:
+    """The bytes of an entry file and, for a large one, the sha256 of what follows its digest line (computed while
+    it was read), or None when it is not a regular file of the user's within the size limit (raises
+    FileNotFoundError or NotADirectoryError when there is none)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError:  # a symlink (ELOOP), or unreadable
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES
+                or (hasattr(os, "getuid") and info.st_uid != os.getuid())):
+            return None
+        try:
+            if info.st_size < HASH_WHILE_READING_BYTES:
+                data = f.read(info.st_size + 1)  # one byte more shows a file grown since
+                return (memoryview(data), None) if len(data) <= info.st_size else None
+            return _read_hashing(f, info.st_size)
+        except OSError:
+            return None
+
+
+def _read_hashing(f: BinaryIO, size: int) -> tuple[memoryview, str] | None:
+    """`size` bytes of `f` read into a PAYLOAD_ALIGNMENT-aligned buffer a block at a time, each block hashed by a
+    second thread while the next is read (file reads and hashlib both release the GIL), and the sha256 of the bytes
+    after the digest line; None when the file is not `size` bytes long. The buffer is made read-only: an entry's
+    arrays (a pass-cache entry's derived weights) can be shared rather than copied."""
+    block = np.empty(size + PAYLOAD_ALIGNMENT, np.uint8)
+    start = -block.ctypes.data % PAYLOAD_ALIGNMENT
+    buffer = block[start:start + size]
+    digest, blocks = hashlib.sha256(), queue.SimpleQueue()
+    hasher = threading.Thread(target=_hash_blocks, args=(digest, blocks), daemon=True)
+    hasher.start()
+    pos, skip = 0, len(MAGIC) + DIGEST_LINE
+    try:
+        while pos < size:
+            count = f.readinto(buffer[pos:pos + READ_BLOCK_BYTES])
+            if not count:
+                break
+            if pos + count > skip:
+                blocks.put(buffer[max(pos, skip):pos + count])
+            pos += count
+    finally:
+        blocks.put(None)
+        hasher.join()
+    if pos != size or f.read(1):
+        return None
+    block.flags.writeable = buffer.flags.writeable = False
+    return memoryview(buffer), digest.hexdigest()
+
+
+def _hash_blocks(digest: Any, blocks: queue.SimpleQueue) -> None:
+    while (data := blocks.get()) is not None:
+        digest.update(data)

@@ -1,0 +1,78 @@
+"""The file of one cache entry: its digest covers the header as well as the payload, a large entry is hashed while
+it is read (and lands aligned), and a damaged one of either size is refused."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from braze.codegen import cache, cache_entry
+
+KEY = "ab" * 32
+META = {"graph": "graph @g() -> () {\n  return\n}\n", "weights": [["w", "f32", [4], 0, 16]]}
+
+
+@pytest.fixture(autouse=True)
+def cache_root(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(root))
+    monkeypatch.delenv("BRAZE_CACHE", raising=False)
+    cache.reset_stats()
+    return root
+
+
+@pytest.fixture(params=["read whole", "hashed while read"])
+def reading(request, monkeypatch) -> str:
+    """Both ways of reading an entry; the second in blocks of 7 bytes, so blocks straddle the digest line."""
+    if request.param == "hashed while read":
+        monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)
+        monkeypatch.setattr(cache_entry, "READ_BLOCK_BYTES", 7)
+    return request.param
+
+
+def payload() -> bytes:
+    return np.arange(1000, dtype=np.float32).tobytes()
+
+
+def test_cache_entry_round_trips_meta_and_payload(reading):
+    assert cache.store(KEY, payload(), ("f",), META)
+    entry = cache.load(KEY)
+    assert entry is not None and entry.meta == META and entry.symbols == ("f",)
+    assert bytes(entry.payload) == payload() and entry.payload.readonly
+
+
+def test_cache_entry_payload_starts_aligned_in_the_file():
+    data = cache_entry.encode_entry(KEY, payload(), (), META)
+    assert data.index(payload()) % cache_entry.PAYLOAD_ALIGNMENT == 0
+
+
+def test_cache_entry_hashed_while_read_lands_aligned(monkeypatch):
+    monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)
+    cache.store(KEY, payload(), (), META)
+    entry = cache.load(KEY)
+    assert np.frombuffer(entry.payload, np.uint8).ctypes.data % cache_entry.PAYLOAD_ALIGNMENT == 0
+
+
+def damaged_meta(data: bytes) -> bytes:
+    """The entry with one character of its graph text changed: the payload is untouched."""
+    at = data.index(b"return")
+    return data[:at] + b"r3turn" + data[at + 6:]
+
+
+def flipped_payload(data: bytes) -> bytes:
+    return data[:-10] + bytes([data[-10] ^ 1]) + data[-9:]
+
+
+def truncated(data: bytes) -> bytes:
+    return data[:-1]
+
+
+@pytest.mark.parametrize("damage", [damaged_meta, flipped_payload, truncated])
+def test_cache_entry_damaged_anywhere_is_discarded(reading, damage):
+    cache.store(KEY, payload(), (), META)
+    path = cache.entry_path(KEY)
+    path.write_bytes(damage(path.read_bytes()))
+    cache.reset_stats()
+    assert cache.load(KEY) is None
+    assert cache.stats().rebuilds == 1 and not path.exists()
