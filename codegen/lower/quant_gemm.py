@@ -28,7 +28,7 @@ from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec,
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
                    register, round_up, store, thread_share)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
-from .quant_decode import PLANE_ORDER, PackedWeight, decode, decode_planes, packed_weight, row_scale
+from .quant_decode import PackedWeight, decode, decode_planes, packed_weight, plane_order, row_scale
 from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
 from .reduction import single_body
 
@@ -112,35 +112,67 @@ def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
 
 
 def _accumulate(b, total: ir.Value, part: ir.Value, scale: ir.Value) -> None:
-    """total += part * scale (a vector slot, a vector, a scalar)."""
-    term = b.fmul(part, splat(b, scale, part.type.count), flags=CONTRACT)
-    b.store(b.fadd(b.load(total, typ=part.type), term, flags=CONTRACT), total)
+    """total += part * scale (a vector slot, a vector, a scalar or a vector of per-lane scales)."""
+    if not isinstance(scale.type, ir.VectorType):
+        scale = splat(b, scale, part.type.count)
+    b.store(b.fadd(b.load(total, typ=part.type), b.fmul(part, scale, flags=CONTRACT), flags=CONTRACT), total)
 
 
 def _plane_sums(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
-    """The row sums 32 elements at a time (decode_planes; x_at reads x permuted by _permute_x), each 32's sum
-    times its block's scale."""
-    zero = ir.Constant(vec(8), None)
-    totals = [alloca(b, vec(8)) for _ in range(count)]
-    for t in totals:
-        b.store(zero, t)
-    with for_range(b, 0, p.k, 32, name="k") as k:
-        xs = [x_at(b.add(k, i64(8 * q)), 8) for q in range(4)]
-        for r in range(count):
-            w = decode_planes(b, p, row(r), k)
-            pairs = [b.fadd(b.fmul(w[q], xs[q], flags=CONTRACT), b.fmul(w[q + 1], xs[q + 1], flags=CONTRACT),
-                            flags=CONTRACT) for q in (0, 2)]
-            scale = load(b, p.scales, b.udiv(b.add(b.mul(row(r), i64(p.k)), k), i64(p.block)), float32)
-            _accumulate(b, totals[r], b.fadd(pairs[0], pairs[1], flags=CONTRACT), scale)
-    return [_hsum(b, b.load(t, typ=zero.type)) for t in totals]
+    """The row sums 64 elements at a time (a last 32 where the row length is an odd multiple of 32; decode_planes,
+    x_at reading x permuted by _permute_x), each span's sum times its scales. One row after the other: x is read
+    again for each (from L1), since the decode of several rows at once left too few registers for them."""
+    full = p.k // 64 * 64
+    sums = []
+    for r in range(count):
+        total = alloca(b, vec(8))
+        b.store(ir.Constant(vec(8), None), total)
+        with for_range(b, 0, full, 64, name="k") as k:
+            _plane_span(b, p, x_at, row(r), k, 64, total)
+        if p.k % 64:
+            _plane_span(b, p, x_at, row(r), i64(full), 32, total)
+        sums.append(_hsum(b, b.load(total, typ=vec(8))))
+    return sums
+
+
+def _plane_span(b, p: PackedWeight, x_at, row: ir.Value, k: ir.Value, span: int, total: ir.Value) -> None:
+    """total += the decoded W[row, k:k+span] times x there, in two chains of multiply-adds, then times the scale
+    of each 32 elements (one block's, or two when blocks are 32 long: lanes 0-3 of every vector hold the first
+    32 elements of a 64, lanes 4-7 the second)."""
+    w = decode_planes(b, p, row, k, span)
+    chains = [b.fmul(w[q], x_at(b.add(k, i64(8 * q)), 8), flags=CONTRACT) for q in range(2)]
+    for q in range(2, len(w)):
+        product = b.fmul(w[q], x_at(b.add(k, i64(8 * q)), 8), flags=CONTRACT)
+        chains[q % 2] = b.fadd(chains[q % 2], product, flags=CONTRACT)
+    element = b.add(b.mul(row, i64(p.k)), k)
+    scale = load(b, p.scales, b.udiv(element, i64(p.block)), float32)
+    if span == 64 and p.block % 64:
+        second = load(b, p.scales, b.udiv(b.add(element, i64(32)), i64(p.block)), float32)
+        order = ir.Constant(ir.VectorType(I32, 8), [0] * 4 + [8] * 4)
+        scale = b.shuffle_vector(splat(b, scale, 8), splat(b, second, 8), order)
+    _accumulate(b, total, b.fadd(chains[0], chains[1], flags=CONTRACT), scale)
 
 
 def _permute_x(b, p: PackedWeight, x: ir.Value, out: ir.Value) -> None:
-    """out = x with each group of 8 elements in decode_planes' order (PLANE_ORDER), once per call."""
-    order = ir.Constant(ir.VectorType(I32, 8), list(PLANE_ORDER))
-    with for_range(b, 0, p.k, 8, name="xp") as k:
-        v = load(b, x, k, float32, 8)
-        store(b, b.shuffle_vector(v, v, order), out, k, float32)
+    """out = x with each span of decode_planes in plane_order, once per call: 64 elements at a time, and a last
+    32 where the row length is an odd multiple of 32."""
+    full = p.k // 64 * 64
+    with for_range(b, 0, full, 64, name="xp") as k:
+        _permute_span(b, x, out, k, 64)
+    if p.k % 64:
+        _permute_span(b, x, out, i64(full), 32)
+
+
+def _permute_span(b, x: ir.Value, out: ir.Value, k: ir.Value, span: int) -> None:
+    """out[k + i] = x[k + plane_order(span)[i]]: each vector of out is one shuffle of (at most) two of x."""
+    order = plane_order(span)
+    for j in range(span // 8):
+        lanes = order[8 * j:8 * j + 8]
+        first, second = min(lanes) // 8, max(lanes) // 8
+        sources = [load(b, x, b.add(k, i64(8 * v)), float32, 8) for v in (first, second)]
+        mask = [e - 8 * first if e // 8 == first else 8 + e - 8 * second for e in lanes]
+        vector = b.shuffle_vector(sources[0], sources[1], ir.Constant(ir.VectorType(I32, 8), mask))
+        store(b, vector, out, b.add(k, i64(8 * j)), float32)
 
 
 def _mapper(out_shape: tuple[int, ...]):
