@@ -10,8 +10,8 @@ Public surface:
   `scratch` is this thread's area of gemm_scratch_bytes(spec) bytes (no alignment is assumed; 64 bytes is
   fastest); the extra pointers are passed through to the epilogue (bias, residual, ...). C must not overlap
   A, B or anything the epilogue reads: with K blocking, C holds partial sums until the last block.
-  A problem of at most three rows of A (GEMV_ROWS) with B the transpose of a row-major matrix (a linear layer's weight at
-  batch 1) gets the GEMV kernel of codegen/gemv.py instead (uses_gemv), which streams B in place.
+  A problem of at most three rows of A (GEMV_ROWS) with B the transpose of a row-major matrix (a linear layer's
+  weight at batch 1) gets the GEMV kernel of codegen/gemv.py instead (uses_gemv), which streams B in place.
 - emit_prepack_b / emit_prepack_a emit `void name(ptr src, ptr dst)` rewriting a constant operand into the
   packed panel layout once; a GemmSpec with `Prepacked()` for that operand then reads it without packing.
 - Epilogues: bias_cols, bias_rows, relu, scale, residual and chain compose into the callback the micro-kernel
@@ -159,7 +159,7 @@ def matmul_spec(x_shape: Sequence[int], y_shape: Sequence[int], x_strides: Seque
 
 def uses_gemv(spec: GemmSpec) -> bool:
     """Whether emit_gemm emits the GEMV kernel for `spec` (codegen/gemv.py): few rows of A, B read as W^T."""
-    return gemv_applies(spec.m, spec.k, spec.batch, spec.a, spec.b)
+    return gemv_applies(spec.m, spec.batch, spec.a, spec.b)
 
 
 def gemm_plan(spec: GemmSpec, tiling: Tiling | None = None) -> Plan:

@@ -5,8 +5,9 @@ the rate at which it streams W. This kernel reads W as the model stores it, with
 second, packed copy): it takes four rows of W at a time (four sequential streams, which the hardware prefetchers
 follow) and runs down them together a cache line per row per step, each pair of a row of W and a row of A with its
 own vector accumulators. The vectors are summed across their lanes only once per group of rows, all rows of the
-group at once (a transposing reduction). The last K vector is read masked, so no K needs a scalar tail. Threads claim groups of W's rows (codegen/claims.py); after each chunk of rows the thread applies the
-epilogue to the C columns it wrote (gemm_epilogue.emit_tile_epilogue, one copy per kernel).
+group at once (a transposing reduction). The last K vector is read masked, so no K needs a scalar tail. Threads
+claim groups of W's rows (codegen/claims.py); after each chunk of rows the thread applies the epilogue to the C
+columns it wrote (gemm_epilogue.emit_tile_epilogue, one copy per kernel).
 
 gemv_applies says when emit_gemm takes this path: at most GEMV_ROWS rows of A in all batches, B's k stride 1 and
 one B for every batch, A's columns contiguous.
@@ -50,7 +51,7 @@ def gemv_shape(m: int) -> GemvShape:
     return GemvShape(m, 4, 2 if m == 1 else 1)
 
 
-def gemv_applies(m: int, k: int, batch: Sequence[int], a: Strided, b) -> bool:
+def gemv_applies(m: int, batch: Sequence[int], a, b) -> bool:
     """Whether the GEMV kernel computes this problem: few rows of A, B the transpose of a row-major matrix."""
     return (isinstance(a, Strided) and isinstance(b, Strided) and b.rs == 1 and not any(b.batch_strides)
             and a.cs == 1 and 0 < m * prod(batch) <= GEMV_ROWS)

@@ -8,8 +8,8 @@ vectors start at multiples of W). The 16 levels are looked up by permutes on x86
 table with AVX2, one vpermps on AVX-512) and by a gather from a constant table elsewhere. With AVX2, rows whose
 blocks are whole multiples of 32 decode 64 (or a last 32) elements at a time instead (decode_planes): vpshufb looks
 up each byte of the float32 levels for 32 indices at once and unpacks rebuild the floats, half the instructions of
-the permutes, in an element order the caller matches by permuting x. Scales: a row's (int8), the tensor's, a block's (4-bit,
-one per vector when blocks are whole vectors of whole rows), or per lane.
+the permutes, in an element order the caller matches by permuting x. Scales: a row's (int8), the tensor's, a
+block's (4-bit, one per vector when blocks are whole vectors of whole rows), or per lane.
 """
 from __future__ import annotations
 

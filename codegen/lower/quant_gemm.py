@@ -1,14 +1,14 @@
 """quantized_linear, alone or as the anchor of a gemm region: y = x @ W^T with W read packed (quant_decode.py) and
 dequantized inside the loop, never as a dense matrix.
 
-Threads split W's rows (y's columns) in groups of ROWS; a group's rows are decoded together so each vector of x is
-loaded once for all of them. With one row of x (batch 1, GEMV: memory-bound, the case that matters most) the
-packed weight streams through once: each decoded vector is multiplied into its row's accumulator in registers
-(a 4-bit block's sum is scaled once, an int8 row's once per row; x is first permuted into the element order of
-decode_planes where that path applies).
+With one row of x (batch 1, GEMV: memory-bound, the case that matters most) threads claim W's rows (y's columns)
+in chunks of groups of ROWS (codegen/claims.py), and the packed weight streams through once: each decoded vector
+is multiplied into its row's accumulator in registers (a 4-bit block's sum is scaled once, an int8 row's once per
+row; a group's rows are decoded together so each vector of x is loaded once for all of them, except on the byte
+plane path, which decodes them one after another; x is first permuted into decode_planes' element order there).
 With more rows, the product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that
-register tiles of x's rows read, threads taking C's columns by tiles. Each thread finally runs the region's
-elementwise epilogue over its columns of C (the gemm epilogue of linalg.py, on masked vectors).
+register tiles of x's rows read, threads taking C's columns by tiles. Each thread runs the region's elementwise
+epilogue over the columns of C it has computed (the gemm epilogue of linalg.py, on masked vectors).
 What surrounds the product (the region's plan, where C lives, the epilogue) is shared with quantized_matmul
 (quant_matmul.py): each op states its product as a PackedProduct and registers it with register_packed.
 """
@@ -23,10 +23,11 @@ import llvmlite.ir as ir
 from braze.ir.graph import Graph, Node
 from braze.ir.types import float32
 
+from ..claims import claimed_chunks
 from ..gemm import TilePos
 from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
-                   register, round_up, store, thread_share)
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claim_words, coalesce,
+                   iota, load, register, round_up, store)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
 from .quant_decode import PackedWeight, decode, decode_planes, packed_weight, plane_order, row_scale
 from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
@@ -203,11 +204,11 @@ def _run_epilogue(b, epilogue, c: ir.Value, m: int, n: int, width: int, first: i
 @dataclass(frozen=True)
 class PackedProduct:
     """How a packed product fills C (m rows of `cols` columns): the scratch it needs before a scratch-held C, and
-    `emit(b, kernel, weight, m, x, c)`, which computes the columns [first, last) of C this thread owns and returns
-    (first, last) for the epilogue."""
+    `emit(b, kernel, weight, m, x, c, finish)`, which computes the columns of C this thread takes and calls
+    finish(first, last) on each range [first, last) of them it has completed (the epilogue runs there)."""
 
     scratch: Callable[[PackedWeight, int], int]
-    emit: Callable[..., tuple[ir.Value, ir.Value]]
+    emit: Callable[..., None]
 
 
 def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: PackedProduct) -> KernelSpec:
@@ -231,10 +232,12 @@ def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: Pa
     scratch = panel_bytes + (anchor.out.type.nbytes if c_name is None else 0)
     if m * cols == 0:
         return k.finish(node.op, scratch)
-    first, last = product.emit(b, k, p, m, x, c)
-    if epilogue is not None:
-        extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
-        _run_epilogue(b, epilogue, c, m, cols, p.width, first, last, extras)
+    extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
+
+    def finish(first: ir.Value, last: ir.Value) -> None:
+        if epilogue is not None:
+            _run_epilogue(b, epilogue, c, m, cols, p.width, first, last, extras)
+    product.emit(b, k, p, m, x, c, finish)
     return k.finish(node.op, scratch)
 
 
@@ -260,25 +263,26 @@ def _transposed_rows(p: PackedWeight):
     return unpack
 
 
-def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Value,
-                 c: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """C = x @ W^T: one row of x streams W's rows through registers, threads taking them in groups of ROWS;
-    several rows make a tiled product with panels of W^T (quant_tiles.py)."""
+def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Value, c: ir.Value, finish) -> None:
+    """C = x @ W^T: one row of x streams W's rows through registers, threads claiming them in chunks of groups of
+    ROWS (codegen/claims.py: a thread that lost its core takes fewer); several rows make a tiled product with
+    panels of W^T (quant_tiles.py)."""
     if m > 1:
-        return tiled_product(b, k, Tiled(x, c, m, p.k, p.n, p.width, _transposed_rows(p)))
+        finish(*tiled_product(b, k, Tiled(x, c, m, p.k, p.n, p.width, _transposed_rows(p))))
+        return
     if p.byte_planes:
         _permute_x(b, p, x, k.scratch)
         x = k.scratch
     n = p.n
     groups = -(-n // ROWS)
-    g0, g1 = thread_share(b, k.tid, k.nthreads, groups)
     full = n // ROWS
-    with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
-        _direct(b, p, x, c, b.mul(g, i64(ROWS)), ROWS)
-    if n % ROWS:
-        with b.if_then(b.icmp_signed("==", g1, i64(groups))):
-            _direct(b, p, x, c, i64(full * ROWS), n % ROWS)
-    return b.mul(g0, i64(ROWS)), minimum(b, b.mul(g1, i64(ROWS)), i64(n))
+    with claimed_chunks(b, claim_words(k), k.tid, k.nthreads, groups, name="groups") as (g0, g1):
+        with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
+            _direct(b, p, x, c, b.mul(g, i64(ROWS)), ROWS)
+        if n % ROWS:
+            with b.if_then(b.icmp_signed("==", g1, i64(groups))):
+                _direct(b, p, x, c, i64(full * ROWS), n % ROWS)
+        finish(b.mul(g0, i64(ROWS)), minimum(b, b.mul(g1, i64(ROWS)), i64(n)))
 
 
 def register_packed(op: str, product: PackedProduct) -> None:
