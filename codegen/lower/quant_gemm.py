@@ -138,8 +138,8 @@ def _plane_sums(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
 
 def _plane_span(b, p: PackedWeight, x_at, row: ir.Value, k: ir.Value, span: int, total: ir.Value) -> None:
     """total += the decoded W[row, k:k+span] times x there, in two chains of multiply-adds, then times the scale
-    of each 32 elements (one block's, or two when blocks are 32 long: lanes 0-3 of every vector hold the first
-    32 elements of a 64, lanes 4-7 the second)."""
+    of each 32 elements (one block's, or two when the block length is an odd multiple of 32: lanes 0-3 of every
+    vector hold the first 32 elements of a 64, lanes 4-7 the second)."""
     w = decode_planes(b, p, row, k, span)
     chains = [b.fmul(w[q], x_at(b.add(k, i64(8 * q)), 8), flags=CONTRACT) for q in range(2)]
     for q in range(2, len(w)):
