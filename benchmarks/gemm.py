@@ -35,6 +35,16 @@ def _blas_limit(threads: int):
     return threadpool_limits(limits=threads, user_api="blas")
 
 
+def blas_threads(threads: int, command: list[str]):
+    """A context holding numpy's BLAS to `threads` threads; without threadpoolctl, re-runs this process as
+    `python *command *arguments` with the thread variables set, unless they already are."""
+    limit = _blas_limit(threads)
+    if limit is None and any(os.environ.get(v) != str(threads) for v in THREAD_VARS):
+        env = dict(os.environ, **{v: str(threads) for v in THREAD_VARS})
+        sys.exit(subprocess.call([sys.executable, *command, *sys.argv[1:]], env=env))
+    return limit or contextlib.nullcontext()
+
+
 def _aligned(np, count: int):
     """`count` float32 zeros starting on a 64-byte boundary."""
     raw = np.zeros(count + 16, np.float32)
@@ -134,13 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", default=None, help="also write the rows as JSON to this path")
     args = parser.parse_args(argv)
-    limit = _blas_limit(args.threads)
-    if limit is None and any(os.environ.get(v) != str(args.threads) for v in THREAD_VARS):
-        env = dict(os.environ, **{v: str(args.threads) for v in THREAD_VARS})
-        sys.exit(subprocess.call([sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env=env))
     from braze.codegen import host_target
 
-    with limit or contextlib.nullcontext():
+    with blas_threads(args.threads, [os.path.abspath(__file__)]):
         rows = measure([int(s) for s in args.sizes.split(",")], args.threads, args.rounds)
     print(f"target: {host_target()}; best of {args.rounds} rounds each")
     print(table(rows))

@@ -51,9 +51,10 @@ def _per_call(fn: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def interleaved(systems: dict[str, Callable[[], Any]], rounds: int, budget: float, settle: float = 0.0
-                ) -> dict[str, float]:
-    """Median seconds per call of each system; each round runs every system for about `budget` seconds.
+def interleaved(systems: dict[str, Callable[[], Any]], rounds: int, budget: float, settle: float = 0.0,
+                statistic: Callable[[list[float]], float] = statistics.median) -> dict[str, float]:
+    """Median (or `statistic`) seconds per call of each system over the rounds; each round runs every system for
+    about `budget` seconds.
 
     `settle` seconds of sleep before each batch let the previous system's worker threads go idle: OpenBLAS and
     OpenMP threads keep spinning for tens of milliseconds after a call and would otherwise take the CPUs of the
@@ -70,7 +71,7 @@ def interleaved(systems: dict[str, Callable[[], Any]], rounds: int, budget: floa
             time.sleep(settle)
             fn()
             samples[name].append(_per_call(fn, calls[name]))
-    return {name: statistics.median(s) for name, s in samples.items()}
+    return {name: statistic(s) for name, s in samples.items()}
 
 
 # --- one system at one thread count (the child process) ----------------------------------------------------------

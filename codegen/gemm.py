@@ -10,6 +10,8 @@ Public surface:
   `scratch` is this thread's area of gemm_scratch_bytes(spec) bytes (no alignment is assumed; 64 bytes is
   fastest); the extra pointers are passed through to the epilogue (bias, residual, ...). C must not overlap
   A, B or anything the epilogue reads: with K blocking, C holds partial sums until the last block.
+  A problem of at most three rows of A (GEMV_ROWS) with B the transpose of a row-major matrix (a linear layer's
+  weight at batch 1) gets the GEMV kernel of codegen/gemv.py instead (uses_gemv), which streams B in place.
 - emit_prepack_b / emit_prepack_a emit `void name(ptr src, ptr dst)` rewriting a constant operand into the
   packed panel layout once; a GemmSpec with `Prepacked()` for that operand then reads it without packing.
 - Epilogues: bias_cols, bias_rows, relu, scale, residual and chain compose into the callback the micro-kernel
@@ -27,12 +29,14 @@ import llvmlite.ir as ir
 from .gemm_driver import Plan, Problem, emit_problem, make_plan
 from .gemm_kernel import F32, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, tiling_for
 from .gemm_pack import Prepacked, Strided, batch_offset
+from .gemv import emit_gemv, gemv_applies
 from .loops import PTR, define_function, entry_builder, for_range, optimize_for_size, splat
 from .target import host_target
 
 __all__ = ["Epilogue", "GemmSpec", "Prepacked", "Strided", "TilePos", "Tiling", "bias_cols", "bias_rows", "chain",
            "default_tiling", "emit_gemm", "emit_prepack_a", "emit_prepack_b", "gemm_plan", "gemm_scratch_bytes",
-           "matmul_spec", "prepacked_a_floats", "prepacked_b_floats", "relu", "residual", "scale", "tiling_for"]
+           "matmul_spec", "prepacked_a_floats", "prepacked_b_floats", "relu", "residual", "scale", "tiling_for",
+           "uses_gemv"]
 
 
 def default_tiling() -> Tiling:
@@ -153,6 +157,11 @@ def matmul_spec(x_shape: Sequence[int], y_shape: Sequence[int], x_strides: Seque
                     Strided(ys[-2], ys[-1], batch_strides(y_shape, ys)), Strided(n, 1, out), tuple(batch))
 
 
+def uses_gemv(spec: GemmSpec) -> bool:
+    """Whether emit_gemm emits the GEMV kernel for `spec` (codegen/gemv.py): few rows of A, B read as W^T."""
+    return gemv_applies(spec.m, spec.batch, spec.a, spec.b)
+
+
 def gemm_plan(spec: GemmSpec, tiling: Tiling | None = None) -> Plan:
     """The static blocking, operand modes and thread split chosen for `spec`."""
     return make_plan(spec.problem(), tiling or default_tiling())
@@ -160,12 +169,17 @@ def gemm_plan(spec: GemmSpec, tiling: Tiling | None = None) -> Plan:
 
 def gemm_scratch_bytes(spec: GemmSpec, tiling: Tiling | None = None) -> int:
     """Bytes of per-thread scratch the GEMM kernel of `spec` needs (0 when it packs nothing)."""
+    if uses_gemv(spec):
+        return 0
     return gemm_plan(spec, tiling).scratch_bytes
 
 
 def emit_gemm(module: ir.Module, name: str, spec: GemmSpec, tiling: Tiling | None = None,
               epilogue: Epilogue | None = None, n_extra: int = 0) -> ir.Function:
     """Emit the threaded GEMM kernel `name` for `spec` into `module` (signature in the module docstring)."""
+    if uses_gemv(spec):
+        return emit_gemv(module, name, spec.m, spec.n, spec.k, spec.batch, spec.a, spec.b, spec.c,
+                         tiling or default_tiling(), epilogue, n_extra)
     return emit_problem(module, name, spec.problem(), tiling or default_tiling(), epilogue, n_extra)
 
 

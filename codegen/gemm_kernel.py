@@ -222,7 +222,7 @@ def _step(builder: ir.IRBuilder, a, b, k, acc, shape: KernelShape, tiling: Tilin
     return out
 
 
-def _loop(builder: ir.IRBuilder, start, stop, step: int, init, body, label: str):
+def carried_loop(builder: ir.IRBuilder, start, stop, step: int, init, body, label: str):
     """A guarded loop k = start, start+step, ... while k + step <= stop, carrying the flat values `init`."""
     pre = builder.block
     head = builder.append_basic_block(f"{label}.body")
@@ -277,11 +277,11 @@ def _k_loop(builder: ir.IRBuilder, a, b, kc, shape: KernelShape, tiling: Tiling)
                 tile = unflat(carried[s * per_set:(s + 1) * per_set])
                 out += flat(_step(builder, a, b, builder.add(kv, const64(s)), tile, shape, tiling))
             return out
-        k, state = _loop(builder, k, kc, sets, state, body_multi, "kx")
+        k, state = carried_loop(builder, k, kc, sets, state, body_multi, "kx")
 
     def body_one(kv, carried):
         return flat(_step(builder, a, b, kv, unflat(carried), shape, tiling))
-    _, first_set = _loop(builder, k, kc, 1, state[:per_set], body_one, "k")
+    _, first_set = carried_loop(builder, k, kc, 1, state[:per_set], body_one, "k")
     total = list(first_set)
     for s in range(1, sets):
         total = [builder.fadd(x, y) for x, y in zip(total, state[s * per_set:(s + 1) * per_set])]

@@ -8,7 +8,8 @@ as C is written from the epilogue too. C is a float32 result of the region (the 
 a region without one accumulates in per-thread scratch. linear(x, W) is matmul(x, W^T) with W stored (out, in): B
 is W read with swapped strides (B's packing then does the transpose). When B is a fixed operand (a param, see
 KernelContext.fixed) that the GEMM would pack on every call, the kernel instead reads B pre-packed: it lists a
-PreparedWeight whose prepack function the module runs once when it is loaded. A conv2d (other than depthwise,
+PreparedWeight whose prepack function the module runs once when it is loaded. At one to three rows of x the GEMM
+is a GEMV that streams W as stored (codegen/gemv.py), with nothing to pack. A conv2d (other than depthwise,
 which reads its weight in place) whose weight is fixed likewise reads the weight pre-packed as its GEMM's A.
 
 Other dtypes (float64, integers) use a row kernel vectorized along C's columns, without FMA contraction so that
@@ -28,7 +29,7 @@ from braze.ir.types import float32
 
 from ..conv import ConvSpec, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d, emit_conv_weight_prepack
 from ..gemm import (GemmSpec, Prepacked, Strided, TilePos, Tiling, emit_gemm, emit_prepack_b, gemm_plan,
-                    gemm_scratch_bytes, matmul_spec, prepacked_b_floats, tiling_for)
+                    gemm_scratch_bytes, matmul_spec, prepacked_b_floats, tiling_for, uses_gemv)
 from ..gemm_pack import batch_offset
 from ..loops import I8, alloca, for_range, i64, vector_loop
 from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_kernel, broadcast_strides,
@@ -59,7 +60,7 @@ def _prepack_b(ctx: KernelContext, spec: GemmSpec, param: Value, operand: int,
     """`spec` reading B pre-packed once from `param` (constant for the module's life), when the kernel would
     otherwise pack B on every call and one packed matrix serves every batch (B broadcast over the batch)."""
     b = spec.b
-    if not isinstance(b, Strided) or any(b.batch_strides) or spec.k * spec.n == 0 \
+    if not isinstance(b, Strided) or any(b.batch_strides) or spec.k * spec.n == 0 or uses_gemv(spec) \
             or gemm_plan(spec, tiling).b_mode != "pack":
         return None
     source = Strided(b.rs, b.cs)

@@ -6,10 +6,10 @@ elements starting at an even element is W/2 bytes split into nibbles and interle
 W/2 + 1 bytes from the high nibble on: the parity is static, since rows are decoded from even row indices and
 vectors start at multiples of W). The 16 levels are looked up by permutes on x86 (vpermps on two halves of the
 table with AVX2, one vpermps on AVX-512) and by a gather from a constant table elsewhere. With AVX2, rows whose
-blocks are whole multiples of 32 decode 32 elements at a time instead (decode_planes): vpshufb looks up each byte
-of the float32 levels for 32 indices at once and unpacks rebuild the floats, half the instructions of the permutes,
-in an element order the caller matches by permuting x. Scales: a row's (int8), the tensor's, a block's (4-bit,
-one per vector when blocks are whole vectors of whole rows), or per lane.
+blocks are whole multiples of 32 decode 64 (or a last 32) elements at a time instead (decode_planes): vpshufb looks
+up each byte of the float32 levels for 32 indices at once and unpacks rebuild the floats, half the instructions of
+the permutes, in an element order the caller matches by permuting x. Scales: a row's (int8), the tensor's, a
+block's (4-bit, one per vector when blocks are whole vectors of whole rows), or per lane.
 """
 from __future__ import annotations
 
@@ -85,18 +85,36 @@ def decode(b: ir.IRBuilder, p: PackedWeight, row: ir.Value, parity: int, k: ir.V
     return b.fmul(levels, _block_scales(b, p, e, lanes)) if scaled else levels
 
 
-# The elements of each group of 8 that decode_planes leaves in lanes 0..7 of that group's vector.
-PLANE_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+def plane_order(span: int) -> tuple[int, ...]:
+    """The element of a span (32 or 64 elements from a multiple of the span) in each lane of the vectors
+    decode_planes returns, vector after vector: x read in this order matches them lane for lane."""
+    if span == 32:
+        return _unpacked(lambda i: 2 * i if i < 16 else 2 * i - 31)
+    return _unpacked(lambda i: 2 * i) + _unpacked(lambda i: 2 * i + 1)
 
 
-def decode_planes(b: ir.IRBuilder, p: PackedWeight, row: ir.Value, k: ir.Value) -> list[ir.Value]:
-    """The levels of W[row, k:k+32] (k a multiple of 32) as four <8 x float>, element 8q + PLANE_ORDER[i] in lane i
-    of vector q: the 16 bytes hold 32 indices, looked up with vpshufb once per byte of the float32 levels (a
-    16-entry table per 128-bit lane), and the four byte planes interleaved back into floats (8 unpacks)."""
-    raw = load(b, p.codes, b.lshr(b.add(b.mul(row, i64(p.k)), k), i64(1)), uint8, 16)
-    low = b.and_(raw, ir.Constant(raw.type, [ir.Constant(I8, 15)] * 16))
-    high = b.lshr(raw, ir.Constant(raw.type, [ir.Constant(I8, 4)] * 16))
-    index = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, 32), list(range(32))))
+def _unpacked(element) -> tuple[int, ...]:
+    """The lanes of the four vectors _lookup_planes makes from 32 indices, index i being element(i)'s."""
+    return tuple(element(16 * half + 4 * q + t) for q in range(4) for half in (0, 1) for t in range(4))
+
+
+def decode_planes(b: ir.IRBuilder, p: PackedWeight, row: ir.Value, k: ir.Value, span: int) -> list[ir.Value]:
+    """The levels of W[row, k:k+span] (span 32 or 64, k a multiple of it) as span/8 <8 x float> in the order of
+    plane_order(span). 32 elements are 16 bytes, whose low and high nibbles make one vector of 32 indices; 64 are
+    32 bytes, whose low nibbles and high nibbles are a vector of indices each, without a lane insert."""
+    raw = load(b, p.codes, b.lshr(b.add(b.mul(row, i64(p.k)), k), i64(1)), uint8, span // 2)
+    low = b.and_(raw, ir.Constant(raw.type, [ir.Constant(I8, 15)] * (span // 2)))
+    high = b.lshr(raw, ir.Constant(raw.type, [ir.Constant(I8, 4)] * (span // 2)))
+    if span == 32:
+        indices = [b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, 32), list(range(32))))]
+    else:
+        indices = [low, high]
+    return [v for index in indices for v in _lookup_planes(b, p, index)]
+
+
+def _lookup_planes(b: ir.IRBuilder, p: PackedWeight, index: ir.Value) -> list[ir.Value]:
+    """The levels of 32 indices as four <8 x float>: vpshufb looks up each byte of the float32 levels (a 16-entry
+    table per 128-bit lane), and 8 unpacks interleave the four byte planes back into floats."""
     planes = [intrinsic(b, "llvm.x86.avx2.pshuf.b", [_plane(p, byte), index]) for byte in range(4)]
     words = [b.bitcast(_unpack(b, planes[i], planes[i + 1], high_half), ir.VectorType(I16, 16))
              for high_half in (False, True) for i in (0, 2)]
@@ -178,4 +196,4 @@ def _block_scales(b: ir.IRBuilder, p: PackedWeight, e: ir.Value, lanes: int) -> 
     return gather(b, p.scales, blocks, float32, _all(lanes), ir.Constant(ir.VectorType(F32, lanes), None))
 
 
-__all__ = ["PLANE_ORDER", "PackedWeight", "decode", "decode_planes", "packed_weight", "row_scale"]
+__all__ = ["PackedWeight", "decode", "decode_planes", "packed_weight", "plane_order", "row_scale"]

@@ -1,14 +1,14 @@
 """quantized_linear, alone or as the anchor of a gemm region: y = x @ W^T with W read packed (quant_decode.py) and
 dequantized inside the loop, never as a dense matrix.
 
-Threads split W's rows (y's columns) in groups of ROWS; a group's rows are decoded together so each vector of x is
-loaded once for all of them. With one row of x (batch 1, GEMV: memory-bound, the case that matters most) the
-packed weight streams through once: each decoded vector is multiplied into its row's accumulator in registers
-(a 4-bit block's sum is scaled once, an int8 row's once per row; x is first permuted into the element order of
-decode_planes where that path applies).
+With one row of x (batch 1, GEMV: memory-bound, the case that matters most) threads claim W's rows (y's columns)
+in chunks of groups of ROWS (codegen/claims.py), and the packed weight streams through once: each decoded vector
+is multiplied into its row's accumulator in registers (a 4-bit block's sum is scaled once, an int8 row's once per
+row; a group's rows are decoded together so each vector of x is loaded once for all of them, except on the byte
+plane path, which decodes them one after another; x is first permuted into decode_planes' element order there).
 With more rows, the product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that
-register tiles of x's rows read, threads taking C's columns by tiles. Each thread finally runs the region's
-elementwise epilogue over its columns of C (the gemm epilogue of linalg.py, on masked vectors).
+register tiles of x's rows read, threads taking C's columns by tiles. Each thread runs the region's elementwise
+epilogue over the columns of C it has computed (the gemm epilogue of linalg.py, on masked vectors).
 What surrounds the product (the region's plan, where C lives, the epilogue) is shared with quantized_matmul
 (quant_matmul.py): each op states its product as a PackedProduct and registers it with register_packed.
 """
@@ -23,12 +23,13 @@ import llvmlite.ir as ir
 from braze.ir.graph import Graph, Node
 from braze.ir.types import float32
 
+from ..claims import claimed_chunks
 from ..gemm import TilePos
 from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, coalesce, iota, load,
-                   register, round_up, store, thread_share)
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claim_words, coalesce,
+                   iota, load, register, round_up, store)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
-from .quant_decode import PLANE_ORDER, PackedWeight, decode, decode_planes, packed_weight, row_scale
+from .quant_decode import PackedWeight, decode, decode_planes, packed_weight, plane_order, row_scale
 from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
 from .reduction import single_body
 
@@ -112,35 +113,67 @@ def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
 
 
 def _accumulate(b, total: ir.Value, part: ir.Value, scale: ir.Value) -> None:
-    """total += part * scale (a vector slot, a vector, a scalar)."""
-    term = b.fmul(part, splat(b, scale, part.type.count), flags=CONTRACT)
-    b.store(b.fadd(b.load(total, typ=part.type), term, flags=CONTRACT), total)
+    """total += part * scale (a vector slot, a vector, a scalar or a vector of per-lane scales)."""
+    if not isinstance(scale.type, ir.VectorType):
+        scale = splat(b, scale, part.type.count)
+    b.store(b.fadd(b.load(total, typ=part.type), b.fmul(part, scale, flags=CONTRACT), flags=CONTRACT), total)
 
 
 def _plane_sums(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
-    """The row sums 32 elements at a time (decode_planes; x_at reads x permuted by _permute_x), each 32's sum
-    times its block's scale."""
-    zero = ir.Constant(vec(8), None)
-    totals = [alloca(b, vec(8)) for _ in range(count)]
-    for t in totals:
-        b.store(zero, t)
-    with for_range(b, 0, p.k, 32, name="k") as k:
-        xs = [x_at(b.add(k, i64(8 * q)), 8) for q in range(4)]
-        for r in range(count):
-            w = decode_planes(b, p, row(r), k)
-            pairs = [b.fadd(b.fmul(w[q], xs[q], flags=CONTRACT), b.fmul(w[q + 1], xs[q + 1], flags=CONTRACT),
-                            flags=CONTRACT) for q in (0, 2)]
-            scale = load(b, p.scales, b.udiv(b.add(b.mul(row(r), i64(p.k)), k), i64(p.block)), float32)
-            _accumulate(b, totals[r], b.fadd(pairs[0], pairs[1], flags=CONTRACT), scale)
-    return [_hsum(b, b.load(t, typ=zero.type)) for t in totals]
+    """The row sums 64 elements at a time (a last 32 where the row length is an odd multiple of 32; decode_planes,
+    x_at reading x permuted by _permute_x), each span's sum times its scales. One row after the other: x is read
+    again for each (from L1), since the decode of several rows at once left too few registers for them."""
+    full = p.k // 64 * 64
+    sums = []
+    for r in range(count):
+        total = alloca(b, vec(8))
+        b.store(ir.Constant(vec(8), None), total)
+        with for_range(b, 0, full, 64, name="k") as k:
+            _plane_span(b, p, x_at, row(r), k, 64, total)
+        if p.k % 64:
+            _plane_span(b, p, x_at, row(r), i64(full), 32, total)
+        sums.append(_hsum(b, b.load(total, typ=vec(8))))
+    return sums
+
+
+def _plane_span(b, p: PackedWeight, x_at, row: ir.Value, k: ir.Value, span: int, total: ir.Value) -> None:
+    """total += the decoded W[row, k:k+span] times x there, in two chains of multiply-adds, then times the scale
+    of each 32 elements (one block's, or two when the block length is an odd multiple of 32: lanes 0-3 of every
+    vector hold the first 32 elements of a 64, lanes 4-7 the second)."""
+    w = decode_planes(b, p, row, k, span)
+    chains = [b.fmul(w[q], x_at(b.add(k, i64(8 * q)), 8), flags=CONTRACT) for q in range(2)]
+    for q in range(2, len(w)):
+        product = b.fmul(w[q], x_at(b.add(k, i64(8 * q)), 8), flags=CONTRACT)
+        chains[q % 2] = b.fadd(chains[q % 2], product, flags=CONTRACT)
+    element = b.add(b.mul(row, i64(p.k)), k)
+    scale = load(b, p.scales, b.udiv(element, i64(p.block)), float32)
+    if span == 64 and p.block % 64:
+        second = load(b, p.scales, b.udiv(b.add(element, i64(32)), i64(p.block)), float32)
+        order = ir.Constant(ir.VectorType(I32, 8), [0] * 4 + [8] * 4)
+        scale = b.shuffle_vector(splat(b, scale, 8), splat(b, second, 8), order)
+    _accumulate(b, total, b.fadd(chains[0], chains[1], flags=CONTRACT), scale)
 
 
 def _permute_x(b, p: PackedWeight, x: ir.Value, out: ir.Value) -> None:
-    """out = x with each group of 8 elements in decode_planes' order (PLANE_ORDER), once per call."""
-    order = ir.Constant(ir.VectorType(I32, 8), list(PLANE_ORDER))
-    with for_range(b, 0, p.k, 8, name="xp") as k:
-        v = load(b, x, k, float32, 8)
-        store(b, b.shuffle_vector(v, v, order), out, k, float32)
+    """out = x with each span of decode_planes in plane_order, once per call: 64 elements at a time, and a last
+    32 where the row length is an odd multiple of 32."""
+    full = p.k // 64 * 64
+    with for_range(b, 0, full, 64, name="xp") as k:
+        _permute_span(b, x, out, k, 64)
+    if p.k % 64:
+        _permute_span(b, x, out, i64(full), 32)
+
+
+def _permute_span(b, x: ir.Value, out: ir.Value, k: ir.Value, span: int) -> None:
+    """out[k + i] = x[k + plane_order(span)[i]]: each vector of out is one shuffle of (at most) two of x."""
+    order = plane_order(span)
+    for j in range(span // 8):
+        lanes = order[8 * j:8 * j + 8]
+        first, second = min(lanes) // 8, max(lanes) // 8
+        sources = [load(b, x, b.add(k, i64(8 * v)), float32, 8) for v in (first, second)]
+        mask = [e - 8 * first if e // 8 == first else 8 + e - 8 * second for e in lanes]
+        vector = b.shuffle_vector(sources[0], sources[1], ir.Constant(ir.VectorType(I32, 8), mask))
+        store(b, vector, out, b.add(k, i64(8 * j)), float32)
 
 
 def _mapper(out_shape: tuple[int, ...]):
@@ -171,11 +204,11 @@ def _run_epilogue(b, epilogue, c: ir.Value, m: int, n: int, width: int, first: i
 @dataclass(frozen=True)
 class PackedProduct:
     """How a packed product fills C (m rows of `cols` columns): the scratch it needs before a scratch-held C, and
-    `emit(b, kernel, weight, m, x, c)`, which computes the columns [first, last) of C this thread owns and returns
-    (first, last) for the epilogue."""
+    `emit(b, kernel, weight, m, x, c, finish)`, which computes the columns of C this thread takes and calls
+    finish(first, last) on each range [first, last) of them it has completed (the epilogue runs there)."""
 
     scratch: Callable[[PackedWeight, int], int]
-    emit: Callable[..., tuple[ir.Value, ir.Value]]
+    emit: Callable[..., None]
 
 
 def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: PackedProduct) -> KernelSpec:
@@ -199,10 +232,12 @@ def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: Pa
     scratch = panel_bytes + (anchor.out.type.nbytes if c_name is None else 0)
     if m * cols == 0:
         return k.finish(node.op, scratch)
-    first, last = product.emit(b, k, p, m, x, c)
-    if epilogue is not None:
-        extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
-        _run_epilogue(b, epilogue, c, m, cols, p.width, first, last, extras)
+    extras = tuple(where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1]))
+
+    def finish(first: ir.Value, last: ir.Value) -> None:
+        if epilogue is not None:
+            _run_epilogue(b, epilogue, c, m, cols, p.width, first, last, extras)
+    product.emit(b, k, p, m, x, c, finish)
     return k.finish(node.op, scratch)
 
 
@@ -228,25 +263,26 @@ def _transposed_rows(p: PackedWeight):
     return unpack
 
 
-def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Value,
-                 c: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """C = x @ W^T: one row of x streams W's rows through registers, threads taking them in groups of ROWS;
-    several rows make a tiled product with panels of W^T (quant_tiles.py)."""
+def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Value, c: ir.Value, finish) -> None:
+    """C = x @ W^T: one row of x streams W's rows through registers, threads claiming them in chunks of groups of
+    ROWS (codegen/claims.py: a thread that lost its core takes fewer); several rows make a tiled product with
+    panels of W^T (quant_tiles.py)."""
     if m > 1:
-        return tiled_product(b, k, Tiled(x, c, m, p.k, p.n, p.width, _transposed_rows(p)))
+        finish(*tiled_product(b, k, Tiled(x, c, m, p.k, p.n, p.width, _transposed_rows(p))))
+        return
     if p.byte_planes:
         _permute_x(b, p, x, k.scratch)
         x = k.scratch
     n = p.n
     groups = -(-n // ROWS)
-    g0, g1 = thread_share(b, k.tid, k.nthreads, groups)
     full = n // ROWS
-    with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
-        _direct(b, p, x, c, b.mul(g, i64(ROWS)), ROWS)
-    if n % ROWS:
-        with b.if_then(b.icmp_signed("==", g1, i64(groups))):
-            _direct(b, p, x, c, i64(full * ROWS), n % ROWS)
-    return b.mul(g0, i64(ROWS)), minimum(b, b.mul(g1, i64(ROWS)), i64(n))
+    with claimed_chunks(b, claim_words(k), k.tid, k.nthreads, groups, name="groups") as (g0, g1):
+        with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
+            _direct(b, p, x, c, b.mul(g, i64(ROWS)), ROWS)
+        if n % ROWS:
+            with b.if_then(b.icmp_signed("==", g1, i64(groups))):
+                _direct(b, p, x, c, i64(full * ROWS), n % ROWS)
+        finish(b.mul(g0, i64(ROWS)), minimum(b, b.mul(g1, i64(ROWS)), i64(n)))
 
 
 def register_packed(op: str, product: PackedProduct) -> None:

@@ -37,10 +37,9 @@ def _rows(p: PackedWeight):
     return unpack
 
 
-def _emit(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, g: ir.Value,
-          c: ir.Value) -> tuple[ir.Value, ir.Value]:
+def _emit(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, g: ir.Value, c: ir.Value, finish) -> None:
     """C = g @ W: W's rows contracted, its columns C's."""
-    return tiled_product(b, k, Tiled(g, c, m, p.n, p.k, p.width, _rows(p)))
+    finish(*tiled_product(b, k, Tiled(g, c, m, p.n, p.k, p.width, _rows(p))))
 
 
 register_packed("quantized_matmul", PackedProduct(lambda p, m: panel_bytes(p.width), _emit))

@@ -1,4 +1,4 @@
-"""GEMM and conv2d kernels for each instruction set: AVX2 forced with BRAZE_CPU (run and checked against numpy on any
+"""GEMM, GEMV and conv2d kernels for each instruction set: AVX2 forced with BRAZE_CPU (run and checked against numpy on any
 AVX2 host), AVX-512 compiled to assembly for named CPUs (run where the host is that CPU).
 
 The assembly checks are substring checks on LLVM's output, which we do not control: full-width FMAs on the
@@ -13,7 +13,7 @@ import pytest
 
 from braze.codegen import compile_ir, host_target
 from braze.codegen.conv import ConvSpec, emit_conv2d
-from braze.codegen.gemm import GemmSpec, bias_rows, chain, emit_gemm, relu, tiling_for
+from braze.codegen.gemm import GemmSpec, bias_cols, bias_rows, chain, emit_gemm, relu, tiling_for
 from tests.codegen import test_conv, test_gemm
 from tests.codegen.native import unique_name
 
@@ -37,6 +37,10 @@ def _gemm(module, name, tiling) -> None:
     emit_gemm(module, name, GemmSpec.contiguous(13, 37, 29, trans_b=True), tiling)
 
 
+def _gemv(module, name, tiling) -> None:
+    emit_gemm(module, name, GemmSpec.contiguous(1, 37, 29, trans_b=True), tiling, chain(bias_cols(0), relu), 1)
+
+
 def _conv(module, name, tiling) -> None:
     spec = ConvSpec(1, 5, 17, 23, 7, 3, 3, stride=(2, 2), padding=(1, 1))
     emit_conv2d(module, name, spec, tiling, chain(bias_rows(0), relu), 1)
@@ -47,7 +51,7 @@ def _register(width: int) -> str:
 
 
 @pytest.mark.parametrize("cpu", AVX512_CPUS)
-@pytest.mark.parametrize("emit", [_gemm, _conv], ids=["gemm", "conv2d"])
+@pytest.mark.parametrize("emit", [_gemm, _gemv, _conv], ids=["gemm", "gemv", "conv2d"])
 def test_avx512_kernels_use_zmm_fma_and_masked_edges(cpu, emit) -> None:
     asm, width = _asm(cpu, emit)
     assert width == 16
@@ -66,7 +70,7 @@ def test_conv2d_reads_output_rows_of_half_a_vector_without_gathers(cpu) -> None:
     assert "gather" not in asm
 
 
-@pytest.mark.parametrize("emit", [_gemm, _conv], ids=["gemm", "conv2d"])
+@pytest.mark.parametrize("emit", [_gemm, _gemv, _conv], ids=["gemm", "gemv", "conv2d"])
 def test_avx2_kernels_use_ymm_fma_and_masked_edges(emit) -> None:
     asm, width = _asm("haswell", emit)
     assert width == 8
@@ -82,7 +86,7 @@ def _force(monkeypatch, cpu: str) -> int:
 @pytest.mark.skipif("+avx2" not in HOST_FEATURES or "+fma" not in HOST_FEATURES, reason="needs an AVX2 host")
 def test_forced_avx2_kernels_match_numpy(monkeypatch) -> None:
     tiling = tiling_for(_force(monkeypatch, "haswell"))
-    for m, n, k in ((1, 1, 1), (7, 9, 1), (13, 17, 31), (6, 16, 0)):
+    for m, n, k in ((1, 1, 1), (7, 9, 1), (13, 17, 31), (6, 16, 0), (1, 37, 29), (3, 9, 8)):
         test_gemm.check(m, n, k, tiling=tiling, trans_b=True)
     test_conv.check(ConvSpec(2, 3, 9, 17, 7, 3, 3, stride=(2, 2), padding=(1, 1)), tiling=tiling)
 
@@ -92,6 +96,6 @@ def test_avx512_kernels_match_numpy_on_that_cpu(cpu, monkeypatch) -> None:
     if llvm.get_host_cpu_name() != cpu:
         pytest.skip(f"the host is not a {cpu}")
     tiling = tiling_for(_force(monkeypatch, cpu))
-    for m, n, k in ((1, 1, 1), (11, 15, 17), (13, 33, 31)):
+    for m, n, k in ((1, 1, 1), (11, 15, 17), (13, 33, 31), (1, 37, 29), (2, 9, 16)):
         test_gemm.check(m, n, k, tiling=tiling, trans_b=True)
     test_conv.check(ConvSpec(2, 3, 9, 35, 13, 3, 3, stride=(2, 2), padding=(1, 1)), tiling=tiling)

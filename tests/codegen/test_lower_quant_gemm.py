@@ -80,7 +80,8 @@ def test_quantized_linear_region_fuses_bias_and_activation() -> None:
 # Shapes no other test compiles: the harness caches kernels by node, not by target. quantized_matmul's (rows of
 # g, n, k, block): partial micro-tiles and last tiles, odd n (4-bit rows from a high nibble).
 WIDTHS = {"haswell": 8, "nehalem": 4}
-FORCED = {("quantized_linear", "haswell"): [(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64)],
+FORCED = {("quantized_linear", "haswell"): [(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64),
+                                           (1, 5, 288, 96)],
           ("quantized_linear", "nehalem"): [(1, 7, 13, 4), (2, 5, 64, 32), (1, 9, 160, 32)],
           ("quantized_matmul", "haswell"): [(1, 11, 23, 16), (5, 41, 17, 8), (3, 9, 128, 64)],
           ("quantized_matmul", "nehalem"): [(1, 13, 7, 4), (6, 64, 9, 32), (2, 5, 160, 32)]}
@@ -107,10 +108,12 @@ def _asm(cpu: str, scheme: str) -> str:
 
 
 @pytest.mark.skipif(not X86, reason="x86-64 instruction sets")
-@pytest.mark.parametrize("cpu,register", [("haswell", "ymm"), ("skylake-avx512", "zmm")])
-def test_nf4_levels_are_looked_up_by_permutes_without_gathers(cpu: str, register: str) -> None:
+@pytest.mark.parametrize("cpu,register,lookup", [("haswell", "ymm", "vpshufb"),
+                                                 ("skylake-avx512", "zmm", r"vperm[dp]s?")])
+def test_nf4_levels_are_looked_up_by_shuffles_without_gathers(cpu: str, register: str, lookup: str) -> None:
+    """AVX2 looks the levels up a byte plane at a time (vpshufb), AVX-512 by one permute of the 16 levels."""
     asm = _asm(cpu, "nf4")
-    assert re.search(rf"vperm[dp]s?\s+[^\n]*%{register}", asm)
+    assert re.search(rf"{lookup}\s+[^\n]*%{register}", asm)
     assert re.search(rf"vfmadd\d+ps\s+[^\n]*%{register}", asm)
     assert "gather" not in asm
 

@@ -18,6 +18,7 @@ import braze
 import braze.nn as nn
 import braze.nn.functional as F
 from braze.codegen.gemm import default_tiling
+from braze.codegen.gemv import GEMV_ROWS
 
 TOLERANCE = 2e-5
 
@@ -86,7 +87,8 @@ def test_mlp_with_prepacked_weights_matches_eager(batch: int, threads: int) -> N
     model = Deep().eval()
     x = np.random.default_rng(batch).standard_normal((batch, 96)).astype(np.float32)
     fn, exe = compiled(model, x, threads)
-    assert len(exe.built.prepared) == 3
+    # the GEMV kernel of a few rows reads each weight in place, as the model stores it
+    assert len(exe.built.prepared) == (0 if batch <= GEMV_ROWS else 3)
     assert_close(fn(x), eager(model, x))
     assert_close(fn(x * 2), eager(model, x * 2))
 
@@ -94,7 +96,7 @@ def test_mlp_with_prepacked_weights_matches_eager(batch: int, threads: int) -> N
 def test_prepare_runs_once_and_fills_the_packed_weight_before_the_first_call() -> None:
     braze.manual_seed(1)
     model = Deep().eval()
-    x = np.random.default_rng(0).standard_normal((3, 96)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((GEMV_ROWS + 2, 96)).astype(np.float32)  # a batch that packs
     exe = braze.compile(model, x).executable
     assert exe.prepare_calls == 1
     nr = default_tiling().nr
