@@ -222,9 +222,9 @@ class Task:
 def run_tasks(tasks: list[Task], triple: str, cpu: str, features: str, opt: int) -> list[Any]:
     """Every task's result, in order. This process lowers the tasks in turn and queues each one's LLVM IR; a ready
     worker compiles queued IR first and, once it can lower too (asked to load the lowerings when there are at least
-    SPREAD_LOWERING tasks and SPREAD_WORKERS workers), takes whole tasks nobody has started, so workers are busy from the moment they can
-    compile and the Python work of lowering is spread once they can lower. With no task left to lower, this process
-    compiles what is queued too, the largest first. Work a worker fails, answers
+    SPREAD_LOWERING tasks and SPREAD_WORKERS workers), takes whole tasks nobody has started, so workers are busy
+    from the moment they can compile and the Python work of lowering is spread once they can lower. With no task
+    left to lower, this process compiles what is queued too, the largest first. Work a worker fails, answers
     wrongly or dies on is done here. An exception here stops the workers taking work and is raised once the work in
     flight is done; an invalid module raises llvm_object.LLVMFailure (with the job's name in `job`)."""
     machine = {"triple": triple, "cpu": cpu, "features": features, "opt": opt}

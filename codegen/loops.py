@@ -51,7 +51,7 @@ def splat(builder: ir.IRBuilder, value: ir.Value, width: int) -> ir.Value:
     if isinstance(value, ir.Constant):
         return ir.Constant(typ, [value] * width)
     # zeroinitializer operands print as one word where undef vectors print every lane (and cost a Python constant
-    # each): splats are a large share of the IR text of vector kernels; lane 0 of the insert is all the shuffle reads
+    # each); lane 0 of the insert is all the shuffle reads
     zero = ir.Constant(typ, None)
     one = builder.insert_element(zero, value, ir.Constant(I32, 0))
     return builder.shuffle_vector(one, zero, ir.Constant(ir.VectorType(I32, width), None))
