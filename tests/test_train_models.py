@@ -250,8 +250,17 @@ def test_train_step_equals_torch_training_in_float64(kind: str, optimizer: str) 
     np.testing.assert_allclose(losses, want, rtol=1e-9)
     state = {k: v.detach().numpy() for k, v in twin.state_dict().items()}
     for path, value in model.state_dict().items():
-        if path in state:  # torch also counts batches (num_batches_tracked)
-            np.testing.assert_allclose(np.asarray(value), state[path], rtol=1e-9, atol=1e-12, err_msg=path)
+        if path not in state:  # torch also counts batches (num_batches_tracked)
+            continue
+        got, expected = np.asarray(value), state[path]
+        if path.endswith("in_proj_bias"):
+            # The key bias shifts every score of a row alike, which softmax cancels: its gradient is zero in exact
+            # arithmetic, so both sides hold only rounding noise (~1e-12, by summation order and vector width).
+            third = got.shape[0] // 3
+            np.testing.assert_allclose(got[third:2 * third], expected[third:2 * third], rtol=0, atol=1e-10,
+                                       err_msg=path)
+            got, expected = np.delete(got, np.s_[third:2 * third]), np.delete(expected, np.s_[third:2 * third])
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12, err_msg=path)
 
 
 def test_compile_train_step_names_an_op_without_a_vjp_rule_and_its_module(monkeypatch: pytest.MonkeyPatch) -> None:
