@@ -73,7 +73,16 @@ def _pow_vjp(e, g, out, x, y):
     return unbroadcast(e, dx, x.shape), unbroadcast(e, dy, y.shape)
 
 
-pow = _binary("pow", np.power, _pow_vjp, floats_only=True)
+def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x ** y, narrow floats through float64: numpy's float32 power is not correctly rounded on every host (its
+    AVX-512 loop is off by an ulp where torch's is not), and a buffer computed once in float32 carries that ulp."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.itemsize < 8 and x.dtype.kind == "f":
+        return np.power(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype)
+    return np.power(x, y)
+
+
+pow = _binary("pow", _power, _pow_vjp, floats_only=True)
 
 
 def _split_ties(e, g, x, y, pick_x):
