@@ -2,12 +2,16 @@
 (L, S) scores, in float32 and float64.
 
 The units are (batch point, block of ROWS query rows), claimed by the threads (codegen/claims.py). A unit walks the
-keys in blocks of `cols` (a multiple of the vector width W, at most 8 W): it copies the block of k transposed into
-its scratch (E x cols, so the scores of one query row are W keys wide), then for each of its rows computes the
-block's scores in cols / W vector accumulators (an FMA per key vector per element of E), scales them, applies the
-mask, the causal mask and the end of the keys as -inf lanes, and folds them into the row's online softmax: the
-running maximum m, the running sum l of exp(s - m) and the output accumulator (Ev elements), both rescaled by
-exp(m_old - m_new) when the maximum grows. Only one block row of scores (cols elements) is ever in memory.
+keys in blocks of `cols` (a multiple of the vector width W, at most 8 W, fewer where the transposed block would pass
+BLOCK_BYTES, so that it stays in L1 beside the value rows): it copies the block of k transposed into its scratch
+(E x cols, so the scores of one query row are W keys wide), then takes its rows a group of G at a time (4 with 32
+vector registers, 2 with 16; the rows left over one by one). For a group it computes the block's scores in G x
+cols / W vector accumulators, PASS_VECTORS key vectors per pass over E (each key vector loaded once feeds an FMA
+for every row of the group), scales them, applies the mask, the causal mask and the end of the keys as -inf lanes,
+and folds each row's scores into its online softmax: the running maximum m, the running sum l of exp(s - m) and
+the output accumulator (Ev elements), both rescaled by exp(m_old - m_new) when the maximum grows. The group's
+p @ v then runs PASS_VECTORS output vectors at a time with G rows of accumulators, so each value vector is loaded
+once per group. Only the group's rows of scores (G x cols elements) are ever in memory.
 With `causal`, key blocks wholly above the diagonal of a unit are never visited, and a row skips the blocks that
 start past it.
 
@@ -30,9 +34,9 @@ from .elementwise import ELEMENTWISE, fmax
 from .reducers import Reducer
 
 ROWS = 64            # query rows per unit: each copied key block serves this many rows
-KEY_VECTORS = 8      # key block width in vectors: the score accumulators of one row
-GROUP = 8            # output vectors accumulated at once: independent FMA chains over a block's keys
-MAX_BLOCK_BYTES = 1 << 18   # a transposed key block larger than this (huge E) is cut to one vector of keys
+KEY_VECTORS = 8      # key block width in vectors, at most: the scores of one row folded at a time
+PASS_VECTORS = 4     # key vectors of a group's rows accumulated in one pass over E (and output vectors in p @ v)
+BLOCK_BYTES = 16 * 1024   # the transposed key block stays within half of a 32 KB L1 beside the value rows
 
 
 class _Shapes:
@@ -45,10 +49,10 @@ class _Shapes:
         self.L, self.E = q.shape[-2:]
         self.S, self.Ev = k.shape[-2], v.shape[-1]
         self.W = max(width * 4 // self.dtype.itemsize, 1)
-        cols = min(KEY_VECTORS * self.W, -(-self.S // self.W) * self.W)
-        if self.E * cols * self.dtype.itemsize > MAX_BLOCK_BYTES:
-            cols = self.W
-        self.cols = max(cols, self.W)
+        self.G = 4 if width >= 16 else 2   # rows sharing each loaded key or value vector: AVX-512 has 32 registers
+        fits = BLOCK_BYTES // max(self.E * self.dtype.itemsize * self.W, 1)
+        cols = min(max(fits, 1), KEY_VECTORS) * self.W
+        self.cols = min(cols, max(-(-self.S // self.W), 1) * self.W)
         self.key_blocks = -(-self.S // self.cols)
         self.query_blocks = -(-self.L // ROWS)
         self.mask = node.inputs[3] if len(node.inputs) > 3 else None
@@ -57,8 +61,8 @@ class _Shapes:
 
     @property
     def scratch_elements(self) -> int:
-        """Transposed key block, one row of scores, and per row of a unit its accumulator, maximum and sum."""
-        return self.E * self.cols + self.cols + ROWS * (self.Ev + 2)
+        """Transposed key block, a group's rows of scores, and per row of a unit its accumulator, maximum and sum."""
+        return self.E * self.cols + self.G * self.cols + ROWS * (self.Ev + 2)
 
 
 @register("attention")
@@ -88,7 +92,7 @@ class _Unit:
         e = sh.dtype.itemsize
         self.kt = k.scratch
         self.srow = b.gep(k.scratch, [i64(sh.E * sh.cols * e)], source_etype=ir.IntType(8))
-        self.acc = b.gep(self.srow, [i64(sh.cols * e)], source_etype=ir.IntType(8))
+        self.acc = b.gep(self.srow, [i64(sh.G * sh.cols * e)], source_etype=ir.IntType(8))
         self.m = b.gep(self.acc, [i64(ROWS * sh.Ev * e)], source_etype=ir.IntType(8))
         self.l = b.gep(self.m, [i64(ROWS * e)], source_etype=ir.IntType(8))
 
@@ -113,8 +117,11 @@ def _unit(k: Kernel, node: Node, sh: _Shapes, batch: tuple[ir.Value, ...], block
         _transpose_keys(u, j0)
         first = b.sub(j0, u.i0) if node.attr["causal"] else i64(0)
         first = b.select(b.icmp_signed(">", first, i64(0)), first, i64(0))
-        with for_range(b, first, u.rows, name="row") as r:
-            _row_block(u, node, r, j0)
+        grouped = b.add(first, b.mul(b.sdiv(b.sub(u.rows, first), i64(sh.G)), i64(sh.G)))
+        with for_range(b, first, grouped, sh.G, name="group") as r:
+            _row_block(u, node, [b.add(r, i64(t)) for t in range(sh.G)], j0)
+        with for_range(b, grouped, u.rows, name="row") as r:
+            _row_block(u, node, [r], j0)
     with for_range(b, 0, u.rows, name="final") as r:
         _finish_row(u, node, r)
 
@@ -172,30 +179,39 @@ def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     return rows
 
 
-def _scores(u: _Unit, node: Node, i: ir.Value, j0: ir.Value) -> list[ir.Value]:
-    """The block's scores of query row i as cols / W vectors, masked lanes -inf."""
+def _scores(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> list[list[ir.Value]]:
+    """The block's scores of each query row (unit-relative) in `rows` as cols / W vectors, masked lanes -inf."""
     b, sh = u.b, u.sh
     vt = register_type(sh.dtype, sh.W)
-    slots = [alloca(b, vt, name=f"s{c}") for c in range(sh.cols // sh.W)]
-    for slot in slots:
+    vectors = sh.cols // sh.W
+    slots = [[alloca(b, vt, name=f"s{g}.{c}") for c in range(vectors)] for g in range(len(rows))]
+    for slot in (slot for group in slots for slot in group):
         b.store(u.c(0.0, sh.W), slot)
-    qrow = b.mul(b.add(b.mul(u.flat, i64(sh.L)), i), i64(sh.E))
-    with for_range(b, 0, sh.E, name="dot") as e:
-        qe = widen(b, load(b, u.k.ins[0], b.add(qrow, e), sh.dtype), sh.W)
-        for c, slot in enumerate(slots):
-            kv = load(b, u.kt, b.add(b.mul(e, i64(sh.cols)), i64(c * sh.W)), sh.dtype, sh.W)
-            b.store(b.fadd(b.load(slot, typ=vt), b.fmul(qe, kv, flags=CONTRACT), flags=CONTRACT), slot)
-    keys = iota(I64, sh.W)
+    queries = [b.add(u.i0, r) for r in rows]
+    qrows = [b.mul(b.add(b.mul(u.flat, i64(sh.L)), i), i64(sh.E)) for i in queries]
+    for first in range(0, vectors, PASS_VECTORS):
+        chunk = range(first, min(first + PASS_VECTORS, vectors))
+        with for_range(b, 0, sh.E, name="dot") as e:
+            keys = [load(b, u.kt, b.add(b.mul(e, i64(sh.cols)), i64(c * sh.W)), sh.dtype, sh.W) for c in chunk]
+            for qrow, row_slots in zip(qrows, slots):
+                qe = widen(b, load(b, u.k.ins[0], b.add(qrow, e), sh.dtype), sh.W)
+                for kv, c in zip(keys, chunk):
+                    slot = row_slots[c]
+                    b.store(b.fadd(b.load(slot, typ=vt), b.fmul(qe, kv, flags=CONTRACT), flags=CONTRACT), slot)
+    lanes = iota(I64, sh.W)
     out = []
-    for c, slot in enumerate(slots):
-        j = b.add(widen(b, b.add(j0, i64(c * sh.W)), sh.W), keys)
-        valid = b.icmp_signed("<", j, widen(b, i64(sh.S), sh.W))
-        if node.attr["causal"]:
-            valid = b.and_(valid, b.icmp_signed("<=", j, widen(b, i, sh.W)))
-        s = b.fmul(b.load(slot, typ=vt), u.c(node.attr["scale"], sh.W))
-        if sh.mask is not None:
-            s = _masked(u, s, i, b.add(j0, i64(c * sh.W)), valid)
-        out.append(b.select(valid, s, u.c(float("-inf"), sh.W)))
+    for i, row_slots in zip(queries, slots):
+        row = []
+        for c, slot in enumerate(row_slots):
+            j = b.add(widen(b, b.add(j0, i64(c * sh.W)), sh.W), lanes)
+            valid = b.icmp_signed("<", j, widen(b, i64(sh.S), sh.W))
+            if node.attr["causal"]:
+                valid = b.and_(valid, b.icmp_signed("<=", j, widen(b, i, sh.W)))
+            score = b.fmul(b.load(slot, typ=vt), u.c(node.attr["scale"], sh.W))
+            if sh.mask is not None:
+                score = _masked(u, score, i, b.add(j0, i64(c * sh.W)), valid)
+            row.append(b.select(valid, score, u.c(float("-inf"), sh.W)))
+        out.append(row)
     return out
 
 
@@ -211,74 +227,89 @@ def _masked(u: _Unit, s: ir.Value, i: ir.Value, j: ir.Value, valid: ir.Value) ->
     return b.fadd(s, m)
 
 
-def _row_block(u: _Unit, node: Node, r: ir.Value, j0: ir.Value) -> None:
-    """Fold one key block into row r's running maximum, sum and output accumulator."""
+def _row_block(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> None:
+    """Fold one key block into the running maximum, sum and output accumulator of each row in `rows` (consecutive
+    unit rows): their scores go to srow, then a loop over the rows folds them (one copy of the softmax code)."""
     b, sh = u.b, u.sh
-    i = b.add(u.i0, r)
-    scores = _scores(u, node, i, j0)
-    biggest = Reducer("max", sh.dtype)
-    top = scores[0]
-    for s in scores[1:]:
-        top = fmax(b, top, s)
+    for g, scores in enumerate(_scores(u, node, rows, j0)):
+        for c, s in enumerate(scores):
+            store(b, s, u.srow, g * sh.cols + c * sh.W, sh.dtype)
+    alphas = alloca(b, register_type(sh.dtype, 1), name="alphas", count=len(rows))
+    with for_range(b, 0, len(rows), name="fold") as g:
+        store(b, _fold_scores(u, b.add(rows[0], g), b.mul(g, i64(sh.cols))), alphas, g, sh.dtype)
+    _accumulate(u, rows, j0, [load(b, alphas, g, sh.dtype) for g in range(len(rows))])
+
+
+def _fold_scores(u: _Unit, r: ir.Value, at: ir.Value) -> ir.Value:
+    """Row r's online softmax step over its block of scores at srow[at:]: its new maximum and sum stored, the
+    scores replaced by exp(s - max), and the factor alpha = exp(m_old - m_new) its accumulator is to be rescaled
+    by, returned."""
+    b, sh = u.b, u.sh
+    vectors = sh.cols // sh.W
+    top = load(b, u.srow, at, sh.dtype, sh.W)
+    for c in range(1, vectors):
+        top = fmax(b, top, load(b, u.srow, b.add(at, i64(c * sh.W)), sh.dtype, sh.W))
     m_old = load(b, u.m, r, sh.dtype)
-    m_new = fmax(b, biggest.horizontal(b, (top,))[0], m_old)
+    m_new = fmax(b, Reducer("max", sh.dtype).horizontal(b, (top,))[0], m_old)
     shift = b.select(b.fcmp_ordered("==", m_new, u.c(float("-inf"))), u.c(0.0), m_new)
     exp = ELEMENTWISE["exp"]
     alpha = exp(b, [b.fsub(m_old, shift)], {}, sh.dtype)
-    for c, s in enumerate(scores):
-        store(b, s, u.srow, c * sh.W, sh.dtype)
     # exp in a loop over the score vectors: one inlined copy of its polynomial instead of one per vector (most of
     # the kernel's code and compile time), the same arithmetic per lane
     vt = register_type(sh.dtype, sh.W)
     total = alloca(b, vt, name="total")
     b.store(u.c(0.0, sh.W), total)
     shifts = widen(b, shift, sh.W)
-    with for_range(b, 0, len(scores), name="exp") as c:
-        at = b.mul(c, i64(sh.W))
-        p = exp(b, [b.fsub(load(b, u.srow, at, sh.dtype, sh.W), shifts)], {}, sh.dtype)
-        store(b, p, u.srow, at, sh.dtype)
+    with for_range(b, 0, vectors, name="exp") as c:
+        offset = b.add(b.mul(c, i64(sh.W)), at)
+        p = exp(b, [b.fsub(load(b, u.srow, offset, sh.dtype, sh.W), shifts)], {}, sh.dtype)
+        store(b, p, u.srow, offset, sh.dtype)
         b.store(b.fadd(b.load(total, typ=vt), p), total)
     total = b.load(total, typ=vt)
     l_new = b.fadd(b.fmul(load(b, u.l, r, sh.dtype), alpha), Reducer("sum", sh.dtype).horizontal(b, (total,))[0])
     store(b, l_new, u.l, r, sh.dtype)
     store(b, m_new, u.m, r, sh.dtype)
-    _accumulate(u, r, j0, alpha)
+    return alpha
 
 
-def _accumulate(u: _Unit, r: ir.Value, j0: ir.Value, alpha: ir.Value) -> None:
-    """acc[r] = acc[r] * alpha + sum over the block's keys c of p[c] * v[batch, j0 + c, :], in groups of GROUP
-    vectors (independent FMA chains), then the vectors left over, then the scalar tail of Ev."""
+def _accumulate(u: _Unit, rows: list[ir.Value], j0: ir.Value, alphas: list[ir.Value]) -> None:
+    """acc[r] = acc[r] * alpha_r + sum over the block's keys c of p_r[c] * v[batch, j0 + c, :] for each row r of
+    `rows`: PASS_VECTORS vectors of every row at a time (independent FMA chains sharing each loaded value vector),
+    then the vectors left over, then the scalar tail of Ev in pieces of at most PASS_VECTORS."""
     b, sh = u.b, u.sh
     cols = _cols_in(u, j0)
     vbase = b.mul(b.add(b.mul(u.flat, i64(sh.S)), j0), i64(sh.Ev))
     vectors = sh.Ev // sh.W
-    groups, left = divmod(vectors, GROUP)
+    groups, left = divmod(vectors, PASS_VECTORS)
     with for_range(b, 0, groups, name="pv.group") as g:
-        _pv(u, r, vbase, cols, alpha, b.mul(g, i64(GROUP * sh.W)), GROUP, sh.W)
+        _pv(u, rows, vbase, cols, alphas, b.mul(g, i64(PASS_VECTORS * sh.W)), PASS_VECTORS, sh.W)
     if left:
-        _pv(u, r, vbase, cols, alpha, i64(groups * GROUP * sh.W), left, sh.W)
-    if sh.Ev % sh.W:
-        _pv(u, r, vbase, cols, alpha, i64(vectors * sh.W), sh.Ev % sh.W, 1)
+        _pv(u, rows, vbase, cols, alphas, i64(groups * PASS_VECTORS * sh.W), left, sh.W)
+    for e0 in range(vectors * sh.W, sh.Ev, PASS_VECTORS):
+        _pv(u, rows, vbase, cols, alphas, i64(e0), min(PASS_VECTORS, sh.Ev - e0), 1)
 
 
-def _pv(u: _Unit, r: ir.Value, vbase: ir.Value, cols: ir.Value, alpha: ir.Value, e0: ir.Value, count: int,
-        lanes: int) -> None:
-    """`count` accumulators of `lanes` elements of acc[r] from column e0 on: rescaled by alpha, then the block's
-    p[c] * v[c, ...] added for every key c."""
+def _pv(u: _Unit, rows: list[ir.Value], vbase: ir.Value, cols: ir.Value, alphas: list[ir.Value], e0: ir.Value,
+        count: int, lanes: int) -> None:
+    """`count` accumulators of `lanes` elements of acc[r] from column e0 on, for each row r of `rows`: rescaled by
+    the row's alpha, then the block's p_r[c] * v[c, ...] added for every key c."""
     b, sh = u.b, u.sh
     vt = register_type(sh.dtype, lanes)
-    at = [b.add(b.add(b.mul(r, i64(sh.Ev)), e0), i64(a * lanes)) for a in range(count)]
-    slots = [alloca(b, vt, name=f"acc{lanes}.{a}") for a in range(count)]
-    for slot, offset in zip(slots, at):
-        b.store(b.fmul(load(b, u.acc, offset, sh.dtype, lanes), widen(b, alpha, lanes)), slot)
+    at = [[b.add(b.add(b.mul(r, i64(sh.Ev)), e0), i64(a * lanes)) for a in range(count)] for r in rows]
+    slots = [[alloca(b, vt, name=f"acc{lanes}.{g}.{a}") for a in range(count)] for g in range(len(rows))]
+    for row_slots, row_at, alpha in zip(slots, at, alphas):
+        for slot, offset in zip(row_slots, row_at):
+            b.store(b.fmul(load(b, u.acc, offset, sh.dtype, lanes), widen(b, alpha, lanes)), slot)
     with for_range(b, 0, cols, name=f"pv{lanes}") as c:
-        p = widen(b, load(b, u.srow, c, sh.dtype), lanes)
         row = b.add(vbase, b.add(b.mul(c, i64(sh.Ev)), e0))
-        for a, slot in enumerate(slots):
-            value = load(b, u.k.ins[2], b.add(row, i64(a * lanes)), sh.dtype, lanes)
-            b.store(b.fadd(b.load(slot, typ=vt), b.fmul(p, value, flags=CONTRACT), flags=CONTRACT), slot)
-    for slot, offset in zip(slots, at):
-        store(b, b.load(slot, typ=vt), u.acc, offset, sh.dtype)
+        values = [load(b, u.k.ins[2], b.add(row, i64(a * lanes)), sh.dtype, lanes) for a in range(count)]
+        for g, row_slots in enumerate(slots):
+            p = widen(b, load(b, u.srow, b.add(c, i64(g * sh.cols)), sh.dtype), lanes)
+            for value, slot in zip(values, row_slots):
+                b.store(b.fadd(b.load(slot, typ=vt), b.fmul(p, value, flags=CONTRACT), flags=CONTRACT), slot)
+    for row_slots, row_at in zip(slots, at):
+        for slot, offset in zip(row_slots, row_at):
+            store(b, b.load(slot, typ=vt), u.acc, offset, sh.dtype)
 
 
 def _finish_row(u: _Unit, node: Node, r: ir.Value) -> None:

@@ -1,5 +1,5 @@
 """The attention kernel against the registry's reference on edge shapes: one query or key, key counts around the
-vector width and past one key block (8 vectors), primes, no queries or keys, head widths of 1 and 3, masks broadcast
+vector width and past one key block (4 vectors), primes, row groups with rows left over, no queries or keys, head widths of 1 and 3, masks broadcast
 over batch and heads, torch's causal mask with L != S, rows masked everywhere; in float32 and float64, on the host's
 vector width and forced AVX2 and SSE, with 1, 2 and 3 threads giving the same bytes; and against torch's
 F.scaled_dot_product_attention where torch is installed."""
@@ -48,7 +48,7 @@ def check(arrays: list[np.ndarray], *, scale: float = 0.5, causal: bool = False,
 
 
 # (batch, L, S, E, Ev): one query/key, around and past the vector widths (4, 8, 16 lanes), past a key block
-# (64 keys in float32 on AVX2) and past a unit's 32 query rows, primes, empty L and S, E of 1 and 3.
+# (32 keys in float32 on AVX2, 64 on AVX-512) and past a unit's 64 query rows, primes, empty L and S, E of 1 and 3.
 SHAPES = [((1,), 1, 1, 1, 1), ((2,), 3, 7, 3, 5), ((1, 2), 9, 17, 4, 3), ((2,), 33, 70, 5, 9), ((), 13, 131, 16, 1),
           ((2,), 0, 5, 3, 2), ((2,), 4, 0, 3, 2), ((1,), 5, 15, 1, 17)]
 
@@ -71,6 +71,20 @@ def test_attention_causal_masks_keys_after_the_query_as_torch_with_l_and_s_apart
                          ids=lambda s: "x".join(map(str, s)))
 def test_attention_masks_broadcast_over_batch_heads_and_rows(kind: str, mask_shape: tuple[int, ...]) -> None:
     check(_operands(3, (2, 3), 9, 17, 4, 2, "float32", kind, mask_shape), scale=0.3)
+
+
+# Rows taken a group at a time (4 with 32 vector registers, 2 with 16) and the rest one by one: unit row counts
+# that leave 1-3 rows over, causal groups starting at a row that is no multiple of the group, head widths past
+# GROUP vectors and scalar tails of Ev longer than GROUP.
+GROUPED = [((2,), 70, 70, 8, 69), ((1,), 66, 37, 5, 31), ((3,), 7, 130, 17, 15), ((1,), 131, 9, 2, 4)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", GROUPED, ids=lambda s: "x".join(map(str, s[0])) + f"_{s[1]}_{s[2]}_{s[3]}_{s[4]}")
+def test_attention_row_groups_and_leftover_rows_match_reference(shape, causal: bool, dtype: str) -> None:
+    batch, l, s, e, ev = shape
+    check(_operands(6, batch, l, s, e, ev, dtype), causal=causal)
 
 
 def _masked_rows(dtype: str) -> list[np.ndarray]:
@@ -112,8 +126,9 @@ def test_attention_forced_avx2_and_sse_match_reference(cpu: str, width: int, mon
     assert host_target().vector_width == width
     for seed, (dtype, l, s, e, ev) in enumerate([("float32", 7, width * 8 + 1, 3, width - 1),
                                                  ("float32", 3, width + 1, width + 1, 2 * width + 3),
-                                                 ("float64", 6, width * 4 + 3, 2, width + 1)]):
-        check(_operands(10 + seed, (2,), l, s, e, ev, dtype, "bool", (l, s)), causal=seed == 1)
+                                                 ("float64", 6, width * 4 + 3, 2, width + 1),
+                                                 ("float32", 67, 70, 5, 4 * width + 3)]):
+        check(_operands(10 + seed, (2,), l, s, e, ev, dtype, "bool", (l, s)), causal=seed in (1, 3))
 
 
 def test_attention_matches_torch_sdpa() -> None:
