@@ -82,6 +82,16 @@ class VectorEmit:
         bias, mantissa = (127, 23) if self.element == F32 else (1023, 52)
         return self.float(self.b.shl(self.b.add(n, self.ki(bias)), self.ki(mantissa)))
 
+    def lookup(self, table: list[float], index: ir.Value) -> ir.Value:
+        """table[index] per lane of a float32 vector of 8 or 16 lanes on x86 (i32 indices in [0, len(table)),
+        len(table) <= 8): one vpermps, the table a constant operand."""
+        lanes = self.width
+        values = [ir.Constant(F32, v) for v in table] + [ir.Constant(F32, 0.0)] * (lanes - len(table))
+        name = "llvm.x86.avx512.permvar.sf.512" if lanes == 16 else "llvm.x86.avx2.permps"
+        fn = self.module.globals.get(name) or ir.Function(
+            self.module, ir.FunctionType(self.f, [self.f, self.i]), name)
+        return self.b.call(fn, [ir.Constant(self.f, values), index])
+
     def any(self, mask: ir.Value) -> ir.Value:
         """Whether any lane of an i1 mask (or the i1 itself) is set."""
         if self.width == 1:

@@ -18,7 +18,10 @@ from braze.codegen.vecmath_trig import ACCURACY_TRIG, LIMIT
 from braze.ir import get_op
 
 IS_X86 = llvm.get_process_triple().startswith("x86_64")
-VARIANTS = ["vector", "scalar"] + (["generic-cpu"] if IS_X86 else [])
+HAS_AVX2 = IS_X86 and "+avx2" in llvm.get_host_cpu_features().flatten().split(",")
+# vector: the host's width; haswell: 8 lanes of AVX2 (erf's permute form) on an AVX-512 host too; generic-cpu: SSE2.
+VARIANTS = ["vector", "scalar"] + (["generic-cpu"] if IS_X86 else []) + (["haswell"] if HAS_AVX2 else [])
+CPUS = {"generic-cpu": "x86-64", "haswell": "haswell"}
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +33,7 @@ def _private_cache(tmp_path, monkeypatch):
 @functools.cache
 def kernel(name: str, variant: str, dtype: str = "f32"):
     """A compiled y[i] = name(x[i]) loop: full vectors (host or generic CPU) or scalar calls, and its library."""
-    target = host_target("x86-64" if variant == "generic-cpu" else None)
+    target = host_target(CPUS.get(variant))
     element = F32 if dtype == "f32" else F64
     width = 1 if variant == "scalar" else target.vector_width // (1 if dtype == "f32" else 2)
     symbol = f"k_{uuid.uuid4().hex[:8]}_{name}"
