@@ -89,16 +89,17 @@ class CompiledModule:
         return executable
 
     def _compile(self, examples: Sequence[np.ndarray] | None) -> Executable:
-        from braze.runtime.compile_path import compile_graph
+        from braze.runtime.compile_path import collector_paused, compile_graph
         from braze.runtime.timings import CompileTimings
         timings = CompileTimings()
-        if isinstance(self._source, Graph):
-            graph = self._source
-        else:
-            with timings.stage("trace"):
-                graph = _trace(self._source, examples)
-        return compile_graph(graph, pipeline=self._pipeline, threads=self._threads, untrusted=self._untrusted,
-                             verified=self._verified, options=self._options, timings=timings)
+        with collector_paused():  # the trace's objects too live until the compile ends
+            if isinstance(self._source, Graph):
+                graph = self._source
+            else:
+                with timings.stage("trace"):
+                    graph = _trace(self._source, examples)
+            return compile_graph(graph, pipeline=self._pipeline, threads=self._threads, untrusted=self._untrusted,
+                                 verified=self._verified, options=self._options, timings=timings)
 
     # --- inspection ------------------------------------------------------------------------------------------
     @property

@@ -1,28 +1,31 @@
 """The file of one disk-cache entry (codegen/cache.py): how it is written, read and checked.
 
-Layout: a magic line; the hex sha256 of everything after that line; a one-line JSON header (the key, the exported
+Layout: a magic line; the digest of everything after that line; a one-line JSON header (the key, the exported
 symbols, the payload's size and a `meta` object), padded with spaces so that the payload starts PAYLOAD_ALIGNMENT
 bytes aligned in the file; then the payload. The digest covers the header as well as the payload, so the meta of an
 intact entry (an optimized graph's text, a module's layout) is what the cache wrote, exactly as far as its payload
-is. An entry larger than HASH_WHILE_READING_BYTES is read a block at a time into an aligned buffer while a second
-thread hashes the blocks already read.
+is. It is a hash tree of one level: the hex sha256 of the sha256 digests of the DIGEST_BLOCK_BYTES blocks of the
+bytes after the digest line, so that the blocks of a large entry (a model's derived weights, tens of MB) are hashed
+on every core at once (hashlib releases the GIL), where one sha256 over the whole took one core as long as reading
+the rest of a warm compile. An entry larger than HASH_WHILE_READING_BYTES is read a block at a time into an aligned
+buffer while other threads hash the blocks already read.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import queue
 import stat
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
-MAGIC = b"BRAZE-OBJECT 2\n"
-DIGEST_LINE = 65  # the hex sha256 of the rest of the file and a newline
+MAGIC = b"BRAZE-OBJECT 3\n"
+DIGEST_LINE = 65  # the hex digest of the rest of the file (see digest_of) and a newline
+DIGEST_BLOCK_BYTES = 4 << 20  # the blocks the digest hashes one by one
 MAX_ENTRY_BYTES = 256 * 2 ** 20  # far above the object of any one model
 MAX_HEADER_BYTES = 64 * 2 ** 20  # the JSON header line (an optimized graph's text is in it) is shorter than this
 PAYLOAD_ALIGNMENT = 64  # the payload starts this aligned in the file, so a buffer read aligned holds it aligned
@@ -47,14 +50,31 @@ def encode_entry(key: str, payload: bytes | memoryview, symbols: tuple[str, ...]
                         sort_keys=True).encode("ascii")
     start = len(MAGIC) + DIGEST_LINE + len(header) + 1
     header += b" " * (-start % PAYLOAD_ALIGNMENT) + b"\n"
-    digest = hashlib.sha256(header)
-    digest.update(payload)
-    return b"".join([MAGIC, digest.hexdigest().encode("ascii"), b"\n", header, payload])
+    rest = header + payload
+    return b"".join([MAGIC, digest_of(memoryview(rest)).encode("ascii"), b"\n", rest])
+
+
+def digest_of(data: memoryview) -> str:
+    """The digest of an entry's bytes after its digest line: the hex sha256 of the sha256 digests of its
+    DIGEST_BLOCK_BYTES blocks (the last one shorter), the blocks hashed on several threads when there are several."""
+    starts = range(0, max(len(data), 1), DIGEST_BLOCK_BYTES)
+    block = lambda at: hashlib.sha256(data[at:at + DIGEST_BLOCK_BYTES]).digest()  # noqa: E731
+    if len(starts) == 1:
+        return hashlib.sha256(block(0)).hexdigest()
+    with ThreadPoolExecutor(_hashing_threads()) as pool:
+        return hashlib.sha256(b"".join(pool.map(block, starts))).hexdigest()
+
+
+def _hashing_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def decode_entry(key: str, data: bytes | memoryview, digest: str | None = None) -> CacheEntry | None:
     """The entry in `data` if it is intact (its digest covers the header and the payload, so the header's meta is
-    as trustworthy as the payload) and belongs to `key`, else None. `digest`: the sha256 of `data` after the digest
+    as trustworthy as the payload) and belongs to `key`, else None. `digest`: the digest_of `data` after the digest
     line when the reader computed it already."""
     view = memoryview(data)
     digest_end = len(MAGIC) + DIGEST_LINE
@@ -63,7 +83,7 @@ def decode_entry(key: str, data: bytes | memoryview, digest: str | None = None) 
     end = _line_end(view, digest_end)
     if end is None:
         return None
-    digest = digest or hashlib.sha256(view[digest_end:]).hexdigest()
+    digest = digest or digest_of(view[digest_end:])
     if bytes(view[len(MAGIC):digest_end - 1]) != digest.encode("ascii"):
         return None
     try:
@@ -88,7 +108,7 @@ def _line_end(view: memoryview, start: int) -> int | None:
 
 
 def read_entry_file(path: Path) -> tuple[memoryview, str | None] | None:
-    """The bytes of an entry file and, for a large one, the sha256 of what follows its digest line (computed while
+    """The bytes of an entry file and, for a large one, the digest_of what follows its digest line (computed while
     it was read), or None when it is not a regular file of the user's within the size limit (raises
     FileNotFoundError or NotADirectoryError when there is none)."""
     try:
@@ -112,34 +132,44 @@ def read_entry_file(path: Path) -> tuple[memoryview, str | None] | None:
 
 
 def _read_hashing(f: BinaryIO, size: int) -> tuple[memoryview, str] | None:
-    """`size` bytes of `f` read into a PAYLOAD_ALIGNMENT-aligned buffer a block at a time, each block hashed by a
-    second thread while the next is read (file reads and hashlib both release the GIL), and the sha256 of the bytes
-    after the digest line; None when the file is not `size` bytes long. The buffer is made read-only: an entry's
-    arrays (a pass-cache entry's derived weights) can be shared rather than copied."""
+    """`size` bytes of `f` read into a PAYLOAD_ALIGNMENT-aligned buffer and the digest_of the bytes after the digest
+    line, or None when the file is not `size` bytes long. Each digest block is read (READ_BLOCK_BYTES at a time) and
+    hashed by one of a pool of threads, so a large entry is copied and hashed on every core at once (positioned
+    reads and hashlib release the GIL). The buffer is made read-only: an entry's arrays (a pass-cache entry's
+    derived weights) can be shared rather than copied."""
     block = np.empty(size + PAYLOAD_ALIGNMENT, np.uint8)
     start = -block.ctypes.data % PAYLOAD_ALIGNMENT
     buffer = block[start:start + size]
-    digest, blocks = hashlib.sha256(), queue.SimpleQueue()
-    hasher = threading.Thread(target=_hash_blocks, args=(digest, blocks), daemon=True)
-    hasher.start()
-    pos, skip = 0, len(MAGIC) + DIGEST_LINE
+    skip = min(len(MAGIC) + DIGEST_LINE, size)
+    fd = f.fileno()
+
+    def read(at: int, end: int) -> None:
+        while at < end:
+            count = _read_at(fd, buffer[at:min(end, at + READ_BLOCK_BYTES)], at)
+            if count <= 0:
+                raise EOFError
+            at += count
+
+    def digest_block(at: int) -> bytes:
+        end = min(at + DIGEST_BLOCK_BYTES, size)
+        read(at, end)
+        return hashlib.sha256(buffer[at:end]).digest()
     try:
-        while pos < size:
-            count = f.readinto(buffer[pos:pos + READ_BLOCK_BYTES])
-            if not count:
-                break
-            if pos + count > skip:
-                blocks.put(buffer[max(pos, skip):pos + count])
-            pos += count
-    finally:
-        blocks.put(None)
-        hasher.join()
-    if pos != size or f.read(1):
+        read(0, skip)
+        with ThreadPoolExecutor(_hashing_threads()) as pool:
+            digests = list(pool.map(digest_block, range(skip, size, DIGEST_BLOCK_BYTES) or [skip]))
+        if _read_at(fd, np.empty(1, np.uint8), size):  # the file grew since its size was taken
+            return None
+    except EOFError:
         return None
     block.flags.writeable = buffer.flags.writeable = False
-    return memoryview(buffer), digest.hexdigest()
+    return memoryview(buffer), hashlib.sha256(b"".join(digests)).hexdigest()
 
 
-def _hash_blocks(digest: Any, blocks: queue.SimpleQueue) -> None:
-    while (data := blocks.get()) is not None:
-        digest.update(data)
+def _read_at(fd: int, into: np.ndarray, offset: int) -> int:
+    """Read into `into` from `offset` of the file, without moving its position: how many bytes were read."""
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [into], offset)
+    data = os.pread(fd, len(into), offset)
+    into[:len(data)] = np.frombuffer(data, np.uint8)
+    return len(data)

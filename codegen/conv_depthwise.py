@@ -15,7 +15,7 @@ from .claims import claimed_chunks
 from .gemm_kernel import (F32, I32, I64, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, mul_add,
                           store_vec, vec_type)
 from .gemm_pack import gather
-from .loops import PTR, define_function, entry_builder, for_range, splat
+from .loops import PTR, define_function, entry_builder, for_range, splat, vector_const, zeros
 
 if TYPE_CHECKING:
     from .conv import ConvSpec
@@ -88,7 +88,7 @@ def _row_block(builder: ir.IRBuilder, ctx, oh0, rows: int, vecs: int) -> None:
 def _lanes_mask(builder: ir.IRBuilder, first: ir.Value, limit: ir.Value, width: int) -> ir.Value:
     """Lanes i with first + i < limit (i64 scalars)."""
     vt = ir.VectorType(I64, width)
-    iota = ir.Constant(vt, list(range(width)))
+    iota = vector_const(vt, list(range(width)))
     lhs = builder.add(splat(builder, first, width), iota)
     return builder.icmp_signed("<", lhs, splat(builder, limit, width))
 
@@ -101,15 +101,15 @@ def _tile_block(builder: ir.IRBuilder, ctx, oh0, ow0, lanes, rows: int, vecs: in
     ph, pw = spec.padding
     dh, dw = spec.dilation
     out_masks = [_lanes_mask(builder, const64(v * w), lanes, w) for v in range(vecs)]
-    acc = [[ir.Constant(vec_type(w), None)] * vecs for _ in range(rows)]
+    acc = [[zeros(vec_type(w))] * vecs for _ in range(rows)]
     for kw in range(spec.kw):
         masks, offsets = [], []
         for v in range(vecs):
             ow_first = builder.add(ow0, const64(v * w))
             iw_first = builder.add(builder.mul(ow_first, const64(sw)), const64(kw * dw - pw))
             iw = builder.add(splat(builder, builder.trunc(iw_first, I32), w),
-                             ir.Constant(ir.VectorType(I32, w), [i * sw for i in range(w)]))
-            inside = builder.icmp_unsigned("<", iw, ir.Constant(ir.VectorType(I32, w), [spec.w] * w))
+                             vector_const(ir.VectorType(I32, w), [i * sw for i in range(w)]))
+            inside = builder.icmp_unsigned("<", iw, vector_const(ir.VectorType(I32, w), [spec.w] * w))
             masks.append(builder.and_(inside, out_masks[v]))
             offsets.append(iw_first)
         for r in range(rows):
@@ -136,7 +136,7 @@ def _load_row(builder: ir.IRBuilder, row_ptr, iw_first, mask, stride: int, width
     start = elem_ptr(builder, row_ptr, iw_first)
     if stride == 1:
         return load_vec(builder, start, width, mask)
-    return gather(builder, start, ir.Constant(ir.VectorType(I32, width), [i * stride for i in range(width)]), mask)
+    return gather(builder, start, vector_const(ir.VectorType(I32, width), [i * stride for i in range(width)]), mask)
 
 
 __all__ = ["emit_depthwise"]

@@ -24,7 +24,7 @@ import llvmlite.ir as ir
 from .claims import claimed_chunks
 from .gemm_kernel import (F32, I1, I32, I64, PTR, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask,
                           load_vec, masked_load, mul_add, store_vec, vec_type)
-from .loops import alloca, define_function, entry_builder, for_range, splat
+from .loops import alloca, define_function, entry_builder, for_range, splat, undef, vector_const, zeros
 
 if TYPE_CHECKING:
     from .conv import ConvSpec
@@ -123,11 +123,11 @@ def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, ep
         builder.ret_void()
         return fn
     tiles = {}
-    zeros = None if layout.rows_inside() else _zero_row(module, f"{name}.zeros", s.w)
+    zero_row = None if layout.rows_inside() else _zero_row(module, f"{name}.zeros", s.w)
 
     def tile_fn(channels: int, rows: int) -> ir.Function:
         if (channels, rows) not in tiles:
-            tiles[channels, rows] = _emit_tile(module, f"{name}.t{channels}r{rows}", layout, channels, rows, zeros,
+            tiles[channels, rows] = _emit_tile(module, f"{name}.t{channels}r{rows}", layout, channels, rows, zero_row,
                                                epilogue, n_extra)
         return tiles[channels, rows]
     with claimed_chunks(builder, claim, tid, nthreads, units, name="tiles") as (u0, u1):
@@ -209,39 +209,39 @@ def _vectors(layout: Layout, rows: int) -> list[list[_Vector]]:
 
 
 def _emit_tile(module: ir.Module, name: str, layout: Layout, channels: int, rows: int,
-               zeros: ir.GlobalVariable | None, epilogue: Epilogue | None, n_extra: int) -> ir.Function:
+               zero_row: ir.GlobalVariable | None, epilogue: Epilogue | None, n_extra: int) -> ir.Function:
     """Emit `void name(x_group, w_block, out_image, image, co0, oh0, extra...)`: `channels` output channels from
-    co0 times output rows [oh0, oh0+rows), all columns; input rows outside the input are read from `zeros`."""
+    co0 times output rows [oh0, oh0+rows), all columns; input rows outside the input are read from `zero_row`."""
     args = [("x", PTR), ("w", PTR), ("out", PTR), ("image", I64), ("co0", I64), ("oh0", I64)]
     fn = define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)], internal=True)
     fn.attributes.add("noinline")  # one tile's work dwarfs a call; inlined, the variants multiply compile time
     x, w, out, image, co0, oh0, *extra = fn.args
     builder = entry_builder(fn)
     for group in _vectors(layout, rows):
-        acc = _accumulate(builder, layout, (x, w), oh0, channels, group, zeros)
+        acc = _accumulate(builder, layout, (x, w), oh0, channels, group, zero_row)
         _store(builder, layout, out, (image, co0, oh0), acc, group, tuple(extra), epilogue)
     builder.ret_void()
     return fn
 
 
 def _accumulate(builder: ir.IRBuilder, layout: Layout, ptrs, oh0, channels: int, group: list[_Vector],
-                zeros: ir.GlobalVariable | None) -> list[list[ir.Value]]:
+                zero_row: ir.GlobalVariable | None) -> list[list[ir.Value]]:
     """The tile's accumulators: for each input channel, every tap of every vector times every channel's weight."""
     s, t = layout.spec, layout.tiling
     x, w = ptrs
     _, ch_stride, k_stride = layout.weight
     slots = alloca(builder, vec_type(t.width), "acc", channels * len(group))
-    zero = ir.Constant(vec_type(t.width), None)
+    zero = zeros(vec_type(t.width))
     for i in range(channels * len(group)):
         builder.store(zero, elem_vec(builder, slots, i, t.width))
-    rows = _row_offsets(builder, layout, oh0, group, zeros is not None)
+    rows = _row_offsets(builder, layout, oh0, group, zero_row is not None)
     taps = s.kh * s.kw
     with for_range(builder, 0, layout.group_in, name="ci") as ci:
         plane = elem_ptr(builder, x, builder.mul(ci, const64(s.h * s.w)))
         w_ci = elem_ptr(builder, w, builder.mul(ci, const64(taps * k_stride)))
         acc = [[builder.load(elem_vec(builder, slots, c * len(group) + v, t.width)) for v in range(len(group))]
                for c in range(channels)]
-        starts = {key: _row_start(builder, plane, row, zeros) for key, row in rows.items()}
+        starts = {key: _row_start(builder, plane, row, zero_row) for key, row in rows.items()}
         for kh in range(s.kh):
             for kw in range(s.kw):
                 values = [_tap(builder, layout, starts[vector.row, kh], vector, kw) for vector in group]
@@ -277,11 +277,11 @@ def _row_offsets(builder: ir.IRBuilder, layout: Layout, oh0, group: list[_Vector
     return out
 
 
-def _row_start(builder: ir.IRBuilder, plane, row, zeros: ir.GlobalVariable | None) -> ir.Value:
+def _row_start(builder: ir.IRBuilder, plane, row, zero_row: ir.GlobalVariable | None) -> ir.Value:
     """Where an input row of the plane starts, or the row of zeros when it is outside the input."""
     offset, inside = row
     start = elem_ptr(builder, plane, offset)
-    return start if inside is None else builder.select(inside, start, zeros)
+    return start if inside is None else builder.select(inside, start, zero_row)
 
 
 def _tap(builder: ir.IRBuilder, layout: Layout, start, vector: _Vector, kw: int) -> ir.Value:
@@ -297,11 +297,11 @@ def _tap(builder: ir.IRBuilder, layout: Layout, start, vector: _Vector, kw: int)
     if all(lanes):
         value = load_vec(builder, ptr, wide)
     else:
-        value = masked_load(builder, ptr, ir.Constant(ir.VectorType(I1, wide), lanes), wide)
+        value = masked_load(builder, ptr, vector_const(ir.VectorType(I1, wide), lanes), wide)
     if sw == 1:
         return value
-    keep = ir.Constant(ir.VectorType(I32, t.width), [2 * p for p in pixel_order(t.width)])
-    return builder.shuffle_vector(value, ir.Constant(value.type, ir.Undefined), keep)
+    keep = vector_const(ir.VectorType(I32, t.width), [2 * p for p in pixel_order(t.width)])
+    return builder.shuffle_vector(value, undef(value.type), keep)
 
 
 def pixel_order(width: int) -> list[int]:
@@ -326,8 +326,8 @@ def _store(builder: ir.IRBuilder, layout: Layout, out, where, acc, group: list[_
             mask = lane_mask(t.width, vector.lanes) if vector.lanes < t.width else None
             if s.stride[1] == 2:
                 order = pixel_order(t.width)
-                back = ir.Constant(ir.VectorType(I32, t.width), [order.index(p) for p in range(t.width)])
-                value = builder.shuffle_vector(value, ir.Constant(value.type, ir.Undefined), back)
+                back = vector_const(ir.VectorType(I32, t.width), [order.index(p) for p in range(t.width)])
+                value = builder.shuffle_vector(value, undef(value.type), back)
             if epilogue is not None:
                 value = epilogue(builder, value, TilePos(image, channel, col, mask, extra))
             store_vec(builder, value, elem_ptr(builder, plane, col), mask)

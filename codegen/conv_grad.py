@@ -26,7 +26,7 @@ from .conv import ConvSpec
 from .gemm_driver import Problem, emit_problem, make_plan
 from .gemm_kernel import F32, I1, I32, Tiling, const64, elem_ptr, lane_mask, load_vec, store_vec
 from .gemm_pack import Strided, gather, lane_offsets, smin
-from .loops import PTR, I64, define_function, entry_builder, for_range, splat, vector_loop
+from .loops import PTR, I64, define_function, entry_builder, for_range, splat, vector_loop, vector_const, zeros
 
 # Bytes of one input-gradient column block (C_in/G*kH*kW rows of whole output rows): about half of L2.
 COLUMN_BLOCK_BYTES = 256 * 1024
@@ -81,7 +81,7 @@ class OutputGradRows:
                   tiling: Tiling) -> None:
         """One gather of the panel's rows (stride P apart) per step, stored as MR lanes."""
         mr, w = tiling.mr, tiling.width
-        iota = ir.Constant(ir.VectorType(I32, w), list(range(w)))
+        iota = vector_const(ir.VectorType(I32, w), list(range(w)))
         mask = builder.icmp_signed("<", iota, splat(builder, builder.trunc(rows, I32), w))
         offsets = lane_offsets(w, _positions(self.spec))
         store_mask = lane_mask(w, mr) if mr < w else None
@@ -127,7 +127,7 @@ class InputColumns:
         and whether the lane is a column of B."""
         s = self.spec
         j = builder.add(splat(builder, builder.trunc(builder.add(col, const64(v * w)), I32), w),
-                        ir.Constant(ir.VectorType(I32, w), list(range(w))))
+                        vector_const(ir.VectorType(I32, w), list(range(w))))
         window = s.kh * s.kw
         ci = builder.udiv(j, _vconst(w, window))
         t = builder.sub(j, builder.mul(ci, _vconst(w, window)))
@@ -286,7 +286,7 @@ def _add_row(builder: ir.IRBuilder, s: ConvSpec, source: ir.Value, target: ir.Va
 
 
 def _zero(builder: ir.IRBuilder, base: ir.Value, count: int, width: int) -> None:
-    zero = ir.Constant(ir.VectorType(F32, width), None)
+    zero = zeros(ir.VectorType(F32, width))
 
     def body(i: ir.Value, lanes: int) -> None:
         at = elem_ptr(builder, base, i)
@@ -301,7 +301,7 @@ def _check_offsets(spec: ConvSpec) -> None:
 
 
 def _vconst(width: int, value: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(I32, width), [value] * width)
+    return vector_const(ir.VectorType(I32, width), [value] * width)
 
 
 def _round64(nbytes: int) -> int:

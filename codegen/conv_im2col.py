@@ -23,7 +23,7 @@ import llvmlite.ir as ir
 
 from .gemm_kernel import I1, I32, Tiling, const64, elem_ptr, lane_mask, masked_load, store_vec
 from .gemm_pack import gather
-from .loops import for_range, splat
+from .loops import for_range, splat, undef, vector_const
 
 if TYPE_CHECKING:
     from .conv import ConvSpec
@@ -81,13 +81,13 @@ class Im2col:
         sh, sw = s.stride
         ow_count = s.out_shape[3]
         wide = sw * w
-        position = ir.Constant(ir.VectorType(I32, wide), [j // sw for j in range(wide)])
-        column = ir.Constant(ir.VectorType(I32, wide), list(range(wide)))
+        position = vector_const(ir.VectorType(I32, wide), [j // sw for j in range(wide)])
+        column = vector_const(ir.VectorType(I32, wide), list(range(wide)))
         shift = builder.sub(dw, const64(s.padding[1]))
         out = []
         for v in range(-(-lanes // w)):
             oh, ow = self._origin(builder, builder.add(col, const64(v * w)))
-            needed = ir.Constant(ir.VectorType(I1, wide), [j % sw == 0 and j // sw < min(w, lanes - v * w)
+            needed = vector_const(ir.VectorType(I1, wide), [j % sw == 0 and j // sw < min(w, lanes - v * w)
                                                             for j in range(wide)])
             ih = builder.add(builder.mul(oh, const64(sh)), builder.sub(dh, const64(s.padding[0])))
             split = builder.sub(const64(ow_count), ow)  # positions before the vector wraps to the next row
@@ -113,7 +113,7 @@ class Im2col:
         s = self.spec
         wide = column.type.count
         inside = builder.icmp_unsigned("<", builder.add(splat(builder, builder.trunc(iw, I32), wide), column),
-                                       ir.Constant(column.type, [s.w] * wide))
+                                       vector_const(column.type, [s.w] * wide))
         row_ok = splat(builder, builder.icmp_unsigned("<", ih, const64(s.h)), wide)
         mask = builder.and_(builder.and_(inside, row_ok), lanes)
         return builder.add(builder.mul(ih, const64(s.w)), iw), mask
@@ -121,14 +121,14 @@ class Im2col:
     @staticmethod
     def _joined(runs: list, starts: list, w: int, sw: int) -> VectorLoad:
         """Load every run and keep, in each lane, the run its position lies in."""
-        keep = ir.Constant(ir.VectorType(I32, w), [i * sw for i in range(w)])
-        iota = ir.Constant(ir.VectorType(I32, w), list(range(w)))
+        keep = vector_const(ir.VectorType(I32, w), [i * sw for i in range(w)])
+        iota = vector_const(ir.VectorType(I32, w), list(range(w)))
 
         def load(b: ir.IRBuilder, plane: ir.Value) -> ir.Value:
             value = None
             for (start, mask), first in zip(runs, starts):
                 run = masked_load(b, elem_ptr(b, plane, start), mask, w * sw)
-                run = run if sw == 1 else b.shuffle_vector(run, ir.Constant(run.type, ir.Undefined), keep)
+                run = run if sw == 1 else b.shuffle_vector(run, undef(run.type), keep)
                 value = run if value is None else b.select(_at_least(b, iota, first), run, value)
             return value
         return load
@@ -142,7 +142,7 @@ class Im2col:
         out = []
         for v in range(-(-lanes // w)):
             p = builder.add(splat(builder, builder.trunc(builder.add(col, const64(v * w)), I32), w),
-                            ir.Constant(vi32, list(range(w))))
+                            vector_const(vi32, list(range(w))))
             oh = builder.udiv(p, _vconst(w, s.out_shape[3]))
             ow = builder.sub(p, builder.mul(oh, _vconst(w, s.out_shape[3])))
             row = builder.trunc(builder.sub(dh, const64(s.padding[0])), I32)
@@ -169,7 +169,7 @@ def _rows_per_vector(ow: int, w: int) -> int:
 
 
 def _vconst(width: int, value: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(I32, width), [value] * width)
+    return vector_const(ir.VectorType(I32, width), [value] * width)
 
 
 __all__ = ["Im2col"]

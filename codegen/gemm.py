@@ -30,7 +30,7 @@ from .gemm_driver import Plan, Problem, emit_problem, make_plan
 from .gemm_kernel import F32, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, tiling_for
 from .gemm_pack import Prepacked, Strided, batch_offset
 from .gemv import emit_gemv, gemv_applies
-from .loops import PTR, define_function, entry_builder, for_range, optimize_for_size, splat
+from .loops import PTR, define_function, entry_builder, for_range, optimize_for_size, splat, zeros
 from .target import host_target
 
 __all__ = ["Epilogue", "GemmSpec", "Prepacked", "Strided", "TilePos", "Tiling", "bias_cols", "bias_rows", "chain",
@@ -279,7 +279,7 @@ def bias_rows(arg: int) -> Epilogue:
 
 def relu(builder: ir.IRBuilder, acc: ir.Value, pos: TilePos) -> ir.Value:
     """max(acc, 0) that keeps NaN (as numpy.maximum does)."""
-    zero = ir.Constant(acc.type, None)
+    zero = zeros(acc.type)
     return builder.select(builder.fcmp_ordered("<", acc, zero), zero, acc)
 
 

@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 
 from .gemm_kernel import (I32, I64, PTR, Epilogue, PosMap, const64, elem_ptr, load_vec, masked_load, masked_store,
                           store_vec, vec_type)
-from .loops import define_function, entry_builder, for_range, splat
+from .loops import define_function, entry_builder, for_range, splat, vector_const
 
 # An epilogue of more instructions per accumulator vector than this (counting the vector-math functions it calls,
 # which LLVM inlines) is applied out of line: bias, residual and ReLU take 2-10, an erf GELU about 100.
@@ -65,7 +65,7 @@ def emit_tile_epilogue(module: ir.Module, name: str, width: int, ldc: int, parti
 
 def _first_lanes(builder: ir.IRBuilder, count: ir.Value, width: int) -> ir.Value:
     """The <width x i1> mask of the first `count` lanes (count an i64 in [0, width])."""
-    iota = ir.Constant(ir.VectorType(I32, width), list(range(width)))
+    iota = vector_const(ir.VectorType(I32, width), list(range(width)))
     return builder.icmp_signed("<", iota, splat(builder, builder.trunc(count, I32), width))
 
 

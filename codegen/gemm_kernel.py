@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from .cache_sizes import CacheSizes, host_cache_sizes
-from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, splat
+from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, splat, vector_const, zeros
 
 
 @dataclass(frozen=True)
@@ -126,14 +126,14 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type
 
 def lane_mask(width: int, valid: int) -> ir.Constant:
     """The constant mask whose first `valid` lanes are set."""
-    return ir.Constant(ir.VectorType(I1, width), [1 if i < valid else 0 for i in range(width)])
+    return vector_const(ir.VectorType(I1, width), [1 if i < valid else 0 for i in range(width)])
 
 
 def masked_load(builder: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, width: int) -> ir.Value:
     """Load the lanes selected by `mask` (others 0.0); lanes outside the mask are never touched."""
     vt = vec_type(width)
     fn = intrinsic(builder.module, f"llvm.masked.load.v{width}f32.p0", vt, [PTR, I32, mask.type, vt])
-    return builder.call(fn, [ptr, ir.Constant(I32, 4), mask, ir.Constant(vt, None)])
+    return builder.call(fn, [ptr, ir.Constant(I32, 4), mask, zeros(vt)])
 
 
 def masked_store(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value) -> None:
@@ -258,7 +258,7 @@ def carried_loop(builder: ir.IRBuilder, start, stop, step: int, init, body, labe
 def _k_loop(builder: ir.IRBuilder, a, b, kc, shape: KernelShape, tiling: Tiling):
     """Accumulate the tile over k in [0, kc): an unrolled loop over `sets` accumulator sets, then the rest."""
     rows, nv = shape.rows, shape.nv
-    zero = ir.Constant(vec_type(tiling.width), None)
+    zero = zeros(vec_type(tiling.width))
     sets = _acc_sets(shape)
     per_set = rows * nv
 

@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 
 from .gemm_kernel import (F32, I1, I32, I64, PTR, Tiling, const64, elem_ptr, intrinsic, lane_mask, load_vec, store_vec,
                           vec_type)
-from .loops import for_range
+from .loops import for_range, undef, vector_const, zeros
 
 # Reads one packed row of a B panel: (builder, k) -> ceil(lanes / W) vectors, zero past the panel's lanes.
 RowReader = Callable[[ir.IRBuilder, ir.Value], list]
@@ -95,7 +95,7 @@ def lane_offsets(width: int, stride: int) -> ir.Constant:
     """The i32 vector (0, stride, 2*stride, ...)."""
     if abs(stride) * width >= _I32_LIMIT:
         raise ValueError(f"column stride {stride} too large for 32-bit gather offsets")
-    return ir.Constant(ir.VectorType(I32, width), [i * stride for i in range(width)])
+    return vector_const(ir.VectorType(I32, width), [i * stride for i in range(width)])
 
 
 def gather(builder: ir.IRBuilder, base: ir.Value, offsets: ir.Value, mask: ir.Value | None) -> ir.Value:
@@ -104,11 +104,11 @@ def gather(builder: ir.IRBuilder, base: ir.Value, offsets: ir.Value, mask: ir.Va
     ptrs = builder.gep(base, [offsets], source_etype=F32)
     ptrs.type = ir.VectorType(PTR, width)  # llvmlite types a vector-indexed gep as a scalar pointer
     if mask is None:
-        mask = ir.Constant(ir.VectorType(I1, width), [1] * width)
+        mask = vector_const(ir.VectorType(I1, width), [1] * width)
     vt = vec_type(width)
     fn = intrinsic(builder.module, f"llvm.masked.gather.v{width}f32.v{width}p0", vt,
                    [ptrs.type, I32, mask.type, vt])
-    return builder.call(fn, [ptrs, ir.Constant(I32, 4), mask, ir.Constant(vt, None)])
+    return builder.call(fn, [ptrs, ir.Constant(I32, 4), mask, zeros(vt)])
 
 
 def batch_offset(builder: ir.IRBuilder, index: ir.Value, dims: Sequence[int], strides: Sequence[int]) -> ir.Value:
@@ -165,7 +165,7 @@ def _pack_b_transposed(builder: ir.IRBuilder, source: Strided, base, col, lanes:
     in registers into W packed rows. Returns the first step left for the row-by-row loop (kc rounded down to W).
     """
     w, nr = tiling.width, tiling.nr
-    zero = ir.Constant(vec_type(w), None)
+    zero = zeros(vec_type(w))
     start = elem_ptr(builder, base, builder.mul(col, const64(source.cs)))
     chunks = builder.mul(builder.sdiv(kc, const64(w)), const64(w))
     with for_range(builder, 0, chunks, w, name="pb.t") as k:
@@ -217,8 +217,8 @@ def transpose(builder: ir.IRBuilder, rows: list) -> list:
         for i in range(width):
             if i & s == 0:
                 low, high = rows[i], rows[i + s]
-                rows[i] = builder.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, width), keep))
-                rows[i + s] = builder.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, width), take))
+                rows[i] = builder.shuffle_vector(low, high, vector_const(ir.VectorType(I32, width), keep))
+                rows[i + s] = builder.shuffle_vector(low, high, vector_const(ir.VectorType(I32, width), take))
         s //= 2
     return rows
 
@@ -229,13 +229,13 @@ def _pack_a_transposed(builder: ir.IRBuilder, source: Strided, start, panel, k0,
     The remaining kc % W steps go one at a time.
     """
     mr, w = tiling.mr, tiling.width
-    undef = ir.Constant(vec_type(w), ir.Undefined)
+    blank = undef(vec_type(w))
     store_mask = lane_mask(w, mr) if mr < w else None
     chunks = builder.mul(builder.sdiv(kc, const64(w)), const64(w))
     with for_range(builder, 0, chunks, w, name="pa.t") as k:
         col = builder.add(k0, k)
         rows = [load_vec(builder, elem_ptr(builder, start, builder.add(col, const64(r * source.rs))), w)
-                for r in range(mr)] + [undef] * (w - mr)
+                for r in range(mr)] + [blank] * (w - mr)
         for step, value in enumerate(transpose(builder, rows)):
             dst = elem_ptr(builder, panel, builder.mul(builder.add(k, const64(step)), const64(mr)))
             store_vec(builder, value, dst, store_mask)
@@ -246,9 +246,9 @@ def _pack_a_vector(builder: ir.IRBuilder, source: Strided, start, panel, rows, k
                    tiling: Tiling) -> None:
     """One (gathered or contiguous) vector of MR row elements per k step, stored with the MR-lane mask."""
     mr, w = tiling.mr, tiling.width
-    iota = ir.Constant(ir.VectorType(I64, w), list(range(w)))
-    limit = builder.insert_element(ir.Constant(ir.VectorType(I64, w), ir.Undefined), rows, ir.Constant(I32, 0))
-    limit = builder.shuffle_vector(limit, limit, ir.Constant(ir.VectorType(I32, w), None))
+    iota = vector_const(ir.VectorType(I64, w), list(range(w)))
+    limit = builder.insert_element(undef(ir.VectorType(I64, w)), rows, ir.Constant(I32, 0))
+    limit = builder.shuffle_vector(limit, limit, zeros(ir.VectorType(I32, w)))
     mask = builder.icmp_signed("<", iota, limit)
     store_mask = lane_mask(w, mr) if mr < w else None
     offsets = None if source.rs == 1 else lane_offsets(w, source.rs)

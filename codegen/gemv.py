@@ -25,7 +25,7 @@ from .gemm_epilogue import emit_tile_epilogue
 from .gemm_kernel import (I32, I64, PTR, Epilogue, Tiling, carried_loop, const64, default_pos, elem_ptr,
                           lane_mask, load_vec, mul_add, vec_type)
 from .gemm_pack import Strided, batch_offset, smin
-from .loops import define_function, entry_builder, for_range, optimize_for_size
+from .loops import define_function, entry_builder, for_range, optimize_for_size, vector_const, zeros
 
 # Rows of A (over all batches) up to which the GEMV kernel replaces the GEMM: at four, on a weight in the cache, the
 # GEMM's register tile (which reuses each loaded vector of W six times) measured faster.
@@ -135,7 +135,7 @@ def _dot(builder: ir.IRBuilder, xs, w_rows, k: int, shape: GemvShape, tiling: Ti
     line of every row of W."""
     width = tiling.width
     vectors = max(1, LINE_BYTES // (4 * width))
-    zero = ir.Constant(vec_type(width), None)
+    zero = zeros(vec_type(width))
     per_set = shape.m * shape.rows
 
     def step(kv: ir.Value, acc: list, count: int, mask=None) -> list:
@@ -169,7 +169,7 @@ def _pairwise(builder: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
     def pick(offset: int) -> ir.Value:
         order = [2 * j + offset for j in range(lanes // 2)] + [lanes + 2 * j + offset for j in range(lanes // 2)]
-        return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, lanes), order))
+        return builder.shuffle_vector(x, y, vector_const(ir.VectorType(I32, lanes), order))
     return builder.fadd(pick(0), pick(1))
 
 
@@ -177,14 +177,14 @@ def _row_sums(builder: ir.IRBuilder, vectors: list, width: int) -> ir.Value:
     """A vector whose lane r is the sum of the lanes of vectors[r] (as many lanes as vectors, padded to a power
     of two, at most `width`)."""
     count = 1 << (len(vectors) - 1).bit_length()
-    level = vectors + [ir.Constant(vec_type(width), None)] * (count - len(vectors))
+    level = vectors + [zeros(vec_type(width))] * (count - len(vectors))
     while len(level) > 1:
         level = [_pairwise(builder, level[j], level[j + 1]) for j in range(0, len(level), 2)]
     total = level[0]
     while total.type.count > count:
         half = total.type.count // 2
         folded = _pairwise(builder, total, total)
-        total = builder.shuffle_vector(folded, folded, ir.Constant(ir.VectorType(I32, half), list(range(half))))
+        total = builder.shuffle_vector(folded, folded, vector_const(ir.VectorType(I32, half), list(range(half))))
     return total
 
 

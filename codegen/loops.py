@@ -6,6 +6,7 @@ so that dumps read like the source. Allocas go in the entry block, where LLVM pr
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
@@ -33,9 +34,62 @@ def vec(width: int, element: ir.Type = F32) -> ir.Type:
 
 def const(typ: ir.Type, value: float | int) -> ir.Constant:
     """A constant of a scalar or vector type (a vector constant has `value` in every lane)."""
-    if isinstance(typ, ir.VectorType):
-        return ir.Constant(typ, [ir.Constant(typ.element, value)] * typ.count)
-    return ir.Constant(typ, value)
+    return vector_const(typ, value) if isinstance(typ, ir.VectorType) else ir.Constant(typ, value)
+
+
+class _Vector(ir.Constant):
+    """A vector constant printed in LLVM's short forms where they apply: `zeroinitializer` when every lane is
+    zero, `undef` when every lane is undefined, `splat (T v)` when every lane holds one value, else lane by lane.
+    llvmlite prints every vector constant lane by lane, each lane a Python formatting call; in unrolled kernels
+    that was a third of the time spent printing their IR. The lanes stay in `constant`, as llvmlite keeps them."""
+
+    def _get_reference(self) -> str:
+        lanes = self.constant
+        first = lanes[0].get_reference()
+        if any(lane.get_reference() != first for lane in lanes[1:]):
+            return super()._get_reference()
+        if first == "undef":
+            return "undef"
+        value = lanes[0].constant
+        if value is None or (value == 0 and not (isinstance(value, float) and math.copysign(1.0, value) < 0)):
+            return "zeroinitializer"
+        return f"splat ({lanes[0].type} {first})"
+
+
+# Vector constants by type and lane references, shared by every module of the process: llvmlite caches a
+# constant's text in the constant, so a shared one is formatted once. Bounded: cleared when it grows past this.
+_VECTORS: dict[tuple[str, tuple[str, ...]], ir.Constant] = {}
+_MOST_VECTORS = 4096
+
+
+def vector_const(typ: ir.VectorType, lanes: Sequence[ir.Constant | float | int] | ir.Constant | float | int | None
+           ) -> ir.Constant:
+    """The constant of vector type `typ` with the given lanes: a sequence (one per lane), one value for every lane,
+    None for zeros or ir.Undefined for undefined lanes. Prints compactly (see _Vector)."""
+    element = typ.element
+    if isinstance(lanes, (list, tuple)):
+        if len(lanes) != typ.count:
+            raise ValueError(f"{typ} takes {typ.count} lanes, got {len(lanes)}")
+        constants = [lane if isinstance(lane, ir.Constant) else ir.Constant(element, lane) for lane in lanes]
+    else:
+        constants = [lanes if isinstance(lanes, ir.Constant) else ir.Constant(element, lanes)] * typ.count
+    key = (str(typ), tuple(c.get_reference() for c in constants))
+    found = _VECTORS.get(key)
+    if found is None:
+        if len(_VECTORS) >= _MOST_VECTORS:
+            _VECTORS.clear()
+        found = _VECTORS[key] = _Vector(typ, constants)
+    return found
+
+
+def zeros(typ: ir.Type) -> ir.Constant:
+    """The zero constant of a scalar or vector type."""
+    return vector_const(typ, None) if isinstance(typ, ir.VectorType) else ir.Constant(typ, None)
+
+
+def undef(typ: ir.Type) -> ir.Constant:
+    """The undefined value of a scalar or vector type."""
+    return vector_const(typ, ir.Undefined) if isinstance(typ, ir.VectorType) else ir.Constant(typ, ir.Undefined)
 
 
 def i64(value: ir.Value | int) -> ir.Value:
@@ -49,12 +103,11 @@ def splat(builder: ir.IRBuilder, value: ir.Value, width: int) -> ir.Value:
         return value
     typ = ir.VectorType(value.type, width)
     if isinstance(value, ir.Constant):
-        return ir.Constant(typ, [value] * width)
-    # zeroinitializer operands print as one word where undef vectors print every lane (and cost a Python constant
-    # each); lane 0 of the insert is all the shuffle reads
-    zero = ir.Constant(typ, None)
+        return vector_const(typ, value)
+    # lane 0 of the insert is all the shuffle reads
+    zero = zeros(typ)
     one = builder.insert_element(zero, value, ir.Constant(I32, 0))
-    return builder.shuffle_vector(one, zero, ir.Constant(ir.VectorType(I32, width), None))
+    return builder.shuffle_vector(one, zero, zeros(ir.VectorType(I32, width)))
 
 
 def define_function(module: ir.Module, name: str, args: Sequence[tuple[str, ir.Type]], ret: ir.Type = VOID, *,

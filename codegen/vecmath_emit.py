@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .loops import CONTRACT, F32, I32, I64, vec
+from .loops import CONTRACT, F32, I32, I64, vec, undef, vector_const
 
 
 class VectorEmit:
@@ -27,7 +27,7 @@ class VectorEmit:
 
     def _const(self, typ: ir.Type, element: ir.Type, value: float | int) -> ir.Constant:
         scalar = ir.Constant(element, value)
-        return ir.Constant(typ, [scalar] * self.width) if self.width > 1 else scalar
+        return vector_const(typ, scalar) if self.width > 1 else scalar
 
     def _v(self, value: ir.Value | float) -> ir.Value:
         return self.k(value) if isinstance(value, (int, float)) else value
@@ -109,7 +109,7 @@ def libm(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
         builder.module, ir.FunctionType(element, [element] * len(args)), name)
     if not isinstance(first.type, ir.VectorType):
         return builder.call(fn, list(args))
-    out = ir.Constant(first.type, ir.Undefined)
+    out = undef(first.type)
     for lane in range(first.type.count):
         index = ir.Constant(I32, lane)
         out = builder.insert_element(out, builder.call(fn, [builder.extract_element(a, index) for a in args]), index)

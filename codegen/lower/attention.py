@@ -27,7 +27,7 @@ import llvmlite.ir as ir
 from braze.ir.graph import Node
 from braze.ir.types import DType
 
-from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_loop
+from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_loop, vector_const
 from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, broadcast_strides, claimed_unit_loop, constant,
                    contiguous_strides, iota, load, offset_of, register, register_type, store, unsupported, widen)
 from .elementwise import ELEMENTWISE, fmax
@@ -169,8 +169,8 @@ def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     rows = list(rows)
     h = width // 2
     while h:
-        low = ir.Constant(ir.VectorType(I32, width), [l if not l & h else width + l - h for l in range(width)])
-        high = ir.Constant(ir.VectorType(I32, width), [l + h if not l & h else width + l for l in range(width)])
+        low = vector_const(ir.VectorType(I32, width), [l if not l & h else width + l - h for l in range(width)])
+        high = vector_const(ir.VectorType(I32, width), [l + h if not l & h else width + l for l in range(width)])
         for i in range(width):
             if not i & h:
                 rows[i], rows[i + h] = (b.shuffle_vector(rows[i], rows[i + h], low),

@@ -26,7 +26,7 @@ from braze.ir.types import DType
 
 from ..abi import CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, STATUS_OFFSET
 from ..claims import claimed_chunks
-from ..loops import F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat
+from ..loops import F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat, vector_const, zeros
 from ..target import Target
 
 SCRATCH_ALIGN = 64
@@ -182,7 +182,7 @@ def constant(dtype: DType, value: float | int | bool, lanes: int = 1) -> ir.Cons
         bits = element.width
         number = int(value) & ((1 << bits) - 1)
         scalar = ir.Constant(element, number - (1 << bits) if bits > 1 and number >= 1 << (bits - 1) else number)
-    return scalar if lanes == 1 else ir.Constant(ir.VectorType(element, lanes), [scalar] * lanes)
+    return scalar if lanes == 1 else vector_const(ir.VectorType(element, lanes), [scalar] * lanes)
 
 
 def widen(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
@@ -211,9 +211,9 @@ def load(builder: ir.IRBuilder, base: ir.Value, index: ir.Value | int, dtype: DT
     else:
         fn = _intrinsic(builder.module, f"llvm.masked.load.v{lanes}{_SUFFIX[dtype.name]}.p0", typ,
                         [PTR, I32, mask.type, typ])
-        raw = builder.call(fn, [ptr, ir.Constant(I32, dtype.itemsize), mask, ir.Constant(typ, None)])
+        raw = builder.call(fn, [ptr, ir.Constant(I32, dtype.itemsize), mask, zeros(typ)])
     if dtype.name == "bool":
-        return builder.icmp_unsigned("!=", raw, ir.Constant(typ, None))
+        return builder.icmp_unsigned("!=", raw, zeros(typ))
     return raw
 
 
@@ -242,7 +242,7 @@ def intrinsic(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], ret: i
 
 def iota(dtype: ir.IntType, lanes: int) -> ir.Constant:
     """The vector (0, 1, ..., lanes-1)."""
-    return ir.Constant(ir.VectorType(dtype, lanes), list(range(lanes)))
+    return vector_const(ir.VectorType(dtype, lanes), list(range(lanes)))
 
 
 # --- shapes and strides ---------------------------------------------------------------------------------------
@@ -405,4 +405,4 @@ def gather(builder: ir.IRBuilder, base: ir.Value, offsets: ir.Value, dtype: DTyp
     if dtype.name == "bool":
         fill = builder.zext(fill, typ)
     raw = builder.call(fn, [ptrs, ir.Constant(I32, dtype.itemsize), mask, fill])
-    return builder.icmp_unsigned("!=", raw, ir.Constant(typ, None)) if dtype.name == "bool" else raw
+    return builder.icmp_unsigned("!=", raw, zeros(typ)) if dtype.name == "bool" else raw

@@ -25,7 +25,7 @@ from braze.ir.types import DType, float64, int32
 
 from .. import vecmath
 from ..vecmath_emit import libm
-from ..loops import F32
+from ..loops import F32, vector_const
 from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of, register,
                    register_type, unsupported, widen)
 from .nest import Operand, elementwise_nest
@@ -47,7 +47,7 @@ def _constant_like(value: ir.Value, number: float | int) -> ir.Constant:
     typ = value.type
     element = typ.element if isinstance(typ, ir.VectorType) else typ
     scalar = ir.Constant(element, float(number) if isinstance(element, (ir.FloatType, ir.DoubleType)) else int(number))
-    return ir.Constant(typ, [scalar] * typ.count) if isinstance(typ, ir.VectorType) else scalar
+    return vector_const(typ, scalar) if isinstance(typ, ir.VectorType) else scalar
 
 
 def _suffix(value: ir.Value) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from braze.ir.ops.reparam import LEVELS
 from braze.ir.types import float32, int8, uint8
 
-from ..loops import F32, I1, I8, I32, I64, i64, vec
+from ..loops import F32, I1, I8, I32, I64, i64, vec, vector_const, zeros
 
 I16 = ir.IntType(16)
 from .base import KernelContext, gather, intrinsic, iota, load, widen
@@ -106,7 +106,7 @@ def decode_planes(b: ir.IRBuilder, p: PackedWeight, row: ir.Value, k: ir.Value, 
     low = b.and_(raw, ir.Constant(raw.type, [ir.Constant(I8, 15)] * (span // 2)))
     high = b.lshr(raw, ir.Constant(raw.type, [ir.Constant(I8, 4)] * (span // 2)))
     if span == 32:
-        indices = [b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, 32), list(range(32))))]
+        indices = [b.shuffle_vector(low, high, vector_const(ir.VectorType(I32, 32), list(range(32))))]
     else:
         indices = [low, high]
     return [v for index in indices for v in _lookup_planes(b, p, index)]
@@ -126,7 +126,7 @@ def _plane(p: PackedWeight, byte: int) -> ir.Constant:
     """Byte `byte` of each float32 level, the 16 of them in both 128-bit lanes."""
     bits = np.asarray(LEVELS[p.scheme], dtype=np.float32).view(np.uint32)
     values = [int((v >> (8 * byte)) & 255) for v in bits] * 2
-    return ir.Constant(ir.VectorType(I8, 32), [ir.Constant(I8, v - 256 if v >= 128 else v) for v in values])
+    return vector_const(ir.VectorType(I8, 32), [ir.Constant(I8, v - 256 if v >= 128 else v) for v in values])
 
 
 def _unpack(b: ir.IRBuilder, a: ir.Value, c: ir.Value, high: bool) -> ir.Value:
@@ -134,7 +134,7 @@ def _unpack(b: ir.IRBuilder, a: ir.Value, c: ir.Value, high: bool) -> ir.Value:
     n = a.type.count
     lane, half = n // 2, n // 4
     order = [i for base in (0, lane) for t in range(half * high, half * (high + 1)) for i in (base + t, n + base + t)]
-    return b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, n), order))
+    return b.shuffle_vector(a, c, vector_const(ir.VectorType(I32, n), order))
 
 
 def row_scale(b: ir.IRBuilder, p: PackedWeight, row: ir.Value) -> ir.Value:
@@ -157,13 +157,13 @@ def _levels(b: ir.IRBuilder, p: PackedWeight, e: ir.Value, parity: int, lanes: i
     low = b.and_(raw, ir.Constant(raw.type, [ir.Constant(I8, 15)] * count))
     high = b.lshr(raw, ir.Constant(raw.type, [ir.Constant(I8, 4)] * count))
     order = [q // 2 if q % 2 == 0 else count + q // 2 for q in range(parity, parity + lanes)]
-    nibbles = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, lanes), order))
+    nibbles = b.shuffle_vector(low, high, vector_const(ir.VectorType(I32, lanes), order))
     return _lookup(b, p, b.zext(nibbles, ir.VectorType(I32, lanes)))
 
 
 def _table_vector(p: PackedWeight, first: int, lanes: int) -> ir.Constant:
     """Levels first..first+lanes-1 as a vector constant (the permutes' table)."""
-    return ir.Constant(ir.VectorType(F32, lanes), [ir.Constant(F32, v) for v in LEVELS[p.scheme][first:first + lanes]])
+    return vector_const(ir.VectorType(F32, lanes), [ir.Constant(F32, v) for v in LEVELS[p.scheme][first:first + lanes]])
 
 
 def _lookup(b: ir.IRBuilder, p: PackedWeight, index: ir.Value) -> ir.Value:
@@ -176,15 +176,15 @@ def _lookup(b: ir.IRBuilder, p: PackedWeight, index: ir.Value) -> ir.Value:
         high = intrinsic(b, "llvm.x86.avx2.permps", [_table_vector(p, 8, 8), index])
         # bit 3 moved to the sign bit: the blend reads the sign directly
         upper = b.icmp_signed("<", b.shl(index, ir.Constant(index.type, [ir.Constant(I32, 28)] * lanes)),
-                              ir.Constant(index.type, None))
+                              zeros(index.type))
         return b.select(upper, high, low)
     return gather(b, p.table, b.zext(index, ir.VectorType(I64, lanes)), float32, _all(lanes),
-                  ir.Constant(ir.VectorType(F32, lanes), None))
+                  zeros(ir.VectorType(F32, lanes)))
 
 
 def _all(lanes: int) -> ir.Constant:
     """A mask of `lanes` true lanes."""
-    return ir.Constant(ir.VectorType(I1, lanes), [ir.Constant(I1, 1)] * lanes)
+    return vector_const(ir.VectorType(I1, lanes), [ir.Constant(I1, 1)] * lanes)
 
 
 def _block_scales(b: ir.IRBuilder, p: PackedWeight, e: ir.Value, lanes: int) -> ir.Value:
@@ -193,7 +193,7 @@ def _block_scales(b: ir.IRBuilder, p: PackedWeight, e: ir.Value, lanes: int) -> 
         return widen(b, load(b, p.scales, b.udiv(e, i64(p.block)), float32), lanes)
     elements = b.add(widen(b, e, lanes), iota(I64, lanes))
     blocks = b.udiv(elements, ir.Constant(elements.type, [ir.Constant(I64, p.block)] * lanes))
-    return gather(b, p.scales, blocks, float32, _all(lanes), ir.Constant(ir.VectorType(F32, lanes), None))
+    return gather(b, p.scales, blocks, float32, _all(lanes), zeros(ir.VectorType(F32, lanes)))
 
 
 __all__ = ["PackedWeight", "decode", "decode_planes", "packed_weight", "plane_order", "row_scale"]

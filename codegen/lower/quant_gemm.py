@@ -25,7 +25,7 @@ from braze.ir.types import float32
 
 from ..claims import claimed_chunks
 from ..gemm import TilePos
-from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop
+from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop, vector_const, zeros
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claim_words, coalesce,
                    iota, load, register, round_up, store)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
@@ -41,15 +41,15 @@ def _hsum(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     lanes = v.type.count
     while lanes > 1:
         half = lanes // 2
-        low = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
-        high = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half, lanes))))
+        low = b.shuffle_vector(v, v, vector_const(ir.VectorType(I32, half), list(range(half))))
+        high = b.shuffle_vector(v, v, vector_const(ir.VectorType(I32, half), list(range(half, lanes))))
         v, lanes = b.fadd(low, high, flags=CONTRACT), half
     return b.extract_element(v, ir.Constant(I32, 0))
 
 
 def _dot_rows(b: ir.IRBuilder, count: int, length: ir.Value | int, width: int, x_at, w_at) -> list[ir.Value]:
     """sum_k w_at(r, k, lanes) * x_at(k, lanes) over k < length for r < count: vector accumulators, scalar tail."""
-    zero = ir.Constant(vec(width), None)
+    zero = zeros(vec(width))
     vectors = [alloca(b, vec(width)) for _ in range(count)]
     tails = [alloca(b, F32) for _ in range(count)]
     for v, t in zip(vectors, tails):
@@ -89,7 +89,7 @@ def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: i
 
 def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
     """The row sums block by block: levels times x summed over a block, then times the block's scale."""
-    zero = ir.Constant(vec(p.width), None)
+    zero = zeros(vec(p.width))
     totals = [alloca(b, vec(p.width)) for _ in range(count)]
     parts = [alloca(b, vec(p.width)) for _ in range(count)]
     for t in totals:
@@ -127,7 +127,7 @@ def _plane_sums(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
     sums = []
     for r in range(count):
         total = alloca(b, vec(8))
-        b.store(ir.Constant(vec(8), None), total)
+        b.store(zeros(vec(8)), total)
         with for_range(b, 0, full, 64, name="k") as k:
             _plane_span(b, p, x_at, row(r), k, 64, total)
         if p.k % 64:
@@ -149,7 +149,7 @@ def _plane_span(b, p: PackedWeight, x_at, row: ir.Value, k: ir.Value, span: int,
     scale = load(b, p.scales, b.udiv(element, i64(p.block)), float32)
     if span == 64 and p.block % 64:
         second = load(b, p.scales, b.udiv(b.add(element, i64(32)), i64(p.block)), float32)
-        order = ir.Constant(ir.VectorType(I32, 8), [0] * 4 + [8] * 4)
+        order = vector_const(ir.VectorType(I32, 8), [0] * 4 + [8] * 4)
         scale = b.shuffle_vector(splat(b, scale, 8), splat(b, second, 8), order)
     _accumulate(b, total, b.fadd(chains[0], chains[1], flags=CONTRACT), scale)
 
@@ -172,8 +172,8 @@ def _permute_span(b, x: ir.Value, out: ir.Value, k: ir.Value, span: int) -> None
         first, second = min(lanes) // 8, max(lanes) // 8
         sources = [load(b, x, b.add(k, i64(8 * v)), float32, 8) for v in (first, second)]
         mask = [e - 8 * first if e // 8 == first else 8 + e - 8 * second for e in lanes]
-        vector = b.shuffle_vector(sources[0], sources[1], ir.Constant(ir.VectorType(I32, 8), mask))
-        store(b, vector, out, b.add(k, i64(8 * j)), float32)
+        shuffled = b.shuffle_vector(sources[0], sources[1], vector_const(ir.VectorType(I32, 8), mask))
+        store(b, shuffled, out, b.add(k, i64(8 * j)), float32)
 
 
 def _mapper(out_shape: tuple[int, ...]):

@@ -16,7 +16,7 @@ import llvmlite.ir as ir
 
 from braze.ir.types import float32
 
-from ..loops import CONTRACT, I1, alloca, for_range, i64, splat, vec
+from ..loops import CONTRACT, I1, alloca, for_range, i64, splat, vec, vector_const, zeros
 from .base import Kernel, load, round_up, store, thread_share
 
 TILE_VECTORS = 2
@@ -60,7 +60,7 @@ def _masks(width: int, cols: int) -> list[ir.Constant | None]:
     for v in range(-(-cols // width)):
         lanes = min(width, cols - v * width)
         masks.append(None if lanes == width else
-                     ir.Constant(ir.VectorType(I1, width), [ir.Constant(I1, int(i < lanes)) for i in range(width)]))
+                     vector_const(ir.VectorType(I1, width), [ir.Constant(I1, int(i < lanes)) for i in range(width)]))
     return masks
 
 
@@ -68,7 +68,7 @@ def _micro(b: ir.IRBuilder, t: Tiled, panel: ir.Value, r0: ir.Value, count: int,
            j0: ir.Value, cols: int, first: ir.Value) -> None:
     """C[r0 + r, j0:j0 + cols] (r < count) = (C or, on the first panel, 0) + A[r0 + r, i0:i0 + depth] @ panel."""
     width, masks = t.width, _masks(t.width, cols)
-    zero = ir.Constant(vec(width), None)
+    zero = zeros(vec(width))
     accumulators = [[alloca(b, vec(width)) for _ in masks] for _ in range(count)]
 
     def at(r: int, v: int) -> ir.Value:

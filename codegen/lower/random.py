@@ -14,7 +14,7 @@ from braze.ir.graph import Node
 from braze.ir.ops.random import _C1, _C2, _FMIX1, _FMIX2, _MESSAGE_BYTES, _MIX_ADD, keep_threshold
 from braze.ir.types import bool_, int64
 
-from ..loops import I32, i64, vector_loop
+from ..loops import I32, i64, vector_loop, vector_const
 from .base import KernelContext, KernelSpec, begin_kernel, constant, iota, load, register, store, thread_share, widen
 
 CHUNK = 4096
@@ -23,7 +23,7 @@ CHUNK = 4096
 def _u32(value: ir.Value, number: int) -> ir.Constant:
     typ = value.type
     scalar = ir.Constant(I32, int(number) - (1 << 32) if int(number) >= 1 << 31 else int(number))
-    return ir.Constant(typ, [scalar] * typ.count) if isinstance(typ, ir.VectorType) else scalar
+    return vector_const(typ, scalar) if isinstance(typ, ir.VectorType) else scalar
 
 
 def _rotl(b: ir.IRBuilder, x: ir.Value, r: int) -> ir.Value:

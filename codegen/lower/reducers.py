@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 
 from braze.ir.types import DType, int64
 
-from ..loops import I1, I32
+from ..loops import I1, I32, vector_const
 from .base import constant, lanes_of
 from .elementwise import ELEMENTWISE, compare, maximum, minimum
 
@@ -89,8 +89,8 @@ class Reducer:
         lanes = lanes_of(state[0])
         while lanes > 1:
             half = lanes // 2
-            low = ir.Constant(ir.VectorType(I32, half), list(range(half)))
-            high = ir.Constant(ir.VectorType(I32, half), list(range(half, lanes)))
+            low = vector_const(ir.VectorType(I32, half), list(range(half)))
+            high = vector_const(ir.VectorType(I32, half), list(range(half, lanes)))
             state = self.merge(b, tuple(b.shuffle_vector(s, s, low) for s in state),
                                tuple(b.shuffle_vector(s, s, high) for s in state))
             lanes = half

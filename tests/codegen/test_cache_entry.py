@@ -1,5 +1,5 @@
 """The file of one cache entry: its digest covers the header as well as the payload, a large entry is hashed while
-it is read (and lands aligned), and a damaged one of either size is refused."""
+it is read (and lands aligned), block by block on several threads, and a damaged one of either size is refused."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,12 +22,16 @@ def cache_root(tmp_path, monkeypatch) -> Path:
     return root
 
 
-@pytest.fixture(params=["read whole", "hashed while read"])
+@pytest.fixture(params=["read whole", "hashed while read", "read whole, many digest blocks",
+                        "hashed while read, many digest blocks"])
 def reading(request, monkeypatch) -> str:
-    """Both ways of reading an entry; the second in blocks of 7 bytes, so blocks straddle the digest line."""
-    if request.param == "hashed while read":
+    """Every way of reading an entry: whole or in blocks of 7 bytes (so reads straddle the digest line), with the
+    digest over one block or (the size of a large entry's) many, 100 bytes each, which reads end inside of."""
+    if "hashed while read" in request.param:
         monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)
         monkeypatch.setattr(cache_entry, "READ_BLOCK_BYTES", 7)
+    if "many" in request.param:
+        monkeypatch.setattr(cache_entry, "DIGEST_BLOCK_BYTES", 100)
     return request.param
 
 
@@ -40,6 +44,18 @@ def test_cache_entry_round_trips_meta_and_payload(reading):
     entry = cache.load(KEY)
     assert entry is not None and entry.meta == META and entry.symbols == ("f",)
     assert bytes(entry.payload) == payload() and entry.payload.readonly
+
+
+def test_cache_entry_digest_is_the_same_read_whole_and_hashed_while_read(monkeypatch):
+    monkeypatch.setattr(cache_entry, "DIGEST_BLOCK_BYTES", 100)
+    cache.store(KEY, payload(), (), META)
+    path = cache.entry_path(KEY)
+    data = path.read_bytes()
+    for block in (1, 7, 100, 101, len(data)):
+        monkeypatch.setattr(cache_entry, "READ_BLOCK_BYTES", block)
+        read, digest = cache_entry._read_hashing(path.open("rb"), len(data))
+        assert digest == cache_entry.digest_of(memoryview(data)[len(cache_entry.MAGIC) + cache_entry.DIGEST_LINE:])
+        assert bytes(read) == data
 
 
 def test_cache_entry_payload_starts_aligned_in_the_file():
@@ -64,11 +80,17 @@ def flipped_payload(data: bytes) -> bytes:
     return data[:-10] + bytes([data[-10] ^ 1]) + data[-9:]
 
 
+def flipped_middle(data: bytes) -> bytes:
+    """One bit of the payload changed halfway through: with small digest blocks, in a block of its own."""
+    at = len(data) - len(payload()) // 2
+    return data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
+
+
 def truncated(data: bytes) -> bytes:
     return data[:-1]
 
 
-@pytest.mark.parametrize("damage", [damaged_meta, flipped_payload, truncated])
+@pytest.mark.parametrize("damage", [damaged_meta, flipped_payload, flipped_middle, truncated])
 def test_cache_entry_damaged_anywhere_is_discarded(reading, damage):
     cache.store(KEY, payload(), (), META)
     path = cache.entry_path(KEY)

@@ -157,3 +157,36 @@ def test_compile_path_hears_of_a_pass_cache_miss_before_the_passes_run(monkeypat
     monkeypatch.setenv("BRAZE_CACHE", "0")
     compile_graph(two_gemms())
     assert expected == ["g"]
+
+
+def test_compile_pauses_the_collector_and_switches_it_back_on(monkeypatch):
+    import gc
+
+    from braze.runtime import compile_path
+    seen = []
+    real = compile_path.planned_graph
+    monkeypatch.setattr(compile_path, "planned_graph", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    assert gc.isenabled()
+    model = braze.nn.Linear(8, 3).eval()
+    x = data(2, 8)
+    compiled = braze.compile(model, x)
+    assert seen == [False] and gc.isenabled()
+    with braze.no_grad():
+        np.testing.assert_allclose(compiled(x), model(braze.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_compile_leaves_a_collector_switched_off_by_the_user_off():
+    import gc
+    gc.disable()
+    try:
+        compile_graph(updating(), pipeline="inference")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_compile_switches_the_collector_back_on_after_an_error():
+    import gc
+    with pytest.raises(BrazeError):
+        braze.compile(braze.nn.Linear(8, 3).eval(), data(2, 5))  # the input does not fit the layer
+    assert gc.isenabled()

@@ -118,3 +118,25 @@ def test_pass_cache_hit_shares_the_derived_weights_it_read_and_copies_one_on_wri
     assert not any(w is folded for w in executable._weights)
     assert np.array_equal(folded, cold.graph.weights["0.weight"])  # the shared array itself is never written
     np.testing.assert_array_equal(executable.weight("0.weight"), 0)
+
+
+def test_pass_cache_entry_of_many_digest_blocks_hits_bit_identical_and_refuses_a_flipped_bit(monkeypatch) -> None:
+    """A large entry's path (read and hashed a digest block at a time on several threads), with blocks of 64 bytes
+    so that the derived weights span many: a hit gives the cold compile's outputs bit for bit; one bit changed in
+    a block in the middle of the payload is found, the entry deleted and the passes run again."""
+    monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)
+    monkeypatch.setattr(cache_entry, "DIGEST_BLOCK_BYTES", 64)
+    x = inputs(2, 3, 5, 5)
+    model = bn_cnn()
+    cold = braze.compile(model, x, threads=1)
+    warm = braze.compile(model, x, threads=1)
+    assert "cached passes" in warm.timings.stages and warm(x).tobytes() == cold(x).tobytes()
+    path = cache.entry_path(pass_cache.key(braze.trace(model.valid(), braze.tensor(x)), PASSES, {}))
+    data = bytearray(path.read_bytes())
+    entry = cache.load(path.stem)
+    assert len(entry.payload) > 4 * 64
+    data[len(data) - len(entry.payload) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    cache.reset_stats()
+    again = braze.compile(model, x, threads=1)
+    assert cache.stats().rebuilds == 1 and passes_run(again) and again(x).tobytes() == cold(x).tobytes()
