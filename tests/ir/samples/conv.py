@@ -115,6 +115,8 @@ SAMPLES = [
     _grad_input("depthwise", normal((2, 3, 2, 2), 13), normal((3, 1, 3, 3), 14), (2, 3, 6, 6), **_DEPTHWISE),
     _grad_weight("grouped", normal((1, 4, 7, 6), 15), normal((1, 6, 3, 5), 16), (6, 2, 3, 2), **_GROUPED),
     _grad_weight("pad1", normal((2, 3, 4, 4), 17), normal((2, 2, 4, 4), 18), (2, 3, 3, 3), padding=(1, 1)),
+    # 2 images of 32x32 positions: enough steps that the decomposition cuts the batch into two slices
+    _grad_weight("sliced", normal((2, 1, 32, 32), 21), normal((2, 1, 32, 32), 22), (1, 1, 3, 3), padding=(1, 1)),
     _grad_weight_slices("three-slices-grouped", normal((3, 4, 7, 6), 19), normal((3, 6, 3, 5), 20), (6, 2, 3, 2), 3,
                         **_GROUPED),
 ]
