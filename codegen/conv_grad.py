@@ -139,27 +139,34 @@ class InputColumns:
         return builder.mul(ci, _vconst(w, s.h * s.w)), dh, dw, valid
 
 
-def grad_weight_problem(spec: ConvSpec) -> Problem:
-    """The weight gradient as one GEMM per group, summing over images and positions in K."""
+def grad_weight_problem(spec: ConvSpec, slices: int = 1) -> Problem:
+    """The weight gradient as one GEMM per (image slice, group), summing over the slice's images and positions in
+    K: `slices` equal runs of the batch, each writing its own partial weight gradient (slices=1: the whole)."""
     _check_offsets(spec)
     g, m, taps, positions = spec.groups, spec.c_out // spec.groups, _taps(spec), _positions(spec)
-    a = OutputGradRows(spec, (m * positions,))
-    b = InputColumns(spec, ((spec.c // g) * spec.h * spec.w,))
-    return Problem(m, taps, spec.n * positions, (g,), a, b, Strided(taps, 1, (m * taps,)))
+    per = spec.n // slices
+    image, grads = spec.c * spec.h * spec.w, spec.c_out * positions
+    a = OutputGradRows(spec, (per * grads, m * positions))
+    b = InputColumns(spec, (per * image, (spec.c // g) * spec.h * spec.w))
+    return Problem(m, taps, per * positions, (slices, g), a, b, Strided(taps, 1, (g * m * taps, m * taps)))
 
 
-def grad_weight_scratch_bytes(spec: ConvSpec, tiling: Tiling) -> int:
-    return make_plan(grad_weight_problem(spec), tiling).scratch_bytes
+def grad_weight_scratch_bytes(spec: ConvSpec, tiling: Tiling, slices: int = 1) -> int:
+    return make_plan(grad_weight_problem(spec, slices), tiling).scratch_bytes
 
 
-def emit_conv2d_grad_weight(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling) -> ir.Function:
-    """Emit the threaded weight-gradient kernel `name` (signature in the module docstring)."""
-    inner = emit_problem(module, f"{name}.gemm", grad_weight_problem(spec), tiling)
+def emit_conv2d_grad_weight(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling,
+                            slices: int = 1) -> ir.Function:
+    """Emit the threaded weight-gradient kernel `name` (signature in the module docstring); with slices > 1 it
+    writes each image slice's partial gradient, one after the other."""
+    inner = emit_problem(module, f"{name}.gemm", grad_weight_problem(spec, slices), tiling)
     inner.linkage = "internal"
     fn = define_function(module, name, [("x", PTR), ("g", PTR), ("dw", PTR), ("scratch", PTR)] + _ARGS)
-    x, g, dw, scratch, tid, nthreads, _ = fn.args  # the claim words go unused: static shares (module doc)
+    x, g, dw, scratch, tid, nthreads, claim = fn.args
     builder = entry_builder(fn)
-    builder.call(inner, [g, x, dw, scratch, tid, nthreads, ir.Constant(PTR, None)])
+    # One slice: static shares (module doc). Several: the threads claim (slice, panel) units, a chunk at most one
+    # slice's column block, so a chunk packs its own slice's K range once.
+    builder.call(inner, [g, x, dw, scratch, tid, nthreads, claim if slices > 1 else ir.Constant(PTR, None)])
     builder.ret_void()
     return fn
 

@@ -285,3 +285,35 @@ def test_compile_train_step_names_a_backward_op_without_a_lowering_and_its_modul
     with pytest.raises(BrazeError, match=message):
         braze.compile_train_step(model, F.mse_loss, braze.optim.SGD(model.parameters(), lr=0.1),
                                  np.array([[1, 2, 3]]), np.zeros((1, 3, 2), np.float32))
+
+
+def _sliced_cnn_run(dtype: type, threads: int | None, steps: int = 3) -> tuple[nn.Module, Any, list[float], Any]:
+    """A few compiled SGD-momentum steps of the CNN on 16 images of 16x16: its first convolution's weight gradient
+    sums 16 * 256 positions, enough to be cut into image slices."""
+    model = _prepared(lambda: CNN(0.0), dtype, None)
+    opt = OPTIMIZERS["sgd"](model.parameters())
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((16, 3, 16, 16)).astype(dtype), rng.integers(0, 10, 16)
+    step = braze.compile_train_step(model, F.cross_entropy, opt, x, y, threads=threads)
+    losses = [float(step(x, y)) for _ in range(steps)]
+    step.sync(model)
+    return model, opt, losses, step
+
+
+def test_compiled_cnn_step_sums_sliced_weight_gradients_as_eager_training_in_float64() -> None:
+    model, opt, losses, step = _sliced_cnn_run(np.float64, threads=None)
+    sliced = [n for n in step.executable.graph.ops() if n.op == "conv2d_grad_weight_slices"]
+    assert [n.attr["slices"] for n in sliced] == [4]
+    eager = _prepared(lambda: CNN(0.0), np.float64, None)
+    eager_opt = OPTIMIZERS["sgd"](eager.parameters())
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((16, 3, 16, 16)), rng.integers(0, 10, 16)
+    _assert_runs_equal((model, opt, losses), (eager, eager_opt, _eager(F.cross_entropy, eager, eager_opt, x, y, 3)),
+                       **F64)
+
+
+def test_compiled_cnn_step_gives_the_same_weights_on_one_and_two_threads_in_float32() -> None:
+    one, two = _sliced_cnn_run(np.float32, threads=1)[0], _sliced_cnn_run(np.float32, threads=2)[0]
+    slots = dict(two.named_param_slots())
+    for path, p in one.named_param_slots():
+        np.testing.assert_array_equal(p.detach().numpy(), slots[path].detach().numpy(), err_msg=path)

@@ -67,6 +67,7 @@ ACCURACY: dict[str, Accuracy] = {
     "conv2d": Accuracy(sum_terms=8, note=_SUM + " (the conv of |x| with |w|, plus |bias|)"),
     "conv2d_grad_input": Accuracy(sum_terms=8, note=_SUM + " (the op on |g| and |w|)"),
     "conv2d_grad_weight": Accuracy(sum_terms=8, note=_SUM + " (the op on |x| and |g|)"),
+    "conv2d_grad_weight_slices": Accuracy(sum_terms=8, note=_SUM + " (the op on |x| and |g|)"),
     "lora_merge": Accuracy(ulps=2, sum_terms=8, note="base + scale (b @ a), a sum of r terms: scale = "
                                                      "|base| + |scale| (|b| @ |a|)"),
     "avg_pool2d": Accuracy(ulps=2, sum_terms=8, note="a window sum, then a division: scale = avg_pool2d(|x|)"),

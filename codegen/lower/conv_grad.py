@@ -1,5 +1,6 @@
-"""conv2d_grad_weight and conv2d_grad_input: float32 on the GEMM (codegen/conv_grad.py), other float dtypes by
-direct loops that own one result element each (so any thread split rounds alike)."""
+"""conv2d_grad_weight, conv2d_grad_weight_slices (the partial weight gradients of image slices) and
+conv2d_grad_input: float32 on the GEMM (codegen/conv_grad.py), other float dtypes by direct loops that own one
+result element each (so any thread split rounds alike)."""
 from __future__ import annotations
 
 import llvmlite.ir as ir
@@ -19,8 +20,8 @@ from .base import KernelContext, KernelSpec, begin_kernel, claim_words, claimed_
 def _spec(node: Node) -> ConvSpec:
     """The forward convolution whose gradient `node` computes."""
     attrs = node.attr
-    if node.op == "conv2d_grad_weight":
-        x_shape, w_shape = node.inputs[0].shape, node.out.shape
+    if node.op != "conv2d_grad_input":
+        x_shape, w_shape = node.inputs[0].shape, tuple(attrs["weight_shape"])
     else:
         x_shape, w_shape = node.out.shape, node.inputs[1].shape
     n, c, h, w = x_shape
@@ -28,17 +29,23 @@ def _spec(node: Node) -> ConvSpec:
                     attrs["dilation"], attrs["groups"])
 
 
-@register("conv2d_grad_weight", "conv2d_grad_input")
+def _slices(node: Node) -> int:
+    return node.attr["slices"] if node.op == "conv2d_grad_weight_slices" else 1
+
+
+@register("conv2d_grad_weight", "conv2d_grad_weight_slices", "conv2d_grad_input")
 def lower_conv2d_grad(node: Node, ctx: KernelContext) -> KernelSpec:
-    spec = _spec(node)
+    spec, weight = _spec(node), node.op != "conv2d_grad_input"
     if node.out.dtype != float32:
-        return (_direct_grad_weight if node.op == "conv2d_grad_weight" else _direct_grad_input)(node, ctx, spec)
+        return (_direct_grad_weight if weight else _direct_grad_input)(node, ctx, spec)
     tiling = tiling_for(ctx.target.vector_width)
-    weight = node.op == "conv2d_grad_weight"
-    emit = emit_conv2d_grad_weight if weight else emit_conv2d_grad_input
-    scratch = (grad_weight_scratch_bytes if weight else grad_input_scratch_bytes)(spec, tiling)
     k = begin_kernel(ctx, node.outputs, node.inputs)
-    fn = emit(ctx.module, f"{ctx.name}.grad", spec, tiling)
+    if weight:
+        scratch = grad_weight_scratch_bytes(spec, tiling, _slices(node))
+        fn = emit_conv2d_grad_weight(ctx.module, f"{ctx.name}.grad", spec, tiling, _slices(node))
+    else:
+        scratch = grad_input_scratch_bytes(spec, tiling)
+        fn = emit_conv2d_grad_input(ctx.module, f"{ctx.name}.grad", spec, tiling)
     fn.linkage = "internal"
     k.builder.call(fn, [k.ins[0], k.ins[1], k.outs[0], k.scratch, k.tid, k.nthreads, claim_words(k)])
     return k.finish(node.op, scratch)
@@ -57,14 +64,18 @@ def _tap(b: ir.IRBuilder, out: ir.Value, tap: ir.Value, stride: int, padding: in
 
 
 def _direct_grad_weight(node: Node, ctx: KernelContext, s: ConvSpec) -> KernelSpec:
-    """dw[co, ci, i, j] = sum over images and output positions of x at the tap times g, one weight per unit."""
+    """dw[slice, co, ci, i, j] = sum over the slice's images and the output positions of x at the tap times g, one
+    weight per unit."""
     k, dtype, (oh_count, ow_count), (cg, per_group) = _direct_kernel(node, ctx, s)
     b, (x, g) = k.builder, k.ins
-    with claimed_unit_loop(k, [s.c_out, cg, s.kh, s.kw], name="weight") as (co, ci, i, j):
+    slices = _slices(node)
+    per = s.n // slices
+    with claimed_unit_loop(k, [slices, s.c_out, cg, s.kh, s.kw], name="weight") as (part, co, ci, i, j):
         channel = b.add(b.mul(b.udiv(co, i64(per_group)), i64(cg)), ci)
         acc = alloca(b, constant(dtype, 0).type)
         b.store(constant(dtype, 0), acc)
-        with for_range(b, 0, s.n, name="n") as n, for_range(b, 0, oh_count, name="oh") as oh, \
+        first = b.mul(part, i64(per))
+        with for_range(b, first, b.add(first, i64(per)), name="n") as n, for_range(b, 0, oh_count, name="oh") as oh, \
                 for_range(b, 0, ow_count, name="ow") as ow:
             ih = _tap(b, oh, i, s.stride[0], s.padding[0], s.dilation[0])
             iw = _tap(b, ow, j, s.stride[1], s.padding[1], s.dilation[1])
@@ -75,7 +86,8 @@ def _direct_grad_weight(node: Node, ctx: KernelContext, s: ConvSpec) -> KernelSp
                             b.add(b.mul(oh, i64(ow_count)), ow))
             product = b.fmul(value, load(b, g, grad_at, dtype))
             b.store(b.fadd(b.load(acc, typ=product.type), product), acc)
-        index = b.add(b.mul(b.add(b.mul(co, i64(cg)), ci), i64(s.kh * s.kw)), b.add(b.mul(i, i64(s.kw)), j))
+        index = b.add(b.mul(b.add(b.mul(b.add(b.mul(part, i64(s.c_out)), co), i64(cg)), ci), i64(s.kh * s.kw)),
+                      b.add(b.mul(i, i64(s.kw)), j))
         store(b, b.load(acc, typ=constant(dtype, 0).type), k.outs[0], index, dtype)
     return k.finish(node.op)
 

@@ -201,7 +201,90 @@ def _grad_weight_vjp(e, ct, out, x, g, *, weight_shape, stride, padding, dilatio
             e.conv2d(x, ct, **geometry))
 
 
+
+
+# --- the weight gradient in image slices -------------------------------------------------------------------------
+
+# The weight gradient sums over every image and output position, so its GEMM has a long K and few result panels to
+# share out among threads (one, for a first layer's 3-channel input). Cut into a fixed number of image slices, each
+# slice's partial gradient is a GEMM of its own (the threads take slices and panels), and a sum over the slices, in
+# slice order, adds them: the result is the same for any thread count. A slice keeps at least SLICE_STEPS of K (images
+# times positions) so its packing and the partials' extra sum stay small beside its arithmetic.
+MAX_SLICES = 8
+SLICE_STEPS = 1024
+
+
+def grad_weight_slices(batch: int, positions: int) -> int:
+    """The image slices a weight gradient of `batch` images of `positions` output positions is cut into: the
+    largest divisor of the batch up to MAX_SLICES whose slices keep SLICE_STEPS steps each (1: not cut)."""
+    return max((s for s in range(1, MAX_SLICES + 1) if batch % s == 0 and (batch // s) * positions >= SLICE_STEPS),
+               default=1)
+
+
+def _slices_check(x: Sequence[int], slices: int) -> None:
+    if slices < 1 or x[0] % slices:
+        raise ShapeError(f"conv2d_grad_weight_slices: {slices} slices do not divide the batch of input {dims(x)}")
+
+
+def _slices_infer(x: TensorType, g: TensorType, *, weight_shape, slices, stride, padding, dilation,
+                  groups) -> TensorType:
+    whole = _grad_weight_infer(x, g, weight_shape=weight_shape, stride=stride, padding=padding, dilation=dilation,
+                               groups=groups)
+    _slices_check(x.shape, slices)
+    return TensorType((slices,) + tuple(weight_shape), whole.dtype)
+
+
+def _slices_impl(x, g, *, weight_shape, slices, **geometry):
+    _slices_check(x.shape, slices)
+    per = x.shape[0] // slices
+    parts = [_grad_weight_impl(x[s * per:(s + 1) * per], g[s * per:(s + 1) * per], weight_shape=weight_shape,
+                               **geometry) for s in range(slices)]
+    return np.stack(parts).astype(x.dtype, copy=False)
+
+
+def _slices_vjp(e, ct, out, x, g, *, weight_shape, slices, **geometry):
+    """Slice s is conv2d_grad_weight of its images, so its images' gradients are that op's VJP with ct[s]."""
+    per, rank = x.shape[0] // slices, len(x.shape)
+    dx, dg = [], []
+    for s in range(slices):
+        take = dict(starts=(s * per,) + (0,) * (rank - 1), stops=(s * per + per,) + tuple(x.shape[1:]),
+                    steps=(1,) * rank)
+        xs = e.slice(x, **take)
+        gs = e.slice(g, **dict(take, stops=(s * per + per,) + tuple(g.shape[1:])))
+        cts = e.reshape(e.slice(ct, starts=(s,) + (0,) * 4, stops=(s + 1,) + tuple(weight_shape), steps=(1,) * 5),
+                        shape=tuple(weight_shape))
+        dxs, dgs = _grad_weight_vjp(e, cts, None, xs, gs, weight_shape=weight_shape, **geometry)
+        dx.append(dxs)
+        dg.append(dgs)
+    return (dx[0], dg[0]) if slices == 1 else (e.concat(*dx, axis=0), e.concat(*dg, axis=0))
+
+
+def _slices_work(node) -> int:
+    g, w = node.inputs[1], node.out
+    return g.type.size * (w.type.size // max(w.shape[0] * w.shape[1], 1))
+
+
+conv2d_grad_weight_slices = defop(
+    "conv2d_grad_weight_slices", ("x", "g"), infer=_slices_infer, impl=_slices_impl, vjp=_slices_vjp,
+    attrs=(AttrSpec("weight_shape", "shape"), AttrSpec("slices", "int")) + _GEOMETRY, category="conv",
+    work=_slices_work,
+    doc="conv2d_grad_weight of each of `slices` equal runs of the batch's images, stacked: (slices, *weight_shape); "
+        "their sum over axis 0 is the whole batch's weight gradient.")
+
+
+def _grad_weight_decomposition(e, x, g, *, weight_shape, stride, padding, dilation, groups):
+    """The weight gradient as its image slices' partial gradients summed (the section comment above), where the
+    batch is cut at all."""
+    slices = grad_weight_slices(x.shape[0], math.prod(g.shape[2:]))
+    if slices == 1 or math.prod(weight_shape) == 0:
+        return None
+    partial = e.conv2d_grad_weight_slices(x, g, weight_shape=tuple(weight_shape), slices=slices, stride=stride,
+                                          padding=padding, dilation=dilation, groups=groups)
+    return e.sum(partial, axes=(0,), keepdim=False)
+
+
 conv2d_grad_weight = defop(
     "conv2d_grad_weight", ("x", "g"), infer=_grad_weight_infer, impl=_grad_weight_impl, vjp=_grad_weight_vjp,
     attrs=(AttrSpec("weight_shape", "shape"),) + _GEOMETRY, category="conv", work=_grad_work,
+    decomposition=_grad_weight_decomposition,
     doc="The gradient of conv2d with respect to its weight, for input x and output gradient g.")

@@ -21,7 +21,10 @@ A merge is legal when the merged region satisfies its kind's rule and creates no
   layer norm, each become one such region;
 - "gemm" / "conv": the anchor is the region's first op and the only anchor; every other member is an
   elementwise op with the anchor's result shape that reads a value computed in the region (bias add, activation,
-  residual add). Its other operands come from outside the region and so cannot depend on the anchor's result;
+  residual add). Its other operands come from outside the region and so cannot depend on the anchor's result.
+  Once every region has grown, an elementwise region whose values only the epilogue reads, all of the anchor's
+  result shape, joins it after the anchor (momentum * buffer, added to a weight gradient), so the epilogue
+  computes it instead of reading a temporary;
 - no cycles: regions A -> B merge only if B is not reachable from A through a third region (a depth-first search
   of the region graph, whose edges are the data edges between regions). Nodes are emitted in a topological order
   of the groups (each finished region, and each node outside a region), the group with the earliest original
@@ -114,6 +117,42 @@ class _Fuser:
             for p in sorted(self._producers(i), key=self._priority):
                 if self.region_of[p] != self.region_of[i]:
                     self._try_merge(self.region_of[p], self.region_of[i])
+
+    def absorb_epilogue_operands(self) -> None:
+        """Pull into each gemm/conv region the elementwise regions that only compute operands of its epilogue (a
+        momentum buffer scaled before the gradient GEMM adds to it): they run inside the epilogue instead of
+        writing and re-reading a temporary. Such a region joins when all its members have the anchor's result
+        shape, every value it lets out is read by the gemm region alone (not returned), and no third region sits
+        between the two. Its members follow the anchor in the body, in graph order."""
+        for key in sorted(k for k, r in self.regions.items() if r.kind in ("gemm", "conv")):
+            for producer in sorted(self.pred.get(key, ())):
+                target = self.regions.get(key)
+                if target is not None and self._feeds_only_epilogue(producer, target):
+                    self._absorb(producer, key)
+
+    def _feeds_only_epilogue(self, producer: int, target: _Region) -> bool:
+        region = self.regions.get(producer)
+        if region is None or region.kind != "elementwise" or len(target.members) < 2:
+            return False
+        shape, inside = self.nodes[target.members[0]].outputs[0].shape, set(target.members[1:])
+        own = set(region.members)
+        for m in region.members:
+            if self.nodes[m].out.shape != shape:
+                return False
+            for v in self.nodes[m].outputs:
+                outside = self.readers.get(v.name, set()) - own
+                if v.name in self.returned or not outside <= inside:
+                    return False
+        return not self._reaches_around(producer, self.region_of[target.members[0]])
+
+    def _absorb(self, producer: int, key: int) -> None:
+        """Region `producer` joins gemm region `key`: the anchor stays first, the rest in graph order."""
+        target, joining = self.regions[key], self.regions.pop(producer)
+        members = [target.members[0]] + sorted(target.members[1:] + joining.members)
+        for m in joining.members:
+            self.region_of[m] = key
+        self.regions[key] = _Region(target.kind, members)
+        self._contract(key, producer)
 
     def _producers(self, i: int) -> list[int]:
         """The non-leaf nodes defining node i's operands, once each, in operand order."""
@@ -233,10 +272,10 @@ class _Fuser:
     def emission_order(self, regions: list[_Region]) -> list[frozenset[int]]:
         """Groups of node indices (a region, or one node) in a topological order of the graph of groups, the ready
         group with the earliest first member first (Kahn's algorithm with a heap)."""
-        group_of = list(range(len(self.nodes)))  # each group is keyed by its first member
+        group_of = list(range(len(self.nodes)))  # each group is keyed by its earliest member
         for region in regions:
             for m in region.members:
-                group_of[m] = region.members[0]
+                group_of[m] = min(region.members)
         members: dict[int, list[int]] = {}
         for i, g in enumerate(group_of):
             members.setdefault(g, []).append(i)
@@ -266,7 +305,7 @@ class _Fuser:
     def build(self) -> tuple[Graph, list[_Region]]:
         """The graph with a fused node per region (in a topological order), and the regions it formed."""
         regions = self.fused_regions()
-        by_first = {r.members[0]: r for r in regions}
+        by_first = {min(r.members): r for r in regions}
         copied: set[int] = set()
         emitted: list[tuple[int, Node]] = []
         for group in self.emission_order(regions):
@@ -339,6 +378,7 @@ def fuse_regions(graph: Graph) -> tuple[Graph, list[tuple[str, list[int]]]]:
     """The graph with its fusion regions formed, and each region's kind and node indices in the input graph."""
     fuser = _Fuser(graph)
     fuser.grow()
+    fuser.absorb_epilogue_operands()
     result, regions = fuser.build()
     return result, [(r.kind, r.members) for r in regions]
 

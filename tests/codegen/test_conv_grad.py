@@ -89,3 +89,47 @@ def test_conv2d_gradients_on_forced_vector_widths(cpu: str, monkeypatch) -> None
     assert host_target().vector_width == width
     for seed, geometry in enumerate(geometries):
         _check_both(geometry, np.float32, seed)
+
+
+# (geometry, slices): slices of one image, of a prime count of images, of a batch a vector width long, with
+# groups, strides and padding; an empty batch cut into two empty slices.
+SLICED = [((3, 3, 5, 7, 4, 3, 3, (1, 1), (1, 1), (1, 1), 1), 3),
+          ((6, 4, 9, 8, 6, 3, 2, (2, 2), (1, 2), (1, 1), 2), 2),
+          ((16, 5, 6, 6, 17, 3, 3, (1, 1), (1, 1), (1, 1), 1), 8),
+          ((0, 3, 5, 5, 4, 3, 3, (1, 1), (1, 1), (1, 1), 1), 2)]
+
+
+def _check_slices(geometry, slices: int, dtype, seed: int = 0) -> np.ndarray:
+    """Every slice's partial weight gradient against the reference of its images alone; 3 threads give the bytes
+    of 1 (check_node)."""
+    x, g, w, attrs = _operands(geometry, dtype, seed)
+    per = x.shape[0] // slices
+    scale = np.stack([naive_grad_weight(np.abs(x[s * per:(s + 1) * per]), np.abs(g[s * per:(s + 1) * per]), w.shape,
+                                        **attrs) for s in range(slices)])
+    node = make_node("conv2d_grad_weight_slices", x, g, weight_shape=w.shape, slices=slices, **attrs)
+    return check_node(node, [x, g], terms=max(g.size // max(slices, 1), 1), scale=np.maximum(scale, 1.0))[0]
+
+
+@pytest.mark.parametrize("case", SLICED, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+def test_conv2d_grad_weight_slices_match_reference(case, dtype) -> None:
+    _check_slices(*case, dtype)
+
+
+def test_conv2d_grad_weight_slices_sum_to_the_whole_gradient() -> None:
+    geometry, slices = SLICED[2]
+    x, g, w, attrs = _operands(geometry, np.float64, seed=4)
+    parts = _check_slices(geometry, slices, np.float64, seed=4)
+    np.testing.assert_allclose(parts.sum(axis=0), naive_grad_weight(x, g, w.shape, **attrs), rtol=1e-12, atol=1e-12)
+
+
+FORCED_SLICES = {"haswell": ((9, 3, 7, 9, 5, 3, 3, (2, 2), (1, 1), (1, 1), 1), 3),
+                 "znver3": ((4, 2, 11, 6, 9, 3, 3, (1, 1), (1, 1), (1, 1), 1), 4)}
+
+
+@pytest.mark.skipif(not X86 or "+avx2" not in HOST_FEATURES, reason="needs an AVX2 host")
+@pytest.mark.parametrize("cpu", sorted(FORCED_SLICES))
+def test_conv2d_grad_weight_slices_on_the_avx2_path(cpu: str, monkeypatch) -> None:
+    monkeypatch.setenv("BRAZE_CPU", cpu)
+    assert host_target().vector_width == 8
+    _check_slices(*FORCED_SLICES[cpu], np.float32, seed=2)

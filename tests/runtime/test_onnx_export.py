@@ -34,7 +34,7 @@ from braze.runtime.onnx_export import supported_ops, to_onnx  # noqa: E402  (nee
 NOT_EXPORTED = frozenset({
     "flag", "dropout", "cross_entropy", "mse_loss", "batch_norm_train", "batch_norm_flag",
     "avg_pool2d_grad", "max_pool2d_grad", "max_pool2d_select", "conv2d_grad_input", "conv2d_grad_weight",
-    "quantized_matmul", "scatter_add", "index_add", "slice_scatter",
+    "conv2d_grad_weight_slices", "quantized_matmul", "scatter_add", "index_add", "slice_scatter",
 })
 SAMPLES = [s for s in all_samples() if s.op in supported_ops()]
 

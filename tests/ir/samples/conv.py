@@ -97,6 +97,15 @@ def _grad_weight(label, x, g, weight_shape, **attrs):
                   expected=lambda x, g: naive_grad_weight(x, g, weight_shape, **attrs), torch=torch_grad)
 
 
+def _grad_weight_slices(label, x, g, weight_shape, slices, **attrs):
+    def naive(x, g):
+        per = x.shape[0] // slices
+        return np.stack([naive_grad_weight(x[s * per:(s + 1) * per], g[s * per:(s + 1) * per], weight_shape, **attrs)
+                         for s in range(slices)])
+    return Sample("conv2d_grad_weight_slices", (x, g), dict(weight_shape=weight_shape, slices=slices, **attrs),
+                  label=label, expected=naive)
+
+
 SAMPLES = [
     _conv("bias-pad1", normal((2, 3, 5, 5), 1), normal((4, 3, 3, 3), 2), normal((4,), 3), padding=(1, 1)),
     _conv("grouped-strided-dilated", normal((1, 4, 7, 6), 4), normal((6, 2, 3, 2), 5), **_GROUPED),
@@ -106,4 +115,8 @@ SAMPLES = [
     _grad_input("depthwise", normal((2, 3, 2, 2), 13), normal((3, 1, 3, 3), 14), (2, 3, 6, 6), **_DEPTHWISE),
     _grad_weight("grouped", normal((1, 4, 7, 6), 15), normal((1, 6, 3, 5), 16), (6, 2, 3, 2), **_GROUPED),
     _grad_weight("pad1", normal((2, 3, 4, 4), 17), normal((2, 2, 4, 4), 18), (2, 3, 3, 3), padding=(1, 1)),
+    # 2 images of 32x32 positions: enough steps that the decomposition cuts the batch into two slices
+    _grad_weight("sliced", normal((2, 1, 32, 32), 21), normal((2, 1, 32, 32), 22), (1, 1, 3, 3), padding=(1, 1)),
+    _grad_weight_slices("three-slices-grouped", normal((3, 4, 7, 6), 19), normal((3, 6, 3, 5), 20), (6, 2, 3, 2), 3,
+                        **_GROUPED),
 ]
