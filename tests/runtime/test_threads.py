@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import threading
 import time
 
@@ -236,3 +237,108 @@ def test_threads_a_thread_waiting_at_the_barrier_for_a_late_one_sleeps_instead_o
     early.join()
     cpu = time.process_time() - cpu
     assert cpu < 0.06, f"the barrier took {cpu:.3f} s of CPU time while one thread came 0.5 s late"
+
+
+def _pinned(tid: int, cpus: set[int]) -> set[int]:
+    """Pin thread `tid` (a native id) to `cpus`; its mask before."""
+    before = os.sched_getaffinity(tid)
+    os.sched_setaffinity(tid, cpus)
+    return before
+
+
+def _thread_cpu_seconds(thread: threading.Thread) -> float:
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
+def _alone_words(exe) -> np.ndarray:
+    """A copy of the executable's pool words that asks for one thread: braze_pool_run holds the pool for the call but
+    posts it to no worker."""
+    from braze.codegen.abi import TASK_FIELDS
+    words = memory.aligned_zeros(len(TASK_FIELDS), "int64")
+    words[:] = exe._words
+    words[TASK_FIELDS.index("nthreads")] = 1
+    return words
+
+
+@pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid") or not has_futex(host_target()),
+                    reason="needs per-thread affinity and CPU clocks (Linux)")
+def test_threads_a_worker_on_the_callers_cpu_declines_and_does_not_take_the_core() -> None:
+    """With the worker and the caller on one CPU, the two could only take turns: the worker declines every call at
+    once (the caller does not wait for it at the gate), the calls run on the caller with exact results, and the
+    worker spends next to no CPU time (spinning, or sharing each call, it would take the caller's core)."""
+    exe = executable(6, shape=(256, 256), threads=2)
+    args = inputs((256, 256))
+    exe(*args)
+    shared = pool.pool()
+    worker = shared._workers[0]
+    cpu = os.sched_getaffinity(0)
+    here = {sorted(cpu)[0]}
+    mine, theirs = _pinned(threading.get_native_id(), here), _pinned(worker.thread.native_id, here)
+    try:
+        for _ in range(5):
+            exe(*args)  # both on one CPU from here on
+        before, spent = shared.counters(), _thread_cpu_seconds(worker.thread)
+        want = expected(exe, args)
+        for _ in range(100):
+            np.testing.assert_array_equal(exe(*args), want)
+        after, spent = shared.counters(), _thread_cpu_seconds(worker.thread) - spent
+    finally:
+        os.sched_setaffinity(worker.thread.native_id, theirs)
+        os.sched_setaffinity(threading.get_native_id(), mine)
+    assert after["calls"] - before["calls"] == 100
+    assert after["entries"] == before["entries"] and after["alone"] - before["alone"] == 100
+    assert spent < 0.02, f"the worker on the caller's CPU used {spent:.3f} s of CPU time in 100 calls"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not host_target().is_x86,
+                    reason="needs two CPUs and an x86 clock")
+def test_threads_a_worker_stays_awake_through_a_long_call_that_runs_without_it() -> None:
+    """A call that holds the pool but runs on the caller alone (here: one posted to no worker, as a call the worker
+    came too late for) lasts many times the worker's idle spin: the worker, on its own CPU, keeps spinning until
+    that call is over instead of sleeping through it, so the next call finds it awake. (Another process taking the
+    worker's CPU can put it to sleep anyway: a few tries.)"""
+    import os
+    long_exe = executable(6, shape=(2048, 1024), threads=2)
+    long_args = inputs((2048, 1024))
+    short = executable(6, shape=(64, 64), threads=2)
+    short_args = inputs((64, 64))
+    out = long_exe(*long_args)  # also leaves the executable's pointer words naming these arrays
+    short(*short_args)
+    shared, functions = pool.pool(), pool.native()
+    worker = shared._workers[0]
+    cpus = sorted(os.sched_getaffinity(0))
+    mine, theirs = _pinned(threading.get_native_id(), {cpus[0]}), _pinned(worker.thread.native_id, {cpus[1]})
+    alone = _alone_words(long_exe)
+    awake = []
+    try:
+        for _ in range(10):
+            out[...] = 0
+            short(*short_args)  # the worker has just run a call: awake
+            before, started = worker.sleeps, time.perf_counter()
+            functions.run(memory.address(alone), shared.task_address, shared.controls_address, 0,
+                          functions.join_budget)
+            took = time.perf_counter() - started
+            short(*short_args)
+            awake.append(worker.sleeps == before)
+            assert took > 5 * pool.WAIT_US * 1e-6, f"the long call took only {took * 1e3:.2f} ms"
+            if awake[-1]:
+                break
+    finally:
+        os.sched_setaffinity(worker.thread.native_id, theirs)
+        os.sched_setaffinity(threading.get_native_id(), mine)
+    np.testing.assert_array_equal(out, expected(long_exe, long_args))
+    assert any(awake), "the worker slept through every long call that ran without it"
+
+
+def test_threads_pool_counters_count_the_calls_and_who_entered() -> None:
+    exe = executable(6, shape=(64, 64), threads=2)
+    args = inputs((64, 64))
+    exe(*args)
+    shared = pool.pool()
+    before = shared.counters()
+    for _ in range(10):
+        exe(*args)
+    after = shared.counters()
+    assert after["calls"] - before["calls"] == 10
+    assert (after["entries"] - before["entries"]) + (after["alone"] - before["alone"]) == 10
+    assert all(after[name] >= before[name] for name in after)
