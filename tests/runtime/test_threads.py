@@ -18,7 +18,7 @@ from braze.ir.errors import BrazeError
 from braze.codegen import compile_ir
 from braze.codegen.loops import I64, PTR, define_function
 from braze.codegen.sync import emit_barrier
-from braze.codegen.sync_layout import BUSY, CALLS, CONTROL_BYTES, GATE, GATE_COUNT, SYNC_BYTES, has_futex
+from braze.codegen.sync_layout import ASLEEP, BUSY, CALLS, CONTROL_BYTES, GATE, GATE_COUNT, SYNC_BYTES, has_futex
 from braze.codegen.target import host_target
 from braze.runtime import memory, pool, threads
 
@@ -277,17 +277,16 @@ def test_threads_a_worker_on_the_callers_cpu_declines_and_does_not_take_the_core
     try:
         for _ in range(5):
             exe(*args)  # both on one CPU from here on
-        before, spent = shared.counters(), _thread_cpu_seconds(worker.thread)
         want = expected(exe, args)
+        spent, started = _thread_cpu_seconds(worker.thread), time.thread_time()
         for _ in range(100):
             np.testing.assert_array_equal(exe(*args), want)
-        after, spent = shared.counters(), _thread_cpu_seconds(worker.thread) - spent
+        spent, caller = _thread_cpu_seconds(worker.thread) - spent, time.thread_time() - started
     finally:
         os.sched_setaffinity(worker.thread.native_id, theirs)
         os.sched_setaffinity(threading.get_native_id(), mine)
-    assert after["calls"] - before["calls"] == 100
-    assert after["entries"] == before["entries"] and after["alone"] - before["alone"] == 100
-    assert spent < 0.02, f"the worker on the caller's CPU used {spent:.3f} s of CPU time in 100 calls"
+    assert spent < 0.1 * caller, f"the worker on the caller's CPU used {spent:.4f} s of CPU time in 100 calls, " \
+        f"the caller {caller:.4f} s"
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not host_target().is_x86,
@@ -297,9 +296,8 @@ def test_threads_a_worker_stays_awake_through_a_long_call_that_runs_without_it()
     came too late for) lasts many times the worker's idle spin: the worker, on its own CPU, keeps spinning until
     that call is over instead of sleeping through it, so the next call finds it awake. (Another process taking the
     worker's CPU can put it to sleep anyway: a few tries.)"""
-    import os
-    long_exe = executable(6, shape=(2048, 1024), threads=2)
-    long_args = inputs((2048, 1024))
+    long_exe = executable(6, shape=(4096, 1024), threads=2)
+    long_args = inputs((4096, 1024))
     short = executable(6, shape=(64, 64), threads=2)
     short_args = inputs((64, 64))
     out = long_exe(*long_args)  # also leaves the executable's pointer words naming these arrays
@@ -318,9 +316,9 @@ def test_threads_a_worker_stays_awake_through_a_long_call_that_runs_without_it()
             functions.run(memory.address(alone), shared.task_address, shared.controls_address, 0,
                           functions.join_budget)
             took = time.perf_counter() - started
+            awake.append(worker.control[ASLEEP // 8] == 0 and worker.sleeps == before)
             short(*short_args)
-            awake.append(worker.sleeps == before)
-            assert took > 5 * pool.WAIT_US * 1e-6, f"the long call took only {took * 1e3:.2f} ms"
+            assert took > 3 * pool.WAIT_US * 1e-6, f"the long call took only {took * 1e3:.2f} ms"
             if awake[-1]:
                 break
     finally:
@@ -328,6 +326,29 @@ def test_threads_a_worker_stays_awake_through_a_long_call_that_runs_without_it()
         os.sched_setaffinity(threading.get_native_id(), mine)
     np.testing.assert_array_equal(out, expected(long_exe, long_args))
     assert any(awake), "the worker slept through every long call that ran without it"
+
+
+@pytest.mark.skipif(not has_futex(host_target()), reason="workers decline only where they know their CPU (Linux)")
+def test_threads_pool_counters_count_the_calls_a_worker_on_the_callers_cpu_declined() -> None:
+    exe = executable(6, shape=(256, 256), threads=2)
+    args = inputs((256, 256))
+    exe(*args)
+    shared = pool.pool()
+    worker = shared._workers[0]
+    here = {sorted(os.sched_getaffinity(0))[0]}
+    mine, theirs = _pinned(threading.get_native_id(), here), _pinned(worker.thread.native_id, here)
+    try:
+        for _ in range(5):
+            exe(*args)
+        before = shared.counters()
+        for _ in range(20):
+            exe(*args)
+        after = shared.counters()
+    finally:
+        os.sched_setaffinity(worker.thread.native_id, theirs)
+        os.sched_setaffinity(threading.get_native_id(), mine)
+    assert after["calls"] - before["calls"] == 20 and after["alone"] - before["alone"] == 20
+    assert after["entries"] == before["entries"]
 
 
 def test_threads_pool_counters_count_the_calls_and_who_entered() -> None:
