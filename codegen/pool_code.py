@@ -11,18 +11,21 @@ foreign call, like a one-thread call (the call stub, codegen/call_stub.py, makes
   block, opens its gate and its finished count for a new call number, stores that number into the go word of each
   of the first nthreads - 1 workers and wakes those asleep on a futex. Then it waits until they have all entered or
   `enter_budget` is spent (the caller's choice: a small part of what the call takes, so that waking a sleeping
-  worker pays off for a long call and never slows a short one by much), closes the gate, runs thread 0 with the
-  count of threads that came, waits for the finished count to reach the workers that entered (spinning for
-  `join_budget`, then sleeping on a futex) and releases the pool. It returns how many workers sleep in Python
-  (their Python thread then needs its Event set; never, with futexes).
+  worker pays off for a long call and never slows a short one by much) or declined it, closes the gate, runs thread
+  0 with the count of threads that came, waits for the finished count to reach the workers that entered (spinning
+  for `join_budget`, then sleeping on a futex), adds to the pool's counters and releases the pool. It returns how
+  many workers sleep in Python (their Python thread then needs its Event set; never, with futexes).
 - `i64 braze_pool_work(ptr task, ptr control, i64 seen, i64 budget)` is a worker's loop: it spins on its go word;
   for a new call it tries to enter the gate (a compare-and-swap that counts it in and gives its thread id) and, once
   in, waits for the gate to close, runs `fn(inputs, weights, outputs, arena, scratch, tid, nthreads, sync)` with the
   closed gate's thread count, adds itself to the finished count and wakes a caller asleep on it. A call whose gate
-  has closed, or that the caller has moved on from, it skips. Once idle for its spin budget (codegen.sync.spin_budget;
-  counted from the end of its last call, on x86 including any time it was descheduled), it sleeps on its go word
-  (counting the sleeps in its sleeps word) and never returns; without futexes it marks itself asleep and returns
-  the last call it saw, and the Python thread sleeps until the next post.
+  has closed, or that the caller has moved on from, it skips. Where it can ask which CPU it runs on (Linux), a
+  worker on the CPU the caller posted from declines the call (counted in the declined word, which the caller's gate
+  adds to the entered ones) and sleeps: the two would only take turns on that CPU. Once idle for its spin budget
+  (codegen.sync.spin_budget; counted from the end of its last call, on x86 including any time it was descheduled,
+  and from the end of a call the pool runs without it while that call lasts), it sleeps on its go word (counting
+  the sleeps in its sleeps word) and never returns; without futexes it marks itself asleep and returns the last
+  call it saw, and the Python thread sleeps until the next post.
 So a call runs on the threads that entered in time (thread ids in the order they entered, the caller's 0): a worker
 that sleeps, or has lost its core to another process, when the call is posted does not hold it up.
 A thread that loses its core in the middle of a call still holds the others up at the next barrier until it gets
@@ -30,8 +33,11 @@ the core back (GEMM-like kernels claim their work in chunks, codegen/claims.py, 
 The blocks' layout is codegen/sync_layout.py's. The task block is TASK_BYTES: the TASK_FIELDS words at byte 0, the gate at GATE (the call number above
 GATE_CALL_SHIFT bits, then GATE_CLOSED, then the count of workers that entered) with the word of workers asleep until
 it closes beside it, the finished count at FINISHED (the call number above the same shift, the count below) with
-the caller's joiner word beside it, and the busy word and the last call number at BUSY and CALLS: separate cache
-lines for what the poster, the workers and the caller write. A control block is CONTROL_BYTES: go at byte 0, asleep
+the caller's joiner word beside it and the declined count after them (the call number above the same shift), and
+the busy word, the last call number, the counters (ENTRIES, ALONE, GATE_TICKS, JOIN_TICKS) and the caller's CPU
+from BUSY on: separate cache lines for what the poster, the workers and the caller write. A worker's decline that
+lands after the call it declined has ended can count for the next one and close that call's gate early: the call
+then runs on the threads that did enter, as always. A control block is CONTROL_BYTES: go at byte 0, asleep
 at byte 64 and sleeps at 72. The asleep, gate and joiner handshakes are Dekker-style with sequentially consistent
 accesses (codegen/futex.py): the sleeper announces itself and then reads the word it waits on, the waker stores
 that word and then reads the announcement.
@@ -45,25 +51,30 @@ import llvmlite.ir as ir
 from .abi import POOL_RUN, POOL_WORK, emit_entry_call, load_task_words
 from .futex import emit_sleep_until_changed, emit_wake_sleepers
 from .loops import I64, PTR, define_function, i64
-from .sync import BARRIER_SLEEP_NS, BARRIER_SPIN_US, JOIN_SLEEP_NS, at, relax, spin_mark, spin_step
-from .sync_layout import (ASLEEP, BUSY, CALLS, FINISHED, GATE, GATE_CALL_SHIFT, GATE_CLOSED, GATE_COUNT, GATE_SLEEPERS,
-                          JOINER, SLEEPS, has_futex, spin_budget)
+from .sync import BARRIER_SLEEP_NS, BARRIER_SPIN_US, JOIN_SLEEP_NS, at, declare, relax, spin_mark, spin_step
+from .sync_layout import (ALONE, ASLEEP, BUSY, CALLS, ENTRIES, FINISHED, GATE, GATE_CALL_SHIFT, GATE_CLOSED, GATE_COUNT,
+                          GATE_SLEEPERS, GATE_TICKS, JOIN_TICKS, JOINER, SLEEPS, CALLER_CPU, DECLINED, has_futex,
+                          knows_cpus, spin_budget)
 from .target import Target
 
 WORKER_SLEEP_NS = 1_000_000_000
-POOL_MODULE = "braze_pool_v3"
+# An idle worker keeps spinning while the pool runs a call without it, at most this long after its own last call
+# (see _idle_step), and only while no two readings of the clock are more than DESCHEDULED_US apart.
+IDLE_BUSY_MOST_US = 100_000
+DESCHEDULED_US = 100
+POOL_MODULE = "braze_pool_v4"
 
 
 def emit_pool_module(target: Target) -> ir.Module:
     """The module of the worker-pool functions (see the module doc)."""
     module = target.new_module(POOL_MODULE)
     post, gate, join = _emit_post(module, target), _emit_gate(module, target), _emit_join(module, target)
-    _emit_run(module, post, gate, join)
+    _emit_run(module, target, post, gate, join)
     _emit_work(module, target)
     return module
 
 
-def _emit_run(module: ir.Module, post: ir.Function, gate: ir.Function, join: ir.Function) -> None:
+def _emit_run(module: ir.Module, target: Target, post: ir.Function, gate: ir.Function, join: ir.Function) -> None:
     fn = POOL_RUN.define(module, "braze_pool_run")
     words, task, controls, enter_budget, join_budget = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
@@ -78,12 +89,27 @@ def _emit_run(module: ir.Module, post: ir.Function, gate: ir.Function, join: ir.
     b.position_at_end(shared)
     number = b.add(b.load(at(b, task, CALLS), typ=I64, align=8), i64(1), name="call")
     b.store(number, at(b, task, CALLS), align=8)
+    if knows_cpus(target):
+        b.atomic_rmw("xchg", at(b, task, CALLER_CPU), _cpu(b, module), "monotonic")
     asleep = b.call(post, [words, task, controls, workers, number], name="asleep")
+    posted = spin_mark(b, module, target)
     entered = b.call(gate, [task, workers, enter_budget], name="entered")
+    gated = spin_mark(b, module, target)
     emit_entry_call(b, {**call, "nthreads": b.add(entered, i64(1))}, i64(0))
+    ran = spin_mark(b, module, target)
     b.call(join, [task, entered, join_budget])
+    alone = b.and_(b.icmp_signed(">", workers, i64(0)), b.icmp_signed("==", entered, i64(0)))
+    for offset, amount in ((ENTRIES, entered), (ALONE, b.zext(alone, I64)), (GATE_TICKS, b.sub(gated, posted)),
+                           (JOIN_TICKS, b.sub(spin_mark(b, module, target), ran))):
+        _count_up(b, task, offset, amount)
     b.atomic_rmw("xchg", at(b, task, BUSY), i64(0), "release")
     b.ret(asleep)
+
+
+def _count_up(b: ir.IRBuilder, task: ir.Value, offset: int, amount: ir.Value) -> None:
+    """Add to a counter of the task block that only the pool's holder writes."""
+    word = at(b, task, offset)
+    b.store(b.add(b.load(word, typ=I64, align=8), amount), word, align=8)
 
 
 def _emit_post(module: ir.Module, target: Target) -> ir.Function:
@@ -97,6 +123,7 @@ def _emit_post(module: ir.Module, target: Target) -> ir.Function:
         b.store(value, b.gep(task, [i64(k)], source_etype=I64), align=8)
     opened = b.shl(call, i64(GATE_CALL_SHIFT), name="opened")
     b.atomic_rmw("xchg", at(b, task, FINISHED), opened, "seq_cst")
+    b.atomic_rmw("xchg", at(b, task, DECLINED), opened, "seq_cst")
     b.atomic_rmw("xchg", at(b, task, GATE), opened, "seq_cst")
     b.ret(_each_control(b, fn, controls, workers, lambda control: _post_one(b, module, target, control, call)))
     return fn
@@ -168,7 +195,10 @@ def _emit_gate(module: ir.Module, target: Target) -> ir.Function:
 
     def all_in() -> tuple[ir.Value, ir.Value]:
         word = b.load_atomic(gate, "acquire", 8, typ=I64, name="gate.now")
-        return b.icmp_signed(">=", _count(b, word), workers), word
+        came = _count(b, word)
+        if knows_cpus(target):  # a worker that declined will not come
+            came = b.add(came, _count(b, b.load_atomic(at(b, task, DECLINED), "acquire", 8, typ=I64)))
+        return b.icmp_signed(">=", came, workers), word
     _spin(b, module, target, all_in, budget, "enter")
     closed = b.atomic_rmw("or", gate, i64(GATE_CLOSED), "seq_cst", name="closed")
     if has_futex(target):
@@ -189,8 +219,9 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     b.branch(spin)
     b.position_at_end(spin)
     seen, mark = b.phi(I64, name="seen"), b.phi(I64, name="mark")
-    seen.add_incoming(seen0, entry)
-    mark.add_incoming(begun, entry)
+    since, last = b.phi(I64, name="since"), b.phi(I64, name="last")  # its last call's end; the last clock reading
+    for phi, value in ((seen, seen0), (mark, begun), (since, begun), (last, begun)):
+        phi.add_incoming(value, entry)
     go = b.load_atomic(control, "acquire", 8, typ=I64, name="go")
     b.cbranch(b.icmp_signed("!=", go, seen), run, relax_block)
     b.position_at_end(run)
@@ -198,16 +229,21 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     call.add_incoming(go, spin)
     b.position_at_end(relax_block)
     relax(b, module, target)
-    spent, carried = spin_step(b, module, target, mark, budget)
-    seen.add_incoming(seen, relax_block)
-    mark.add_incoming(carried, relax_block)
+    if target.is_x86:
+        spent, carried, now = _idle_step(b, module, target, task, mark, since, last, budget)
+    else:
+        (spent, carried), now = spin_step(b, module, target, mark, budget), last
+    if knows_cpus(target):  # spinning on the caller's CPU would only keep the caller from it
+        spent = b.or_(spent, _on_callers_cpu(b, module, task), name="idle")
+    for phi, value in ((seen, seen), (mark, carried), (since, since), (last, now)):
+        phi.add_incoming(value, b.block)
     b.cbranch(spent, idle, spin)
     b.position_at_end(idle)
     if has_futex(target):  # sleep natively until the next post; after a timeout, straight back to sleep
         emit_sleep_until_changed(b, module, target, control, seen, asleep, WORKER_SLEEP_NS)
         b.atomic_rmw("add", at(b, control, SLEEPS), i64(1), "monotonic")
-        seen.add_incoming(seen, b.block)
-        mark.add_incoming(carried, b.block)  # still spent
+        for phi, value in ((seen, seen), (mark, carried), (since, since), (last, last)):  # still spent
+            phi.add_incoming(value, b.block)
         b.branch(spin)
     else:  # announce the sleep, then look at go once more (the poster reads asleep), and return to Python
         b.atomic_rmw("xchg", asleep, i64(1), "seq_cst")
@@ -222,9 +258,39 @@ def _emit_work(module: ir.Module, target: Target) -> None:
         b.ret(seen)
     b.position_at_end(run)
     _enter_and_run(b, module, target, task, call)
-    seen.add_incoming(call, b.block)
-    mark.add_incoming(spin_mark(b, module, target), b.block)
+    ended = spin_mark(b, module, target)
+    for phi, value in ((seen, call), (mark, ended), (since, ended), (last, ended)):
+        phi.add_incoming(value, b.block)
     b.branch(spin)
+
+
+def _cpu(b: ir.IRBuilder, module: ir.Module) -> ir.Value:
+    """The CPU the calling thread runs on now (libc's sched_getcpu, a vDSO call on Linux), as i64."""
+    return b.sext(b.call(declare(module, "sched_getcpu", ir.IntType(32), []), []), I64)
+
+
+def _on_callers_cpu(b: ir.IRBuilder, module: ir.Module, task: ir.Value) -> ir.Value:
+    """Whether this thread runs on the CPU the caller of the latest call posted it from."""
+    caller = b.load_atomic(at(b, task, CALLER_CPU), "monotonic", 8, typ=I64)
+    return b.icmp_signed("==", _cpu(b, module), caller, name="beside.caller")
+
+
+def _idle_step(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.Value, mark: ir.Value, since: ir.Value,
+               last: ir.Value, budget: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """One more spin of an idle worker (x86, budgets in time-stamp-counter ticks): (whether it should sleep, the
+    mark its budget counts from, the clock now). While the pool runs a call, one this worker came too late for
+    (or was not posted), the budget counts from that call's end rather than from this worker's last call: the
+    caller's next call follows at once and finds the worker awake, where a worker that slept through a long call
+    it missed would miss the next one too, waking up late again. Not for longer than IDLE_BUSY_MOST_US after its
+    own last call, and not across a loss of its core: a reading of the clock more than DESCHEDULED_US after the
+    previous one extends nothing, so a worker kept from its core for longer than its budget sleeps as before."""
+    now = spin_mark(b, module, target)
+    busy = b.icmp_unsigned("!=", b.load_atomic(at(b, task, BUSY), "monotonic", 8, typ=I64), i64(0))
+    recent = b.icmp_unsigned("<", b.sub(now, since), i64(spin_budget(target, IDLE_BUSY_MOST_US)))
+    running = b.icmp_unsigned("<", b.sub(now, last), i64(spin_budget(target, DESCHEDULED_US)))
+    extend = b.and_(busy, b.and_(recent, running), name="extend")
+    carried = b.select(extend, now, mark, name="mark.next")
+    return b.icmp_unsigned(">=", b.sub(now, carried), budget), carried, now
 
 
 def _enter_and_run(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.Value, call: ir.Value) -> None:
@@ -237,7 +303,17 @@ def _enter_and_run(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.
     b.position_at_end(enter)
     word = b.load_atomic(gate, "acquire", 8, typ=I64, name="gate.seen")
     open_now = b.icmp_signed("==", b.and_(word, i64(~GATE_COUNT)), opened)  # this call's, not closed
-    b.cbranch(open_now, attempt, skip)
+    if knows_cpus(target):
+        # on the caller's CPU the two would take turns on one core: decline, so that the caller need not wait
+        consider, decline = fn.append_basic_block("enter.consider"), fn.append_basic_block("enter.decline")
+        b.cbranch(open_now, consider, skip)
+        b.position_at_end(consider)
+        b.cbranch(_on_callers_cpu(b, module, task), decline, attempt)
+        b.position_at_end(decline)
+        b.atomic_rmw("add", at(b, task, DECLINED), i64(1), "seq_cst")
+        b.branch(skip)
+    else:
+        b.cbranch(open_now, attempt, skip)
     b.position_at_end(attempt)
     swapped = b.cmpxchg(gate, word, b.add(word, i64(1)), "acq_rel", "acquire")
     b.cbranch(b.extract_value(swapped, 1), inside, enter)

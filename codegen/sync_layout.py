@@ -25,6 +25,12 @@ CONTROL_BYTES = 128
 GO, ASLEEP, SLEEPS = 0, 64, 72
 TASK_BYTES = 256
 GATE, GATE_SLEEPERS, FINISHED, JOINER, BUSY, CALLS = 64, 72, 128, 136, 192, 200
+# What the pool's calls found, counted by the caller that holds the pool (beside the busy word; read by
+# ThreadPool.counters): the workers that entered, the calls posted to workers that ran without any, and the
+# time-stamp-counter ticks the callers spent at the gate and joining (0 where there is no such counter).
+ENTRIES, ALONE, GATE_TICKS, JOIN_TICKS = 208, 216, 224, 232
+CALLER_CPU = 240  # the CPU the caller of the latest call ran on when it posted it (where the pool knows CPUs)
+DECLINED = 144  # beside the finished count: workers that declined the call (its number above GATE_CALL_SHIFT)
 GATE_CALL_SHIFT = 16
 GATE_CLOSED = 1 << 15
 GATE_COUNT = GATE_CLOSED - 1  # the mask of the gate's and the finished word's counts
@@ -37,6 +43,11 @@ def futex_number(target: Target) -> int | None:
     if "linux" not in target.triple:
         return None
     return SYS_FUTEX.get(target.triple.split("-")[0])
+
+
+def knows_cpus(target: Target) -> bool:
+    """Whether the pool's code can ask which CPU a thread runs on (libc's sched_getcpu, Linux)."""
+    return has_futex(target)
 
 
 def has_futex(target: Target) -> bool:

@@ -16,7 +16,12 @@ hand-over or the wake-up of a sleeping thread costs tens of microseconds on many
 this way a multi-threaded call costs a few microseconds more than a single-threaded one. Waiting threads spin only
 briefly, then sleep (codegen/futex.py), so that a core taken by another process is not also burnt by a braze
 thread waiting for the one that lost its core: a worker that has seen no call for WAIT_US microseconds sleeps on a
-futex, which the next post wakes; a caller whose workers are not done after JOIN_US sleeps until the last one is,
+futex, which the next post wakes (while the pool runs a call the worker came too late for, it keeps spinning until
+that call's end, so that it does not sleep through the call and come late to the next one too); a worker that finds
+itself on the CPU the caller posted from declines the call at once and sleeps, since two threads on one CPU only
+take turns: when another process holds the other CPU the scheduler wakes the worker beside the caller, and the
+call then runs alone at the cost of that wake-up, never slower than on one thread by waiting for a worker that
+cannot run; a caller whose workers are not done after JOIN_US sleeps until the last one is,
 and the barrier between kernels does the same (codegen/sync.py; on x86 these are times, measured by the time-stamp
 counter, elsewhere counts of spins that take about as long). Where there is no futex, an idle worker returns to
 Python and sleeps on an Event, which ThreadPool.run sets after a call that found it asleep, and the waits keep
@@ -133,10 +138,11 @@ class ThreadPool:
     """Persistent workers running compiled entry points; see the module doc."""
 
     def __init__(self) -> None:
-        from braze.codegen.sync_layout import TASK_BYTES
+        from braze.codegen.sync_layout import CALLER_CPU, TASK_BYTES
         self._workers: list[_Worker] = []
         self._task = _kept(aligned_zeros(TASK_BYTES // 8, "int64"))
         self._controls = _kept(aligned_zeros(MAX_WORKERS, "int64"))  # the workers' control block addresses
+        self._task[CALLER_CPU // 8] = -1  # no call yet: no worker is on the caller's CPU
         self.task_address, self.controls_address = address(self._task), address(self._controls)
         self._growing = threading.Lock()
 
@@ -158,6 +164,17 @@ class ThreadPool:
                 worker = _Worker(len(self._workers) + 1, self.task_address, work)
                 self._controls[len(self._workers)] = worker.address
                 self._workers.append(worker)
+
+    def counters(self) -> dict[str, int]:
+        """What the pool's parallel calls found so far: calls (posted to workers), entries (workers that entered
+        them), alone (calls that no worker entered in time), gate_ticks and join_ticks (time-stamp-counter ticks the
+        callers waited for the workers to enter and to finish; 0 without such a counter) and sleeps (times the
+        workers went to sleep for want of work). Read while calls run, the numbers may be a call apart."""
+        from braze.codegen.sync_layout import ALONE, CALLS, ENTRIES, GATE_TICKS, JOIN_TICKS
+        words = {"calls": CALLS, "entries": ENTRIES, "alone": ALONE, "gate_ticks": GATE_TICKS,
+                 "join_ticks": JOIN_TICKS}
+        found = {name: int(self._task[offset // 8]) for name, offset in words.items()}
+        return {**found, "sleeps": sum(worker.sleeps for worker in self._workers)}
 
     def run(self, words: int, nthreads: int, enter_budget: int) -> None:
         """Run the entry call whose TASK_FIELDS words are at address `words` on at most `nthreads` threads: the

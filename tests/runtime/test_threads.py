@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import threading
 import time
 
@@ -17,7 +18,7 @@ from braze.ir.errors import BrazeError
 from braze.codegen import compile_ir
 from braze.codegen.loops import I64, PTR, define_function
 from braze.codegen.sync import emit_barrier
-from braze.codegen.sync_layout import BUSY, CALLS, CONTROL_BYTES, GATE, GATE_COUNT, SYNC_BYTES, has_futex
+from braze.codegen.sync_layout import ASLEEP, BUSY, CALLS, CONTROL_BYTES, GATE, GATE_COUNT, SYNC_BYTES, has_futex
 from braze.codegen.target import host_target
 from braze.runtime import memory, pool, threads
 
@@ -31,13 +32,18 @@ SHORTEST_SPIN_SECONDS = 2e-4
 def test_threads_pool_back_to_back_calls_keep_the_workers_awake() -> None:
     """A worker sleeps only when the caller left it idle longer than it spins: a call that starts within that time
     of the previous one finds it awake. On a quiet machine every gap is short and the worker never sleeps; on a
-    loaded one the caller loses its core now and then, and each such gap may cost one sleep."""
+    loaded one the caller loses its core now and then, and each such gap may cost one sleep. (Where there are two
+    CPUs the worker is kept off the caller's: there it declines every call and sleeps at once, by design.)"""
     exe = executable(6, shape=(64, 64), threads=2)
     args = inputs((64, 64))
     exe(*args)
     worker = pool.pool()._workers[0]
+    cpus = sorted(os.sched_getaffinity(0))
+    pins = ((threading.get_native_id(), cpus[0]), (worker.thread.native_id, cpus[-1])) if len(cpus) > 1 else ()
+    masks = [(tid, _pinned(tid, {cpu})) for tid, cpu in pins]
     gc.disable()  # a collection pause between two calls (a full heap after many tests) outlasts the workers' spin
     try:
+        exe(*args)
         before, starts = worker.sleeps, []
         for _ in range(200):
             starts.append(time.perf_counter())
@@ -45,6 +51,8 @@ def test_threads_pool_back_to_back_calls_keep_the_workers_awake() -> None:
         slept = worker.sleeps - before
     finally:
         gc.enable()
+        for tid, mask in masks:
+            os.sched_setaffinity(tid, mask)
     long_gaps = sum(1 for a, b in zip(starts, starts[1:]) if b - a > SHORTEST_SPIN_SECONDS)
     assert slept <= long_gaps + 1, f"workers slept {slept} times in 200 back-to-back calls, {long_gaps} long gaps"
 
@@ -236,3 +244,146 @@ def test_threads_a_thread_waiting_at_the_barrier_for_a_late_one_sleeps_instead_o
     early.join()
     cpu = time.process_time() - cpu
     assert cpu < 0.06, f"the barrier took {cpu:.3f} s of CPU time while one thread came 0.5 s late"
+
+
+def _pinned(tid: int, cpus: set[int]) -> set[int]:
+    """Pin thread `tid` (a native id) to `cpus`; its mask before."""
+    before = os.sched_getaffinity(tid)
+    os.sched_setaffinity(tid, cpus)
+    return before
+
+
+def _thread_cpu_seconds(thread: threading.Thread) -> float:
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
+def _alone_words(exe) -> np.ndarray:
+    """A copy of the executable's pool words that asks for one thread: braze_pool_run holds the pool for the call but
+    posts it to no worker."""
+    from braze.codegen.abi import TASK_FIELDS
+    words = memory.aligned_zeros(len(TASK_FIELDS), "int64")
+    words[:] = exe._words
+    words[TASK_FIELDS.index("nthreads")] = 1
+    return words
+
+
+@pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid") or not has_futex(host_target()),
+                    reason="needs per-thread affinity and CPU clocks (Linux)")
+def test_threads_a_worker_on_the_callers_cpu_declines_and_does_not_take_the_core() -> None:
+    """With the worker and the caller on one CPU, the two could only take turns: the worker declines every call at
+    once (the caller does not wait for it at the gate), the calls run on the caller with exact results, and the
+    worker spends next to no CPU time (spinning, or sharing each call, it would take the caller's core)."""
+    exe = executable(6, shape=(256, 256), threads=2)
+    args = inputs((256, 256))
+    exe(*args)
+    shared = pool.pool()
+    worker = shared._workers[0]
+    cpu = os.sched_getaffinity(0)
+    here = {sorted(cpu)[0]}
+    mine, theirs = _pinned(threading.get_native_id(), here), _pinned(worker.thread.native_id, here)
+    try:
+        for _ in range(5):
+            exe(*args)  # both on one CPU from here on
+        want = expected(exe, args)
+        spent, started = _thread_cpu_seconds(worker.thread), time.thread_time()
+        for _ in range(100):
+            np.testing.assert_array_equal(exe(*args), want)
+        spent, caller = _thread_cpu_seconds(worker.thread) - spent, time.thread_time() - started
+    finally:
+        os.sched_setaffinity(worker.thread.native_id, theirs)
+        os.sched_setaffinity(threading.get_native_id(), mine)
+    assert spent < 0.1 * caller, f"the worker on the caller's CPU used {spent:.4f} s of CPU time in 100 calls, " \
+        f"the caller {caller:.4f} s"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not host_target().is_x86 or not has_futex(host_target()),
+                    reason="needs two CPUs, an x86 clock and Linux")
+def test_threads_a_worker_stays_awake_through_a_long_call_that_runs_without_it() -> None:
+    """A call that holds the pool but runs on the caller alone (here: one posted to no worker, as a call the worker
+    came too late for) lasts many times the worker's idle spin: the worker, on its own CPU, keeps spinning until
+    that call is over instead of sleeping through it, so the next call finds it awake. A try proves nothing when the
+    worker did not run the call before (it was asleep and woke late) or another process or the hypervisor took its
+    CPU (an involuntary context switch, steal time): it may sleep then."""
+    long_exe = executable(6, shape=(4096, 1024), threads=2)
+    long_args = inputs((4096, 1024))
+    short = executable(6, shape=(1024, 1024), threads=2)
+    short_args = inputs((1024, 1024))
+    out = long_exe(*long_args)  # also leaves the executable's pointer words naming these arrays
+    short(*short_args)
+    shared, functions = pool.pool(), pool.native()
+    worker = shared._workers[0]
+    cpus = sorted(os.sched_getaffinity(0))
+    mine, theirs = _pinned(threading.get_native_id(), {cpus[0]}), _pinned(worker.thread.native_id, {cpus[1]})
+    alone = _alone_words(long_exe)
+    awake = []
+    try:
+        for _ in range(30):
+            out[...] = 0
+            entries = shared.counters()["entries"]
+            short(*short_args)
+            ran = shared.counters()["entries"] == entries + 1  # then the worker has just run a call: awake
+            before, preempted, started = worker.sleeps, _preemptions(worker.thread, cpus[1]), time.perf_counter()
+            functions.run(memory.address(alone), shared.task_address, shared.controls_address, 0,
+                          functions.join_budget)
+            took = time.perf_counter() - started
+            if ran and _preemptions(worker.thread, cpus[1]) == preempted:
+                awake.append(worker.control[ASLEEP // 8] == 0 and worker.sleeps == before)
+            short(*short_args)
+            assert took > 3 * pool.WAIT_US * 1e-6, f"the long call took only {took * 1e3:.2f} ms"
+            if len(awake) == 3:
+                break
+    finally:
+        os.sched_setaffinity(worker.thread.native_id, theirs)
+        os.sched_setaffinity(threading.get_native_id(), mine)
+    np.testing.assert_array_equal(out, expected(long_exe, long_args))
+    if len(awake) < 3:
+        pytest.skip("other processes took the worker's CPU in too many tries")
+    # any, not all: the hypervisor can take the worker's CPU for a millisecond without the machine seeing it
+    assert any(awake), f"the worker slept through all {len(awake)} long calls run without it"
+
+
+def _preemptions(thread: threading.Thread, cpu: int) -> tuple[int, int]:
+    """How often the scheduler has taken `thread`'s CPU from it, and the time a hypervisor has taken CPU `cpu` from
+    this machine (Linux; its steal time, 0 on bare metal)."""
+    with open(f"/proc/self/task/{thread.native_id}/status") as status:
+        switches = next(int(line.split()[1]) for line in status if line.startswith("nonvoluntary_ctxt_switches"))
+    with open("/proc/stat") as stat:
+        steal = next(int(line.split()[8]) for line in stat if line.startswith(f"cpu{cpu} "))
+    return switches, steal
+
+
+@pytest.mark.skipif(not has_futex(host_target()), reason="workers decline only where they know their CPU (Linux)")
+def test_threads_pool_counters_count_the_calls_a_worker_on_the_callers_cpu_declined() -> None:
+    exe = executable(6, shape=(256, 256), threads=2)
+    args = inputs((256, 256))
+    exe(*args)
+    shared = pool.pool()
+    worker = shared._workers[0]
+    here = {sorted(os.sched_getaffinity(0))[0]}
+    mine, theirs = _pinned(threading.get_native_id(), here), _pinned(worker.thread.native_id, here)
+    try:
+        for _ in range(5):
+            exe(*args)
+        before = shared.counters()
+        for _ in range(20):
+            exe(*args)
+        after = shared.counters()
+    finally:
+        os.sched_setaffinity(worker.thread.native_id, theirs)
+        os.sched_setaffinity(threading.get_native_id(), mine)
+    assert after["calls"] - before["calls"] == 20 and after["alone"] - before["alone"] == 20
+    assert after["entries"] == before["entries"]
+
+
+def test_threads_pool_counters_count_the_calls_and_who_entered() -> None:
+    exe = executable(6, shape=(64, 64), threads=2)
+    args = inputs((64, 64))
+    exe(*args)
+    shared = pool.pool()
+    before = shared.counters()
+    for _ in range(10):
+        exe(*args)
+    after = shared.counters()
+    assert after["calls"] - before["calls"] == 10
+    assert (after["entries"] - before["entries"]) + (after["alone"] - before["alone"]) == 10
+    assert all(after[name] >= before[name] for name in after)
