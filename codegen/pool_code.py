@@ -21,7 +21,9 @@ foreign call, like a one-thread call (the call stub, codegen/call_stub.py, makes
   closed gate's thread count, adds itself to the finished count and wakes a caller asleep on it. A call whose gate
   has closed, or that the caller has moved on from, it skips. Where it can ask which CPU it runs on (Linux), a
   worker on the CPU the caller posted from declines the call (counted in the declined word, which the caller's gate
-  adds to the entered ones) and sleeps: the two would only take turns on that CPU. Once idle for its spin budget
+  adds to the entered ones), moves itself off that CPU (and gets back every CPU it may run on) and sleeps: the two
+  would only take turns on that CPU, and a futex wake, which prefers the CPU a thread slept on, would put it back
+  beside the caller for every later call. Once idle for its spin budget
   (codegen.sync.spin_budget; counted from the end of its last call, on x86 including any time it was descheduled,
   and from the end of a call the pool runs without it while that call lasts), it sleeps on its go word (counting
   the sleeps in its sleeps word) and never returns; without futexes it marks itself asleep and returns the last
@@ -62,7 +64,8 @@ WORKER_SLEEP_NS = 1_000_000_000
 # (see _idle_step), and only while no two readings of the clock are more than DESCHEDULED_US apart.
 IDLE_BUSY_MOST_US = 100_000
 DESCHEDULED_US = 100
-POOL_MODULE = "braze_pool_v4"
+CPU_SET_WORDS = 16   # a cpu_set_t: 1024 CPUs
+POOL_MODULE = "braze_pool_v5"
 
 
 def emit_pool_module(target: Target) -> ir.Module:
@@ -269,6 +272,47 @@ def _cpu(b: ir.IRBuilder, module: ir.Module) -> ir.Value:
     return b.sext(b.call(declare(module, "sched_getcpu", ir.IntType(32), []), []), I64)
 
 
+def _emit_leave_cpu(module: ir.Module) -> ir.Function:
+    """`void leave(i64 cpu)`: move the calling thread off `cpu` and give it back the CPUs it may run on. A futex
+    wake puts a thread on the CPU it last ran on when that one is free, so a worker that declined a call on the
+    caller's CPU and slept there would be woken there for every later call too, and decline them all; moved once,
+    it wakes beside the caller. Nothing happens where the thread may run on `cpu` alone."""
+    name = "braze_pool_leave_cpu"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64]), name)
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    cpu, = fn.args
+    i32, words = ir.IntType(32), ir.ArrayType(I64, CPU_SET_WORDS)
+    get = declare(module, "sched_getaffinity", i32, [i32, I64, PTR])
+    set_ = declare(module, "sched_setaffinity", i32, [i32, I64, PTR])
+    allowed, away = b.alloca(words, name="allowed"), b.alloca(words, name="away")
+    size = i64(8 * CPU_SET_WORDS)
+    leave, move, done = (fn.append_basic_block(n) for n in ("leave", "move", "done"))
+    got = b.call(get, [ir.Constant(i32, 0), size, allowed])
+    known = b.and_(b.icmp_signed("==", got, ir.Constant(i32, 0)),
+                   b.and_(b.icmp_signed(">=", cpu, i64(0)), b.icmp_signed("<", cpu, i64(64 * CPU_SET_WORDS))))
+    b.cbranch(known, leave, done)
+    b.position_at_end(leave)
+    others = ir.Constant(I64, 0)
+    for k in range(CPU_SET_WORDS):
+        word = b.load(b.gep(allowed, [i64(0), i64(k)], inbounds=True), typ=I64)
+        bit = b.select(b.icmp_signed("==", b.sdiv(cpu, i64(64)), i64(k)), b.shl(i64(1), b.srem(cpu, i64(64))),
+                       i64(0))
+        kept = b.and_(word, b.xor(bit, i64(-1)))
+        b.store(kept, b.gep(away, [i64(0), i64(k)], inbounds=True))
+        others = b.or_(others, kept)
+    b.cbranch(b.icmp_unsigned("!=", others, i64(0)), move, done)
+    b.position_at_end(move)
+    b.call(set_, [ir.Constant(i32, 0), size, away])      # moves the thread now
+    b.call(set_, [ir.Constant(i32, 0), size, allowed])   # and lets it go anywhere again, from where it is
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
 def _on_callers_cpu(b: ir.IRBuilder, module: ir.Module, task: ir.Value) -> ir.Value:
     """Whether this thread runs on the CPU the caller of the latest call posted it from."""
     caller = b.load_atomic(at(b, task, CALLER_CPU), "monotonic", 8, typ=I64)
@@ -311,6 +355,7 @@ def _enter_and_run(b: ir.IRBuilder, module: ir.Module, target: Target, task: ir.
         b.cbranch(_on_callers_cpu(b, module, task), decline, attempt)
         b.position_at_end(decline)
         b.atomic_rmw("add", at(b, task, DECLINED), i64(1), "seq_cst")
+        b.call(_emit_leave_cpu(module), [b.load_atomic(at(b, task, CALLER_CPU), "monotonic", 8, typ=I64)])
         b.branch(skip)
     else:
         b.cbranch(open_now, attempt, skip)

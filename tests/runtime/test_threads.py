@@ -296,6 +296,33 @@ def test_threads_a_worker_on_the_callers_cpu_declines_and_does_not_take_the_core
         f"the caller {caller:.4f} s"
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not has_futex(host_target()),
+                    reason="needs two CPUs and per-thread affinity (Linux)")
+def test_threads_a_worker_that_declines_on_the_callers_cpu_moves_and_keeps_its_cpus() -> None:
+    """A worker woken on the caller's CPU declines and moves off that CPU (a futex wake prefers the CPU a thread
+    slept on, so it would be woken there again and decline every later call), then gets back every CPU it may run
+    on: the calls keep exact results, and the worker's mask is what it was, not the CPUs it moved to."""
+    exe = executable(6, shape=(2048, 1024), threads=2)
+    args = inputs((2048, 1024))
+    exe(*args)
+    shared = pool.pool()
+    worker = shared._workers[0]
+    cpus = sorted(os.sched_getaffinity(0))
+    mine, theirs = _pinned(threading.get_native_id(), {cpus[0]}), _pinned(worker.thread.native_id, {cpus[0]})
+    try:
+        for _ in range(5):
+            exe(*args)  # declined on the caller's CPU, where the worker then sleeps
+        os.sched_setaffinity(worker.thread.native_id, set(cpus))  # free to go, but asleep on the caller's CPU
+        want = expected(exe, args)
+        for _ in range(10):
+            time.sleep(0.01)  # long enough for the worker to go to sleep between calls
+            np.testing.assert_array_equal(exe(*args), want)
+        assert os.sched_getaffinity(worker.thread.native_id) == set(cpus)
+    finally:
+        os.sched_setaffinity(worker.thread.native_id, theirs)
+        os.sched_setaffinity(threading.get_native_id(), mine)
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not host_target().is_x86 or not has_futex(host_target()),
                     reason="needs two CPUs, an x86 clock and Linux")
 def test_threads_a_worker_stays_awake_through_a_long_call_that_runs_without_it() -> None:
