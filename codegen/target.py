@@ -50,7 +50,7 @@ class Target:
 
     @property
     def is_x86(self) -> bool:
-        return _is_x86(self.triple)
+        return is_x86_triple(self.triple)
 
     @property
     def identity(self) -> str:
@@ -106,7 +106,8 @@ def create_jit_machine(target: Target) -> llvm.TargetMachine:
     return _create_machine(target.triple, target.cpu, target.features, jit=True)
 
 
-def _is_x86(triple: str) -> bool:
+def is_x86_triple(triple: str) -> bool:
+    """Whether an LLVM target triple names an x86 CPU (32 or 64 bits)."""
     return triple.startswith(("x86_64", "i386", "i686"))
 
 
@@ -149,7 +150,7 @@ def _tuned_features(triple: str, features: str) -> str:
     AVX-512 is present; our kernels are written for the full vector width, so turn that preference off. On CPUs
     without AVX-512 the flag changes nothing.
     """
-    if not _is_x86(triple):
+    if not is_x86_triple(triple):
         return features
     return f"{features},-prefer-256-bit" if features else "-prefer-256-bit"
 

@@ -3,6 +3,8 @@ and libm calls lane by lane for what has no vector form.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import llvmlite.ir as ir
 
 from .loops import CONTRACT, F32, I32, I64, vec, undef, vector_const
@@ -83,14 +85,8 @@ class VectorEmit:
         return self.float(self.b.shl(self.b.add(n, self.ki(bias)), self.ki(mantissa)))
 
     def lookup(self, table: list[float], index: ir.Value) -> ir.Value:
-        """table[index] per lane of a float32 vector of 8 or 16 lanes on x86 (i32 indices in [0, len(table)),
-        len(table) <= 8): one vpermps, the table a constant operand."""
-        lanes = self.width
-        values = [ir.Constant(F32, v) for v in table] + [ir.Constant(F32, 0.0)] * (lanes - len(table))
-        name = "llvm.x86.avx512.permvar.sf.512" if lanes == 16 else "llvm.x86.avx2.permps"
-        fn = self.module.globals.get(name) or ir.Function(
-            self.module, ir.FunctionType(self.f, [self.f, self.i]), name)
-        return self.b.call(fn, [ir.Constant(self.f, values), index])
+        """table[index] per lane (see permute_lookup)."""
+        return permute_lookup(self.b, table, index)
 
     def any(self, mask: ir.Value) -> ir.Value:
         """Whether any lane of an i1 mask (or the i1 itself) is set."""
@@ -99,6 +95,32 @@ class VectorEmit:
         fn = self.module.globals.get(f"llvm.vector.reduce.or.v{self.width}i1") or ir.Function(
             self.module, ir.FunctionType(ir.IntType(1), [mask.type]), f"llvm.vector.reduce.or.v{self.width}i1")
         return self.b.call(fn, [mask])
+
+
+def permute_lookup(builder: ir.IRBuilder, table: Sequence[float], index: ir.Value) -> ir.Value:
+    """table[index] per lane of an x86 float32 vector of 8 or 16 lanes (i32 indices in [0, len(table)), at most 16
+    entries), by vpermps: one on AVX-512, on AVX2 one per 8 entries and a blend on bit 3 of the index. The tables
+    are constant operands."""
+    lanes = index.type.count
+    if lanes not in (8, 16) or len(table) > 16:
+        raise ValueError(f"permute_lookup takes 8 or 16 lanes and at most 16 entries, not {lanes} and {len(table)}")
+    typ = vec(lanes, F32)
+
+    def permute(first: int, name: str) -> ir.Value:
+        part = list(table[first:first + lanes])
+        values = [ir.Constant(F32, v) for v in part + [0.0] * (lanes - len(part))]
+        fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(typ, [typ, index.type]),
+                                                             name)
+        return builder.call(fn, [vector_const(typ, values), index])
+    if lanes == 16:
+        return permute(0, "llvm.x86.avx512.permvar.sf.512")
+    low = permute(0, "llvm.x86.avx2.permps")
+    if len(table) <= 8:
+        return low
+    high = permute(8, "llvm.x86.avx2.permps")
+    # bit 3 moved to the sign bit: the blend reads the sign directly
+    upper = builder.icmp_signed("<", builder.shl(index, vector_const(index.type, 28)), vector_const(index.type, 0))
+    return builder.select(upper, high, low)
 
 
 def libm(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:

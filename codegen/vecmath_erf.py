@@ -13,6 +13,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .loops import F32, I32
+from .target import is_x86_triple
 from .vecmath_emit import VectorEmit
 
 ERF_ONE = 3.95   # erf(x) rounds to 1.0f for x >= 3.92
@@ -41,7 +42,7 @@ _Q = ((0.12837918102741241 / 2, -9.376105936098611e-07 / 2, -0.0940183699131012 
 
 def applies(m: VectorEmit) -> bool:
     """Whether this form can be emitted: float32 vectors of 8 (AVX2) or 16 (AVX-512) lanes on x86."""
-    return m.element == F32 and m.width in (8, 16) and str(m.module.triple).startswith(("x86_64", "i386", "i686"))
+    return m.element == F32 and m.width in (8, 16) and is_x86_triple(str(m.module.triple))
 
 
 def emit(m: VectorEmit, x: ir.Value) -> ir.Value:

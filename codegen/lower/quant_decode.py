@@ -24,6 +24,7 @@ from braze.ir.types import float32, int8, uint8
 from ..loops import F32, I1, I8, I32, I64, i64, vec, vector_const, zeros
 
 I16 = ir.IntType(16)
+from ..vecmath_emit import permute_lookup
 from .base import KernelContext, gather, intrinsic, iota, load, widen
 
 
@@ -161,25 +162,13 @@ def _levels(b: ir.IRBuilder, p: PackedWeight, e: ir.Value, parity: int, lanes: i
     return _lookup(b, p, b.zext(nibbles, ir.VectorType(I32, lanes)))
 
 
-def _table_vector(p: PackedWeight, first: int, lanes: int) -> ir.Constant:
-    """Levels first..first+lanes-1 as a vector constant (the permutes' table)."""
-    return vector_const(ir.VectorType(F32, lanes), [ir.Constant(F32, v) for v in LEVELS[p.scheme][first:first + lanes]])
-
-
 def _lookup(b: ir.IRBuilder, p: PackedWeight, index: ir.Value) -> ir.Value:
     """levels[index] per lane (i32 indices in [0, 16))."""
     lanes = index.type.count
-    if p.x86 and lanes == 16:
-        return intrinsic(b, "llvm.x86.avx512.permvar.sf.512", [_table_vector(p, 0, 16), index])
-    if p.x86 and lanes == 8:
-        low = intrinsic(b, "llvm.x86.avx2.permps", [_table_vector(p, 0, 8), index])
-        high = intrinsic(b, "llvm.x86.avx2.permps", [_table_vector(p, 8, 8), index])
-        # bit 3 moved to the sign bit: the blend reads the sign directly
-        upper = b.icmp_signed("<", b.shl(index, ir.Constant(index.type, [ir.Constant(I32, 28)] * lanes)),
-                              zeros(index.type))
-        return b.select(upper, high, low)
+    if p.x86 and lanes in (8, 16):
+        return permute_lookup(b, LEVELS[p.scheme], index)
     return gather(b, p.table, b.zext(index, ir.VectorType(I64, lanes)), float32, _all(lanes),
-                  zeros(ir.VectorType(F32, lanes)))
+                  ir.Constant(ir.VectorType(F32, lanes), None))
 
 
 def _all(lanes: int) -> ir.Constant:

@@ -201,8 +201,6 @@ def _grad_weight_vjp(e, ct, out, x, g, *, weight_shape, stride, padding, dilatio
             e.conv2d(x, ct, **geometry))
 
 
-
-
 # --- the weight gradient in image slices -------------------------------------------------------------------------
 
 # The weight gradient sums over every image and output position, so its GEMM has a long K and few result panels to
