@@ -59,13 +59,16 @@ from .sync_layout import (ALONE, ASLEEP, BUSY, CALLS, ENTRIES, FINISHED, GATE, G
                           knows_cpus, spin_budget)
 from .target import Target
 
-WORKER_SLEEP_NS = 1_000_000_000
+# A sleeping worker wakes on a post; the timeout only bounds a wake lost to the 32-bit futex word wrapping around.
+# Long, because a worker that woke would run the pool's code, and at process exit LLVM's static destructors free the
+# JIT's code while daemon threads still live: a periodic wake landing there was a segfault after a clean run.
+WORKER_SLEEP_NS = 3600 * 1_000_000_000
 # An idle worker keeps spinning while the pool runs a call without it, at most this long after its own last call
 # (see _idle_step), and only while no two readings of the clock are more than DESCHEDULED_US apart.
 IDLE_BUSY_MOST_US = 100_000
 DESCHEDULED_US = 100
 CPU_SET_WORDS = 16   # a cpu_set_t: 1024 CPUs
-POOL_MODULE = "braze_pool_v5"
+POOL_MODULE = "braze_pool_v6"
 
 
 def emit_pool_module(target: Target) -> ir.Module:
@@ -243,8 +246,8 @@ def _emit_work(module: ir.Module, target: Target) -> None:
     b.cbranch(spent, idle, spin)
     b.position_at_end(idle)
     if has_futex(target):  # sleep natively until the next post; after a timeout, straight back to sleep
+        b.atomic_rmw("add", at(b, control, SLEEPS), i64(1), "monotonic")  # counted as it goes to sleep
         emit_sleep_until_changed(b, module, target, control, seen, asleep, WORKER_SLEEP_NS)
-        b.atomic_rmw("add", at(b, control, SLEEPS), i64(1), "monotonic")
         for phi, value in ((seen, seen), (mark, carried), (since, since), (last, last)):  # still spent
             phi.add_incoming(value, b.block)
         b.branch(spin)
