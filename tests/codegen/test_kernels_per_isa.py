@@ -19,7 +19,7 @@ from tests.codegen.native import unique_name
 
 X86 = llvm.get_process_triple().startswith("x86_64")
 HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
-AVX512_CPUS = ["skylake-avx512", "znver4"]
+AVX512_CPUS = ["skylake-avx512", "znver4", "znver5"]
 
 pytestmark = pytest.mark.skipif(not X86, reason="x86-64 instruction sets")
 
