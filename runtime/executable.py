@@ -80,7 +80,7 @@ class Executable:
         self._enter_budget = _pool.enter_budget(_threads.estimated_seconds(self._work))
         self._threads, self._threads_version = self._chosen_threads(), _threads.version
         self._entry = ENTRY.cfunc(library, built.entry)
-        self._weights = map_bytes(self._weight, built.weights, sum(slot.type.nbytes for slot in built.weights))
+        self._weights = map_bytes(self._weight, built.weights, [slot.type.nbytes for slot in built.weights])
         self._prepared = self._prepared_buffers()
         self._arena = resident_block(built.arena_bytes)
         self._scratch = resident_block(built.scratch_stride * self._threads)
@@ -209,14 +209,14 @@ class Executable:
         """Fill the prepared weights from the weight copies, before the first call of the entry: the module's prepare
         function, or for a model with large weights each form's own function (void(ptr param, ptr form), what the
         prepare function calls in turn) on several threads at once, largest first."""
-        slots = sorted(self.built.prepared, key=lambda slot: -slot.nbytes)
-        nbytes = sum(slot.nbytes for slot in slots)
-        if len(slots) < 2 or nbytes < 2 * memory.PARALLEL_BYTES:
+        slots = self.built.prepared
+        sizes = [slot.nbytes for slot in slots]
+        if len(slots) < 2 or sum(sizes) < 2 * memory.PARALLEL_BYTES:
             PREPARE.cfunc(library, self.built.prepare)(self._weight_ptrs)
         else:
             pointers = self._weight_ptrs
             map_bytes(lambda slot: library.cfunc(slot.function, None, ctypes.c_void_p, ctypes.c_void_p)(
-                pointers[slot.source], pointers[slot.slot]), slots, nbytes)
+                pointers[slot.source], pointers[slot.slot]), slots, sizes)
         self.prepare_calls += 1
 
     # --- weights ---------------------------------------------------------------------------------------------

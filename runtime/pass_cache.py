@@ -78,7 +78,7 @@ def _digests(arrays: list[np.ndarray]) -> list[bytes]:
     """The sha256 of each array's bytes; a model's weights (tens of MB) are hashed on every core (hashlib releases
     the GIL while it hashes)."""
     return map_bytes(lambda a: hashlib.sha256(a.reshape(-1).view(np.uint8)).digest(), arrays,
-                     sum(a.nbytes for a in arrays))
+                     [a.nbytes for a in arrays])
 
 
 def _field(h: Any, data: bytes) -> None:
