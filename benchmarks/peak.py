@@ -3,8 +3,8 @@
 The kernel is a loop of independent fused multiply-adds on the widest vector type the target has (braze's own
 target: AVX-512, AVX2, ... as codegen/target.py chooses it, so BRAZE_CPU applies too): ACCUMULATORS chains per
 iteration, enough to cover the FMA latency on every core's FMA pipes, with nothing else in the loop but the counter.
-Each FMA is 2 * lanes FLOPs. On N threads, N Python threads call it at once (ctypes releases the GIL) and the peak
-is their total work over the wall time of the slowest.
+Each FMA is 2 * lanes FLOPs. On N threads, N Python threads, each pinned to a CPU of its own, call it at once
+(ctypes releases the GIL) and the peak is their total work over the wall time of the slowest.
 
 Run: python -m benchmarks.peak [--threads 1,2]
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import threading
 import time
 from typing import Callable
@@ -69,11 +70,16 @@ def measure(threads: int, rounds: int = 5) -> float:
 
     kernel, per_iteration = fma_kernel()
     buffers = [np.full(64, 1.0, np.float32) for _ in range(threads)]  # one output (and start value) per thread
+    # each thread on a CPU of its own: left to the scheduler, two threads woken together were seen to share one CPU
+    # for the whole run on a 2-CPU virtual machine (a 2-thread "peak" equal to the 1-thread one)
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     best = 0.0
     for _ in range(rounds):
         barrier = threading.Barrier(threads + 1)
 
         def run(k: int) -> None:
+            if cpus:
+                os.sched_setaffinity(0, {cpus[k % len(cpus)]})  # this thread only
             barrier.wait()
             kernel(ITERATIONS, buffers[k].ctypes.data)
         workers = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
