@@ -5,6 +5,10 @@ scratch), row blocks of MC (A block packed into scratch), then NR x MR tiles han
 of work are (batch, panel) pairs in row-major order, where a panel is NR columns (or MR rows when the matrix has
 more row panels than column panels); the threads claim them in chunks of at most one column (row) block from the
 call's claim words (codegen/claims.py), so a slower thread computes fewer, and each thread packs what it reads.
+A thread claims several chunks of one batch, and every chunk reads all of the operand the split does not cut (all of
+B when rows are split, all of A when columns are): when that operand packed whole fits in KEPT_BYTES, a thread
+packs each of its blocks once per batch into its scratch and keeps them for its later chunks (SGEMM n=512 on two
+threads packed B eight times per call, as many times as there are chunks).
 Every tile sits at the same place in the blocking whoever computes it, so the result does not depend on the thread
 count.
 Small problems (M <= MR) read A in place and, when B's rows are contiguous, B as well: nothing is packed.
@@ -12,9 +16,10 @@ An A that is neither strided nor pre-packed (an ABlockSource: a conv's output gr
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from math import lcm, prod
-from typing import Union
+from typing import Iterator, Union
 
 import llvmlite.ir as ir
 
@@ -61,6 +66,8 @@ class Plan:
     panels: int
     a_floats: int
     b_floats: int
+    keep_a: bool = False  # A packed whole, block (ic, pc) at ic*K + pc*rows(ic), reused across a thread's chunks
+    keep_b: bool = False  # B packed whole, block (jc, pc) at jc*K + pc*cols(jc), likewise
 
     @property
     def b_offset(self) -> int:
@@ -82,6 +89,10 @@ CACHED_BYTES = 384 * 1024
 
 def _cached(rows: int, cols: int) -> bool:
     return 4 * rows * cols <= CACHED_BYTES
+
+
+# A packed operand a thread keeps for all its chunks of a batch is at most this large (per thread, in its scratch).
+KEPT_BYTES = 4 << 20
 
 
 def _balanced(size: int, limit: int, unit: int) -> int:
@@ -115,8 +126,13 @@ def make_plan(p: Problem, t: Tiling) -> Plan:
     nc = _balanced(p.n, t.nc, t.nr)
     col_panels, row_panels = -(-p.n // t.nr), -(-p.m // t.mr)
     split_n = col_panels >= row_panels
-    return Plan(a_mode, b_mode, kc, blocks, mc, nc, split_n, col_panels if split_n else row_panels,
-                mc * kc if a_mode == "pack" else 0, kc * nc if b_mode == "pack" else 0)
+    whole_a, whole_b = -(-p.m // mc) * mc * p.k, -(-p.n // nc) * nc * p.k  # every block of the operand, packed
+    keep_a = split_n and a_mode == "pack" and col_panels > 1 and 4 * whole_a <= KEPT_BYTES
+    keep_b = not split_n and b_mode == "pack" and row_panels > 1 and 4 * whole_b <= KEPT_BYTES
+    a_floats = (whole_a if keep_a else mc * kc) if a_mode == "pack" else 0
+    b_floats = (whole_b if keep_b else kc * nc) if b_mode == "pack" else 0
+    return Plan(a_mode, b_mode, kc, blocks, mc, nc, split_n, col_panels if split_n else row_panels, a_floats, b_floats,
+                keep_a, keep_b)
 
 
 def kernel_shapes(p: Problem, plan: Plan, t: Tiling) -> dict[tuple[bool, bool], KernelShape]:
@@ -151,6 +167,7 @@ class _Ctx:
     kernels: dict
     extra: tuple
     scratch: ir.Value
+    kept: ir.Value | None = None  # i64 slot: the batch whose kept operand (Plan.keep_a / keep_b) scratch holds
 
 
 def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: Epilogue | None = None,
@@ -176,6 +193,9 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
         builder.ret_void()
         return fn
     block = plan.nc // t.nr if plan.split_n else plan.mc // t.mr
+    if plan.keep_a or plan.keep_b:  # the batch whose kept operand this thread's scratch holds (-1: none yet)
+        ctx.kept = builder.alloca(I64, name="kept")
+        builder.store(const64(-1), ctx.kept)
     with claimed_chunks(builder, claim, tid, nthreads, p.count * plan.panels, most=block, name="panels") as units:
         _units(ctx, a, b, c, *units)
     builder.ret_void()
@@ -204,10 +224,12 @@ def _units(ctx: _Ctx, a, b, c, u0, u1) -> None:
 
 
 def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols) -> None:
-    """C[rows, cols] of one batch: the column-block / K-block / row-block loops with packing."""
+    """C[rows, cols] of one batch: the column-block / K-block / row-block loops with packing (a kept operand's
+    blocks only where this thread's scratch does not hold them for this batch yet)."""
     builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
-    a_pack = ctx.scratch
-    b_pack = elem_ptr(builder, ctx.scratch, plan.b_offset)
+    fresh = None
+    if ctx.kept is not None:
+        fresh = builder.icmp_signed("!=", builder.load(ctx.kept), index, name="fresh")
     with for_range(builder, cols[0], cols[1], plan.nc, name="jc") as jc:
         nc = smin(builder, const64(plan.nc), builder.sub(cols[1], jc))
         with for_range(builder, 0, plan.blocks, name="kb") as kb:
@@ -215,16 +237,44 @@ def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols) -> None:
             kc = smin(builder, const64(plan.kc), builder.sub(const64(p.k), pc))
             first = builder.icmp_signed("==", kb, const64(0))
             last = builder.icmp_signed("==", kb, const64(plan.blocks - 1))
+            b_pack = _pack_area(ctx, plan.b_offset, plan.keep_b, jc, pc, nc, t.nr)
             if plan.b_mode == "pack":
-                pack_b_block(builder, p.b, base_b, b_pack, pc, kc, jc, nc, p.n, t)
+                with _packing(builder, fresh if plan.keep_b else None):
+                    pack_b_block(builder, p.b, base_b, b_pack, pc, kc, jc, nc, p.n, t)
             with for_range(builder, rows[0], rows[1], plan.mc, name="ic") as ic:
                 mc = smin(builder, const64(plan.mc), builder.sub(rows[1], ic))
-                if plan.a_mode == "pack" and isinstance(p.a, Strided):
-                    pack_a_block(builder, p.a, base_a, a_pack, ic, mc, pc, kc, p.m, t)
-                elif plan.a_mode == "pack":
-                    p.a.pack_a_block(builder, base_a, a_pack, ic, mc, pc, kc, p.m, t)
+                a_pack = _pack_area(ctx, 0, plan.keep_a, ic, pc, mc, t.mr)
+                with _packing(builder, fresh if plan.keep_a else None):
+                    if plan.a_mode == "pack" and isinstance(p.a, Strided):
+                        pack_a_block(builder, p.a, base_a, a_pack, ic, mc, pc, kc, p.m, t)
+                    elif plan.a_mode == "pack":
+                        p.a.pack_a_block(builder, base_a, a_pack, ic, mc, pc, kc, p.m, t)
                 block = _Block(index, base_a, base_b, base_c, a_pack, b_pack, pc, kc, first, last)
                 _tiles(ctx, block, ic, mc, jc, nc)
+    if ctx.kept is not None:
+        builder.store(index, ctx.kept)
+
+
+def _pack_area(ctx: _Ctx, offset: int, kept: bool, start, pc, extent, unit: int) -> ir.Value:
+    """Where a packed block goes in scratch: at `offset` (floats), or for a kept operand at block (start, pc)'s own
+    place, offset + start*K + pc*width, where the block spans `extent` rows (columns) packed in panels of `unit`,
+    `width` of them rounded up to whole panels (blocks before it are MC rows or NC columns, whole panels)."""
+    builder = ctx.builder
+    if not kept:
+        return elem_ptr(builder, ctx.scratch, const64(offset))
+    width = builder.mul(builder.sdiv(builder.add(extent, const64(unit - 1)), const64(unit)), const64(unit))
+    place = builder.add(builder.mul(start, const64(ctx.p.k)), builder.mul(pc, width))
+    return elem_ptr(builder, ctx.scratch, builder.add(const64(offset), place))
+
+
+@contextmanager
+def _packing(builder: ir.IRBuilder, fresh: ir.Value | None) -> Iterator[None]:
+    """The packing emitted inside: always (fresh None), or only where `fresh` holds."""
+    if fresh is None:
+        yield
+        return
+    with builder.if_then(fresh):
+        yield
 
 
 @dataclass

@@ -228,6 +228,28 @@ def test_gemm_threads_claiming_at_once_match_one_thread_bit_for_bit(m, n, k, bat
         assert run(spec, a, b, nthreads=nthreads, concurrent=True).tobytes() == one.tobytes(), f"{nthreads} threads"
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("m,n,k,kept", [(None, 600, 600, "b"), (150, 450, 700, "a")], ids=["rows", "columns"])
+def test_gemm_kept_operand_packed_once_per_thread_gives_the_same_bits(width, m, n, k, kept) -> None:
+    """Rows split with B packed (columns split with A packed): each thread packs the whole operand once per batch
+    and keeps it for its later chunks. Two batches, several K blocks: the bits of one thread, for 2-4 threads
+    claiming at once, and numpy's result."""
+    tiling, batch = tiling_for(width), (2,)
+    m = m or (n // tiling.nr + 2) * tiling.mr + 1  # more row panels than column panels: rows are split
+    spec = GemmSpec.contiguous(m, n, k, batch)
+    plan = gemm_plan(spec, tiling)
+    assert (plan.keep_a, plan.keep_b) == (kept == "a", kept == "b") and plan.blocks > 1
+    a = RNG.standard_normal((*batch, m, k)).astype(np.float32)
+    b = RNG.standard_normal((*batch, k, n)).astype(np.float32)
+    one = run(spec, a.ravel(), b.ravel(), tiling=tiling)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    scale_ = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    assert_close(one.reshape(want.shape), want, dot_tolerance(k, scale_), f"kept {kept}, W={width}")
+    for nthreads in (2, 3, 4):
+        many = run(spec, a.ravel(), b.ravel(), tiling=tiling, nthreads=nthreads, concurrent=True)
+        assert many.tobytes() == one.tobytes(), f"{nthreads} threads"
+
+
 def test_gemm_without_claim_words_threads_take_static_shares() -> None:
     spec = GemmSpec.contiguous(37, 5 * HOST.nr + 3, 67)
     a = RNG.standard_normal((37, 67)).astype(np.float32).ravel()
