@@ -45,6 +45,7 @@ from .nn.visitor import join_path
 from .nn.watch import Watcher, watching
 from .tensor import Tensor, as_array
 from .trace_context import TRACE
+from .trace_state import ModuleState
 from .traced import TracedTensor, trace_error, user_frame
 
 _NUMBERS = (bool, int, float, np.generic)
@@ -273,7 +274,8 @@ def trace(module_or_fn: Module | Callable[..., Any], *example_inputs: Any, name:
     A Module (or a bound method of one) gets param and flag leaves with the module's paths; a plain function
     sees every tensor it closes over as a constant. Example inputs are Tensors or numpy arrays; they become the
     graph inputs, named after forward's parameters. Raises braze.TraceError, naming the user's line, when the
-    forward pass needs a traced value in Python or applies an op outside the registry.
+    forward pass needs a traced value in Python or applies an op outside the registry, and when it changes
+    Python state of its modules that a graph cannot repeat (trace_state.py).
     """
     root = module_or_fn if isinstance(module_or_fn, Module) else getattr(module_or_fn, "__self__", None)
     root = root if isinstance(root, Module) else None
@@ -283,12 +285,16 @@ def trace(module_or_fn: Module | Callable[..., Any], *example_inputs: Any, name:
     if name is None:
         raw = type(module_or_fn).__name__ if isinstance(module_or_fn, Module) else getattr(fn, "__name__", "")
         name = re.sub(r"\W", "", raw) or "main"
+    state = ModuleState(root) if root is not None else None
     TRACE.entries.append(sys._getframe())
     try:
         tracer = Tracer(root, name)
         inputs = tracer.inputs(example_inputs, _input_names(fn, len(example_inputs)))
         with watching(tracer), intercept(tracer.apply):
-            return tracer.finish(module_or_fn(*inputs))
+            result = module_or_fn(*inputs)
+            if state is not None:
+                state.check()
+            return tracer.finish(result)
     finally:
         TRACE.entries.pop()
 

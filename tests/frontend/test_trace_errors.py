@@ -138,11 +138,19 @@ class Escapes(nn.Module):
         return x
 
 
-def test_a_traced_tensor_used_after_its_trace_is_an_error() -> None:
+def test_a_traced_tensor_kept_by_the_module_is_an_error_at_trace_time() -> None:
     m = Escapes()
-    braze.trace(m, X)
+    with pytest.raises(braze.TraceError, match="forward of the model .Escapes. keeps a traced tensor in attribute "
+                                               "'kept'"):
+        braze.trace(m, X)
+    assert m.kept == []
+
+
+def test_a_traced_tensor_used_after_its_trace_is_an_error() -> None:
+    kept = []
+    braze.trace(lambda x: kept.append(x * 2) or x, X)  # a plain function's closure is not a module's state
     with pytest.raises(braze.TraceError, match=at("escaped") + "a traced tensor is converted to a numpy array"):
-        m.kept[0] + 1  # escaped
+        kept[0] + 1  # escaped
 
 
 def test_trace_error_for_a_non_tensor_result() -> None:

@@ -1,0 +1,123 @@
+"""A forward pass that changes Python state of its modules, which a compiled graph cannot repeat, fails to trace.
+
+Each refusal names the module's path and the attribute, and leaves the model as tracing found it. What forward may
+do still traces: assign a buffer, build a constant cache on first use, read attributes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import braze
+import braze.nn as nn
+from braze import TraceError
+
+X = np.ones((3, 4), np.float32)
+
+
+class Counts(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.calls = nn.Linear(4, 2), 0
+
+    def forward(self, x: Any) -> Any:
+        self.calls += 1
+        return self.fc(x)
+
+
+class Logs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.seen = nn.Linear(4, 2), []
+
+    def forward(self, x: Any) -> Any:
+        self.seen.append(tuple(x.shape))
+        return self.fc(x)
+
+
+class KeepsOutput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x: Any) -> Any:
+        y = self.fc(x)
+        self.last = y
+        return y
+
+
+class KeepsInList(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.outputs = nn.Linear(4, 2), None
+
+    def forward(self, x: Any) -> Any:
+        y = self.fc(x)
+        self.outputs = [y]
+        return y
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(4, 4), Counts())
+
+    def forward(self, x: Any) -> Any:
+        return self.inner(x)
+
+
+class CachesConstants(nn.Module):
+    """A rotary-style table made from constants on first use: the same on every call, so it may be kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.table = nn.Linear(4, 2), None
+
+    def forward(self, x: Any) -> Any:
+        if self.table is None:
+            self.table = braze.arange(2, dtype=braze.float32) * 0.5
+        return self.fc(x) + self.table
+
+
+@pytest.mark.parametrize("model, where, says", [
+    (Counts, "the model (Counts)", r"changes attribute 'calls' \(0 -> 1\)"),
+    (Logs, "the model (Logs)", r"changes attribute 'seen' \(\[\] -> \[\(3, 4\)\]\)"),
+    (KeepsOutput, "the model (KeepsOutput)", "binds parameter 'last' to a traced tensor"),
+    (KeepsInList, "the model (KeepsInList)", "keeps a traced tensor in attribute 'outputs'"),
+    (Outer, "module 'inner.1' (Counts)", "changes attribute 'calls'"),
+], ids=["counter", "list", "output", "output-in-list", "child"])
+def test_forward_changing_python_state_fails_to_compile_and_leaves_the_model_unchanged(model, where, says) -> None:
+    m = model().eval()
+    state = {path: dict(vars(module)) for path, module in m.named_modules()}
+    params = [name for name, _ in m.named_parameters()]
+    with pytest.raises(TraceError, match=rf"forward of {__import__('re').escape(where)} {says}"):
+        braze.compile(m, X)
+    assert [name for name, _ in m.named_parameters()] == params
+    for path, module in m.named_modules():
+        plain = {k: v for k, v in vars(module).items() if not k.startswith("_")}
+        assert plain == {k: v for k, v in state[path].items() if not k.startswith("_")}, path
+    m(braze.tensor(X))  # eager forward still runs, and changes what eager forward changes
+
+
+def test_a_compiled_train_step_refuses_a_counting_forward_before_any_step() -> None:
+    m = Counts()
+    opt = braze.optim.SGD(m.parameters(), lr=0.1)
+    before = m.fc.weight.detach().numpy().copy()
+    with pytest.raises(TraceError, match="changes attribute 'calls'"):
+        braze.compile_train_step(m, lambda out, y: ((out - y) ** 2).mean(), opt, X, np.zeros((3, 2), np.float32))
+    assert m.calls == 0
+    np.testing.assert_array_equal(m.fc.weight.detach().numpy(), before)
+
+
+def test_a_cache_of_constants_made_on_first_use_traces_and_gives_eager_results() -> None:
+    m = CachesConstants().eval()
+    compiled = braze.compile(m, X)
+    np.testing.assert_allclose(compiled(X), m(braze.tensor(X)).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_reading_attributes_and_assigning_buffers_still_trace() -> None:
+    m = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))  # training mode: batch norm assigns its buffers
+    braze.trace(m, X)
+    assert m[1].num_batches_tracked.numpy() == 0  # a traced buffer update is a graph output, not a write
