@@ -8,7 +8,9 @@ check() after, which raises a TraceError naming the module's path and the attrib
 
 - an attribute of plain data (numbers, strings, None, and lists, tuples, dicts and sets of them) that forward set,
   changed or deleted;
-- an attribute, a parameter or a buffer that forward bound to a traced tensor (or to a container holding one).
+- an attribute, a parameter or a buffer that forward bound to a traced tensor (or to a container holding one);
+- a parameter or buffer that forward updated in place (`self.count.add_(1)`): assigning the new value is the
+  update a graph can return.
 
 What forward may do: assign a buffer (it becomes a graph output, written back by whoever runs the graph), build an
 attribute from constants on first use (a cache of rotary tables, a lazily made child module or parameter whose
@@ -42,6 +44,8 @@ class ModuleState:
                          for path, module in root.named_modules()]
         self._registries = [(module, {r: dict(vars(module)[r]) for r in _REGISTRIES}) for _, module, _, _ in
                             self._modules]
+        self._arrays = [(tensor, tensor._data) for _, module, _, entries in self._modules
+                        for _, param in entries.values() for _, tensor in param.stored_tensors()]
 
     def check(self) -> None:
         """Raise a TraceError for the first change forward made that a compiled graph cannot repeat, after putting
@@ -62,6 +66,8 @@ class ModuleState:
             for registry, entries in registries.items():
                 d[registry].clear()
                 d[registry].update(entries)
+        for tensor, data in self._arrays:
+            tensor._data = data
 
     def _check(self) -> None:
         for path, module, before, entries in self._modules:
@@ -72,10 +78,15 @@ class ModuleState:
                 if name not in after and name in registered and before[name][1] is None:
                     continue  # None replaced by a parameter, buffer or child module: checked with the entries
                 _check_attribute(where, name, before.get(name), after.get(name), vars(module).get(name))
-            for name, entry in _entries(module).items():
-                if entries.get(name, ("", None))[1] is not entry[1] and _holds_traced(entry[1]):
-                    raise TraceError(f"forward of {where} binds {entry[0]} {name!r} to a traced tensor: its value "
-                                     f"exists only inside the graph; return it as an output instead")
+            for name, (kind, param) in _entries(module).items():
+                if not _holds_traced(param):
+                    continue
+                if entries.get(name, ("", None))[1] is param:
+                    raise TraceError(f"forward of {where} updates {kind} {name!r} in place: a graph computes new "
+                                     f"values rather than writing into its leaves; assign the new value instead "
+                                     f"(self.{name} = ...), which a graph returns as a {kind} update")
+                raise TraceError(f"forward of {where} binds {kind} {name!r} to a traced tensor: its value exists "
+                                 f"only inside the graph; return it as an output instead")
 
 
 def _check_attribute(where: str, name: str, before: tuple[str, Any] | None, after: tuple[str, Any] | None,

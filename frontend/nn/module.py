@@ -84,7 +84,7 @@ class Module(StateMixin, Recordable, TransitionsMixin, ReparamMixin, _hooks.Hook
             old = d["_buffers"][name]
             if old is None:
                 d["_buffers"][name] = _buffer(value, name not in d.get("_non_persistent", ()))
-            else:
+            elif not (TRACE.watcher is not None and TRACE.watcher.assign(old, value)):  # traced: a buffer update
                 old._set_value(alias(value, old.is_autodiff()))
             return
         old = d["_parameters"].get(name)

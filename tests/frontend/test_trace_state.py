@@ -121,3 +121,50 @@ def test_reading_attributes_and_assigning_buffers_still_trace() -> None:
     m = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))  # training mode: batch norm assigns its buffers
     braze.trace(m, X)
     assert m[1].num_batches_tracked.numpy() == 0  # a traced buffer update is a graph output, not a write
+
+
+class CountsInBuffer(nn.Module):
+    """Running sums of the outputs in a buffer: updated in place, or assigned (what a graph can return)."""
+
+    def __init__(self, in_place: bool) -> None:
+        super().__init__()
+        self.fc, self.in_place = nn.Linear(4, 2), in_place
+        self.register_buffer("seen", braze.zeros(2))
+
+    def forward(self, x: Any) -> Any:
+        y = self.fc(x)
+        if self.in_place:
+            self.seen.add_(y.sum(0).detach())
+        else:
+            self.seen = self.seen + y.sum(0).detach()
+        return y
+
+
+def _mse(out: Any, y: Any) -> Any:
+    return ((out - y) ** 2).mean()
+
+
+def test_a_buffer_updated_in_place_is_refused_and_keeps_its_value() -> None:
+    m = CountsInBuffer(in_place=True).eval()
+    with pytest.raises(TraceError, match="updates buffer 'seen' in place.*assign the new value instead"):
+        braze.compile(m, X)
+    np.testing.assert_array_equal(m.seen.numpy(), [0, 0])
+    m(braze.tensor(X))
+    assert m.seen.numpy().any()  # eager forward still updates it
+
+
+def test_a_buffer_assigned_in_forward_is_a_buffer_update_of_the_compiled_step_as_eager() -> None:
+    target = np.zeros((3, 2), np.float32)
+    eager, compiled = CountsInBuffer(in_place=False), CountsInBuffer(in_place=False)
+    compiled.load_state_dict(eager.state_dict())
+    optimizer = braze.optim.SGD(eager.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        _mse(eager(braze.tensor(X)), braze.tensor(target)).backward()
+        optimizer.step()
+    step = braze.compile_train_step(compiled, _mse, braze.optim.SGD(compiled.parameters(), lr=0.1), X, target)
+    for _ in range(3):
+        step(X, target)
+    step.sync(compiled)
+    np.testing.assert_allclose(compiled.seen.numpy(), eager.seen.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(compiled.fc.weight.detach().numpy(), eager.fc.weight.detach().numpy(), rtol=1e-6)
