@@ -231,14 +231,16 @@ def test_gemm_threads_claiming_at_once_match_one_thread_bit_for_bit(m, n, k, bat
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("m,n,k,kept", [(None, 600, 600, "b"), (150, 450, 700, "a")], ids=["rows", "columns"])
 def test_gemm_kept_operand_packed_once_per_thread_gives_the_same_bits(width, m, n, k, kept) -> None:
-    """Rows split with B packed (columns split with A packed): each thread packs the whole operand once per batch
-    and keeps it for its later chunks. Two batches, several K blocks: the bits of one thread, for 2-4 threads
-    claiming at once, and numpy's result."""
-    tiling, batch = tiling_for(width), (2,)
+    """Rows split with B packed (columns split with A packed): each thread packs the whole operand once and keeps it
+    for its later chunks. Several K blocks: the bits of one thread, for 2-4 threads claiming at once, and numpy's
+    result. A batched problem keeps nothing (its chunks mostly span whole batches)."""
+    tiling, batch = tiling_for(width), ()
     m = m or (n // tiling.nr + 2) * tiling.mr + 1  # more row panels than column panels: rows are split
     spec = GemmSpec.contiguous(m, n, k, batch)
     plan = gemm_plan(spec, tiling)
     assert (plan.keep_a, plan.keep_b) == (kept == "a", kept == "b") and plan.blocks > 1
+    batched = gemm_plan(GemmSpec.contiguous(m, n, k, (2,)), tiling)
+    assert not (batched.keep_a or batched.keep_b)
     a = RNG.standard_normal((*batch, m, k)).astype(np.float32)
     b = RNG.standard_normal((*batch, k, n)).astype(np.float32)
     one = run(spec, a.ravel(), b.ravel(), tiling=tiling)
