@@ -19,7 +19,7 @@ values do not depend on the traced inputs), and read anything.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator
+from typing import Any
 
 from braze.ir.errors import TraceError
 
@@ -91,7 +91,10 @@ class ModuleState:
 
 def _check_attribute(where: str, name: str, before: tuple[str, Any] | None, after: tuple[str, Any] | None,
                      value: Any) -> None:
-    if before == after or (before is not None and after is not None and before[1] is after[1]):
+    if before is None and after is None:
+        return
+    if before is not None and after is not None and (before[1] is after[1] or (
+            before[0] == after[0] == _DATA and before[1] == after[1])):
         return
     if after is not None and _holds_traced(value):
         raise TraceError(f"forward of {where} keeps a traced tensor in attribute {name!r}: its value exists only "

@@ -68,6 +68,18 @@ class Outer(nn.Module):
         return self.inner(x)
 
 
+class SwapsArrays(nn.Module):
+    """Rebinds a numpy attribute (a lookup table made from constants) on every call: an object, not plain data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.table = nn.Linear(4, 2), np.zeros(2, np.float32)
+
+    def forward(self, x: Any) -> Any:
+        self.table = np.full(2, 0.5, np.float32)
+        return self.fc(x) + braze.tensor(self.table)
+
+
 class CachesConstants(nn.Module):
     """A rotary-style table made from constants on first use: the same on every call, so it may be kept."""
 
@@ -115,6 +127,11 @@ def test_a_cache_of_constants_made_on_first_use_traces_and_gives_eager_results()
     m = CachesConstants().eval()
     compiled = braze.compile(m, X)
     np.testing.assert_allclose(compiled(X), m(braze.tensor(X)).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_an_array_attribute_rebound_to_constants_traces() -> None:
+    m = SwapsArrays().eval()
+    np.testing.assert_allclose(braze.compile(m, X)(X), m(braze.tensor(X)).detach().numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_reading_attributes_and_assigning_buffers_still_trace() -> None:
