@@ -4,10 +4,9 @@ An entry is keyed by the sha256 of the LLVM IR text and the target identity (tri
 optimization level, llvmlite version), or, for the object of a whole graph, by the digest of the optimized graph's
 text, the target and the code generator's version (codegen/module_layout.py), so that a warm load finds the object
 without building LLVM IR. Its file (codegen/cache_entry.py) holds a magic line, the digest of all that follows (a
-one-level tree of CRC-32 block checks, so a large entry is checked on every core), a JSON header with the key, the exported
-symbols, the size of the payload and a `meta` object (what the runtime
-needs beside the code: a whole graph's module layout; empty for a plain module), then the object file itself; the
-digest covers the header, so an intact entry's meta is what this cache wrote. The optimized-graph entries of
+one-level tree of CRC-32 block checks, so a large entry is checked on every core), a JSON header with the key, the
+exported symbols, the size of the payload and a `meta` object (what the runtime needs beside the code: a whole
+graph's module layout; empty for a plain module), then the object file itself; the digest covers the header, so an intact entry's meta is what this cache wrote. The optimized-graph entries of
 runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as the
 payload. A whole graph's entry, and a runtime module's (codegen/described.py), may also hold after its objects the
 shared object the system linker made of them (codegen/shared_object.py, its size in `meta`): part of the entry, it

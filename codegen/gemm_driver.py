@@ -172,7 +172,6 @@ class _Ctx:
     extra: tuple
     scratch: ir.Value
     kept: ir.Value | None = None  # i64 slot: the batch whose kept operand (Plan.keep_a / keep_b) scratch holds
-    whole: ir.Value | None = None  # i1: the current chunk covers all of its batch (nothing to keep)
 
 
 def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: Epilogue | None = None,
@@ -240,7 +239,6 @@ def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols, whole) -> N
     fresh = None
     if ctx.kept is not None:
         fresh = builder.or_(builder.icmp_signed("!=", builder.load(ctx.kept), index), whole, name="fresh")
-        ctx.whole = whole
     with for_range(builder, cols[0], cols[1], plan.nc, name="jc") as jc:
         nc = smin(builder, const64(plan.nc), builder.sub(cols[1], jc))
         with for_range(builder, 0, plan.blocks, name="kb") as kb:
@@ -248,13 +246,13 @@ def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols, whole) -> N
             kc = smin(builder, const64(plan.kc), builder.sub(const64(p.k), pc))
             first = builder.icmp_signed("==", kb, const64(0))
             last = builder.icmp_signed("==", kb, const64(plan.blocks - 1))
-            b_pack = _pack_area(ctx, plan.b_offset, plan.keep_b, jc, pc, nc, t.nr)
+            b_pack = _pack_area(ctx, plan.b_offset, plan.keep_b, whole, jc, pc, nc, t.nr)
             if plan.b_mode == "pack":
                 with _packing(builder, fresh if plan.keep_b else None):
                     pack_b_block(builder, p.b, base_b, b_pack, pc, kc, jc, nc, p.n, t)
             with for_range(builder, rows[0], rows[1], plan.mc, name="ic") as ic:
                 mc = smin(builder, const64(plan.mc), builder.sub(rows[1], ic))
-                a_pack = _pack_area(ctx, 0, plan.keep_a, ic, pc, mc, t.mr)
+                a_pack = _pack_area(ctx, 0, plan.keep_a, whole, ic, pc, mc, t.mr)
                 with _packing(builder, fresh if plan.keep_a else None):
                     if plan.a_mode == "pack" and isinstance(p.a, Strided):
                         pack_a_block(builder, p.a, base_a, a_pack, ic, mc, pc, kc, p.m, t)
@@ -266,16 +264,17 @@ def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols, whole) -> N
         builder.store(builder.select(whole, const64(-1), index), ctx.kept)
 
 
-def _pack_area(ctx: _Ctx, offset: int, kept: bool, start, pc, extent, unit: int) -> ir.Value:
+def _pack_area(ctx: _Ctx, offset: int, kept: bool, whole, start, pc, extent, unit: int) -> ir.Value:
     """Where a packed block goes in scratch: at `offset` (floats), or for a kept operand at block (start, pc)'s own
     place, offset + start*K + pc*width, where the block spans `extent` rows (columns) packed in panels of `unit`,
-    `width` of them rounded up to whole panels (blocks before it are MC rows or NC columns, whole panels)."""
+    `width` of them rounded up to whole panels (blocks before it are MC rows or NC columns, whole panels); at
+    `offset` again where the chunk is its batch's `whole`."""
     builder = ctx.builder
     if not kept:
         return elem_ptr(builder, ctx.scratch, const64(offset))
     width = builder.mul(builder.sdiv(builder.add(extent, const64(unit - 1)), const64(unit)), const64(unit))
     place = builder.add(builder.mul(start, const64(ctx.p.k)), builder.mul(pc, width))
-    place = builder.select(ctx.whole, const64(0), place)
+    place = builder.select(whole, const64(0), place)
     return elem_ptr(builder, ctx.scratch, builder.add(const64(offset), place))
 
 

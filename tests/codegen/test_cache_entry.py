@@ -1,7 +1,8 @@
-"""The file of one cache entry: its digest covers the header as well as the payload, a large entry is hashed while
+"""The file of one cache entry: its digest covers the header as well as the payload, a large entry is checked while
 it is read (and lands aligned), block by block on several threads, and a damaged one of either size is refused."""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,26 @@ def truncated(data: bytes) -> bytes:
     return data[:-1]
 
 
-@pytest.mark.parametrize("damage", [damaged_meta, flipped_payload, flipped_middle, truncated])
+def swapped_blocks(data: bytes) -> bytes:
+    """Two 100-byte runs of the payload (with small digest blocks, two whole digest blocks) exchanged: every
+    block's own check still matches, only their order differs."""
+    start = len(cache_entry.MAGIC) + cache_entry.DIGEST_LINE
+    first = start + (len(data) - start) // 100 * 100 - 300
+    a, b = data[first:first + 100], data[first + 100:first + 200]
+    assert a != b
+    return data[:first] + b + a + data[first + 200:]
+
+
+def previous_format(data: bytes) -> bytes:
+    """The same entry as the format before CRC-32 checks wrote it: magic 3 and a sha256 tree of the blocks."""
+    rest = data[len(cache_entry.MAGIC) + cache_entry.DIGEST_LINE:]
+    blocks = [hashlib.sha256(rest[at:at + cache_entry.DIGEST_BLOCK_BYTES]).digest()
+              for at in range(0, len(rest), cache_entry.DIGEST_BLOCK_BYTES)]
+    return b"BRAZE-OBJECT 3\n" + hashlib.sha256(b"".join(blocks)).hexdigest().encode() + b"\n" + rest
+
+
+@pytest.mark.parametrize("damage", [damaged_meta, flipped_payload, flipped_middle, truncated, swapped_blocks,
+                                    previous_format])
 def test_cache_entry_damaged_anywhere_is_discarded(reading, damage):
     cache.store(KEY, payload(), (), META)
     path = cache.entry_path(KEY)
