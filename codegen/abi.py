@@ -9,7 +9,8 @@ signatures from them, so the three can never disagree about an argument's order 
     void braze_prepare_<digest>(ptr weights)                           PREPARE
     i64 braze_call(ptr frame, object inputs, object outputs)           CALL (codegen/call_stub.py)
     i64 braze_frame_claim(ptr frame), void braze_frame_release(ptr frame)   FRAME_CLAIM, FRAME_RELEASE
-    i64 braze_pool_run(...), braze_pool_work(...)                      POOL_RUN, POOL_WORK (codegen/pool_code.py)
+    i64 braze_pool_run(...), braze_pool_work(...), braze_pool_quit(...)   POOL_RUN, POOL_WORK, POOL_QUIT
+                                                                       (codegen/pool_code.py)
 
 What the arguments mean is documented where the functions are emitted (codegen/module_builder.py, codegen/sync.py).
 
@@ -116,3 +117,4 @@ def emit_entry_call(b: ir.IRBuilder, words: dict[str, ir.Value], tid: ir.Value) 
 
 POOL_RUN = _signature("i64", "ptr words, ptr task, ptr controls, i64 enter_budget, i64 join_budget")
 POOL_WORK = _signature("i64", "ptr task, ptr control, i64 seen, i64 budget")
+POOL_QUIT = _signature("void", "ptr control")

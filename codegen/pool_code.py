@@ -27,7 +27,11 @@ foreign call, like a one-thread call (the call stub, codegen/call_stub.py, makes
   (codegen.sync.spin_budget; counted from the end of its last call, on x86 including any time it was descheduled,
   and from the end of a call the pool runs without it while that call lasts), it sleeps on its go word (counting
   the sleeps in its sleeps word) and never returns; without futexes it marks itself asleep and returns the last
-  call it saw, and the Python thread sleeps until the next post.
+  call it saw, and the Python thread sleeps until the next post. A go word of QUIT (no call's number) makes it
+  return QUIT, and its Python thread ends.
+- `void braze_pool_quit(ptr control)` stores QUIT into a worker's go word and wakes it if it sleeps on a futex:
+  ThreadPool.stop, at process exit, so that no worker is in the pool's code (memory of the JIT's, which LLVM's
+  static destructors free at exit) while the process ends.
 So a call runs on the threads that entered in time (thread ids in the order they entered, the caller's 0): a worker
 that sleeps, or has lost its core to another process, when the call is posted does not hold it up.
 A thread that loses its core in the middle of a call still holds the others up at the next barrier until it gets
@@ -50,12 +54,12 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from .abi import POOL_RUN, POOL_WORK, emit_entry_call, load_task_words
+from .abi import POOL_QUIT, POOL_RUN, POOL_WORK, emit_entry_call, load_task_words
 from .futex import emit_sleep_until_changed, emit_wake_sleepers
 from .loops import I64, PTR, define_function, i64
 from .sync import BARRIER_SLEEP_NS, BARRIER_SPIN_US, JOIN_SLEEP_NS, at, declare, relax, spin_mark, spin_step
 from .sync_layout import (ALONE, ASLEEP, BUSY, CALLS, ENTRIES, FINISHED, GATE, GATE_CALL_SHIFT, GATE_CLOSED, GATE_COUNT,
-                          GATE_SLEEPERS, GATE_TICKS, JOIN_TICKS, JOINER, SLEEPS, CALLER_CPU, DECLINED, has_futex,
+                          GATE_SLEEPERS, GATE_TICKS, JOIN_TICKS, JOINER, QUIT, SLEEPS, CALLER_CPU, DECLINED, has_futex,
                           knows_cpus, spin_budget)
 from .target import Target
 
@@ -68,7 +72,7 @@ WORKER_SLEEP_NS = 3600 * 1_000_000_000
 IDLE_BUSY_MOST_US = 100_000
 DESCHEDULED_US = 100
 CPU_SET_WORDS = 16   # a cpu_set_t: 1024 CPUs
-POOL_MODULE = "braze_pool_v6"
+POOL_MODULE = "braze_pool_v7"
 
 
 def emit_pool_module(target: Target) -> ir.Module:
@@ -77,6 +81,7 @@ def emit_pool_module(target: Target) -> ir.Module:
     post, gate, join = _emit_post(module, target), _emit_gate(module, target), _emit_join(module, target)
     _emit_run(module, target, post, gate, join)
     _emit_work(module, target)
+    _emit_quit(module, target)
     return module
 
 
@@ -263,11 +268,26 @@ def _emit_work(module: ir.Module, target: Target) -> None:
         b.position_at_end(leave)
         b.ret(seen)
     b.position_at_end(run)
+    leave_pool, stay = fn.append_basic_block("quit"), fn.append_basic_block("stay")
+    b.cbranch(b.icmp_signed("==", call, i64(QUIT)), leave_pool, stay)
+    b.position_at_end(leave_pool)
+    b.ret(i64(QUIT))
+    b.position_at_end(stay)
     _enter_and_run(b, module, target, task, call)
     ended = spin_mark(b, module, target)
     for phi, value in ((seen, call), (mark, ended), (since, ended), (last, ended)):
         phi.add_incoming(value, b.block)
     b.branch(spin)
+
+
+def _emit_quit(module: ir.Module, target: Target) -> None:
+    fn = POOL_QUIT.define(module, "braze_pool_quit")
+    control, = fn.args
+    b = ir.IRBuilder(fn.entry_basic_block)
+    b.atomic_rmw("xchg", control, i64(QUIT), "seq_cst")
+    if has_futex(target):
+        emit_wake_sleepers(b, module, target, control, at(b, control, ASLEEP))
+    b.ret_void()
 
 
 def _cpu(b: ir.IRBuilder, module: ir.Module) -> ir.Value:

@@ -23,6 +23,7 @@ SPINS_PER_US = 40
 # The worker pool's blocks (codegen/pool_code.py states what each word holds).
 CONTROL_BYTES = 128
 GO, ASLEEP, SLEEPS = 0, 64, 72
+QUIT = -1  # a go word no call has: the worker leaves its loop (ThreadPool.stop, at process exit)
 TASK_BYTES = 256
 GATE, GATE_SLEEPERS, FINISHED, JOINER, BUSY, CALLS = 64, 72, 128, 136, 192, 200
 # What the pool's calls found, counted by the caller that holds the pool (beside the busy word; read by

@@ -31,9 +31,14 @@ The pool runs one parallel call at a time (a busy word in its task block); a cal
 Python thread is running a compiled call) runs on one thread instead of waiting, so concurrent callers never block
 each other on the pool. A call returns only after every worker that entered it has finished its share: their
 native code uses the caller's buffers.
+
+At process exit (atexit, before the interpreter and LLVM tear down) the pool stops: each worker is told to leave
+its native loop and its thread ends, so that no thread runs or sleeps in code the JIT owns while the process
+frees it. A call after that runs on the calling thread alone.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import os
@@ -72,6 +77,7 @@ def _kept(obj: T) -> T:
 class _Native(NamedTuple):
     run: Callable[..., int]
     work: Callable[..., int]
+    quit: Callable[..., None]
     wait_budget: int  # WAIT_US and JOIN_US as the native loops count them (codegen.sync_layout.spin_budget)
     join_budget: int
     run_address: int  # braze_pool_run's address, for call frames (codegen/call_stub.py)
@@ -81,14 +87,15 @@ class _Native(NamedTuple):
 def native() -> _Native:
     """The pool's native functions (codegen/pool_code.py), compiled once per process through the JIT and its cache,
     or opened from the cache's shared object without loading LLVM (codegen/described.py)."""
-    from braze.codegen.abi import POOL_RUN, POOL_WORK
+    from braze.codegen.abi import POOL_QUIT, POOL_RUN, POOL_WORK
     from braze.codegen.described import compile_described
     from braze.codegen.sync_layout import spin_budget
     from braze.codegen.target import host_target
     target, module = host_target(), pool_module()
     library = _kept(compile_described(module.description, module.build, module.exports, target=target))
     return _Native(POOL_RUN.cfunc(library, "braze_pool_run"), POOL_WORK.cfunc(library, "braze_pool_work"),
-                   spin_budget(target, WAIT_US), spin_budget(target, JOIN_US), library.address("braze_pool_run"))
+                   POOL_QUIT.cfunc(library, "braze_pool_quit"), spin_budget(target, WAIT_US),
+                   spin_budget(target, JOIN_US), library.address("braze_pool_run"))
 
 
 def pool_module() -> Described:
@@ -96,7 +103,8 @@ def pool_module() -> Described:
     from braze.codegen.described import Described
     from braze.codegen.target import host_target
     target = host_target()
-    return Described("worker pool", lambda: _emit_pool_module(target), ("braze_pool_run", "braze_pool_work"))
+    return Described("worker pool", lambda: _emit_pool_module(target),
+                     ("braze_pool_run", "braze_pool_work", "braze_pool_quit"))
 
 
 def _emit_pool_module(target: Target) -> ir.Module:
@@ -106,18 +114,21 @@ def _emit_pool_module(target: Target) -> ir.Module:
 
 
 class _Worker:
-    """A daemon thread running the native work loop as thread id `tid`, sleeping when it runs out of work."""
+    """A daemon thread running the native work loop as thread id `tid`, sleeping when it runs out of work, until it is
+    told to quit."""
 
-    def __init__(self, tid: int, task_address: int, work: Callable[..., int]) -> None:
+    def __init__(self, tid: int, task_address: int, work: Callable[..., int], *, run: bool = True) -> None:
         from braze.codegen.sync_layout import CONTROL_BYTES
         self.tid = tid
         self.control = _kept(aligned_zeros(CONTROL_BYTES // 8, "int64"))
         self.address = address(self.control)
         self.wake = threading.Event()
+        self.quitting = False
         self._python_sleeps = 0
         self._task_address, self._work = task_address, work
         self.thread = threading.Thread(target=self._loop, name=f"braze-worker-{tid}", daemon=True)
-        self.thread.start()
+        if run:  # a stopped pool's worker has a control block (posts go there) and no thread
+            self.thread.start()
 
     @property
     def sleeps(self) -> int:
@@ -126,12 +137,22 @@ class _Worker:
         return self._python_sleeps + int(self.control[SLEEPS // 8])
 
     def _loop(self) -> None:
+        from braze.codegen.sync_layout import QUIT
         seen = 0
-        while True:
+        while not self.quitting:
             seen = self._work(self._task_address, self.address, seen, native().wait_budget)
+            if seen == QUIT:
+                return
             self._python_sleeps += 1
             self.wake.wait()
             self.wake.clear()  # a post that comes now is still seen: the native loop reads the go word first
+
+    def quit(self) -> None:
+        """Make the worker leave its loop (it finishes a call it is in first)."""
+        self.quitting = True
+        if self.thread.is_alive():
+            native().quit(self.address)
+            self.wake.set()
 
 
 class ThreadPool:
@@ -145,6 +166,7 @@ class ThreadPool:
         self._task[CALLER_CPU // 8] = -1  # no call yet: no worker is on the caller's CPU
         self.task_address, self.controls_address = address(self._task), address(self._controls)
         self._growing = threading.Lock()
+        self._stopped = False
 
     @property
     def size(self) -> int:
@@ -161,9 +183,21 @@ class ThreadPool:
             return
         with self._growing:
             while len(self._workers) < workers:
-                worker = _Worker(len(self._workers) + 1, self.task_address, work)
+                worker = _Worker(len(self._workers) + 1, self.task_address, work, run=not self._stopped)
                 self._controls[len(self._workers)] = worker.address
                 self._workers.append(worker)
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Make every worker leave its native loop and wait (at most `timeout` seconds in all) for their threads to
+        end. Later calls run on the calling thread alone: their posts reach control blocks no thread watches."""
+        with self._growing:
+            self._stopped = True
+            workers = list(self._workers)
+        for worker in workers:
+            worker.quit()
+        for worker in workers:
+            if worker.thread.is_alive():
+                worker.thread.join(timeout / max(len(workers), 1))
 
     def counters(self) -> dict[str, int]:
         """What the pool's parallel calls found so far: calls (posted to workers), entries (workers that entered
@@ -198,6 +232,15 @@ def pool() -> ThreadPool:
         if _pool is None:
             _pool = ThreadPool()
         return _pool
+
+
+@atexit.register
+def _stop_pool() -> None:
+    """Stop the process's pool, if it was started, before the interpreter (and the JIT's memory) goes."""
+    with _pool_lock:
+        running = _pool
+    if running is not None and running.size:
+        running.stop()
 
 
 def _forget_pool_in_child() -> None:

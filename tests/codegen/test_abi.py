@@ -8,8 +8,8 @@ import numpy as np
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_RUN, POOL_WORK,
-                              PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
+from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_QUIT, POOL_RUN,
+                              POOL_WORK, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
 from braze.codegen.module_builder import build_module
 from braze.codegen.pool_code import emit_pool_module
 from braze.codegen.sync_layout import GENERATION_OFFSET, SYNC_BYTES
@@ -36,7 +36,8 @@ def test_abi_entry_and_prepare_functions_have_the_stated_signatures() -> None:
 
 def test_abi_pool_functions_have_the_stated_signatures() -> None:
     module = emit_pool_module(host_target())
-    for name, signature in [("braze_pool_run", POOL_RUN), ("braze_pool_work", POOL_WORK)]:
+    exports = [("braze_pool_run", POOL_RUN), ("braze_pool_work", POOL_WORK), ("braze_pool_quit", POOL_QUIT)]
+    for name, signature in exports:
         fn = module.get_global(name)
         assert str(fn.function_type) == str(signature.llvm_type()) and [a.name for a in fn.args] == list(
             signature.names)
