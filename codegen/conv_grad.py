@@ -24,8 +24,8 @@ import llvmlite.ir as ir
 from .claims import claimed_chunks
 from .conv import ConvSpec
 from .gemm_driver import Problem, emit_problem, make_plan
-from .gemm_kernel import F32, I1, I32, Tiling, const64, elem_ptr, lane_mask, load_vec, store_vec
-from .gemm_pack import Strided, gather, lane_offsets, smin
+from .gemm_kernel import F32, I32, Tiling, const64, elem_ptr, lane_mask, load_vec, store_vec
+from .gemm_pack import Strided, gather, lane_offsets, smin, transpose
 from .loops import PTR, I64, define_function, entry_builder, for_range, splat, vector_loop, vector_const, zeros
 
 # Bytes of one input-gradient column block (C_in/G*kH*kW rows of whole output rows): about half of L2.
@@ -93,19 +93,110 @@ class OutputGradRows:
 @dataclass(frozen=True)
 class InputColumns:
     """The input of one group as the weight gradient's B: step n*P + p, column (ci, kh, kw) is the element that
-    tap reads at output position p of image n, 0 where the window hangs over the padding."""
+    tap reads at output position p of image n, 0 where the window hangs over the padding. Packing it is a
+    transpose of the im2col matrix: where runs of W steps lie along whole output rows, each tap's part of a row
+    comes from one load (two at stride 2), W taps are transposed in registers; elsewhere each step gathers its
+    taps."""
 
     spec: ConvSpec
     batch_strides: tuple[int, ...]
-    k_unit = 1
+    k_unit: int = 1  # the vector width where _by_rows holds: every K block then starts on a whole run of W steps
 
     def pack_panel(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling,
                    panel: ir.Value, k0: ir.Value, kc: ir.Value) -> None:
-        """Pack steps [k0, k0+kc) of the `lanes` columns from `col` into the NR-wide panel rows at `panel`."""
+        """Pack steps [k0, k0+kc) of the `lanes` columns from `col` into the NR-wide panel rows at `panel`: W steps
+        at a time from W-wide loads along an output row where the shape allows (_by_rows), the rest one step at a
+        time."""
+        done = const64(0)
+        if self._by_rows(tiling.width):
+            done = self._pack_rows(builder, base, col, lanes, tiling, panel, k0, kc)
+        self._pack_steps(builder, base, col, lanes, tiling, panel, k0, done, kc)
+
+    def _by_rows(self, w: int) -> bool:
+        """Whether every run of W steps from a multiple of W lies along whole output rows of one image: OW a
+        multiple of W (the run is W neighbours on one row) or a divisor of W (W/OW whole rows) with P a multiple of
+        W; each row's part of a tap is one load (stride 1) or two and a deinterleave (stride 2)."""
+        ow, positions = self.spec.out_shape[3], _positions(self.spec)
+        return (w & (w - 1) == 0 and self.spec.stride[1] in (1, 2) and positions % w == 0
+                and (ow % w == 0 or (ow > 1 and w % ow == 0)))
+
+    def _pack_rows(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling,
+                   panel: ir.Value, k0: ir.Value, kc: ir.Value) -> ir.Value:
+        """Whole runs of W steps (when k0 is a multiple of W): for each column the W input elements its tap reads
+        along the output rows of the run (masked at the padding), W columns transposed in registers into W panel
+        rows. Returns the first step left to _pack_steps."""
+        s, w, nr = self.spec, tiling.width, tiling.nr
+        positions, ow_count = _positions(s), s.out_shape[3]
+        segment = min(w, ow_count)  # the run's positions on one output row
+        aligned = builder.icmp_unsigned("==", builder.urem(k0, const64(w)), const64(0))
+        chunks = builder.select(aligned, builder.mul(builder.udiv(kc, const64(w)), const64(w)), const64(0))
+        columns = [self._column_tap(builder, builder.add(col, const64(j))) for j in range(lanes)]
+        blank = zeros(ir.VectorType(F32, w))
+        with for_range(builder, 0, chunks, w, name="pb.rows") as k:
+            step = builder.add(k0, k)
+            n = builder.udiv(step, const64(positions))
+            p = builder.sub(step, builder.mul(n, const64(positions)))
+            oh = builder.udiv(p, const64(ow_count))
+            ow = builder.sub(p, builder.mul(oh, const64(ow_count)))
+            image = elem_ptr(builder, base, builder.mul(n, const64(s.c * s.h * s.w)))
+            iw0 = builder.mul(ow, const64(s.stride[1]))
+            ih0s = [builder.mul(builder.add(oh, const64(r)), const64(s.stride[0])) for r in range(w // segment)]
+            for v in range(-(-lanes // w)):
+                loaded = [self._tap_run(builder, image, columns[j], ih0s, iw0, segment) if j < lanes else blank
+                          for j in range(v * w, v * w + w)]
+                for t, value in enumerate(transpose(builder, loaded)):
+                    row = builder.add(builder.mul(builder.add(k, const64(t)), const64(nr)), const64(v * w))
+                    store_vec(builder, value, elem_ptr(builder, panel, row))
+        return chunks
+
+    def _tap_run(self, builder: ir.IRBuilder, image: ir.Value, column, ih0s: list, iw0: ir.Value,
+                 segment: int) -> ir.Value:
+        """The W elements one column's tap reads over a run: `segment` positions on each of the output rows whose
+        first input rows are ih0s, from input column iw0 on; 0 over the padding."""
+        s, stride = self.spec, self.spec.stride[1]
+        plane, dh, dw, valid = column
+        span = segment * stride
+        iota = vector_const(ir.VectorType(I32, span), list(range(span)))
+        iw = builder.add(iw0, dw)
+        cols = builder.add(splat(builder, builder.trunc(iw, I32), span), iota)
+        cols_inside = builder.icmp_unsigned("<", cols, _vconst(span, s.w))
+        parts = []
+        for ih0 in ih0s:
+            ih = builder.add(ih0, dh)
+            row_inside = builder.and_(valid, builder.icmp_unsigned("<", ih, const64(s.h)))
+            mask = builder.and_(cols_inside, splat(builder, row_inside, span))
+            start = elem_ptr(builder, image, builder.add(plane, builder.add(builder.mul(ih, const64(s.w)), iw)))
+            value = load_vec(builder, start, span, mask)
+            if stride == 2:
+                value = builder.shuffle_vector(value, value, vector_const(ir.VectorType(I32, segment),
+                                                                          [2 * t for t in range(segment)]))
+            parts.append(value)
+        while len(parts) > 1:  # rows side by side: pairs joined until one W-lane vector is left
+            size = 2 * parts[0].type.count
+            parts = [builder.shuffle_vector(parts[i], parts[i + 1], vector_const(ir.VectorType(I32, size),
+                                                                                  list(range(size))))
+                     for i in range(0, len(parts), 2)]
+        return parts[0]
+
+    def _column_tap(self, builder: ir.IRBuilder, j: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+        """Column j's channel plane offset, its tap's row and column offsets (padding included) and whether j is a
+        column of B, as scalars (i64, i1)."""
+        s, window = self.spec, self.spec.kh * self.spec.kw
+        ci = builder.udiv(j, const64(window))
+        t = builder.sub(j, builder.mul(ci, const64(window)))
+        kh = builder.udiv(t, const64(s.kw))
+        kw = builder.sub(t, builder.mul(kh, const64(s.kw)))
+        dh = builder.sub(builder.mul(kh, const64(s.dilation[0])), const64(s.padding[0]))
+        dw = builder.sub(builder.mul(kw, const64(s.dilation[1])), const64(s.padding[1]))
+        return builder.mul(ci, const64(s.h * s.w)), dh, dw, builder.icmp_unsigned("<", j, const64(_taps(s)))
+
+    def _pack_steps(self, builder: ir.IRBuilder, base: ir.Value, col: ir.Value, lanes: int, tiling: Tiling,
+                    panel: ir.Value, k0: ir.Value, k_from: ir.Value, kc: ir.Value) -> None:
+        """Steps [k0+k_from, k0+kc), one at a time: a gather of each vector of columns' taps at the step's position."""
         s, w = self.spec, tiling.width
         taps = [self._lane_taps(builder, col, v, min(w, lanes - v * w), w) for v in range(-(-lanes // w))]
         positions, ow_count = _positions(s), s.out_shape[3]
-        with for_range(builder, 0, kc, name="pb.k") as k:
+        with for_range(builder, k_from, kc, name="pb.k") as k:
             step = builder.add(k0, k)
             n = builder.udiv(step, const64(positions))
             p = builder.sub(step, builder.mul(n, const64(positions)))
@@ -139,27 +230,30 @@ class InputColumns:
         return builder.mul(ci, _vconst(w, s.h * s.w)), dh, dw, valid
 
 
-def grad_weight_problem(spec: ConvSpec, slices: int = 1) -> Problem:
+def grad_weight_problem(spec: ConvSpec, slices: int = 1, width: int = 1) -> Problem:
     """The weight gradient as one GEMM per (image slice, group), summing over the slice's images and positions in
-    K: `slices` equal runs of the batch, each writing its own partial weight gradient (slices=1: the whole)."""
+    K: `slices` equal runs of the batch, each writing its own partial weight gradient (slices=1: the whole); its K
+    blocks cut at multiples of the vector `width` where the input is packed a run of positions at a time."""
     _check_offsets(spec)
     g, m, taps, positions = spec.groups, spec.c_out // spec.groups, _taps(spec), _positions(spec)
     per = spec.n // slices
     image, grads = spec.c * spec.h * spec.w, spec.c_out * positions
     a = OutputGradRows(spec, (per * grads, m * positions))
     b = InputColumns(spec, (per * image, (spec.c // g) * spec.h * spec.w))
+    if b._by_rows(width):
+        b = InputColumns(spec, b.batch_strides, width)
     return Problem(m, taps, per * positions, (slices, g), a, b, Strided(taps, 1, (g * m * taps, m * taps)))
 
 
 def grad_weight_scratch_bytes(spec: ConvSpec, tiling: Tiling, slices: int = 1) -> int:
-    return make_plan(grad_weight_problem(spec, slices), tiling).scratch_bytes
+    return make_plan(grad_weight_problem(spec, slices, tiling.width), tiling).scratch_bytes
 
 
 def emit_conv2d_grad_weight(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling,
                             slices: int = 1) -> ir.Function:
     """Emit the threaded weight-gradient kernel `name` (signature in the module docstring); with slices > 1 it
     writes each image slice's partial gradient, one after the other."""
-    inner = emit_problem(module, f"{name}.gemm", grad_weight_problem(spec, slices), tiling)
+    inner = emit_problem(module, f"{name}.gemm", grad_weight_problem(spec, slices, tiling.width), tiling)
     inner.linkage = "internal"
     fn = define_function(module, name, [("x", PTR), ("g", PTR), ("dw", PTR), ("scratch", PTR)] + _ARGS)
     x, g, dw, scratch, tid, nthreads, claim = fn.args

@@ -25,6 +25,13 @@ GEOMETRIES = [
     (1, 5, 17, 16, 7, 5, 5, (2, 2), (2, 2), (1, 1), 1),
     (2, 2, 7, 5, 3, 2, 3, (3, 2), (0, 1), (1, 2), 1),
     (4, 32, 16, 16, 64, 3, 3, (2, 2), (1, 1), (1, 1), 1),
+    # output rows of a multiple or a divisor of the vector width (here 16, 32; 2, 4, 8): the weight gradient packs
+    # its input W positions at a time
+    (2, 3, 6, 16, 5, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+    (2, 4, 9, 33, 6, 3, 3, (2, 2), (1, 1), (1, 2), 2),
+    (1, 2, 5, 34, 3, 2, 3, (1, 1), (0, 0), (1, 1), 1),
+    (2, 3, 8, 8, 4, 3, 3, (2, 2), (1, 1), (1, 1), 1),
+    (1, 2, 10, 4, 3, 3, 3, (1, 1), (0, 0), (1, 1), 1),
     (0, 3, 5, 5, 4, 3, 3, (1, 1), (1, 1), (1, 1), 1),
     (2, 4, 6, 6, 0, 3, 3, (1, 1), (1, 1), (1, 1), 2),
 ]
@@ -77,8 +84,13 @@ def test_conv2d_grad_input_blocks_of_output_rows_cover_the_image(monkeypatch) ->
 
 
 # Shapes no other test compiles: the harness caches kernels by node, not by target.
-FORCED = {"haswell": (8, [(2, 3, 7, 9, 5, 3, 3, (2, 2), (1, 1), (1, 1), 1)]),
-          "nehalem": (4, [(1, 4, 6, 7, 6, 3, 3, (1, 2), (1, 0), (1, 1), 2)])}
+# all but the first geometry of each have output rows a multiple or a divisor of the width (packed by rows)
+FORCED = {"haswell": (8, [(2, 3, 7, 9, 5, 3, 3, (2, 2), (1, 1), (1, 1), 1),
+                          (2, 5, 7, 16, 3, 3, 3, (2, 2), (1, 1), (1, 1), 1),
+                          (1, 3, 4, 18, 2, 3, 3, (1, 1), (1, 0), (1, 1), 1),
+                          (2, 3, 8, 8, 4, 3, 3, (2, 2), (1, 1), (1, 1), 1)]),
+          "nehalem": (4, [(1, 4, 6, 7, 6, 3, 3, (1, 2), (1, 0), (1, 1), 2),
+                          (2, 3, 5, 8, 4, 3, 3, (1, 2), (1, 1), (1, 1), 1)])}
 
 
 @pytest.mark.skipif(not X86 or "+avx2" not in HOST_FEATURES, reason="needs an AVX2 host")
