@@ -126,19 +126,14 @@ class InputColumns:
         along the output rows of the run (masked at the padding), W columns transposed in registers into W panel
         rows. Returns the first step left to _pack_steps."""
         s, w, nr = self.spec, tiling.width, tiling.nr
-        positions, ow_count = _positions(s), s.out_shape[3]
+        ow_count = s.out_shape[3]
         segment = min(w, ow_count)  # the run's positions on one output row
         aligned = builder.icmp_unsigned("==", builder.urem(k0, const64(w)), const64(0))
         chunks = builder.select(aligned, builder.mul(builder.udiv(kc, const64(w)), const64(w)), const64(0))
         columns = [self._column_tap(builder, builder.add(col, const64(j))) for j in range(lanes)]
         blank = zeros(ir.VectorType(F32, w))
         with for_range(builder, 0, chunks, w, name="pb.rows") as k:
-            step = builder.add(k0, k)
-            n = builder.udiv(step, const64(positions))
-            p = builder.sub(step, builder.mul(n, const64(positions)))
-            oh = builder.udiv(p, const64(ow_count))
-            ow = builder.sub(p, builder.mul(oh, const64(ow_count)))
-            image = elem_ptr(builder, base, builder.mul(n, const64(s.c * s.h * s.w)))
+            image, oh, ow = self._step_position(builder, base, builder.add(k0, k))
             iw0 = builder.mul(ow, const64(s.stride[1]))
             ih0s = [builder.mul(builder.add(oh, const64(r)), const64(s.stride[0])) for r in range(w // segment)]
             for v in range(-(-lanes // w)):
@@ -178,6 +173,15 @@ class InputColumns:
                      for i in range(0, len(parts), 2)]
         return parts[0]
 
+    def _step_position(self, builder: ir.IRBuilder, base: ir.Value, step: ir.Value) -> tuple[ir.Value, ...]:
+        """Step n*P + p as its image's first element and the output row and column of position p."""
+        s, positions, ow_count = self.spec, _positions(self.spec), self.spec.out_shape[3]
+        n = builder.udiv(step, const64(positions))
+        p = builder.sub(step, builder.mul(n, const64(positions)))
+        oh = builder.udiv(p, const64(ow_count))
+        ow = builder.sub(p, builder.mul(oh, const64(ow_count)))
+        return elem_ptr(builder, base, builder.mul(n, const64(s.c * s.h * s.w))), oh, ow
+
     def _column_tap(self, builder: ir.IRBuilder, j: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
         """Column j's channel plane offset, its tap's row and column offsets (padding included) and whether j is a
         column of B, as scalars (i64, i1)."""
@@ -195,14 +199,8 @@ class InputColumns:
         """Steps [k0+k_from, k0+kc), one at a time: a gather of each vector of columns' taps at the step's position."""
         s, w = self.spec, tiling.width
         taps = [self._lane_taps(builder, col, v, min(w, lanes - v * w), w) for v in range(-(-lanes // w))]
-        positions, ow_count = _positions(s), s.out_shape[3]
         with for_range(builder, k_from, kc, name="pb.k") as k:
-            step = builder.add(k0, k)
-            n = builder.udiv(step, const64(positions))
-            p = builder.sub(step, builder.mul(n, const64(positions)))
-            oh = builder.udiv(p, const64(ow_count))
-            ow = builder.sub(p, builder.mul(oh, const64(ow_count)))
-            image = elem_ptr(builder, base, builder.mul(n, const64(s.c * s.h * s.w)))
+            image, oh, ow = self._step_position(builder, base, builder.add(k0, k))
             ih = splat(builder, builder.trunc(builder.mul(oh, const64(s.stride[0])), I32), w)
             iw = splat(builder, builder.trunc(builder.mul(ow, const64(s.stride[1])), I32), w)
             row = elem_ptr(builder, panel, builder.mul(k, const64(tiling.nr)))
