@@ -8,11 +8,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
-from braze.codegen.sync_layout import has_futex
-from braze.codegen.target import host_target
-
 MODEL = """
 import numpy as np
 import braze
@@ -45,7 +40,7 @@ atexit.register(lambda: print("workers alive at exit:",
 """ + MODEL + """
 for _ in range(50):
     compiled(x.numpy())
-"""  # and the process ends while the worker still spins, within a microsecond of the last call
+"""  # and the process ends at once, while the worker still spins (it spins about a millisecond after a call)
 
 
 def _run(script: str) -> subprocess.CompletedProcess:
@@ -54,16 +49,11 @@ def _run(script: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-needs_futex = pytest.mark.skipif(not has_futex(host_target()), reason="workers sleep in Python without futexes")
-
-
-@needs_futex
 def test_pool_stop_ends_the_worker_threads_and_later_calls_run_alone() -> None:
     done = _run(STOP)
     assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr
 
 
-@needs_futex
 def test_pool_process_exits_cleanly_right_after_a_parallel_call() -> None:
     for _ in range(3):
         done = _run(EXIT_AT_ONCE)
