@@ -25,7 +25,7 @@ from .claims import claimed_chunks
 from .conv import ConvSpec
 from .gemm_driver import Problem, emit_problem, make_plan
 from .gemm_kernel import F32, I32, Tiling, const64, elem_ptr, lane_mask, load_vec, store_vec
-from .gemm_pack import Strided, gather, lane_offsets, smin, transpose
+from .gemm_pack import Strided, gather, pack_a_panel, smax, smin, transpose
 from .loops import PTR, I64, define_function, entry_builder, for_range, splat, vector_loop, vector_const, zeros
 
 # Bytes of one input-gradient column block (C_in/G*kH*kW rows of whole output rows): about half of L2.
@@ -55,39 +55,26 @@ class OutputGradRows:
 
     def pack_a_block(self, builder: ir.IRBuilder, base: ir.Value, dst: ir.Value, i0: ir.Value, mc: ir.Value,
                      k0: ir.Value, kc: ir.Value, m: int, tiling: Tiling) -> None:
-        """Steps [k0, k0+kc) of rows [i0, i0+mc) into MR-row panels at dst (rows past M left unwritten)."""
-        mr, w, positions = tiling.mr, tiling.width, _positions(self.spec)
-        image = self.spec.c_out * positions
+        """Steps [k0, k0+kc) of rows [i0, i0+mc) into MR-row panels at dst (rows past M left unwritten): the
+        block's part in each image it spans is a row-major matrix (rows P apart), packed as strided A is."""
+        mr, positions = tiling.mr, _positions(self.spec)
+        if positions == 0:  # K is 0: nothing to pack
+            return
+        image, rows_apart = self.spec.c_out * positions, Strided(positions, 1)
+        end = builder.add(k0, kc)
         with for_range(builder, i0, builder.add(i0, mc), mr, name="pa") as row:
             panel = elem_ptr(builder, dst, builder.mul(builder.sub(row, i0), kc))
             rows = smin(builder, const64(mr), builder.sub(const64(m), row))
             start = elem_ptr(builder, base, builder.mul(row, const64(positions)))
-
-            def step_source(k: ir.Value) -> ir.Value:
-                step = builder.add(k0, k)
-                n = builder.udiv(step, const64(positions))
-                p = builder.sub(step, builder.mul(n, const64(positions)))
-                return elem_ptr(builder, start, builder.add(builder.mul(n, const64(image)), p))
-            if mr <= w and positions * w < _I32_LIMIT:
-                self._gathered(builder, step_source, panel, rows, kc, tiling)
-            else:
-                with for_range(builder, 0, rows, name="pa.r") as r, for_range(builder, 0, kc, name="pa.k") as k:
-                    value = builder.load(elem_ptr(builder, step_source(k), builder.mul(r, const64(positions))),
-                                         typ=F32, align=4)
-                    builder.store(value, elem_ptr(builder, panel, builder.add(builder.mul(k, const64(mr)), r)),
-                                  align=4)
-
-    def _gathered(self, builder: ir.IRBuilder, step_source, panel: ir.Value, rows: ir.Value, kc: ir.Value,
-                  tiling: Tiling) -> None:
-        """One gather of the panel's rows (stride P apart) per step, stored as MR lanes."""
-        mr, w = tiling.mr, tiling.width
-        iota = vector_const(ir.VectorType(I32, w), list(range(w)))
-        mask = builder.icmp_signed("<", iota, splat(builder, builder.trunc(rows, I32), w))
-        offsets = lane_offsets(w, _positions(self.spec))
-        store_mask = lane_mask(w, mr) if mr < w else None
-        with for_range(builder, 0, kc, name="pa.k") as k:
-            value = gather(builder, step_source(k), offsets, mask)
-            store_vec(builder, value, elem_ptr(builder, panel, builder.mul(k, const64(mr))), store_mask)
+            images_end = builder.udiv(builder.add(end, const64(positions - 1)), const64(positions))
+            with for_range(builder, builder.udiv(k0, const64(positions)), images_end, name="pa.n") as n:
+                first_step = builder.mul(n, const64(positions))
+                lo = smax(builder, k0, first_step)
+                hi = smin(builder, end, builder.add(first_step, const64(positions)))
+                source = elem_ptr(builder, start, builder.add(builder.mul(n, const64(image)),
+                                                              builder.sub(lo, first_step)))
+                part = elem_ptr(builder, panel, builder.mul(builder.sub(lo, k0), const64(mr)))
+                pack_a_panel(builder, rows_apart, source, part, rows, m % mr, const64(0), builder.sub(hi, lo), tiling)
 
 
 @dataclass(frozen=True)

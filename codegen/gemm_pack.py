@@ -182,20 +182,30 @@ def _pack_b_transposed(builder: ir.IRBuilder, source: Strided, base, col, lanes:
 def pack_a_block(builder: ir.IRBuilder, source: Strided, base: ir.Value, dst: ir.Value, i0: ir.Value,
                  mc: ir.Value, k0: ir.Value, kc: ir.Value, m: int, tiling: Tiling) -> None:
     """Pack A[i0:i0+mc, k0:k0+kc] into MR-row panels at dst (rows past M are left unwritten: never read)."""
-    mr, w = tiling.mr, tiling.width
+    mr = tiling.mr
     with for_range(builder, i0, builder.add(i0, mc), mr, name="pa") as row:
         panel = elem_ptr(builder, dst, builder.mul(builder.sub(row, i0), kc))
         rows = smin(builder, const64(mr), builder.sub(const64(m), row))
         start = elem_ptr(builder, base, builder.mul(row, const64(source.rs)))
-        if mr <= w and source.cs == 1 and w & (w - 1) == 0:
-            full = builder.icmp_signed("==", rows, const64(mr))
-            with builder.if_else(full) as (then, otherwise):
-                with then:
-                    _pack_a_transposed(builder, source, start, panel, k0, kc, tiling)
-                with otherwise:
-                    _pack_a_rest(builder, source, start, panel, rows, k0, const64(0), kc, tiling)
-        else:
-            _pack_a_rest(builder, source, start, panel, rows, k0, const64(0), kc, tiling)
+        pack_a_panel(builder, source, start, panel, rows, m % mr, k0, kc, tiling)
+
+
+def pack_a_panel(builder: ir.IRBuilder, source: Strided, start: ir.Value, panel: ir.Value, rows: ir.Value,
+                 edge: int, k0: ir.Value, kc: ir.Value, tiling: Tiling) -> None:
+    """Steps [k0, k0+kc) of the `rows` rows of A from `start` into one MR-row panel: MR rows, or `edge` (M % MR) in
+    the last panel. Rows with unit column stride are loaded W steps at a time and transposed in registers."""
+    mr, w = tiling.mr, tiling.width
+    if not (mr <= w and source.cs == 1 and w & (w - 1) == 0):
+        _pack_a_rest(builder, source, start, panel, rows, k0, const64(0), kc, tiling)
+        return
+    if edge == 0:
+        _pack_a_transposed(builder, source, start, panel, k0, kc, tiling, mr)
+        return
+    with builder.if_else(builder.icmp_signed("==", rows, const64(mr))) as (then, otherwise):
+        with then:
+            _pack_a_transposed(builder, source, start, panel, k0, kc, tiling, mr)
+        with otherwise:
+            _pack_a_transposed(builder, source, start, panel, k0, kc, tiling, edge)
 
 
 def _pack_a_rest(builder: ir.IRBuilder, source: Strided, start, panel, rows, k0, k_from, kc, tiling: Tiling) -> None:
@@ -223,11 +233,10 @@ def transpose(builder: ir.IRBuilder, rows: list) -> list:
     return rows
 
 
-def _pack_a_transposed(builder: ir.IRBuilder, source: Strided, start, panel, k0, kc, tiling: Tiling) -> None:
-    """A full panel of row-major A: load W steps of each of the MR rows, transpose in registers, store.
-
-    The remaining kc % W steps go one at a time.
-    """
+def _pack_a_transposed(builder: ir.IRBuilder, source: Strided, start, panel, k0, kc, tiling: Tiling,
+                       count: int) -> None:
+    """A panel of `count` rows of row-major A: load W steps of each row, transpose in registers, store MR lanes a
+    step (those past `count` undefined: never read). The remaining kc % W steps go one at a time."""
     mr, w = tiling.mr, tiling.width
     blank = undef(vec_type(w))
     store_mask = lane_mask(w, mr) if mr < w else None
@@ -235,11 +244,11 @@ def _pack_a_transposed(builder: ir.IRBuilder, source: Strided, start, panel, k0,
     with for_range(builder, 0, chunks, w, name="pa.t") as k:
         col = builder.add(k0, k)
         rows = [load_vec(builder, elem_ptr(builder, start, builder.add(col, const64(r * source.rs))), w)
-                for r in range(mr)] + [blank] * (w - mr)
+                for r in range(count)] + [blank] * (w - count)
         for step, value in enumerate(transpose(builder, rows)):
             dst = elem_ptr(builder, panel, builder.mul(builder.add(k, const64(step)), const64(mr)))
             store_vec(builder, value, dst, store_mask)
-    _pack_a_rest(builder, source, start, panel, const64(mr), k0, chunks, kc, tiling)
+    _pack_a_rest(builder, source, start, panel, const64(count), k0, chunks, kc, tiling)
 
 
 def _pack_a_vector(builder: ir.IRBuilder, source: Strided, start, panel, rows, k0, k_from, kc,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braze.codegen import host_target
+from braze.codegen import gemm_driver, host_target
 from braze.codegen.gemm import (GemmSpec, Prepacked, Strided, bias_cols, chain, emit_gemm, emit_prepack_b,
                                 gemm_plan, gemm_scratch_bytes, matmul_spec, prepacked_b_floats, relu, residual,
                                 scale, tiling_for)
@@ -92,6 +92,17 @@ def test_gemm_fixed_shapes(m, n, k) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_gemm_every_vector_width_on_edges(width) -> None:
     check(2 * tiling_for(width).mr + 1, 3 * tiling_for(width).nr - 1, 97, tiling=tiling_for(width), nthreads=2)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_gemm_packed_a_on_every_edge_row_count(width, monkeypatch) -> None:
+    """A packed (not read in place) with each possible row count of the last panel: its rows are loaded W steps at
+    a time and transposed like a full panel's, the K remainder one step at a time."""
+    monkeypatch.setattr(gemm_driver, "CACHED_BYTES", 0)
+    tiling = tiling_for(width)
+    for m in range(tiling.mr + 1, 2 * tiling.mr + 1):
+        assert gemm_plan(GemmSpec.contiguous(m, 40, 2 * width + 3), tiling).a_mode == "pack"
+        check(m, 40, 2 * width + 3, tiling=tiling)
 
 
 def test_gemm_transposed_b_large() -> None:
