@@ -342,28 +342,56 @@ def _col2im(builder: ir.IRBuilder, spec: ConvSpec, cols: ir.Value, planes: ir.Va
             inside = builder.icmp_unsigned("<", ih, const64(s.h))
             with builder.if_then(inside):
                 target_row = elem_ptr(builder, plane, builder.mul(ih, const64(s.w)))
-                for kw in range(s.kw):
-                    source = elem_ptr(builder, cols, builder.add(
-                        builder.mul(builder.add(tap_row, const64(kw)), const64(columns)),
-                        builder.mul(r, const64(ow_count))))
-                    _add_row(builder, s, source, target_row, kw, width)
+                sources = [elem_ptr(builder, cols, builder.add(
+                    builder.mul(builder.add(tap_row, const64(kw)), const64(columns)),
+                    builder.mul(r, const64(ow_count)))) for kw in range(s.kw)]
+                if s.stride[1] in (1, 2):
+                    _add_taps(builder, s, sources, target_row, width)
+                else:
+                    for kw, source in enumerate(sources):
+                        _add_row(builder, s, source, target_row, kw)
 
 
-def _add_row(builder: ir.IRBuilder, s: ConvSpec, source: ir.Value, target: ir.Value, kw: int, width: int) -> None:
-    """target[ow*sw - pw + kw*dw] += source[ow] for the output columns whose tap lands inside the row."""
+def _add_taps(builder: ir.IRBuilder, s: ConvSpec, sources: list, target: ir.Value, width: int) -> None:
+    """target[ow*sw - pw + kw*dw] += sources[kw][ow] for every tap kw of one input row, stride 1 or 2: sw*W target
+    elements at a time, each tap's W sources loaded (masked to the output row) and spread to the lanes they land
+    on, summed in registers and added to the target once (one read-modify-write per chunk, not one per tap)."""
+    stride, ow_count = s.stride[1], s.out_shape[3]
+    span = stride * width
+    iota = vector_const(ir.VectorType(I32, width), list(range(width)))
+    blank = zeros(ir.VectorType(F32, width))
+
+    def chunk(t0: ir.Value, valid: int) -> None:
+        total = None
+        for kw, source in enumerate(sources):
+            shift = kw * s.dilation[1] - s.padding[1]
+            first = shift % stride  # the chunk's first lane a source of this tap lands on
+            ow0 = builder.add(builder.udiv(t0, const64(stride)), const64((first - shift) // stride))
+            inside = builder.icmp_unsigned("<", builder.add(splat(builder, builder.trunc(ow0, I32), width), iota),
+                                           _vconst(width, ow_count))
+            value = load_vec(builder, elem_ptr(builder, source, ow0), width, inside)
+            if stride == 2:
+                spread = [(j - first) // 2 if j >= first and (j - first) % 2 == 0 else width for j in range(span)]
+                value = builder.shuffle_vector(value, blank, vector_const(ir.VectorType(I32, span), spread))
+            total = value if total is None else builder.fadd(total, value)
+        at = elem_ptr(builder, target, t0)
+        mask = lane_mask(span, valid) if valid < span else None
+        store_vec(builder, builder.fadd(load_vec(builder, at, span, mask), total), at, mask)
+
+    full = s.w - s.w % span
+    with for_range(builder, 0, full, span, name="iw") as t0:
+        chunk(t0, span)
+    if s.w % span:
+        chunk(const64(full), s.w % span)
+
+
+def _add_row(builder: ir.IRBuilder, s: ConvSpec, source: ir.Value, target: ir.Value, kw: int) -> None:
+    """target[ow*sw - pw + kw*dw] += source[ow] for the output columns whose tap lands inside the row, one at a
+    time (strides above 2)."""
     shift = kw * s.dilation[1] - s.padding[1]
     lo = max(0, -(shift // s.stride[1]))  # the first ow with ow*sw + shift >= 0
     hi = min(s.out_shape[3], (s.w - 1 - shift) // s.stride[1] + 1)
     if hi <= lo:
-        return
-    if s.stride[1] == 1:
-        def body(ow: ir.Value, lanes: int) -> None:
-            at = elem_ptr(builder, target, builder.add(ow, const64(shift)))
-            total = builder.fadd(load_vec(builder, at, lanes) if lanes > 1 else builder.load(at, typ=F32, align=4),
-                                 load_vec(builder, elem_ptr(builder, source, ow), lanes) if lanes > 1 else
-                                 builder.load(elem_ptr(builder, source, ow), typ=F32, align=4))
-            store_vec(builder, total, at) if lanes > 1 else builder.store(total, at, align=4)
-        vector_loop(builder, lo, hi, width, body, name="ow")
         return
     with for_range(builder, lo, hi, name="ow") as ow:
         at = elem_ptr(builder, target, builder.add(builder.mul(ow, const64(s.stride[1])), const64(shift)))
