@@ -43,10 +43,19 @@ def direct_covers(spec: ConvSpec) -> bool:
 MIN_ROW_VECTORS = 4
 
 
+# From this vector width on, a stride-2 input load's deinterleave is one two-source permute (AVX-512's vpermt2ps).
+WIDE_PERMUTE = 16
+
+
 def direct_preferred(spec: ConvSpec, width: int) -> bool:
     """Whether the direct kernel is the faster one for `spec` at `width` lanes: stride 1 along W and output rows of
-    at least MIN_ROW_VECTORS vectors (in shorter rows, most vectors are at an edge, where the loads are masked)."""
-    return direct_covers(spec) and spec.stride[1] == 1 and row_vectors(spec, width) >= MIN_ROW_VECTORS
+    at least MIN_ROW_VECTORS vectors (in shorter rows, most vectors are at an edge, where the loads are masked), or
+    stride 2 along W with whole vectors only at WIDE_PERMUTE lanes and more (see conv.py)."""
+    if not direct_covers(spec):
+        return False
+    if spec.stride[1] == 2:
+        return width >= WIDE_PERMUTE and spec.out_shape[3] % width == 0
+    return spec.stride[1] == 1 and row_vectors(spec, width) >= MIN_ROW_VECTORS
 
 
 def row_vectors(spec: ConvSpec, width: int) -> int:

@@ -86,13 +86,18 @@ def test_direct_conv2d_empty_batch_touches_nothing() -> None:
 
 
 def test_conv_kernel_rule() -> None:
-    """Stride 1 along W, up to 3x3 taps, rows of 4 vectors or more: direct; shorter rows, stride 2, larger kernels:
-    the GEMM; depthwise: its own."""
+    """Stride 1 along W, up to 3x3 taps, rows of 4 vectors or more: direct; shorter rows, larger kernels: the GEMM;
+    stride 2: direct on AVX-512 where output rows are whole vectors, else the GEMM; depthwise: its own."""
     wide, narrow = 4 * W, 3 * W
     assert conv_kernel(ConvSpec(1, 3, 8, wide, 32, 3, 3, padding=(1, 1)), tiling=HOST) == "direct"
     assert conv_kernel(ConvSpec(1, 8, 8, wide, 16, 1, 1), tiling=HOST) == "direct"
     assert conv_kernel(ConvSpec(1, 8, 8, narrow, 16, 3, 3, padding=(1, 1)), tiling=HOST) == "im2col"
-    assert conv_kernel(ConvSpec(1, 32, 8, 2 * wide, 64, 3, 3, stride=(2, 2), padding=(1, 1)), tiling=HOST) == "im2col"
+    avx512, avx2 = tiling_for(16), tiling_for(8)
+    for width, rule in ((16, {avx512: "direct", avx2: "im2col"}), (8, {avx512: "im2col", avx2: "im2col"}),
+                        (24, {avx512: "im2col", avx2: "im2col"})):  # output rows of `width` pixels
+        for tiling, kernel in rule.items():
+            spec = ConvSpec(1, 32, 8, 2 * width, 64, 3, 3, stride=(2, 2), padding=(1, 1))
+            assert conv_kernel(spec, tiling=tiling) == kernel, (width, tiling.width)
     assert conv_kernel(ConvSpec(1, 32, 8, 8, 64, 3, 3, stride=(2, 2)), "direct") == "direct"
     assert conv_kernel(ConvSpec(1, 3, 8, wide, 4, 5, 5), tiling=HOST) == "im2col"
     assert conv_kernel(ConvSpec(1, 4, 8, 8, 4, 3, 3, groups=4), "direct") == "depthwise"
