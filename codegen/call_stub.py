@@ -6,10 +6,11 @@
 array's type, dtype, rank, shape, flags and data pointer straight from its object, at the offsets of an ObjectLayout
 the runtime measured on this process's numpy (runtime/objects.py), checks them against the frame, and returns k + 1
 at the first array k (inputs first, then outputs) that is not exactly what the entry expects (another type, dtype or
-shape, not C-contiguous, an output not writable, or an unaligned output without a staging buffer), before any
-native code of the graph runs; the runtime then takes its general path for that call, with full checks,
-conversions and error messages. An input that passes but is not 64-byte aligned is copied into its staging buffer;
-an output that is not is written through its staging buffer and copied out after the entry returns. The stub then
+shape, not C-contiguous, an input not aligned to its dtype, an output not writable, or an output not 64-byte
+aligned without a staging buffer), before any native code of the graph runs; the runtime then takes its general
+path for that call, with full checks, conversions and error messages. Inputs are read in place (kernels claim only
+element alignment: copying a large input to a 64-byte boundary cost 5-10% of a 256-512 SGEMM on two threads); an
+output not 64-byte aligned is written through its staging buffer and copied out after the entry returns. The stub then
 calls the entry with tid 0 and returns 0 or, when the frame allows more than one thread and names a worker pool,
 runs the call on the pool (braze_pool_run, codegen/pool_code.py), so that a parallel call is one foreign call too.
 It runs without the GIL: the caller's tuples keep every object alive. It holds the frame's busy word (FRAME_BUSY,
@@ -31,8 +32,9 @@ import llvmlite.ir as ir
 
 from .abi import CALL, FRAME_CLAIM, FRAME_RELEASE, POOL_RUN, TASK_FIELDS, emit_entry_call
 from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64
-from .stub_layout import (C_CONTIGUOUS, FRAME_ARRAY_TYPE, FRAME_BUSY, FRAME_HEADER, FRAME_INPUTS, FRAME_OUTPUTS,
-                          FRAME_POOL, POOL_WORDS, RECORD_WORDS, STUB_BUSY, WRITEABLE, ObjectLayout, frame_words)
+from .stub_layout import (ALIGNED, C_CONTIGUOUS, FRAME_ARRAY_TYPE, FRAME_BUSY, FRAME_HEADER, FRAME_INPUTS,
+                          FRAME_OUTPUTS, FRAME_POOL, POOL_WORDS, RECORD_WORDS, STUB_BUSY, WRITEABLE, ObjectLayout,
+                          frame_words)
 from .sync import declare
 from .target import Target
 
@@ -144,12 +146,8 @@ class _Stub:
         pointers = self.word(TASK_FIELDS.index("inputs"), PTR)
         with for_range(b, 0, self.word(FRAME_INPUTS), name="in") as k:
             rec = b.add(i64(FRAME_HEADER), b.mul(k, i64(RECORD_WORDS)), name="rec")
-            data = self.check(self.item(inputs, k), rec, C_CONTIGUOUS, k)
-            staging = self.word(b.add(rec, i64(3)), PTR)
-            with b.if_then(b.not_(self.aligned(data))):
-                b.call(self.memcpy, [staging, data, self.word(b.add(rec, i64(4))), ir.Constant(I1, 0)])
-            where = b.select(self.aligned(data), data, staging)
-            b.store(where, b.gep(pointers, [k], source_etype=PTR), align=8)
+            data = self.check(self.item(inputs, k), rec, C_CONTIGUOUS | ALIGNED, k)
+            b.store(data, b.gep(pointers, [k], source_etype=PTR), align=8)
 
     def gather_outputs(self, outputs: ir.Value) -> None:
         """Check every output like an input (and writable); place it, or its staging buffer when unaligned (an

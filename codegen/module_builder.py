@@ -50,8 +50,9 @@ kernel part, generated and optimized once; the entry calls it once per node with
 layers (transformer blocks, ResNet stages) then cost one kernel per distinct shape, and a part some earlier graph
 compiled (`known`, the disk cache) is declared without being lowered at all.
 
-Promise to kernels: every buffer pointer they receive is 64-byte aligned (the runtime allocates or stages all of
-them) and refers to a dense row-major array of the value's static shape and dtype.
+Promise to kernels: every buffer pointer they receive refers to a dense row-major array of the value's static shape
+and dtype, aligned to the dtype; all but the graph's inputs (the caller's arrays, read in place) are 64-byte aligned
+(the runtime allocates the arena, weights, scratch and outputs, or stages an output).
 """
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ POOL_WORDS = 5  # braze_pool_run's address and its task, controls, enter_budget 
 FRAME_HEADER = FRAME_POOL + POOL_WORDS
 RECORD_WORDS = 5
 STUB_BUSY = -1  # what the stub returns when another thread holds the frame
-C_CONTIGUOUS, WRITEABLE = 0x1, 0x400  # numpy's NPY_ARRAY_C_CONTIGUOUS and NPY_ARRAY_WRITEABLE flags
+# numpy's NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_ALIGNED (data aligned to its dtype) and NPY_ARRAY_WRITEABLE flags
+C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
 
 
 @dataclass(frozen=True)

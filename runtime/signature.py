@@ -1,8 +1,8 @@
 """The inputs and outputs of a compiled call: their checks, the documented conversions and the staging buffers.
 
 An InputSpec checks one graph input (type, rank, shape, dtype, index range) with errors naming it, converts what
-converts safely, and stages what the native code cannot read in place (not C-contiguous, not 64-byte aligned, or
-converted) in an aligned buffer of its own. An OutputSpec allocates one graph output per call, or validates an
+converts safely, and stages what the native code cannot read in place (not C-contiguous, not aligned to its dtype,
+or converted) in an aligned buffer of its own. An OutputSpec allocates one graph output per call, or validates an
 array the caller passed as `out=`; an output array that is not 64-byte aligned is written through the spec's
 aligned staging buffer and copied out after the native code has run.
 """
@@ -93,13 +93,9 @@ class InputSpec:
 
     def pointer(self, x: np.ndarray) -> int:
         """The address to pass for x: its own data when usable as is, else the staging buffer filled from it."""
-        if x.dtype == self.dtype and x.flags.c_contiguous:
-            where = data_address(x)
-            if where % ALIGNMENT == 0:
-                return where
-            ctypes.memmove(self.staging_address, where, self.nbytes)
-        else:
-            self.staging[...] = x
+        if x.dtype == self.dtype and x.flags.c_contiguous and x.flags.aligned:
+            return data_address(x)
+        self.staging[...] = x
         return self.staging_address
 
 

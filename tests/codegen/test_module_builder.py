@@ -120,7 +120,9 @@ def test_module_builder_barrier_spins_for_a_time_not_a_count() -> None:
     assert "llvm.x86.rdtsc" in barrier and "llvm.x86.sse2.pause" in barrier
 
 
-def test_module_builder_every_pointer_is_64_byte_aligned() -> None:
+def test_module_builder_results_and_scratch_are_64_byte_aligned_and_inputs_read_in_place() -> None:
+    """The promise: results and scratch 64-byte aligned, operands aligned to their elements, also when the caller's
+    input lies off a 64-byte boundary (read in place: tests/runtime/test_call_path.py)."""
     g = chain_graph(shape=(3, 11))
     exe = Executable.build(g, threads=2, lower=asserting_lowering)
     x, y = random_inputs(g)

@@ -54,13 +54,30 @@ def test_call_path_exact_inputs_take_the_stub() -> None:
     assert stub.returned == [0]
 
 
-def test_call_path_unaligned_inputs_are_staged_by_the_stub() -> None:
+def test_call_path_inputs_off_a_64_byte_boundary_are_read_in_place_by_the_stub() -> None:
+    """numpy puts large arrays 16 or 32 bytes past a 64-byte boundary: they are read where they are, not copied."""
     exe = executable()
     stub = counted(exe)
     args = [unaligned(a) for a in inputs()]
     assert all(a.ctypes.data % 64 for a in args)
+    for spec in exe._specs:
+        spec.staging[...] = np.nan
     np.testing.assert_array_equal(exe(*args), expected(exe, args))
     assert stub.returned == [0]
+    assert all(np.isnan(spec.staging).all() for spec in exe._specs)
+
+
+def test_call_path_an_input_not_aligned_to_its_dtype_is_staged_on_the_checked_path() -> None:
+    exe = executable()
+    stub = counted(exe)
+    x, y = inputs()
+    raw = np.zeros(y.nbytes + 1, np.uint8)
+    odd = np.frombuffer(raw.data, np.uint8, y.nbytes, 1).view(np.float32).reshape(y.shape)  # one byte off
+    assert not odd.flags.aligned
+    odd[...] = y
+    np.testing.assert_array_equal(exe(x, odd), expected(exe, [x, y]))
+    assert stub.returned == [2]
+    np.testing.assert_array_equal(exe._specs[1].staging, y)
 
 
 @pytest.mark.parametrize("change", ["dtype", "strided", "subclass", "fortran"])
