@@ -10,9 +10,10 @@ rows of 1-3 vectors most of its vectors sit at a row's edge, where tap loads ove
 runs at 0.7-1.0x; at stride 2 along W each input load also needs a shuffle (0.6-0.95x on AVX2), work the GEMM's
 packing does once for all output channels. On AVX-512 that shuffle is one two-source permute, and with output rows of
 whole vectors the direct kernel runs the CNN's stride-2 layer 2 (32 -> 64 channels, 16-wide rows) at 1.09-1.12x
-the GEMM (batch 1 and 64, one and two threads; the same layer forced to AVX2 0.90x, and its 8-wide layer 3,
-half-vector rows, 0.5x): there it is chosen for stride 2 as well. The activations stay NCHW throughout: the direct kernel's channel blocking is in
-its weights only, so no layout conversions are needed between a conv and its neighbours.
+the GEMM (batch 1 and 64 on one thread, batch 64 on two; the same layer forced to AVX2 0.90x, and its 8-wide
+layer 3, half-vector rows, 0.5x): there it is chosen for stride 2 as well. The activations stay NCHW throughout:
+the direct kernel's channel blocking is in its weights only, so no layout conversions are needed between a conv
+and its neighbours.
 
 The GEMM kernel: per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output
 positions and the im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its
