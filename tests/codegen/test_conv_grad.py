@@ -24,6 +24,7 @@ GEOMETRIES = [
     (2, 6, 11, 13, 9, 3, 3, (2, 1), (2, 0), (2, 1), 3),
     (1, 5, 17, 16, 7, 5, 5, (2, 2), (2, 2), (1, 1), 1),
     (2, 2, 7, 5, 3, 2, 3, (3, 2), (0, 1), (1, 2), 1),
+    (1, 2, 7, 10, 3, 3, 3, (1, 3), (1, 1), (1, 1), 1),  # stride 3 along W: col2im one element at a time
     (4, 32, 16, 16, 64, 3, 3, (2, 2), (1, 1), (1, 1), 1),
     # output rows of a multiple or a divisor of the vector width (here 16, 32; 2, 4, 8): the weight gradient packs
     # its input W positions at a time
