@@ -23,8 +23,8 @@ order (the entry's address, then every argument but the thread id; nthreads the 
 then FRAME_ARRAY_TYPE (the address of the numpy.ndarray type object), the input and output counts, the busy word,
 the POOL_WORDS of the worker pool at FRAME_POOL (braze_pool_run's address, 0 for none, then its task block, its
 control addresses, the gate's and the join's spin budgets), and RECORD_WORDS per input and then per output: the
-expected dtype object, rank, address of the expected dims as i64s, staging buffer (0 for none) and byte size
-(codegen/stub_layout.py holds the offsets).
+expected dtype object, rank, address of the expected dims as i64s, staging buffer (an output's; 0 for an input
+and for none) and byte size (codegen/stub_layout.py holds the offsets).
 """
 from __future__ import annotations
 

@@ -92,8 +92,9 @@ class CallFrame:
             # an input whose values must be range-checked gets no dtype here, so the stub always declines it
             checked = isinstance(spec, InputSpec) and spec.bound is not None
             at = FRAME_HEADER + RECORD_WORDS * k
+            staging = spec.staging_address if isinstance(spec, OutputSpec) else 0  # the stub reads inputs in place
             self.words[at:at + RECORD_WORDS] = (0 if checked else id(dtype), len(spec.shape), address(dims),
-                                                spec.staging_address, spec.nbytes)
+                                                staging, spec.nbytes)
         self._outputs_at = FRAME_HEADER + RECORD_WORDS * len(inputs)
         self.pointer = ctypes.c_void_p(address(self.words))  # the stub's first argument
 
