@@ -19,8 +19,8 @@ from typing import Any
 _HOMES = {"cache": ".cache", "vecmath": ".vecmath", "CompiledLibrary": ".library", "compile_ir": ".jit",
           **{name: ".loops" for name in ("CONTRACT", "F32", "F64", "I1", "I8", "I32", "I64", "PTR", "REASSOC", "VOID",
                                          "alloca", "const", "define_function", "element_ptr", "entry_builder",
-                                         "for_range", "i64", "load", "loop_nest", "splat", "store", "vec",
-                                         "vector_loop")},
+                                         "for_range", "i64", "load", "loop_nest", "mark_explicit", "splat",
+                                         "store", "vec", "vector_loop")},
           **{name: ".target" for name in ("CPU_ENV", "Target", "host_target", "init_llvm", "target_of")}}
 
 __all__ = sorted(_HOMES)

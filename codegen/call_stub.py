@@ -31,7 +31,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .abi import CALL, FRAME_CLAIM, FRAME_RELEASE, POOL_RUN, TASK_FIELDS, emit_entry_call
-from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64
+from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64, mark_explicit
 from .stub_layout import (ALIGNED, C_CONTIGUOUS, FRAME_ARRAY_TYPE, FRAME_BUSY, FRAME_HEADER, FRAME_INPUTS,
                           FRAME_OUTPUTS, FRAME_POOL, POOL_WORDS, RECORD_WORDS, STUB_BUSY, WRITEABLE, ObjectLayout,
                           frame_words)
@@ -46,6 +46,7 @@ __all__ = ["C_CONTIGUOUS", "FRAME_ARRAY_TYPE", "FRAME_BUSY", "FRAME_HEADER", "FR
 def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
     """The module exporting `braze_call` for objects of this layout (see the module doc)."""
     module = target.new_module(f"braze_call_v2_{layout.data}_{layout.descr}_{layout.tuple_items}")
+    mark_explicit(module)
     fn = CALL.define(module, "braze_call")
     frame, inputs, outputs = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)

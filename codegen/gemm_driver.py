@@ -30,7 +30,7 @@ from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const
                           emit_microkernel)
 from .gemm_pack import (ABlockSource, PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax,
                         smin)
-from .loops import define_function, entry_builder, for_range, optimize_for_size
+from .loops import define_function, entry_builder, for_range, mark_explicit, optimize_for_size
 
 BSource = Union[Strided, Prepacked, PanelSource]
 
@@ -181,6 +181,7 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
     if p.c.cs != 1:
         raise ValueError("C must have unit column stride")
     plan = make_plan(p, t)
+    mark_explicit(module)
     args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
     fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
     a, b, c, scratch, tid, nthreads, claim, *extra = fn.args

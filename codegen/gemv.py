@@ -25,7 +25,7 @@ from .gemm_epilogue import emit_tile_epilogue
 from .gemm_kernel import (I32, I64, PTR, Epilogue, Tiling, carried_loop, const64, default_pos, elem_ptr,
                           lane_mask, load_vec, mul_add, vec_type)
 from .gemm_pack import Strided, batch_offset, smin
-from .loops import define_function, entry_builder, for_range, optimize_for_size, vector_const, zeros
+from .loops import define_function, entry_builder, for_range, mark_explicit, optimize_for_size, vector_const, zeros
 
 # Rows of A (over all batches) up to which the GEMV kernel replaces the GEMM: at four, on a weight in the cache, the
 # GEMM's register tile (which reuses each loaded vector of W six times) measured faster.
@@ -61,6 +61,7 @@ def emit_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: tuple
               c: Strided, tiling: Tiling, epilogue: Epilogue | None = None, n_extra: int = 0) -> ir.Function:
     """Emit the GEMM signature's `void name(a, b, c, scratch, tid, nthreads, claim, extra...)` for a problem
     gemv_applies to (the scratch is unused)."""
+    mark_explicit(module)
     args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
     fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
     a_ptr, b_ptr, c_ptr, _, tid, nthreads, claim, *extra = fn.args

@@ -1,7 +1,7 @@
 """The JIT: LLVM IR in, callable machine code out.
 
 `compile_ir(module)` parses and verifies an llvmlite module, optimizes it (llvm_object.PIPELINE_LEVEL, with loop and
-SLP vectorization) for the target, verifies it again, emits an object file and links that object into an MCJIT engine
+SLP vectorization, or the short pipeline of a module marked llvm_object.EXPLICIT) for the target, verifies it again, emits an object file and links that object into an MCJIT engine
 of its own. With the disk cache (codegen/cache.py) a module compiled before, in any process, skips parsing and
 optimization: its object is loaded directly, after checking that it exports exactly the module's functions; an
 entry that does not link or exports anything else is deleted and the module rebuilt.
@@ -196,7 +196,7 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 
 def optimized_module(text: str, name: str, target: Target) -> llvm.ModuleRef:
     """The optimized module of LLVM IR text, for inspecting a library (CompiledLibrary.llvm_ir, asm)."""
-    return _optimize(_parse(text, name, target), target)
+    return _optimize(_parse(text, name, target), target, llvm_object.is_explicit(text))
 
 
 def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:
@@ -206,11 +206,10 @@ def _parse(text: str, name: str, target: Target) -> llvm.ModuleRef:
         raise _llvm_error(name, exc) from None
 
 
-def _optimize(ref: llvm.ModuleRef, target: Target) -> llvm.ModuleRef:
-    """Run the module pipeline (llvm_object.PIPELINE_LEVEL, with loop and SLP vectorization), then verify the
-    result."""
+def _optimize(ref: llvm.ModuleRef, target: Target, explicit: bool) -> llvm.ModuleRef:
+    """Run the module pipeline (llvm_object.optimize: `explicit` picks the short one), then verify the result."""
     try:
-        return llvm_object.optimize(ref, target.machine())
+        return llvm_object.optimize(ref, target.machine(), explicit)
     except llvm_object.LLVMFailure as exc:
         raise _llvm_error(ref.name, exc) from None
 

@@ -12,6 +12,8 @@ from typing import Callable, Iterator, Sequence
 
 import llvmlite.ir as ir
 
+from .llvm_object import EXPLICIT
+
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
 I1 = ir.IntType(1)
@@ -136,6 +138,12 @@ def optimize_for_size(fn: ir.Function) -> ir.Function:
     and gains nothing measurable, so they are compiled as for size."""
     fn.attributes.add("optsize")
     return fn
+
+
+def mark_explicit(module: ir.Module) -> None:
+    """Mark a module whose code leaves LLVM's loop and vectorization passes nothing to do (its loops, vectors and
+    register tiles spelled out) for the short optimization pipeline (llvm_object.EXPLICIT)."""
+    module.add_named_metadata(EXPLICIT)
 
 
 def entry_builder(fn: ir.Function) -> ir.IRBuilder:

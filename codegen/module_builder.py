@@ -77,7 +77,7 @@ from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, Kern
 from .sync import declare, emit_barrier
 from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_arguments
 from .lower.checks import module_checks
-from .loops import I1, I8, I64, PTR, VOID, i64
+from .loops import I1, I8, I64, PTR, VOID, i64, mark_explicit
 from .target import Target, host_target
 
 # Work (the registry's estimate: multiply-adds plus elements touched) below which a kernel runs on thread 0 alone:
@@ -417,6 +417,7 @@ def _output_copies(graph: Graph, places: dict[str, _Place]) -> list[tuple[int, V
 
 def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Kernel], places: dict[str, _Place],
                 copies: list[tuple[int, Value]], stride: int, packed: dict[str, _Place]) -> None:
+    mark_explicit(module)  # calls, barriers and copies: nothing for LLVM's loop passes
     fn = ENTRY.define(module, entry)
     b = ir.IRBuilder(fn.entry_basic_block)
     args = {a.name: a for a in fn.args}

@@ -56,7 +56,7 @@ import llvmlite.ir as ir
 
 from .abi import POOL_QUIT, POOL_RUN, POOL_WORK, emit_entry_call, load_task_words
 from .futex import emit_sleep_until_changed, emit_wake_sleepers
-from .loops import I64, PTR, define_function, i64
+from .loops import I64, PTR, define_function, i64, mark_explicit
 from .sync import BARRIER_SLEEP_NS, BARRIER_SPIN_US, JOIN_SLEEP_NS, at, declare, relax, spin_mark, spin_step
 from .sync_layout import (ALONE, ASLEEP, BUSY, CALLS, ENTRIES, FINISHED, GATE, GATE_CALL_SHIFT, GATE_CLOSED, GATE_COUNT,
                           GATE_SLEEPERS, GATE_TICKS, JOIN_TICKS, JOINER, QUIT, SLEEPS, CALLER_CPU, DECLINED, has_futex,
@@ -78,6 +78,7 @@ POOL_MODULE = "braze_pool_v7"
 def emit_pool_module(target: Target) -> ir.Module:
     """The module of the worker-pool functions (see the module doc)."""
     module = target.new_module(POOL_MODULE)
+    mark_explicit(module)
     post, gate, join = _emit_post(module, target), _emit_gate(module, target), _emit_join(module, target)
     _emit_run(module, target, post, gate, join)
     _emit_work(module, target)

@@ -10,8 +10,8 @@ import llvmlite.ir as ir
 import numpy as np
 import pytest
 
-from braze.codegen import (F32, I64, PTR, Target, alloca, compile_ir, define_function, entry_builder, host_target,
-                           load, loop_nest, store, vec, vector_loop)
+from braze.codegen import (F32, I64, PTR, Target, alloca, compile_ir, define_function, entry_builder, for_range,
+                           host_target, load, loop_nest, mark_explicit, store, vec, vector_loop)
 from braze.ir.errors import CodegenError
 
 ADD_ARGS = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -152,6 +152,36 @@ def test_jit_loop_nest_and_entry_alloca_compute_row_sums():
     library.cfunc(name, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
         data.ctypes.data, sums.ctypes.data, 5, 7)
     np.testing.assert_array_equal(sums, data.sum(axis=1))
+
+
+def scale_loop_module(name: str) -> ir.Module:
+    """out[i] = x[i] * 3 as a plain scalar loop: LLVM's loop vectorizer turns it into vector code."""
+    module = host_target().new_module(name)
+    fn = define_function(module, name, [("x", PTR), ("out", PTR), ("n", I64)], noalias=True)
+    b = entry_builder(fn)
+    x, out, n = fn.args
+    with for_range(b, 0, n) as i:
+        store(b, b.fmul(load(b, x, i), ir.Constant(F32, 3.0)), out, i)
+    b.ret_void()
+    return module
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_jit_a_module_marked_explicit_gets_the_short_pipeline(explicit):
+    """A module marked explicit (a GEMM's, whose vectors are spelled out) skips LLVM's loop and vectorization passes,
+    which cost most of a compile and find nothing to do there; an unmarked scalar loop is still vectorized. Both
+    compute the same result."""
+    name = unique_name("scale")
+    module = scale_loop_module(name)
+    if explicit:
+        mark_explicit(module)
+    library = compile_ir(module)
+    vectorized = "<8 x float>" in library.llvm_ir(name) or "<16 x float>" in library.llvm_ir(name)
+    assert vectorized is not explicit
+    x = np.arange(37, dtype=np.float32)
+    out = np.zeros_like(x)
+    library.cfunc(name, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(x.ctypes.data, out.ctypes.data, 37)
+    np.testing.assert_array_equal(out, x * np.float32(3.0))
 
 
 def test_jit_dump_env_prints_banners(monkeypatch, capsys):
