@@ -17,10 +17,16 @@ from .test_serve import free_port, post_json
 pytest.importorskip("ray")
 
 
+# `python -m braze ARGS` with Ctrl-C raising KeyboardInterrupt, as in a terminal: a process started from a shell's
+# background job inherits SIGINT ignored, and Python then leaves it ignored, so the test would wait for nothing.
+AS_FROM_A_TERMINAL = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                      "sys.argv[0] = 'braze'; runpy.run_module('braze', run_name='__main__', alter_sys=True)")
+
+
 @pytest.mark.slow
 def test_braze_serve_answers_until_interrupted(mlp_path: Path) -> None:
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "braze", "serve", str(mlp_path), "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, "serve", str(mlp_path), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
         line = server.stdout.readline()
