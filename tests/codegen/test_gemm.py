@@ -239,6 +239,22 @@ def test_gemm_threads_claiming_at_once_match_one_thread_bit_for_bit(m, n, k, bat
         assert run(spec, a, b, nthreads=nthreads, concurrent=True).tobytes() == one.tobytes(), f"{nthreads} threads"
 
 
+@pytest.mark.parametrize("m,n,split_n", [(128, 256, True), (128, 768, True), (1024, 256, False), (64, 512, True),
+                                         (64, 10, False)])
+def test_gemm_threads_split_the_side_whose_panels_share_out_evenly(m, n, split_n) -> None:
+    """On the 12 x 32 tile, a transformer's 128 x 256 output at batch 1 is split by its 8 column panels (4 and 4 for
+    two threads), not its 11 row panels (6 and 5), though rows outnumber columns; elsewhere the longer side is
+    split. Either way two threads give the one-thread bits."""
+    tiling = tiling_for(16)
+    spec = GemmSpec.contiguous(m, n, 64)
+    assert gemm_plan(spec, tiling).split_n is split_n
+    if 16 in WIDTHS:
+        a = RNG.standard_normal((m, 64)).astype(np.float32).ravel()
+        b = RNG.standard_normal((64, n)).astype(np.float32).ravel()
+        one = run(spec, a, b, tiling=tiling)
+        assert run(spec, a, b, tiling=tiling, nthreads=2, concurrent=True).tobytes() == one.tobytes()
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("m,n,k,kept", [(None, 600, 600, "b"), (150, 450, 700, "a")], ids=["rows", "columns"])
 def test_gemm_kept_operand_packed_once_per_thread_gives_the_same_bits(width, m, n, k, kept) -> None:
