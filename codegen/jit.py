@@ -1,10 +1,11 @@
 """The JIT: LLVM IR in, callable machine code out.
 
 `compile_ir(module)` parses and verifies an llvmlite module, optimizes it (llvm_object.PIPELINE_LEVEL, with loop and
-SLP vectorization, or the short pipeline of a module marked llvm_object.EXPLICIT) for the target, verifies it again, emits an object file and links that object into an MCJIT engine
-of its own. With the disk cache (codegen/cache.py) a module compiled before, in any process, skips parsing and
-optimization: its object is loaded directly, after checking that it exports exactly the module's functions; an
-entry that does not link or exports anything else is deleted and the module rebuilt.
+SLP vectorization, or the short pipeline of a module marked llvm_object.EXPLICIT) for the target, verifies it again,
+emits an object file and links that object into an MCJIT engine of its own. With the disk cache (codegen/cache.py) a
+module compiled before, in any process, skips parsing and optimization: its object is loaded directly, after checking
+that it exports exactly the module's functions; an entry that does not link or exports anything else is deleted and
+the module rebuilt.
 
 Each library owns its engine (with a fresh target machine, which the engine takes ownership of), so the machine
 code of a library is freed when the last reference to it goes: an Executable holds its library, and dropping a
