@@ -184,6 +184,28 @@ def test_jit_a_module_marked_explicit_gets_the_short_pipeline(explicit):
     np.testing.assert_array_equal(out, x * np.float32(3.0))
 
 
+def test_jit_a_module_marked_explicit_still_inlines_its_vector_math():
+    """The short pipeline keeps the always-inliner: a GEMM's GELU epilogue calls vector math (alwaysinline), and a
+    call per vector left in the tile epilogue made the transformer's FF1 5% slower."""
+    from braze.codegen import vecmath
+    name = unique_name("exp")
+    module = host_target().new_module(name)
+    mark_explicit(module)
+    fn = define_function(module, name, [("x", PTR), ("out", PTR), ("n", I64)], noalias=True)
+    b = entry_builder(fn)
+    x, out, n = fn.args
+    vector_loop(b, 0, n, host_target().vector_width,
+                lambda i, lanes: store(b, vecmath.call(b, "exp", load(b, x, i, vec(lanes) if lanes > 1 else F32)),
+                                       out, i))
+    b.ret_void()
+    library = compile_ir(module)
+    assert "braze.vm." not in library.llvm_ir(name)
+    data = np.linspace(-3, 3, 37, dtype=np.float32)
+    got = np.zeros_like(data)
+    library.cfunc(name, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(data.ctypes.data, got.ctypes.data, 37)
+    np.testing.assert_allclose(got, np.exp(data), rtol=4e-7)
+
+
 def test_jit_dump_env_prints_banners(monkeypatch, capsys):
     monkeypatch.setenv("BRAZE_DUMP_ASM", "1")
     monkeypatch.setenv("BRAZE_DUMP_LLVM", "1")
