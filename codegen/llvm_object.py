@@ -33,10 +33,10 @@ llvm = _Binding()
 # measurement) in 35-50% less optimization time. The code generator keeps the target machine's level (`opt`).
 PIPELINE_LEVEL = 1
 # A module whose code is explicit to the point that LLVM's loop and vectorization passes find nothing to do (a GEMM's
-# register tiles, packers and blocking loops) carries this named metadata and gets the short pipeline instead: the
-# always-inliner, SROA, instruction combining and CFG simplification, a tenth of the level-1 pipeline's time with
-# the same machine code speed (measured kernel by kernel on the benchmark models, AVX-512 and AVX2, GELU epilogues
-# included); the code generator keeps its level.
+# register tiles, packers and blocking loops) carries this named metadata and gets the short pipeline instead (unless
+# it holds vector math: is_explicit): SROA, instruction combining and CFG simplification, a tenth of the level-1
+# pipeline's time with the same machine code speed (measured kernel by kernel on the benchmark models, AVX-512 and
+# AVX2); the code generator keeps its level.
 EXPLICIT = "braze.explicit"
 
 _lock = threading.Lock()
@@ -94,8 +94,11 @@ def parse(text: str, tm: llvm.TargetMachine, triple: str) -> llvm.ModuleRef:
 
 
 def is_explicit(text: str) -> bool:
-    """Whether LLVM IR text is marked EXPLICIT (llvmlite prints named metadata at the end of a line of its own)."""
-    return f"\n!{EXPLICIT} = " in text
+    """Whether LLVM IR text gets the short pipeline: it is marked EXPLICIT (llvmlite prints named metadata on a line
+    of its own) and defines no alwaysinline function. Vector math (codegen/vecmath.py, a GEMM's GELU epilogue) is
+    alwaysinline: inlined and simplified by the level-1 passes it runs as fast as before and gives the same bits
+    wherever it is inlined (an epilogue in the micro-kernel or in a function of its own)."""
+    return f"\n!{EXPLICIT} = " in text and " alwaysinline" not in text
 
 
 def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, explicit: bool = False) -> llvm.ModuleRef:
@@ -104,7 +107,6 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, explicit: bool = False
     if explicit:
         builder = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
         passes = llvm.create_new_module_pass_manager()
-        passes.add_always_inliner_pass()  # vector math helpers (codegen/vecmath.py) are alwaysinline
         passes.add_sroa_pass()
         passes.add_instruction_combine_pass()
         passes.add_simplify_cfg_pass()
