@@ -96,7 +96,7 @@ def parse(text: str, tm: llvm.TargetMachine, triple: str) -> llvm.ModuleRef:
 def is_explicit(text: str) -> bool:
     """Whether LLVM IR text gets the short pipeline: it is marked EXPLICIT (llvmlite prints named metadata on a line
     of its own) and defines no alwaysinline function. Vector math (codegen/vecmath.py, a GEMM's GELU epilogue) is
-    alwaysinline: inlined and simplified by the level-1 passes it runs as fast as before and gives the same bits
+    alwaysinline: inlined and simplified by the level-1 passes, it runs as fast as before and gives the same bits
     wherever it is inlined (an epilogue in the micro-kernel or in a function of its own)."""
     return f"\n!{EXPLICIT} = " in text and " alwaysinline" not in text
 
