@@ -40,11 +40,12 @@ import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Sequence
 
 from braze.ir.errors import BrazeError
 
-from .cache_entry import MAX_ENTRY_BYTES, PAYLOAD_ALIGNMENT, CacheEntry, decode_entry, encode_entry, \
-    read_entry_file
+from .cache_entry import MAX_ENTRY_BYTES, PAYLOAD_ALIGNMENT, Buffer, CacheEntry, decode_entry, encode_entry, \
+    entry_parts, read_entry_file
 
 CACHE_ENV = "BRAZE_CACHE"
 CACHE_DIR_ENV = "BRAZE_CACHE_DIR"
@@ -165,10 +166,10 @@ def discard(key: str, *, counted: bool = True) -> None:
     _remove(entry_path(key))
 
 
-def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None = None, *,
+def store(key: str, payload: Buffer | Sequence[Buffer], symbols: tuple[str, ...], meta: dict | None = None, *,
           counted: bool = True) -> bool:
-    """Write an entry atomically; returns False (and counts a write error) when the directory is not writable.
-    `counted` as for load."""
+    """Write an entry atomically, its payload given whole or in pieces (written one after the other, not joined);
+    returns False (and counts a write error) when the directory is not writable. `counted` as for load."""
     directory = cache_dir()
     try:
         if not _trusted(directory, create=True):
@@ -177,7 +178,8 @@ def store(key: str, payload: bytes, symbols: tuple[str, ...], meta: dict | None 
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=TEMP_SUFFIX, dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(encode_entry(key, payload, symbols, meta))
+                for part in entry_parts(key, payload, symbols, meta):
+                    f.write(part)
             os.replace(tmp, directory / f"{key}{SUFFIX}")
         except BaseException:
             _remove(Path(tmp))

@@ -39,6 +39,8 @@ from .timings import CompileTimings
 
 if TYPE_CHECKING:  # codegen loads LLVM: imported on the first compile, not with braze
     from braze.codegen.described import Described
+    from braze.codegen.library import CompiledLibrary
+    from braze.codegen.module_layout import BuiltModule
     from .executable import Executable
 
 HEAD, TAIL = "drop_buffer_updates", "plan_memory"
@@ -88,6 +90,14 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     skips verifying the graph again. `timings` receives each pass's time and the rest (verification, checks) as
     "verify", or the cache lookup as "cached passes". `on_miss()` is called before the passes run when their
     result was looked up and not found, or with the disk cache off."""
+    return _planned(graph, pipeline, untrusted, verified, options, timings, on_miss)[0]
+
+
+def _planned(graph: Graph, pipeline: str | Sequence[str] | None, untrusted: bool, verified: bool,
+             options: Mapping[str, Any] | None, timings: CompileTimings | None,
+             on_miss: Callable[[], None] | None) -> tuple[Graph, str | None]:
+    """planned_graph, and the pass-cache key of its result (None when the passes are not cached): the key names
+    the planned graph's weights, whose prepared forms runtime/prepared_cache.py keeps under it."""
     start = time.perf_counter()
     passes = compile_passes(pipeline, untrusted=untrusted)
     options = dict(options or {})
@@ -98,7 +108,7 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
         if found is not None:
             if timings is not None:
                 timings.add("cached passes", time.perf_counter() - start)
-            return found
+            return found, key
     if on_miss is not None and (key is not None or not _caching()):
         on_miss()  # the code of a graph whose passes are not looked up (an artifact's) is most likely cached
     replan_only = verified and untrusted and passes == (TAIL,)
@@ -113,7 +123,7 @@ def planned_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
         records = [r for report in reports for r in report.records]
         timings.update({f"pass {r.name}": r.seconds for r in records})
         timings.add("verify", time.perf_counter() - start - sum(r.seconds for r in records))
-    return planned
+    return planned, key
 
 
 def _caching() -> bool:
@@ -167,19 +177,34 @@ def _compiled(graph: Graph, pipeline: str | Sequence[str] | None, threads: int |
               verified: bool, options: Mapping[str, Any] | None, timings: CompileTimings) -> Executable:
     from braze.codegen.graph_cache import compile_module, expect_compile
 
+    from . import prepared_cache
     from .executable import Executable
     # optimize and plan memory: verified before and after every pass; when the passes must run, the code surely
     # has to be generated too, so the compile workers start now, beside the passes
-    graph = planned_graph(graph, pipeline=pipeline, untrusted=untrusted, verified=verified, options=options,
-                          timings=timings, on_miss=lambda: expect_compile(graph))
+    graph, pass_key = _planned(graph, pipeline, untrusted, verified, options, timings,
+                               on_miss=lambda: expect_compile(graph))
     # one LLVM module (a kernel per distinct node and the entry point of the whole graph, codegen/abi.py) compiled
     # for the host, or its object found in the disk cache by the graph's text
     steps: dict[str, float] = {}
     built, library = compile_module(graph, timings=steps, beside=lambda: _runtime_modules(graph, threads))
     timings.update(steps)
     timings.cache_hit = built.module is None
-    # the runtime object: aligned weights, prepared weights, arena, thread count, input checks
+    # the runtime object: aligned weights, prepared weights (large ones found in the disk cache when the pass key
+    # names the weights), arena, thread count, input checks
     with timings.stage("prepare"):
-        executable = Executable(built, library, threads=threads)
+        prepared_key = _prepared_key(built, library, pass_key)
+        found = None if prepared_key is None else prepared_cache.load(prepared_key, built.prepared)
+        executable = Executable(built, library, threads=threads, prepared=found)
+    if prepared_key is not None and found is None:
+        with timings.stage("cache write"):
+            prepared_cache.store(prepared_key, built.prepared, executable.prepared)
     executable.timings = timings
     return executable
+
+
+def _prepared_key(built: BuiltModule, library: CompiledLibrary, pass_key: str | None) -> str | None:
+    """The disk-cache key of the module's prepared weights, or None when they are not kept there (no pass key to
+    name the weights by, or too small to be worth it)."""
+    from . import prepared_cache
+    return prepared_cache.key(pass_key, library.key) if pass_key is not None and prepared_cache.wanted(
+        built.prepared) else None

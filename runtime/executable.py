@@ -72,7 +72,10 @@ if TYPE_CHECKING:
 class Executable:
     """A compiled graph: call it with one array per graph input; returns one array, or a tuple for several."""
 
-    def __init__(self, built: BuiltModule, library: CompiledLibrary, *, threads: int | None = None) -> None:
+    def __init__(self, built: BuiltModule, library: CompiledLibrary, *, threads: int | None = None,
+                 prepared: Sequence[np.ndarray] | None = None) -> None:
+        """`prepared`: the prepared weights made before for these weights and this module (runtime/prepared_cache.py),
+        one read-only array per prepared slot, used instead of preparing them again."""
         self.built, self.library, self.graph = built, library, built.graph
         self.timings: CompileTimings | None = None  # set by the compile path (runtime/compile_path.py)
         self._requested = _threads.check_threads(threads)
@@ -81,7 +84,7 @@ class Executable:
         self._threads, self._threads_version = self._chosen_threads(), _threads.version
         self._entry = ENTRY.cfunc(library, built.entry)
         self._weights = map_bytes(self._weight, built.weights, [slot.type.nbytes for slot in built.weights])
-        self._prepared = self._prepared_buffers()
+        self._prepared = self._prepared_buffers(prepared)
         self._arena = resident_block(built.arena_bytes)
         self._scratch = resident_block(built.scratch_stride * self._threads)
         self._sync = aligned_block(SYNC_BYTES)
@@ -95,7 +98,7 @@ class Executable:
         buffers = self._weights + self._prepared
         self._weight_ptrs = (ctypes.c_void_p * max(len(buffers), 1))(*[address(w) for w in buffers])
         self.prepare_calls = 0
-        if built.prepare is not None:
+        if built.prepare is not None and prepared is None:
             self._prepare(library)
         self._lock = threading.Lock()
         self._entry_address = library.address(built.entry)
@@ -189,27 +192,51 @@ class Executable:
             self._weight_ptrs[index] = address(self._weights[index])
         return self._weights[index]
 
-    def _prepared_buffers(self) -> list[np.ndarray]:
-        """One aligned buffer per prepared weight, after checking the slots the module's prepare function fills."""
-        count, buffers = len(self._weights), []
-        for k, slot in enumerate(self.built.prepared):
+    def _prepared_buffers(self, given: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+        """One aligned buffer per prepared weight, after checking the slots the module's prepare function fills: the
+        buffers `given` (each checked to be an aligned, contiguous array of its slot's size), else new ones."""
+        slots, count = self.built.prepared, len(self._weights)
+        if given is not None and len(given) != len(slots):
+            raise BrazeError(f"module {self.built.name!r} has {len(slots)} prepared weights; got {len(given)}")
+        buffers = []
+        for k, slot in enumerate(slots):
             if slot.slot != count + k or not 0 <= slot.source < count or slot.nbytes <= 0:
                 raise BrazeError(f"module {self.built.name!r}: prepared weight {slot.key!r} has slot {slot.slot}, "
                                  f"source {slot.source} and {slot.nbytes} bytes; expected slot {count + k}, a "
                                  f"source below {count} and a positive size")
-            buffer = aligned_block(slot.nbytes)
+            if given is None:
+                buffer = aligned_block(slot.nbytes)
+            elif isinstance(given[k], np.ndarray) and given[k].flags.c_contiguous and given[k].nbytes == slot.nbytes:
+                buffer = given[k]
+            else:
+                raise BrazeError(f"prepared weight {slot.key!r} must be an aligned, contiguous array of "
+                                 f"{slot.nbytes} bytes")
             if buffer.nbytes < slot.nbytes or address(buffer) % ALIGNMENT:
-                raise BrazeError(f"could not allocate {slot.nbytes} aligned bytes for prepared weight {slot.key!r}")
+                raise BrazeError(f"prepared weight {slot.key!r}: {slot.nbytes} bytes at an address not "
+                                 f"{ALIGNMENT}-byte aligned")
             buffers.append(buffer)
-        if self.built.prepared and self.built.prepare is None:
+        if slots and self.built.prepare is None:
             raise BrazeError(f"module {self.built.name!r} prepares weights but exports no prepare function")
         return buffers
+
+    @property
+    def prepared(self) -> tuple[np.ndarray, ...]:
+        """The prepared weights (read-only views), one per slot of the module (BuiltModule.prepared)."""
+        views = tuple(buffer.view() for buffer in self._prepared)
+        for view in views:
+            view.flags.writeable = False
+        return views
 
     def _prepare(self, library: CompiledLibrary) -> None:
         """Fill the prepared weights from the weight copies, before the first call of the entry: the module's prepare
         function, or for a model with large weights each form's own function (void(ptr param, ptr form), what the
-        prepare function calls in turn) on several threads at once, largest first."""
+        prepare function calls in turn) on several threads at once, largest first. Buffers shared read-only (found
+        in the disk cache) are replaced by fresh ones first."""
         slots = self.built.prepared
+        for index, slot in enumerate(slots):
+            if not self._prepared[index].flags.writeable:
+                self._prepared[index] = aligned_block(slot.nbytes)
+                self._weight_ptrs[slot.slot] = address(self._prepared[index])
         sizes = [slot.nbytes for slot in slots]
         if len(slots) < 2 or sum(sizes) < 2 * memory.PARALLEL_BYTES:
             PREPARE.cfunc(library, self.built.prepare)(self._weight_ptrs)

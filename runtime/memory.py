@@ -7,6 +7,7 @@ view that starts at the first aligned address. The view keeps its block alive th
 """
 from __future__ import annotations
 
+import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
@@ -65,8 +66,9 @@ def aligned_copy(array: np.ndarray, dtype: np.dtype | type | str | None = None, 
 
 def unchangeable(array: np.ndarray) -> bool:
     """Whether numpy lets no one change the array's values: it is read-only all the way down to the memory it views,
-    an ndarray owning its data (read-only too) or a bytes object. The runtime shares such an array instead of
-    copying it (numpy's read-only flag on memory it owns is taken as its owner's promise)."""
+    an ndarray owning its data (read-only too), a bytes object or a file mapped read-only (a large cache entry's:
+    braze replaces those files, never writes them in place). The runtime shares such an array instead of copying it
+    (numpy's read-only flag on memory it owns is taken as its owner's promise)."""
     held: Any = array
     while True:
         if isinstance(held, np.ndarray):
@@ -79,6 +81,9 @@ def unchangeable(array: np.ndarray) -> bool:
             if not held.readonly:
                 return False
             held = held.obj
+        elif isinstance(held, mmap.mmap):
+            with memoryview(held) as view:
+                return view.readonly
         else:
             return isinstance(held, bytes)
 

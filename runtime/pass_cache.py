@@ -94,13 +94,13 @@ def store(entry_key: str, traced: Graph, optimized: Graph) -> None:
         if traced.weights.get(path) is array:
             weights.append([path, "traced"])
             continue
-        data = np.ascontiguousarray(array).tobytes()
+        data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
         weights.append([path, as_dtype(np.asarray(array).dtype).name, list(np.shape(array)), offset, len(data)])
         padding = b"\0" * (-len(data) % cache.PAYLOAD_ALIGNMENT)  # each weight aligned as the payload is
         chunks += [data, padding]
         offset += len(data) + len(padding)
     meta = {"kind": KIND, "graph": str(with_leaf_ids(optimized)), "weights": weights}
-    cache.store(entry_key, b"".join(chunks), (), meta)
+    cache.store(entry_key, chunks, (), meta)
 
 
 def load(entry_key: str, traced: Graph) -> Graph | None:

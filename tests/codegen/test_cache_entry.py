@@ -23,14 +23,12 @@ def cache_root(tmp_path, monkeypatch) -> Path:
     return root
 
 
-@pytest.fixture(params=["read whole", "hashed while read", "read whole, many digest blocks",
-                        "hashed while read, many digest blocks"])
+@pytest.fixture(params=["read", "mapped", "read, many digest blocks", "mapped, many digest blocks"])
 def reading(request, monkeypatch) -> str:
-    """Every way of reading an entry: whole or in blocks of 7 bytes (so reads straddle the digest line), with the
-    digest over one block or (the size of a large entry's) many, 100 bytes each, which reads end inside of."""
-    if "hashed while read" in request.param:
-        monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)
-        monkeypatch.setattr(cache_entry, "READ_BLOCK_BYTES", 7)
+    """Every way of reading an entry: read whole or mapped (as a large entry is), with the digest over one block or
+    (as a large entry's) many, 100 bytes each."""
+    if "mapped" in request.param:
+        monkeypatch.setattr(cache_entry, "MAP_BYTES", 0)
     if "many" in request.param:
         monkeypatch.setattr(cache_entry, "DIGEST_BLOCK_BYTES", 100)
     return request.param
@@ -47,16 +45,15 @@ def test_cache_entry_round_trips_meta_and_payload(reading):
     assert bytes(entry.payload) == payload() and entry.payload.readonly
 
 
-def test_cache_entry_digest_is_the_same_read_whole_and_hashed_while_read(monkeypatch):
+def test_cache_entry_digest_is_the_same_read_and_mapped(monkeypatch):
     monkeypatch.setattr(cache_entry, "DIGEST_BLOCK_BYTES", 100)
     cache.store(KEY, payload(), (), META)
     path = cache.entry_path(KEY)
     data = path.read_bytes()
-    for block in (1, 7, 100, 101, len(data)):
-        monkeypatch.setattr(cache_entry, "READ_BLOCK_BYTES", block)
-        read, digest = cache_entry._read_hashing(path.open("rb"), len(data))
-        assert digest == cache_entry.digest_of(memoryview(data)[len(cache_entry.MAGIC) + cache_entry.DIGEST_LINE:])
-        assert bytes(read) == data
+    monkeypatch.setattr(cache_entry, "MAP_BYTES", 0)
+    read, digest = cache_entry.read_entry_file(path)
+    assert digest == cache_entry.digest_of(memoryview(data)[len(cache_entry.MAGIC) + cache_entry.DIGEST_LINE:])
+    assert bytes(read) == data and read.readonly
 
 
 def test_cache_entry_payload_starts_aligned_in_the_file():
@@ -64,8 +61,8 @@ def test_cache_entry_payload_starts_aligned_in_the_file():
     assert data.index(payload()) % cache_entry.PAYLOAD_ALIGNMENT == 0
 
 
-def test_cache_entry_hashed_while_read_lands_aligned(monkeypatch):
-    monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)
+def test_cache_entry_mapped_lands_aligned(monkeypatch):
+    monkeypatch.setattr(cache_entry, "MAP_BYTES", 0)
     cache.store(KEY, payload(), (), META)
     entry = cache.load(KEY)
     assert np.frombuffer(entry.payload, np.uint8).ctypes.data % cache_entry.PAYLOAD_ALIGNMENT == 0

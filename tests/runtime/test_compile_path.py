@@ -164,8 +164,8 @@ def test_compile_pauses_the_collector_and_switches_it_back_on(monkeypatch):
 
     from braze.runtime import compile_path
     seen = []
-    real = compile_path.planned_graph
-    monkeypatch.setattr(compile_path, "planned_graph", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    real = compile_path._planned
+    monkeypatch.setattr(compile_path, "_planned", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
     assert gc.isenabled()
     model = braze.nn.Linear(8, 3).eval()
     x = data(2, 8)

@@ -6,6 +6,7 @@ pin down the runtime alone; tests/runtime/test_models.py runs real models throug
 from __future__ import annotations
 
 import gc
+import mmap
 import sys
 import threading
 from typing import Any, Callable
@@ -318,6 +319,15 @@ def test_unchangeable_is_read_only_down_to_the_memory() -> None:
     assert unchangeable(frozen_aligned(writable)) and unchangeable(np.frombuffer(b"\0" * 16, np.float32))
     assert not unchangeable(writable) and not unchangeable(view)  # a read-only view of memory others may write
     assert not unchangeable(np.frombuffer(bytearray(16), np.float32))
+
+
+def test_unchangeable_is_a_file_mapped_read_only_not_one_mapped_writable(tmp_path) -> None:
+    path = tmp_path / "entry"
+    path.write_bytes(bytes(64))
+    with path.open("r+b") as f:
+        read_only, writable = mmap.mmap(f.fileno(), 64, access=mmap.ACCESS_READ), mmap.mmap(f.fileno(), 64)
+    assert unchangeable(np.frombuffer(read_only, np.float32))
+    assert not unchangeable(np.frombuffer(writable, np.float32))
 
 
 def test_executable_shares_an_unchangeable_weight_and_copies_it_before_a_write() -> None:

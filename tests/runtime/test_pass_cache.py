@@ -104,7 +104,7 @@ def test_pass_cache_weight_changed_in_place_after_a_warm_compile_misses_and_answ
 
 
 def test_pass_cache_hit_shares_the_derived_weights_it_read_and_copies_one_on_write(monkeypatch) -> None:
-    monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)  # read aligned and read-only, as large entries
+    monkeypatch.setattr(cache_entry, "MAP_BYTES", 0)  # mapped read-only, as a large entry is
     x = inputs(2, 3, 5, 5)
     model = bn_cnn()
     cold = braze.compile(model, x, threads=1)
@@ -120,11 +120,25 @@ def test_pass_cache_hit_shares_the_derived_weights_it_read_and_copies_one_on_wri
     np.testing.assert_array_equal(executable.weight("0.weight"), 0)
 
 
+def test_pass_cache_hit_mapped_keeps_working_after_the_cache_is_cleared_and_refilled(monkeypatch) -> None:
+    """The derived weights of a mapped entry stay what they were when the entry's file is removed (`braze cache
+    clear`, eviction) and another model's entries fill the cache."""
+    monkeypatch.setattr(cache_entry, "MAP_BYTES", 0)
+    x = inputs(2, 3, 5, 5)
+    model = bn_cnn()
+    cold = braze.compile(model, x, threads=1)
+    warm = braze.compile(model, x, threads=1)
+    assert "cached passes" in warm.timings.stages
+    assert cache.clear() > 0
+    braze.compile(bn_cnn(), x, threads=1)
+    assert warm(x).tobytes() == cold(x).tobytes()
+
+
 def test_pass_cache_entry_of_many_digest_blocks_hits_bit_identical_and_refuses_a_flipped_bit(monkeypatch) -> None:
     """A large entry's path (read and hashed a digest block at a time on several threads), with blocks of 64 bytes
     so that the derived weights span many: a hit gives the cold compile's outputs bit for bit; one bit changed in
     a block in the middle of the payload is found, the entry deleted and the passes run again."""
-    monkeypatch.setattr(cache_entry, "HASH_WHILE_READING_BYTES", 0)
+    monkeypatch.setattr(cache_entry, "MAP_BYTES", 0)
     monkeypatch.setattr(cache_entry, "DIGEST_BLOCK_BYTES", 64)
     x = inputs(2, 3, 5, 5)
     model = bn_cnn()
