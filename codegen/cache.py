@@ -8,7 +8,7 @@ one-level tree of CRC-32 block checks, so a large entry is checked on every core
 exported symbols, the size of the payload and a `meta` object (what the runtime needs beside the code: a whole
 graph's module layout; empty for a plain module), then the object file itself; the digest covers the header, so an intact entry's meta is what this cache wrote. The optimized-graph entries of
 runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as the
-payload. A whole graph's entry, and a runtime module's (codegen/described.py), may also hold after its objects the
+payload; so do runtime/prepared_cache.py's, a model's prepared weights. A whole graph's entry, and a runtime module's (codegen/described.py), may also hold after its objects the
 shared object the system linker made of them (codegen/shared_object.py, its size in `meta`): part of the entry, it
 is checked, counted, evicted and cleared with it. A truncated, altered or foreign entry fails those checks, and one whose object does not link or does not
 export the module's functions fails in the JIT: either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
@@ -23,8 +23,8 @@ if they are regular files owned by the user, no larger than MAX_ENTRY_BYTES (no 
 Size: the entries together stay under BRAZE_CACHE_MAX_MB megabytes (default 1024). Every hit sets its entry's
 modification time to now (the time of last use, recorded by the cache itself: access times are unreliable on
 noatime or relatime mounts), and a store that takes the directory over the cap deletes the least recently used
-entries until it fits again (never the entry just stored). A process reading an entry another one deletes keeps
-reading the file it opened. `info()` and `clear()` serve `braze cache info|clear`.
+entries until it fits again (never the entry just stored). A process reading (or holding mapped, for a large
+entry: codegen/cache_entry.py) an entry another one deletes keeps the file it opened. `info()` and `clear()` serve `braze cache info|clear`.
 
 Environment: BRAZE_CACHE=0 disables the cache; BRAZE_CACHE_DIR moves it (default: $XDG_CACHE_HOME/braze or
 ~/.cache/braze); BRAZE_CACHE_MAX_MB caps its size.

@@ -12,11 +12,10 @@ by the user (whose code the key cannot name) and options that are not plain JSON
 Entry (codegen/cache.py's format, no symbols): `meta` holds the optimized, planned graph's text (param ids zeroed)
 and, per weight of the optimized graph, either the traced weight it is (a param the passes left alone) or where its
 bytes are in the payload (a weight a pass derived: a folded batch norm, a merged LoRA; each starts 64-byte aligned,
-so the arrays of a large entry, read aligned and read-only, are what an Executable keeps without a copy). A hit
-parses the text, puts
-the traced graph's param ids back, attaches the weights and checks them; an entry that fails any of that is deleted
-and the passes run. The parser checks each line, but the verifier does not run again: the entry's digest covers the
-text (codegen/cache.py) and its key names the version of braze.ir that printed it from a verified graph.
+so the arrays of a large entry, mapped read-only, are what an Executable keeps without a copy). A hit parses the
+text, puts the traced graph's param ids back, attaches the weights and checks them; an entry that fails any of that
+is deleted and the passes run. The parser checks each line, but the verifier does not run again: the entry's digest
+covers the text (codegen/cache.py) and its key names the version of braze.ir that printed it from a verified graph.
 """
 from __future__ import annotations
 
