@@ -179,40 +179,41 @@ def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     return rows
 
 
-def _scores(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> list[list[ir.Value]]:
-    """The block's scores of each query row (unit-relative) in `rows` as cols / W vectors, masked lanes -inf."""
+def _scores(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> list[ir.Value]:
+    """The block's scores of each query row (unit-relative) in `rows`, masked lanes -inf, stored to srow (row g's
+    at g * cols) pass by pass, so that only a pass's accumulators live in registers; returns each row's lane-wise
+    maximum of them (one vector per row)."""
     b, sh = u.b, u.sh
     vt = register_type(sh.dtype, sh.W)
     vectors = sh.cols // sh.W
-    slots = [[alloca(b, vt, name=f"s{g}.{c}") for c in range(vectors)] for g in range(len(rows))]
-    for slot in (slot for group in slots for slot in group):
-        b.store(u.c(0.0, sh.W), slot)
     queries = [b.add(u.i0, r) for r in rows]
     qrows = [b.mul(b.add(b.mul(u.flat, i64(sh.L)), i), i64(sh.E)) for i in queries]
+    lanes = iota(I64, sh.W)
+    tops: list[ir.Value | None] = [None] * len(rows)
     for first in range(0, vectors, PASS_VECTORS):
         chunk = range(first, min(first + PASS_VECTORS, vectors))
+        slots = [[alloca(b, vt, name=f"s{g}.{c}") for c in chunk] for g in range(len(rows))]
+        for slot in (slot for group in slots for slot in group):
+            b.store(u.c(0.0, sh.W), slot)
         with for_range(b, 0, sh.E, name="dot") as e:
             keys = [load(b, u.kt, b.add(b.mul(e, i64(sh.cols)), i64(c * sh.W)), sh.dtype, sh.W) for c in chunk]
             for qrow, row_slots in zip(qrows, slots):
                 qe = widen(b, load(b, u.k.ins[0], b.add(qrow, e), sh.dtype), sh.W)
-                for kv, c in zip(keys, chunk):
-                    slot = row_slots[c]
+                for kv, slot in zip(keys, row_slots):
                     b.store(b.fadd(b.load(slot, typ=vt), b.fmul(qe, kv, flags=CONTRACT), flags=CONTRACT), slot)
-    lanes = iota(I64, sh.W)
-    out = []
-    for i, row_slots in zip(queries, slots):
-        row = []
-        for c, slot in enumerate(row_slots):
-            j = b.add(widen(b, b.add(j0, i64(c * sh.W)), sh.W), lanes)
-            valid = b.icmp_signed("<", j, widen(b, i64(sh.S), sh.W))
-            if node.attr["causal"]:
-                valid = b.and_(valid, b.icmp_signed("<=", j, widen(b, i, sh.W)))
-            score = b.fmul(b.load(slot, typ=vt), u.c(node.attr["scale"], sh.W))
-            if sh.mask is not None:
-                score = _masked(u, score, i, b.add(j0, i64(c * sh.W)), valid)
-            row.append(b.select(valid, score, u.c(float("-inf"), sh.W)))
-        out.append(row)
-    return out
+        for g, (i, row_slots) in enumerate(zip(queries, slots)):
+            for c, slot in zip(chunk, row_slots):
+                j = b.add(widen(b, b.add(j0, i64(c * sh.W)), sh.W), lanes)
+                valid = b.icmp_signed("<", j, widen(b, i64(sh.S), sh.W))
+                if node.attr["causal"]:
+                    valid = b.and_(valid, b.icmp_signed("<=", j, widen(b, i, sh.W)))
+                score = b.fmul(b.load(slot, typ=vt), u.c(node.attr["scale"], sh.W))
+                if sh.mask is not None:
+                    score = _masked(u, score, i, b.add(j0, i64(c * sh.W)), valid)
+                score = b.select(valid, score, u.c(float("-inf"), sh.W))
+                store(b, score, u.srow, g * sh.cols + c * sh.W, sh.dtype)
+                tops[g] = score if tops[g] is None else fmax(b, tops[g], score)
+    return tops
 
 
 def _masked(u: _Unit, s: ir.Value, i: ir.Value, j: ir.Value, valid: ir.Value) -> ir.Value:
@@ -229,47 +230,55 @@ def _masked(u: _Unit, s: ir.Value, i: ir.Value, j: ir.Value, valid: ir.Value) ->
 
 def _row_block(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> None:
     """Fold one key block into the running maximum, sum and output accumulator of each row in `rows` (consecutive
-    unit rows): their scores go to srow, then a loop over the rows folds them (one copy of the softmax code)."""
-    b, sh = u.b, u.sh
-    for g, scores in enumerate(_scores(u, node, rows, j0)):
-        for c, s in enumerate(scores):
-            store(b, s, u.srow, g * sh.cols + c * sh.W, sh.dtype)
-    alphas = alloca(b, register_type(sh.dtype, 1), name="alphas", count=len(rows))
-    with for_range(b, 0, len(rows), name="fold") as g:
-        store(b, _fold_scores(u, b.add(rows[0], g), b.mul(g, i64(sh.cols))), alphas, g, sh.dtype)
-    _accumulate(u, rows, j0, [load(b, alphas, g, sh.dtype) for g in range(len(rows))])
+    unit rows): their scores go to srow, are folded (_fold_scores) and the block's p @ v is accumulated."""
+    _accumulate(u, rows, j0, _fold_scores(u, rows, _scores(u, node, rows, j0)))
 
 
-def _fold_scores(u: _Unit, r: ir.Value, at: ir.Value) -> ir.Value:
-    """Row r's online softmax step over its block of scores at srow[at:]: its new maximum and sum stored, the
-    scores replaced by exp(s - max), and the factor alpha = exp(m_old - m_new) its accumulator is to be rescaled
-    by, returned."""
+def _fold_scores(u: _Unit, rows: list[ir.Value], tops: list[ir.Value]) -> list[ir.Value]:
+    """The online softmax step of each row r of `rows` over its block of scores in srow (row g's at g * cols, their
+    lane-wise maximum in tops[g]): its new maximum and sum stored, its scores replaced by exp(s - max), and the factor
+    alpha = exp(m_old - m_new) its accumulator is to be rescaled by, returned per row. The rows' steps are independent
+    chains side by side, not one row after another: their rescale factors come from one vector exp, and their scores'
+    exps from one loop over the score vectors that exponentiates that vector of every row (a copy of exp's polynomial
+    per row, not per vector)."""
     b, sh = u.b, u.sh
     vectors = sh.cols // sh.W
-    top = load(b, u.srow, at, sh.dtype, sh.W)
-    for c in range(1, vectors):
-        top = fmax(b, top, load(b, u.srow, b.add(at, i64(c * sh.W)), sh.dtype, sh.W))
-    m_old = load(b, u.m, r, sh.dtype)
-    m_new = fmax(b, Reducer("max", sh.dtype).horizontal(b, (top,))[0], m_old)
-    shift = b.select(b.fcmp_ordered("==", m_new, u.c(float("-inf"))), u.c(0.0), m_new)
     exp = ELEMENTWISE["exp"]
-    alpha = exp(b, [b.fsub(m_old, shift)], {}, sh.dtype)
-    # exp in a loop over the score vectors: one inlined copy of its polynomial instead of one per vector (most of
-    # the kernel's code and compile time), the same arithmetic per lane
-    vt = register_type(sh.dtype, sh.W)
-    total = alloca(b, vt, name="total")
-    b.store(u.c(0.0, sh.W), total)
-    shifts = widen(b, shift, sh.W)
+    m_old = [load(b, u.m, r, sh.dtype) for r in rows]
+    m_new = [fmax(b, Reducer("max", sh.dtype).horizontal(b, (top,))[0], old) for top, old in zip(tops, m_old)]
+    shifts = [b.select(b.fcmp_ordered("==", m, u.c(float("-inf"))), u.c(0.0), m) for m in m_new]
+    alphas = _exp_each(u, [b.fsub(old, shift) for old, shift in zip(m_old, shifts)])
+    spread = [widen(b, shift, sh.W) for shift in shifts]
     with for_range(b, 0, vectors, name="exp") as c:
-        offset = b.add(b.mul(c, i64(sh.W)), at)
-        p = exp(b, [b.fsub(load(b, u.srow, offset, sh.dtype, sh.W), shifts)], {}, sh.dtype)
-        store(b, p, u.srow, offset, sh.dtype)
-        b.store(b.fadd(b.load(total, typ=vt), p), total)
-    total = b.load(total, typ=vt)
-    l_new = b.fadd(b.fmul(load(b, u.l, r, sh.dtype), alpha), Reducer("sum", sh.dtype).horizontal(b, (total,))[0])
-    store(b, l_new, u.l, r, sh.dtype)
-    store(b, m_new, u.m, r, sh.dtype)
-    return alpha
+        for g, shift in enumerate(spread):
+            offset = b.add(i64(g * sh.cols), b.mul(c, i64(sh.W)))
+            p = exp(b, [b.fsub(load(b, u.srow, offset, sh.dtype, sh.W), shift)], {}, sh.dtype)
+            store(b, p, u.srow, offset, sh.dtype)
+    for g, (r, alpha, m) in enumerate(zip(rows, alphas, m_new)):
+        total = load(b, u.srow, g * sh.cols, sh.dtype, sh.W)
+        for c in range(1, vectors):
+            total = b.fadd(total, load(b, u.srow, g * sh.cols + c * sh.W, sh.dtype, sh.W))
+        l_new = b.fadd(b.fmul(load(b, u.l, r, sh.dtype), alpha), Reducer("sum", sh.dtype).horizontal(b, (total,))[0])
+        store(b, l_new, u.l, r, sh.dtype)
+        store(b, m, u.m, r, sh.dtype)
+    return alphas
+
+
+def _exp_each(u: _Unit, values: list[ir.Value]) -> list[ir.Value]:
+    """exp of each scalar, W of them at a time in the lanes of one vector exp (the unused lanes compute exp(0))."""
+    b, sh = u.b, u.sh
+    exp = ELEMENTWISE["exp"]
+    if sh.W == 1:
+        return [exp(b, [value], {}, sh.dtype) for value in values]
+    out = []
+    for first in range(0, len(values), sh.W):
+        part = values[first:first + sh.W]
+        vector = u.c(0.0, sh.W)
+        for lane, value in enumerate(part):
+            vector = b.insert_element(vector, value, ir.Constant(I32, lane))
+        result = exp(b, [vector], {}, sh.dtype)
+        out += [b.extract_element(result, ir.Constant(I32, lane)) for lane in range(len(part))]
+    return out
 
 
 def _accumulate(u: _Unit, rows: list[ir.Value], j0: ir.Value, alphas: list[ir.Value]) -> None:
