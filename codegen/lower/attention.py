@@ -5,11 +5,12 @@ The units are (batch point, block of ROWS query rows), claimed by the threads (c
 keys in blocks of `cols` (a multiple of the vector width W, at most 8 W, fewer where the transposed block would pass
 BLOCK_BYTES, so that it stays in L1 beside the value rows): it copies the block of k transposed into its scratch
 (E x cols, so the scores of one query row are W keys wide), then takes its rows a group of G at a time (4 with 32
-vector registers, 2 with 16; the rows left over one by one). For a group it computes the block's scores in G x
-cols / W vector accumulators, PASS_VECTORS key vectors per pass over E (each key vector loaded once feeds an FMA
-for every row of the group), scales them, applies the mask, the causal mask and the end of the keys as -inf lanes,
-and folds each row's scores into its online softmax: the running maximum m, the running sum l of exp(s - m) and
-the output accumulator (Ev elements), both rescaled by exp(m_old - m_new) when the maximum grows. The group's
+vector registers, 2 with 16; the rows left over one by one). For a group it computes the block's scores
+PASS_VECTORS key vectors per pass over E, in G x PASS_VECTORS vector accumulators (each key vector loaded once feeds
+an FMA for every row of the group), scales them, applies the mask, the causal mask and the end of the keys as -inf
+lanes and stores them before the next pass, and folds each row's scores into its online softmax: the running
+maximum m, the running sum l of exp(s - m) and the output accumulator (Ev elements), both rescaled by
+exp(m_old - m_new) when the maximum grows; the rows' folds run side by side, not one after another. The group's
 p @ v then runs PASS_VECTORS output vectors at a time with G rows of accumulators, so each value vector is loaded
 once per group. Only the group's rows of scores (G x cols elements) are ever in memory.
 With `causal`, key blocks wholly above the diagonal of a unit are never visited, and a row skips the blocks that
