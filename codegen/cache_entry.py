@@ -49,7 +49,7 @@ class CacheEntry:
     meta: dict = field(default_factory=dict)
 
 
-Buffer = bytes | memoryview
+Buffer = bytes | bytearray | memoryview
 
 
 def encode_entry(key: str, payload: Buffer | Sequence[Buffer], symbols: tuple[str, ...],
@@ -63,7 +63,7 @@ def entry_parts(key: str, payload: Buffer | Sequence[Buffer], symbols: tuple[str
     """The pieces of a cache file, in order: magic, the digest of everything after its line, a one-line JSON header
     (padded so that the payload starts on a PAYLOAD_ALIGNMENT boundary of the file), then the payload, given whole
     or in pieces (a model's prepared weights: written as they are, never joined into one copy)."""
-    pieces = _byte_views([payload] if isinstance(payload, (bytes, memoryview)) else payload)
+    pieces = _byte_views([payload] if isinstance(payload, (bytes, bytearray, memoryview)) else payload)
     size = sum(len(piece) for piece in pieces)
     header = json.dumps({"key": key, "size": size, "symbols": list(symbols), "meta": dict(meta or {})},
                         sort_keys=True).encode("ascii")
@@ -81,7 +81,7 @@ def digest_of(data: Buffer | Sequence[Buffer]) -> str:
     """The digest of an entry's bytes after its digest line (whole, or in consecutive pieces): the hex sha256 of the
     block_checks of its DIGEST_BLOCK_BYTES blocks (the last one shorter), the blocks checked on several threads when
     there are several."""
-    blocks = _blocks(_byte_views([data] if isinstance(data, (bytes, memoryview)) else data))
+    blocks = _blocks(_byte_views([data] if isinstance(data, (bytes, bytearray, memoryview)) else data))
     if len(blocks) == 1:
         return hashlib.sha256(block_check(blocks[0])).hexdigest()
     with ThreadPoolExecutor(_hashing_threads()) as pool:
@@ -106,7 +106,7 @@ def _blocks(pieces: list[memoryview]) -> list[list[memoryview]]:
 
 def block_check(block: Buffer | Sequence[Buffer]) -> bytes:
     """One block's part of the digest (the block whole or in consecutive pieces): its length and CRC-32, 12 bytes."""
-    pieces = [block] if isinstance(block, (bytes, memoryview)) else block
+    pieces = [block] if isinstance(block, (bytes, bytearray, memoryview)) else block
     crc, size = 0, 0
     for piece in pieces:
         crc, size = zlib.crc32(piece, crc), size + len(memoryview(piece).cast("B"))

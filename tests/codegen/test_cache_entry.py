@@ -56,6 +56,19 @@ def test_cache_entry_digest_is_the_same_read_and_mapped(monkeypatch):
     assert bytes(read) == data and read.readonly
 
 
+def test_cache_entry_payload_in_pieces_is_the_file_of_the_payload_whole(monkeypatch):
+    """Pieces of any size (here across 100-byte digest blocks) write, and digest, exactly the joined payload."""
+    monkeypatch.setattr(cache_entry, "DIGEST_BLOCK_BYTES", 100)
+    data = payload()
+    cuts = [0, 7, 107, 108, 441, 1000, 2500, len(data)]
+    pieces = [memoryview(data)[a:b] for a, b in zip(cuts, cuts[1:])] + [b""]
+    whole = cache_entry.encode_entry(KEY, data, ("f",), META)
+    assert cache_entry.encode_entry(KEY, pieces, ("f",), META) == whole
+    assert cache_entry.encode_entry(KEY, bytearray(data), ("f",), META) == whole
+    assert cache.store(KEY, pieces, ("f",), META) and cache.entry_path(KEY).read_bytes() == whole
+    assert bytes(cache.load(KEY).payload) == data
+
+
 def test_cache_entry_payload_starts_aligned_in_the_file():
     data = cache_entry.encode_entry(KEY, payload(), (), META)
     assert data.index(payload()) % cache_entry.PAYLOAD_ALIGNMENT == 0
