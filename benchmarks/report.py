@@ -41,6 +41,20 @@ def _percent_of_peak(flops: float | None, seconds: float | None, peak: float | N
     return f"{100 * flops / seconds / 1e9 / peak:.0f}%"
 
 
+# A run's FMA peak on n threads below this share of n times its 1-thread peak says the CPUs were not all there while
+# it ran (another process, a virtual machine's host): its cells at that thread count measure the machine, not braze.
+SCALED_PEAK = 0.9
+
+
+def peak_warnings(runs: list[dict[str, Any]]) -> list[str]:
+    """A line for each thread count whose FMA peak fell short of SCALED_PEAK times the 1-thread peak scaled up."""
+    one = next((r.get("peak_gflops") for r in runs if r["threads"] == 1), None)
+    return [f"Void at {r['threads']} threads: the FMA peak read {r['peak_gflops']} GFLOP/s, below "
+            f"{SCALED_PEAK:.0%} of {r['threads']} x {one} (the 1-thread peak): the CPUs were not all free while it ran."
+            for r in runs if one and r.get("peak_gflops") and r["threads"] > 1
+            and r["peak_gflops"] < SCALED_PEAK * r["threads"] * one]
+
+
 def _threads(run: dict[str, Any], used: int | None) -> str:
     return f"{run['threads']}" + (f" (braze: {used})" if used is not None else "")
 
@@ -71,6 +85,9 @@ def markdown(results: dict[str, Any]) -> str:
               "compiling. onnxruntime runs the model torch.onnx.export writes; * marks the model braze.export_onnx "
               "wrote, where torch's export fails.", ""]
     lines += _sgemm_lines(runs)
+    warnings = peak_warnings(runs)
+    if warnings:
+        lines += ["", *warnings]
     errors = [f"- {name}, {run['threads']} thread(s), {key}: {value}" for run in runs
               for name, m in run["models"].items() for key, value in m["notes"].items()
               if key in ("braze compiled", *PEERS, *TORCH_COMPILE) and value != "not installed"]
@@ -117,7 +134,11 @@ def readme_table(results: dict[str, Any]) -> str:
             lines.append(f"| {name} | {_threads(run, notes.get('braze threads'))} | {_time(base)} | "
                          f"{_percent_of_peak(notes.get('flops'), base, run.get('peak_gflops'))} | {peer} | {versus} |")
     lines += ["", "braze vs best peer: the best peer's time over braze's (above 1: braze is faster).", ""]
-    return "\n".join(lines + _sgemm_lines(results["runs"])) + "\n"
+    lines += _sgemm_lines(results["runs"])
+    warnings = peak_warnings(results["runs"])
+    if warnings:
+        lines += ["", *warnings]
+    return "\n".join(lines) + "\n"
 
 
 def _load(values: list[float] | None) -> str:

@@ -41,6 +41,16 @@ def test_benchmarks_readme_table_names_date_cpu_versions_and_load() -> None:
     assert "| mlp b64 | 1 (braze: 1) | 1.00 ms | 50% | numpy eager 2.00 ms | 2.00x |" in text
 
 
+def test_benchmarks_tables_call_a_thread_count_void_when_its_peak_did_not_scale() -> None:
+    def with_two_threads(peak_gflops: float) -> dict:
+        two = {**RESULTS["runs"][0], "threads": 2, "peak_gflops": peak_gflops}
+        return {**RESULTS, "runs": [RESULTS["runs"][0], two]}
+    short, scaled = with_two_threads(150.0), with_two_threads(195.0)
+    void = "Void at 2 threads: the FMA peak read 150.0 GFLOP/s, below 90% of 2 x 100.0 (the 1-thread peak)"
+    assert void in report.markdown(short) and void in report.readme_table(short)
+    assert "Void" not in report.markdown(scaled) + report.readme_table(scaled) + report.markdown(RESULTS)
+
+
 def test_benchmarks_plots_one_png_per_model(tmp_path) -> None:
     pytest.importorskip("matplotlib")
     (path,) = report.plots(RESULTS, tmp_path)
