@@ -68,7 +68,24 @@ def foreign_kind(meta: dict) -> dict:
     return {**meta, "kind": "braze-optimized-graph 1"}
 
 
-@pytest.mark.parametrize("damage", [damaged_slots, foreign_kind])
+def misaligned_offset(meta: dict) -> dict:
+    return {**meta, "slots": [[key, nbytes, offset + 4] for key, nbytes, offset in meta["slots"]]}
+
+
+def offset_past_the_payload(meta: dict) -> dict:
+    return {**meta, "slots": [[key, nbytes, offset + 2 ** 40] for key, nbytes, offset in meta["slots"]]}
+
+
+def slots_not_a_list(meta: dict) -> dict:
+    return {**meta, "slots": {"0": meta["slots"]}}
+
+
+def a_slot_missing(meta: dict) -> dict:
+    return {**meta, "slots": meta["slots"][:-1] + [["x", 1]]}
+
+
+@pytest.mark.parametrize("damage", [damaged_slots, foreign_kind, misaligned_offset, offset_past_the_payload,
+                                    slots_not_a_list, a_slot_missing])
 def test_prepared_cache_entry_that_does_not_list_the_slots_is_deleted_and_the_weights_prepared(damage) -> None:
     x = inputs(2, 3, 5, 5)
     cold = braze.compile(bn_cnn(), x, threads=1)
