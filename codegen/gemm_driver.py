@@ -1,7 +1,8 @@
 """The blocked, threaded GEMM loop nest around the micro-kernel (the GotoBLAS/BLIS structure).
 
 For each batch and each chunk of panels a thread claims: column blocks of NC, K blocks of KC (B block packed into
-scratch), row blocks of MC (A block packed into scratch), then NR x MR tiles handed to the micro-kernel. The units
+scratch), row blocks of MC (A block packed into scratch), then MR x NR tiles handed to the micro-kernel (column
+panels outer, or row panels outer where the tiling keeps an A panel in L1: Tiling.rows_outer). The units
 of work are (batch, panel) pairs in row-major order, where a panel is NR columns (or MR rows when the matrix has
 more row panels than column panels); the threads claim them in chunks of at most one column (row) block from the
 call's claim words (codegen/claims.py), so a slower thread computes fewer, and each thread packs what it reads.
@@ -322,30 +323,51 @@ class _Block:
 
 
 def _tiles(ctx: _Ctx, blk: _Block, ic, mc, jc, nc) -> None:
-    """The NR-column (outer) and MR-row (inner) tile loops of one packed block."""
-    builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
-    with for_range(builder, 0, nc, t.nr, name="jr") as jr:
-        col = builder.add(jc, jr)
-        if plan.b_mode == "pack":
-            b_ptr = elem_ptr(builder, blk.b_pack, builder.mul(jr, blk.kc))
-        elif plan.b_mode == "prepacked":
-            b_ptr = elem_ptr(builder, blk.base_b, builder.add(builder.mul(col, const64(p.k)),
-                                                              builder.mul(blk.pc, const64(t.nr))))
-        else:
-            b_ptr = elem_ptr(builder, blk.base_b, builder.add(builder.mul(blk.pc, const64(p.b.rs)), col))
+    """The tile loops of one packed block: NR-column panels outer and MR-row panels inner, or the other way round
+    where the tiling says rows_outer."""
+    builder, t = ctx.builder, ctx.t
+    if t.rows_outer:
         with for_range(builder, 0, mc, t.mr, name="ir") as ir_:
-            row = builder.add(ic, ir_)
-            if plan.a_mode == "pack":
-                a_ptr = elem_ptr(builder, blk.a_pack, builder.mul(ir_, blk.kc))
-            elif plan.a_mode == "prepacked":
-                a_ptr = elem_ptr(builder, blk.base_a, builder.add(builder.mul(row, const64(p.k)),
-                                                                  builder.mul(blk.pc, const64(t.mr))))
-            else:
-                a_ptr = elem_ptr(builder, blk.base_a, builder.add(builder.mul(row, const64(p.a.rs)),
-                                                                  builder.mul(blk.pc, const64(p.a.cs))))
-            c_ptr = elem_ptr(builder, blk.base_c, builder.add(builder.mul(row, const64(p.c.rs)), col))
-            call = [a_ptr, b_ptr, blk.kc, c_ptr, blk.first, blk.last, blk.index, row, col, *ctx.extra]
-            _dispatch(ctx, row, col, call)
+            a_ptr = _a_panel(ctx, blk, ic, ir_)
+            with for_range(builder, 0, nc, t.nr, name="jr") as jr:
+                _tile(ctx, blk, builder.add(ic, ir_), a_ptr, builder.add(jc, jr), _b_panel(ctx, blk, jc, jr))
+        return
+    with for_range(builder, 0, nc, t.nr, name="jr") as jr:
+        b_ptr = _b_panel(ctx, blk, jc, jr)
+        with for_range(builder, 0, mc, t.mr, name="ir") as ir_:
+            _tile(ctx, blk, builder.add(ic, ir_), _a_panel(ctx, blk, ic, ir_), builder.add(jc, jr), b_ptr)
+
+
+def _a_panel(ctx: _Ctx, blk: _Block, ic, ir_) -> ir.Value:
+    """Where the micro-kernel reads the A panel of rows ic + ir_ in this block."""
+    builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
+    if plan.a_mode == "pack":
+        return elem_ptr(builder, blk.a_pack, builder.mul(ir_, blk.kc))
+    row = builder.add(ic, ir_)
+    if plan.a_mode == "prepacked":
+        return elem_ptr(builder, blk.base_a, builder.add(builder.mul(row, const64(p.k)),
+                                                         builder.mul(blk.pc, const64(t.mr))))
+    return elem_ptr(builder, blk.base_a, builder.add(builder.mul(row, const64(p.a.rs)),
+                                                     builder.mul(blk.pc, const64(p.a.cs))))
+
+
+def _b_panel(ctx: _Ctx, blk: _Block, jc, jr) -> ir.Value:
+    """Where the micro-kernel reads the B panel of columns jc + jr in this block."""
+    builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
+    if plan.b_mode == "pack":
+        return elem_ptr(builder, blk.b_pack, builder.mul(jr, blk.kc))
+    col = builder.add(jc, jr)
+    if plan.b_mode == "prepacked":
+        return elem_ptr(builder, blk.base_b, builder.add(builder.mul(col, const64(p.k)),
+                                                         builder.mul(blk.pc, const64(t.nr))))
+    return elem_ptr(builder, blk.base_b, builder.add(builder.mul(blk.pc, const64(p.b.rs)), col))
+
+
+def _tile(ctx: _Ctx, blk: _Block, row, a_ptr, col, b_ptr) -> None:
+    """One micro-kernel call: C[row:row+MR, col:col+NR] of this block."""
+    builder, p = ctx.builder, ctx.p
+    c_ptr = elem_ptr(builder, blk.base_c, builder.add(builder.mul(row, const64(p.c.rs)), col))
+    _dispatch(ctx, row, col, [a_ptr, b_ptr, blk.kc, c_ptr, blk.first, blk.last, blk.index, row, col, *ctx.extra])
 
 
 def _dispatch(ctx: _Ctx, row, col, call) -> None:

@@ -6,6 +6,7 @@ result; see native.dot_tolerance for why that bound holds for float32 sums and s
 from __future__ import annotations
 
 import ctypes
+from dataclasses import replace
 
 import llvmlite.ir as ir
 import numpy as np
@@ -92,6 +93,31 @@ def test_gemm_fixed_shapes(m, n, k) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_gemm_every_vector_width_on_edges(width) -> None:
     check(2 * tiling_for(width).mr + 1, 3 * tiling_for(width).nr - 1, 97, tiling=tiling_for(width), nthreads=2)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("m,n,k,nthreads", [(2 * 12 + 5, 3 * 32 - 1, 300, 1), (300, 70, 97, 2), (1, 33, 5, 1)])
+def test_gemm_tile_loop_orders_give_the_same_bits(width, m, n, k, nthreads) -> None:
+    """Tiling.rows_outer only reorders whole tiles (each accumulates its K blocks alike): both orders give the
+    bits of each other, within the dot-product bound of float64, over edge tiles and several K, M and N blocks."""
+    small = replace(tiling_for(width), kc=64, mc=2 * tiling_for(width).mr, nc=2 * tiling_for(width).nr)
+    spec = GemmSpec.contiguous(m, n, k)
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    got = {order: run(spec, a.ravel(), b.ravel(), tiling=replace(small, rows_outer=order), nthreads=nthreads)
+           for order in (False, True)}
+    np.testing.assert_array_equal(got[True], got[False])
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    assert_close(got[True].reshape(m, n), want, dot_tolerance(k, np.abs(a.astype(np.float64)) @
+                                                              np.abs(b.astype(np.float64))), "rows outer")
+
+
+def test_rows_outer_where_the_b_panel_would_fill_l1() -> None:
+    from braze.codegen.cache_sizes import CacheSizes
+    from braze.codegen.gemm_kernel import rows_outer
+    zen = CacheSizes(32 * 1024, 1024 * 1024, 32 * 1024 * 1024)
+    assert tiling_for(16, zen).rows_outer and not tiling_for(8, zen).rows_outer
+    assert not rows_outer(12, 32, 128, zen) and rows_outer(6, 16, 512, zen)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
