@@ -1,7 +1,14 @@
-"""SGEMM C = A @ B (n x n float32): braze's compiled kernel vs numpy's matmul, GFLOP/s side by side.
+"""SGEMM C = A @ B (n x n float32): braze's compiled kernel vs numpy's matmul, GFLOP/s side by side; with --models,
+the benchmark models' own linear layers instead, each compiled by braze as a model (nn.Linear without bias: the
+weight pre-packed once, braze's thread pool, a call with out=) against numpy's x @ W^T (W^T made contiguous once).
 
 Run: python benchmarks/gemm.py [--sizes 64,128,256,512,1024,2048] [--threads 1] [--rounds 5]
                                [--json out.json]
+     python benchmarks/gemm.py --models [--shapes 1x784x512,...] [--threads 1]
+
+A shape MxKxN is x (M x K) times a weight of N outputs, as the issue tracker writes them (1x784x512: the MLP's first
+layer at batch 1). The --models table also gives each system's share of the FMA peak (benchmarks/peak.py) measured
+at the same thread count.
 
 Both run in this process, one after the other for each n; each figure is the best of several rounds (a round
 repeats the multiply for about 0.1 s), so the ratio compares the two under nearly the same machine state. numpy's BLAS is held to
@@ -50,6 +57,21 @@ def _aligned(np, count: int):
     raw = np.zeros(count + 16, np.float32)
     start = (-raw.ctypes.data % 64) // 4
     return raw[start:start + count]
+
+
+# The benchmark models' linear layers (benchmarks/models.py) as MxKxN: the MLP at batch 1 and 64, the transformer
+# layer's QKV, output, FF1 and FF2 projections at batch 1 (128 rows) and 8 (1024 rows).
+MODEL_SHAPES = ("1x784x512", "1x512x512", "64x784x512", "64x512x512", "128x256x768", "128x256x256", "128x256x1024",
+                "128x1024x256", "1024x256x768", "1024x256x256", "1024x256x1024", "1024x1024x256")
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """(m, k, n) from "MxKxN"."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"a shape is MxKxN with positive sizes, got {text!r}")
+    m, k, n = (int(p) for p in parts)
+    return m, k, n
 
 
 class BrazeSgemm:
@@ -129,6 +151,60 @@ def measure(sizes: list[int], threads: int, rounds: int) -> list[dict]:
     return rows
 
 
+def measure_linear(shapes: list[tuple[int, int, int]], threads: int, rounds: int) -> list[dict]:
+    """Best-round GFLOP/s of a braze-compiled Linear(k, n, bias=False) on x (m x k) and of numpy's x @ W^T, for
+    each (m, k, n), with the max relative difference of their results."""
+    import numpy as np
+
+    import braze
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for m, k, n in shapes:
+        braze.manual_seed(0)
+        layer = braze.nn.Linear(k, n, bias=False).eval()
+        x = _aligned(np, m * k).reshape(m, k)
+        x[...] = rng.standard_normal((m, k))
+        compiled = braze.compile(layer, x, threads=threads)
+        c = _aligned(np, m * n).reshape(m, n)
+        wt = np.ascontiguousarray(np.asarray(layer.weight).T)
+        out = np.empty_like(c)
+        ours = functools.partial(compiled, x, out=c)
+        theirs = functools.partial(np.matmul, x, wt, out=out)
+        ours()
+        reps = max(1, int(0.1 / max(_round(ours, 1), 1e-7)))
+        time.sleep(0.5)  # as measure(): braze first, before OpenBLAS's threads have spun up
+        best_ours = min(_round(ours, reps) for _ in range(rounds))
+        theirs()
+        best_theirs = min(_round(theirs, reps) for _ in range(rounds))
+        flops = 2.0 * m * k * n
+        error = float(np.abs(c - out).max() / max(np.abs(out).max(), 1e-30))
+        rows.append(dict(m=m, k=k, n=n, threads=threads, braze_threads=compiled.threads,
+                         braze_gflops=flops / best_ours / 1e9, numpy_gflops=flops / best_theirs / 1e9,
+                         ratio=best_theirs / best_ours, max_rel_diff=error))
+    return rows
+
+
+def linear_table(rows: list[dict], peak: float) -> str:
+    """The --models table: GFLOP/s and share of the FMA peak `peak` of both systems, braze's threads in brackets
+    (it keeps a small layer on fewer threads than it may use)."""
+    lines = ["| shape (MxKxN) | threads | braze GFLOP/s | % of peak | numpy GFLOP/s | % of peak | numpy time / braze |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['m']}x{r['k']}x{r['n']} | {r['threads']} (braze: {r['braze_threads']}) | "
+                     f"{r['braze_gflops']:.1f} | {100 * r['braze_gflops'] / peak:.0f}% | {r['numpy_gflops']:.1f} | "
+                     f"{100 * r['numpy_gflops'] / peak:.0f}% | {r['ratio']:.2f}x |")
+    return "\n".join(lines)
+
+
+def _peak(threads: int) -> float:
+    try:
+        from benchmarks import peak
+    except ImportError:  # run as a script (or re-run by blas_threads): this folder is on sys.path
+        import peak  # type: ignore[no-redef]
+    return peak.measure(threads)
+
+
 def table(rows: list[dict]) -> str:
     lines = [f"{'n':>6s} {'threads':>7s} {'braze GFLOP/s':>14s} {'numpy GFLOP/s':>14s} {'braze/numpy':>12s}"]
     for r in rows:
@@ -140,6 +216,8 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="64,128,256,512,1024,2048")
+    parser.add_argument("--models", action="store_true", help="the models' linear layers instead of n x n")
+    parser.add_argument("--shapes", default=",".join(MODEL_SHAPES), help="with --models: MxKxN shapes")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", default=None, help="also write the rows as JSON to this path")
@@ -147,9 +225,17 @@ def main(argv: list[str] | None = None) -> None:
     from braze.codegen import host_target
 
     with blas_threads(args.threads, [os.path.abspath(__file__)]):
-        rows = measure([int(s) for s in args.sizes.split(",")], args.threads, args.rounds)
+        if args.models:
+            peak = _peak(args.threads)
+            rows = measure_linear([parse_shape(s) for s in args.shapes.split(",")], args.threads, args.rounds)
+        else:
+            rows = measure([int(s) for s in args.sizes.split(",")], args.threads, args.rounds)
     print(f"target: {host_target()}; best of {args.rounds} rounds each")
-    print(table(rows))
+    if args.models:
+        print(f"FMA peak on {args.threads} thread(s): {peak:.1f} GFLOP/s")
+        print(linear_table(rows, peak))
+    else:
+        print(table(rows))
     worst = max(r["max_rel_diff"] for r in rows)
     print(f"largest difference between the two results, relative to max |C|: {worst:.1e}")
     if args.json:

@@ -91,3 +91,16 @@ def test_benchmarks_threads_under_load_reports_both_conditions_as_ratios() -> No
     row = {"model": "mlp b64", "free": {1: 2e-3, 2: 1e-3}, "busy": {1: 3e-3, 2: 4e-3}}
     text = table([row])
     assert "| mlp b64 | 2.000 ms | 1.000 ms | 2.00x | 3.000 ms | 4.000 ms | 0.75x |" in text
+
+
+def test_benchmarks_gemm_models_times_compiled_linear_layers_against_numpy() -> None:
+    from benchmarks import gemm
+    assert gemm.parse_shape("128x256x1024") == (128, 256, 1024)
+    for bad in ("128x256", "0x4x4", "ax4x4"):
+        with pytest.raises(ValueError, match="MxKxN"):
+            gemm.parse_shape(bad)
+    rows = gemm.measure_linear([(1, 8, 5), (13, 40, 17)], threads=1, rounds=1)
+    assert [(r["m"], r["k"], r["n"]) for r in rows] == [(1, 8, 5), (13, 40, 17)]
+    assert all(r["max_rel_diff"] < 1e-5 and r["braze_gflops"] > 0 and r["numpy_gflops"] > 0 for r in rows)
+    text = gemm.linear_table(rows, peak=100.0)
+    assert "| 13x40x17 | 1 (braze: 1) |" in text and "% of peak" in text
