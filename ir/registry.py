@@ -61,6 +61,10 @@ class OpDef:
     decomposition: (emitter, *operands, **attrs) -> the same result(s) written with other registered ops, for an
          op compiled as the ops that compose it (the decompose pass) rather than by a kernel of its own; it may
          return None for operands it does not cover, and the node stays.
+    view: (node, the operand's View) -> the result's View (ir/views.py) for an op whose result elements sit at
+         affine positions of its operand (slice, transpose, the reshapes), or None where the node needs a copy.
+    unview: (node, the result's View) -> the operand's View, for such an op that is a bijection (a kernel writing
+         the op's result through it writes the operand: transpose, the reshapes).
     """
 
     name: str
@@ -81,6 +85,8 @@ class OpDef:
     work: Callable[["Node"], int] | None = None
     decomposition: Callable[..., Any] | None = None
     vjp_reads: tuple[int, ...] | None = None
+    view: Callable[["Node", Any], Any] | None = None
+    unview: Callable[["Node", Any], Any] | None = None
     attr_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -16,6 +16,12 @@ once per group. Only the group's rows of scores (G x cols elements) are ever in 
 With `causal`, key blocks wholly above the diagonal of a unit are never visited, and a row skips the blocks that
 start past it.
 
+The kernel reads q, k and v as rows of unit stride at any offset and row and batch strides, and writes its result
+the same way: a plain attention node reads contiguous operands, an attention region (ir/ops/fused.py, formed by the
+fuse pass) the views its body's slices, reshapes and transposes make of the region's operands and result
+(ir/views.py), so MultiheadAttention's QKV split and head merge copy nothing. A region whose views are not of that
+form is lowered op by op.
+
 A maximum that is still -inf (every score so far masked) is used as 0, so exp(-inf - 0) = 0 keeps the sums at 0
 instead of NaN; a row masked everywhere then ends as 0 / 0 = NaN, the softmax's answer, or 0 with
 zero_masked_rows. A NaN or +inf score makes its row NaN, as in the reference. No keys (S = 0) gives zeros (an empty
@@ -25,12 +31,14 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from braze.ir.graph import Node
+from braze.ir.graph import Graph, Node, Value
+from braze.ir.registry import get_op
 from braze.ir.types import DType
+from braze.ir.views import View, contiguous, follow, follow_back, unit_last
 
 from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_loop, vector_const
-from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, broadcast_strides, claimed_unit_loop, constant,
-                   contiguous_strides, iota, load, offset_of, register, register_type, store, unsupported, widen)
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
+                   constant, iota, load, offset_of, register, register_type, store, unsupported, widen)
 from .elementwise import ELEMENTWISE, fmax
 from .reducers import Reducer
 
@@ -66,26 +74,94 @@ class _Shapes:
         return self.E * self.cols + self.G * self.cols + ROWS * (self.Ev + 2)
 
 
+class _Operand:
+    """Where the kernel reads q, k, v or the mask, or writes the result: a kernel pointer and the value's view in
+    its buffer (unit stride along the last axis for q, k, v and the result)."""
+
+    def __init__(self, pointer: ir.Value, view: View) -> None:
+        self.pointer, self.view = pointer, view
+
+    @property
+    def row(self) -> int:
+        return self.view.strides[-2]
+
+
 @register("attention")
 def lower_attention(node: Node, ctx: KernelContext) -> KernelSpec:
     """The tiled online-softmax kernel described in the module doc."""
-    shapes = _Shapes(node, ctx.target.vector_width)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    operands = [_Operand(p, contiguous(v.shape)) for p, v in zip(k.ins, node.inputs)]
+    return _kernel(k, node, operands, _Operand(k.outs[0], contiguous(node.out.shape)), "attention")
+
+
+def lower_attention_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+    """An attention region (ir/ops/fused.py): the kernel reads q, k and v through the body's view ops from the
+    region's operands and writes the result through the view ops after it into the region's result, so none of
+    them copies; Unfusable where the views are not what the kernel reads (the region then runs op by op)."""
+    attention = next(n for n in body.nodes if n.op == "attention")
+    if len(body.outputs) != 1:
+        raise Unfusable("an attention region has one result")
+    sources = [_source(body, v, mask=position == 3) for position, v in enumerate(attention.inputs)]
+    view = follow_back(contiguous(body.outputs[0].shape), _chain_from(body, attention.out, body.outputs[0]),
+                       get_op)
+    if view is None or not unit_last(view, attention.out.shape):
+        raise Unfusable("the attention's result is not written through strided views of the region's result")
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    operands = [_Operand(k.ins[index], source) for index, source in sources]
+    return _kernel(k, attention, operands, _Operand(k.outs[0], view), "fused")
+
+
+def _source(body: Graph, value: Value, mask: bool) -> tuple[int, View]:
+    """Which region operand `value` is read from through the body's view ops, and its view there (the mask is read
+    as it is, broadcast to the scores)."""
+    producers = body.producers
+    chain = []
+    while value.name in producers:
+        chain.insert(0, producers[value.name])
+        if get_op(chain[0].op).view is None:
+            raise Unfusable(f"an attention operand is computed by {chain[0].op}, not a view op")
+        value = chain[0].inputs[0]
+    index = next((i for i, v in enumerate(body.inputs) if v.name == value.name), None)
+    view = follow(contiguous(value.shape), chain, get_op) if index is not None else None
+    if view is None or (mask and chain) or not unit_last(view, chain[-1].out.shape if chain else value.shape):
+        raise Unfusable("an attention operand is not a strided view of a region operand")
+    return index, view
+
+
+def _chain_from(body: Graph, start: Value, end: Value) -> list[Node]:
+    """The body's view ops carrying `start` on to `end`, in order."""
+    producers, chain = body.producers, []
+    while end.name != start.name:
+        node = producers.get(end.name)
+        if node is None or get_op(node.op).unview is None:
+            raise Unfusable("the region's result is not the attention's written through view ops")
+        chain.insert(0, node)
+        end = node.inputs[0]
+    return chain
+
+
+def _kernel(k: Kernel, node: Node, operands: list[_Operand], out: _Operand, op: str) -> KernelSpec:
+    shapes = _Shapes(node, k.target.vector_width)
     if not shapes.dtype.is_float or shapes.dtype.itemsize not in (4, 8):
         raise unsupported(node, "attention compiles in float32 and float64")
-    k = begin_kernel(ctx, node.outputs, node.inputs)
     if node.out.type.size:
         with claimed_unit_loop(k, shapes.batch + (shapes.query_blocks,), name="unit") as index:
-            _unit(k, node, shapes, index[:-1], index[-1])
-    return k.finish(node.op, shapes.scratch_elements * shapes.dtype.itemsize)
+            _unit(k, node, shapes, index[:-1], index[-1], operands, out)
+    return k.finish(op, shapes.scratch_elements * shapes.dtype.itemsize)
 
 
 class _Unit:
     """Pointers and offsets of one unit: its batch point, its query rows and its scratch areas."""
 
-    def __init__(self, k: Kernel, sh: _Shapes, batch: tuple[ir.Value, ...], block: ir.Value) -> None:
+    def __init__(self, k: Kernel, sh: _Shapes, batch: tuple[ir.Value, ...], block: ir.Value,
+                 operands: list[_Operand], out: _Operand) -> None:
         b = k.builder
         self.k, self.sh, self.b = k, sh, b
-        self.flat = offset_of(b, batch, contiguous_strides(sh.batch))
+        self.q, self.keys, self.v = operands[:3]
+        self.mask = operands[3] if sh.mask is not None else None
+        self.out = out
+        self.base = {name: b.add(offset_of(b, batch, operand.view.strides[:-2]), i64(operand.view.offset))
+                     for name, operand in (("q", self.q), ("k", self.keys), ("v", self.v), ("out", out))}
         self.mask_base = offset_of(b, batch, sh.mask_strides[:-2]) if sh.mask is not None else None
         self.i0 = b.mul(block, i64(ROWS))
         end = b.add(self.i0, i64(ROWS))
@@ -101,8 +177,9 @@ class _Unit:
         return constant(self.sh.dtype, value, lanes)
 
 
-def _unit(k: Kernel, node: Node, sh: _Shapes, batch: tuple[ir.Value, ...], block: ir.Value) -> None:
-    u = _Unit(k, sh, batch, block)
+def _unit(k: Kernel, node: Node, sh: _Shapes, batch: tuple[ir.Value, ...], block: ir.Value,
+          operands: list[_Operand], out: _Operand) -> None:
+    u = _Unit(k, sh, batch, block, operands, out)
     b = u.b
     with for_range(b, 0, u.rows, name="init") as r:
         store(b, u.c(float("-inf")), u.m, r, sh.dtype)
@@ -138,14 +215,14 @@ def _transpose_keys(u: _Unit, j0: ir.Value) -> None:
     """kt[e * cols + c] = k[batch, j0 + c, e] for the block's keys: W x W tiles transposed in registers, the keys
     and elements of E past the last whole tile one by one."""
     b, sh = u.b, u.sh
-    base = b.mul(b.add(b.mul(u.flat, i64(sh.S)), j0), i64(sh.E))
+    base = b.add(u.base["k"], b.mul(j0, i64(u.keys.row)))
     cols = _cols_in(u, j0)
     whole = b.mul(b.sdiv(cols, i64(sh.W)), i64(sh.W)) if sh.W > 1 else cols
     tiled_e = sh.E // sh.W * sh.W if sh.W > 1 else 0
     with for_range(b, 0, whole, sh.W, name="kt.tile") as c0:
         with for_range(b, 0, tiled_e, sh.W, name="kt.e") as e0:
-            rows = [load(b, u.k.ins[1], b.add(base, b.add(b.mul(b.add(c0, i64(t)), i64(sh.E)), e0)), sh.dtype,
-                         sh.W) for t in range(sh.W)]
+            rows = [load(b, u.keys.pointer, b.add(base, b.add(b.mul(b.add(c0, i64(t)), i64(u.keys.row)), e0)),
+                         sh.dtype, sh.W) for t in range(sh.W)]
             for t, column in enumerate(_transposed(b, rows)):
                 store(b, column, u.kt, b.add(b.mul(b.add(e0, i64(t)), i64(sh.cols)), c0), sh.dtype)
         _copy_keys(u, base, c0, b.add(c0, i64(sh.W)), tiled_e)
@@ -158,9 +235,10 @@ def _copy_keys(u: _Unit, base: ir.Value, first: ir.Value, stop: ir.Value, e_firs
     if e_first >= sh.E:
         return
     with for_range(b, first, stop, name="kt.c") as c:
-        row = b.add(base, b.mul(c, i64(sh.E)))
+        row = b.add(base, b.mul(c, i64(u.keys.row)))
         with for_range(b, e_first, sh.E, name="kt.x") as e:
-            store(b, load(b, u.k.ins[1], b.add(row, e), sh.dtype), u.kt, b.add(b.mul(e, i64(sh.cols)), c), sh.dtype)
+            store(b, load(b, u.keys.pointer, b.add(row, e), sh.dtype), u.kt, b.add(b.mul(e, i64(sh.cols)), c),
+                  sh.dtype)
 
 
 def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
@@ -188,7 +266,7 @@ def _scores(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> list[ir
     vt = register_type(sh.dtype, sh.W)
     vectors = sh.cols // sh.W
     queries = [b.add(u.i0, r) for r in rows]
-    qrows = [b.mul(b.add(b.mul(u.flat, i64(sh.L)), i), i64(sh.E)) for i in queries]
+    qrows = [b.add(u.base["q"], b.mul(i, i64(u.q.row))) for i in queries]
     lanes = iota(I64, sh.W)
     tops: list[ir.Value | None] = [None] * len(rows)
     for first in range(0, vectors, PASS_VECTORS):
@@ -199,7 +277,7 @@ def _scores(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> list[ir
         with for_range(b, 0, sh.E, name="dot") as e:
             keys = [load(b, u.kt, b.add(b.mul(e, i64(sh.cols)), i64(c * sh.W)), sh.dtype, sh.W) for c in chunk]
             for qrow, row_slots in zip(qrows, slots):
-                qe = widen(b, load(b, u.k.ins[0], b.add(qrow, e), sh.dtype), sh.W)
+                qe = widen(b, load(b, u.q.pointer, b.add(qrow, e), sh.dtype), sh.W)
                 for kv, slot in zip(keys, row_slots):
                     b.store(b.fadd(b.load(slot, typ=vt), b.fmul(qe, kv, flags=CONTRACT), flags=CONTRACT), slot)
         for g, (i, row_slots) in enumerate(zip(queries, slots)):
@@ -222,7 +300,7 @@ def _masked(u: _Unit, s: ir.Value, i: ir.Value, j: ir.Value, valid: ir.Value) ->
     b, sh = u.b, u.sh
     row_stride, col_stride = sh.mask_strides[-2:]
     offset = b.add(u.mask_base, b.add(b.mul(i, i64(row_stride)), b.mul(j, i64(col_stride))))
-    dtype, ptr = sh.mask.dtype, u.k.ins[3]
+    dtype, ptr = sh.mask.dtype, u.mask.pointer
     m = load(b, ptr, offset, dtype, sh.W, mask=valid) if col_stride else widen(b, load(b, ptr, offset, dtype), sh.W)
     if dtype.name == "bool":
         return b.select(m, s, u.c(float("-inf"), sh.W))
@@ -288,7 +366,7 @@ def _accumulate(u: _Unit, rows: list[ir.Value], j0: ir.Value, alphas: list[ir.Va
     then the vectors left over, then the scalar tail of Ev in pieces of at most PASS_VECTORS."""
     b, sh = u.b, u.sh
     cols = _cols_in(u, j0)
-    vbase = b.mul(b.add(b.mul(u.flat, i64(sh.S)), j0), i64(sh.Ev))
+    vbase = b.add(u.base["v"], b.mul(j0, i64(u.v.row)))
     vectors = sh.Ev // sh.W
     groups, left = divmod(vectors, PASS_VECTORS)
     with for_range(b, 0, groups, name="pv.group") as g:
@@ -311,8 +389,8 @@ def _pv(u: _Unit, rows: list[ir.Value], vbase: ir.Value, cols: ir.Value, alphas:
         for slot, offset in zip(row_slots, row_at):
             b.store(b.fmul(load(b, u.acc, offset, sh.dtype, lanes), widen(b, alpha, lanes)), slot)
     with for_range(b, 0, cols, name=f"pv{lanes}") as c:
-        row = b.add(vbase, b.add(b.mul(c, i64(sh.Ev)), e0))
-        values = [load(b, u.k.ins[2], b.add(row, i64(a * lanes)), sh.dtype, lanes) for a in range(count)]
+        row = b.add(vbase, b.add(b.mul(c, i64(u.v.row)), e0))
+        values = [load(b, u.v.pointer, b.add(row, i64(a * lanes)), sh.dtype, lanes) for a in range(count)]
         for g, row_slots in enumerate(slots):
             p = widen(b, load(b, u.srow, b.add(c, i64(g * sh.cols)), sh.dtype), lanes)
             for value, slot in zip(values, row_slots):
@@ -327,7 +405,7 @@ def _finish_row(u: _Unit, node: Node, r: ir.Value) -> None:
     b, sh = u.b, u.sh
     l_r = load(b, u.l, r, sh.dtype)
     empty = b.fcmp_ordered("==", load(b, u.m, r, sh.dtype), u.c(float("-inf")))
-    out = b.mul(b.add(b.mul(u.flat, i64(sh.L)), b.add(u.i0, r)), i64(sh.Ev))
+    out = b.add(u.base["out"], b.mul(b.add(u.i0, r), i64(u.out.row)))
 
     def chunk(e: ir.Value, lanes: int) -> None:
         value = b.fdiv(load(b, u.acc, b.add(b.mul(r, i64(sh.Ev)), e), sh.dtype, lanes), widen(b, l_r, lanes))
@@ -335,8 +413,8 @@ def _finish_row(u: _Unit, node: Node, r: ir.Value) -> None:
             value = u.c(0.0, lanes)
         elif node.attr["zero_masked_rows"]:
             value = b.select(widen(b, empty, lanes), u.c(0.0, lanes), value)
-        store(b, value, u.k.outs[0], b.add(out, e), sh.dtype)
+        store(b, value, u.out.pointer, b.add(out, e), sh.dtype)
     vector_loop(b, 0, sh.Ev, sh.W, chunk, name="out")
 
 
-__all__ = ["lower_attention"]
+__all__ = ["lower_attention", "lower_attention_region"]

@@ -2,7 +2,8 @@
 
 - elementwise: the elementwise nest over the region's stated shape with the body evaluated per lane group;
 - reduction: the row engine over the region's stated domain (shape and reduced axes);
-- gemm / conv: the GEMM or conv kernel with the rest of the body as its epilogue.
+- gemm / conv: the GEMM or conv kernel with the rest of the body as its epilogue;
+- attention: the attention kernel reading its operands and writing its result through the body's view ops.
 
 A region those kernels cannot run as one nest (a body mixing per-row values and elements in a way the row engine
 does not follow, an epilogue operand that is not linear in conv's output position, an anchor that is not float32)
@@ -21,6 +22,7 @@ from braze.ir.graph import Graph, Node, Value
 from ..loops import I8, i64
 from .base import (LOWERINGS, KernelContext, KernelSpec, Unfusable, begin_kernel, memory_type, register, round_up,
                    unsupported)
+from .attention import lower_attention_region
 from .elementwise import lower_body
 from .linalg import lower_anchored
 from .reduction import lower_rows
@@ -33,6 +35,8 @@ def lower_fused(node: Node, ctx: KernelContext) -> KernelSpec:
             return lower_body(ctx, node, body, "fused")
         if kind == "reduction":
             return lower_rows(node, ctx, body, (node.attr["shape"], node.attr["axes"]), "fused")
+        if kind == "attention":
+            return lower_attention_region(node, ctx, body)
         return lower_anchored(node, ctx, body)
     except Unfusable:
         return lower_op_by_op(node, ctx)

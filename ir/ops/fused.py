@@ -9,7 +9,9 @@ reads it instead of re-deriving it from the body:
 - "reduction": reductions of operands of shape `shape` over `axes`, with their elementwise producers and
   consumers (every reducing node of the body has exactly that domain);
 - "gemm" / "conv": an op anchoring that kernel family (the registry's `anchor` trait: matmul or linear, conv2d) as
-  the body's first computing node, followed by an elementwise epilogue; `shape` is the anchor's result shape.
+  the body's first computing node, followed by an elementwise epilogue; `shape` is the anchor's result shape;
+- "attention": one `attention` node with movement ops that are strided views (the registry's `view` trait) before
+  it and after it; `shape` is the attention's result shape.
 `axes` is empty except for reductions. The body holds no param or flag leaves (they stay outside and arrive as
 operands); scalar constants may be inside.
 The reference implementation interprets the body, so the interpreter and constant folding need nothing special.
@@ -27,7 +29,7 @@ from ..interpret import interpret
 from ..registry import defop, get_op, is_leaf, reduction_domain
 from ..types import TensorType
 
-FUSION_KINDS = ("elementwise", "reduction", "gemm", "conv")
+FUSION_KINDS = ("elementwise", "reduction", "gemm", "conv", "attention")
 
 
 def _check_body(kind: str, body: Graph) -> None:
@@ -38,6 +40,13 @@ def _check_body(kind: str, body: Graph) -> None:
     if not body.outputs:
         raise ShapeError(f"fused: the body of @{body.name} has no outputs")
     computing = [n for n in body.nodes if not is_leaf(n)]
+    if kind == "attention":
+        ops = [n.op for n in computing]
+        others = sorted({op for op in ops if op != "attention" and get_op(op).view is None})
+        if ops.count("attention") != 1 or others:
+            raise ShapeError(f"fused: an attention region's body holds one attention op and view ops (slice, "
+                             f"reshape, transpose), but @{body.name} holds {', '.join(ops) or 'nothing'}")
+        return
     if kind in ("gemm", "conv") and (not computing or get_op(computing[0].op).anchor != kind):
         first = computing[0].op if computing else "nothing"
         raise ShapeError(f"fused: a {kind} region's body starts with an op anchoring {kind} kernels, but "
@@ -57,6 +66,8 @@ def _check_domain(kind: str, body: Graph, shape: tuple[int, ...], axes: tuple[in
         raise ShapeError(f"{where}; only reduction regions reduce")
     if kind == "elementwise":
         wrong = [v for v in body.outputs if v.shape != shape]
+    elif kind == "attention":
+        wrong = [v for n in body.nodes if n.op == "attention" for v in n.outputs if v.shape != shape]
     else:
         wrong = [v for v in next(n for n in body.nodes if not is_leaf(n)).outputs if v.shape != shape]
     if wrong:

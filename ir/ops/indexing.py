@@ -16,6 +16,7 @@ from ..attrs import AttrSpec
 from ..errors import IndexRangeError, ShapeError
 from ..registry import defop
 from ..types import TensorType, float32
+from ..views import sliced
 from ._common import normalize_axis, require_dtype_kind
 
 _SLICE_ATTRS = (AttrSpec("starts", "ints"), AttrSpec("stops", "ints"), AttrSpec("steps", "ints"))
@@ -55,6 +56,7 @@ def _slice_vjp(e, g, out, x, *, starts, stops, steps):
 slice = defop("slice", ("x",), vjp_reads=(), infer=_slice_infer,
               impl=lambda x, *, starts, stops, steps: np.array(x[_index(starts, stops, steps)]),
               vjp=_slice_vjp, attrs=_SLICE_ATTRS, category="movement",
+              view=lambda node, view: sliced(view, node.attr["starts"], node.attr["steps"]),
               doc="x[start:stop:step] on every axis, with normalized bounds.")
 
 

@@ -13,6 +13,7 @@ from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
 from ..types import TensorType
+from ..views import permuted, reshaped
 from ._common import broadcast_shapes, normalize_axis, same_dtype, shapes_text, unbroadcast
 
 
@@ -30,9 +31,18 @@ def _reshape_infer(x: TensorType, *, shape: tuple[int, ...]) -> TensorType:
     return x.with_shape(shape)
 
 
+def _same_order_view(node, view):
+    return reshaped(view, node.inputs[0].shape, node.out.shape)
+
+
+def _same_order_unview(node, view):
+    return reshaped(view, node.out.shape, node.inputs[0].shape)
+
+
 reshape = defop("reshape", ("x",), vjp_reads=(), infer=_reshape_infer, impl=lambda x, *, shape: np.reshape(x, shape),
                 vjp=lambda e, g, out, x, *, shape: (e.reshape(g, shape=tuple(x.shape)),),
                 attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
+                view=_same_order_view, unview=_same_order_unview,
                 doc="The same elements in row-major order under a new shape of equal size.")
 
 
@@ -74,6 +84,8 @@ def _transpose_vjp(e, g, out, x, *, perm):
 transpose = defop("transpose", ("x",), vjp_reads=(), infer=_transpose_infer,
                   impl=lambda x, *, perm: np.transpose(x, perm),
                   vjp=_transpose_vjp, attrs=(AttrSpec("perm", "ints"),), category="movement", preserves_values=True,
+                  view=lambda node, view: permuted(view, node.attr["perm"]),
+                  unview=lambda node, view: permuted(view, [int(i) for i in np.argsort(node.attr["perm"])]),
                   doc="Permute the axes: result axis i is operand axis perm[i].")
 
 
@@ -141,11 +153,12 @@ def _reshape_back(e, g, out, x, *, axes):
 squeeze = defop("squeeze", ("x",), vjp_reads=(), infer=_squeeze_infer,
                 impl=lambda x, *, axes: np.reshape(x, _squeeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                 vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
-                doc="Remove the listed size-1 axes.")
+                view=_same_order_view, unview=_same_order_unview, doc="Remove the listed size-1 axes.")
 unsqueeze = defop("unsqueeze", ("x",), vjp_reads=(), infer=_unsqueeze_infer,
                   impl=lambda x, *, axes: np.reshape(
                       x, _unsqueeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                   vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
+                  view=_same_order_view, unview=_same_order_unview,
                   doc="Insert size-1 axes; `axes` index the result, as numpy.expand_dims with a tuple.")
 
 

@@ -6,6 +6,11 @@ Which nodes take part (all by the registry's traits):
 - reductions: ops with a `reduces` trait (sum, mean, max, min, argmax, argmin, softmax, log_softmax, layer_norm);
   each reduces its first operand, of shape S, over a set of axes (its *domain* is S and the axes);
 - anchors: ops with an `anchor` trait: matmul and linear (kind "gemm"), conv2d (kind "conv");
+- attention: each `attention` node takes in the movement ops that only feed its q, k and v (slices, reshapes and
+  transposes of a QKV projection) and those that only carry its result on (the transpose and reshape back to
+  (batch, L, heads * Ev)), as long as the operands stay strided views with unit stride along their last axis and
+  the result one too (the registry's `view` and `unview` traits, ir/views.py): its kernel then reads and writes
+  through those views instead of the ops copying them (kind "attention");
 - leaves (param, flag, constant) and every other op never join a region. Scalar constants read by a region are
   copied into its body (a constant left with no reader outside any body disappears); other leaves are operands.
 
@@ -50,6 +55,7 @@ from ..errors import BrazeError
 from ..graph import Graph, Node, Value, sorted_attrs
 from ..ops._common import reduced_shape
 from ..registry import get_op, reduction_domain
+from ..views import contiguous, follow, follow_back, unit_last
 from .manager import PassContext, register_pass
 
 # Which producer region an elementwise or reduction node joins first.
@@ -259,6 +265,65 @@ class _Fuser:
         return any(v.name in self.returned or not self.readers.get(v.name, set()) <= member_set
                    for v in self.nodes[m].outputs)
 
+    def absorb_attention_views(self) -> None:
+        """Give each attention node a region with the view chains into its q, k, v and out of its result."""
+        for i, node in enumerate(self.nodes):
+            if node.op != "attention" or self.region_of.get(i) != i or len(self.regions[i].members) != 1:
+                continue
+            members = [m for position in range(3) for m in self._view_chain_into(i, position)]
+            members = list(dict.fromkeys(members + self._view_chain_out_of(i)))  # q and k may be one value
+            if not members:
+                continue
+            for m in members:
+                del self.regions[self.region_of[m]]
+                self.region_of[m] = i
+            self.regions[i] = _Region("attention", sorted(set(members) | {i}))
+
+    def _single_reader(self, value: Value, reader: int) -> bool:
+        return value.name not in self.returned and self.readers.get(value.name, set()) == {reader}
+
+    def _view_chain_into(self, i: int, position: int) -> list[int]:
+        """The longest chain of view ops, each read by the next alone, ending in operand `position` of node i whose
+        composition leaves that operand a view with unit stride along its last axis."""
+        chain: list[int] = []
+        value, reader = self.nodes[i].inputs[position], i
+        while True:
+            p = self.producer.get(value.name)
+            if p is None or self.kinds[p] != "opaque" or get_op(self.nodes[p].op).view is None \
+                    or not self._single_reader(value, reader) or self.region_of.get(p) != p:
+                break
+            chain.insert(0, p)
+            value, reader = self.nodes[p].inputs[0], p
+        while chain:
+            source = self.nodes[chain[0]].inputs[0]
+            view = follow(contiguous(source.shape), [self.nodes[m] for m in chain], get_op)
+            if view is not None and unit_last(view, self.nodes[i].inputs[position].shape):
+                break
+            chain.pop(0)
+        return chain
+
+    def _view_chain_out_of(self, i: int) -> list[int]:
+        """The longest chain of bijective view ops from node i's result, each value read by the next op alone,
+        through which the result is still written with unit stride along its last axis."""
+        chain: list[int] = []
+        value = self.nodes[i].outputs[0]
+        while True:
+            readers = self.readers.get(value.name, set())
+            if len(readers) != 1 or value.name in self.returned:
+                break
+            (r,) = readers
+            if self.kinds[r] != "opaque" or get_op(self.nodes[r].op).unview is None or self.region_of.get(r) != r:
+                break
+            chain.append(r)
+            value = self.nodes[r].outputs[0]
+        while chain:
+            last = self.nodes[chain[-1]].outputs[0]
+            view = follow_back(contiguous(last.shape), [self.nodes[m] for m in chain], get_op)
+            if view is not None and unit_last(view, self.nodes[i].outputs[0].shape):
+                break
+            chain.pop()
+        return chain
+
     # --- rebuilding -------------------------------------------------------------------------------------------
     def fused_regions(self) -> list[_Region]:
         """Regions that become fused nodes: more than one member and at least one value leaving."""
@@ -360,13 +425,17 @@ class _Fuser:
         body = b.finish([env[v.name] for v in results])
         shape, axes = self._stated_domain(region)
         attrs = get_op("fused").check_attrs({"kind": region.kind, "body": body, "shape": shape, "axes": axes})
-        anchor = self.nodes[region.members[0]]
+        anchor = next((self.nodes[m] for m in region.members if self.nodes[m].op == "attention"),
+                      self.nodes[region.members[0]])
         return Node("fused", tuple(operands), tuple(results), sorted_attrs(attrs), anchor.loc), copied
 
     def _stated_domain(self, region: _Region) -> Domain:
-        """The domain the fused node states: the anchor's result shape for gemm/conv regions, else _domain's."""
+        """The domain the fused node states: the anchor's result shape for gemm/conv regions, the attention's for an
+        attention region, else _domain's."""
         if region.kind in ("gemm", "conv"):
             return self.nodes[region.members[0]].outputs[0].shape, ()
+        if region.kind == "attention":
+            return next(self.nodes[m] for m in region.members if self.nodes[m].op == "attention").out.shape, ()
         domain = self._domain(region.kind, region.members)
         if domain is None:
             raise BrazeError(f"fuse: the {region.kind} region of nodes {region.members} has no single domain; "
@@ -379,6 +448,7 @@ def fuse_regions(graph: Graph) -> tuple[Graph, list[tuple[str, list[int]]]]:
     fuser = _Fuser(graph)
     fuser.grow()
     fuser.absorb_epilogue_operands()
+    fuser.absorb_attention_views()
     result, regions = fuser.build()
     return result, [(r.kind, r.members) for r in regions]
 

@@ -142,3 +142,109 @@ def test_attention_matches_torch_sdpa() -> None:
     want = torch.nn.functional.scaled_dot_product_attention(*map(torch.from_numpy, causal), is_causal=True,
                                                             scale=0.7).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+
+
+# --- attention regions: the kernel reading q, k, v and writing its result through view ops -----------------------
+
+def heads_graph(batch: int, length: int, heads: int, head: int, causal: bool = False, mask: bool = False,
+                dtype: str = "f32") -> "ir.Graph":
+    """MultiheadAttention's traced form after fuse_attention: q, k, v sliced from one QKV projection and split into
+    heads, the attention's result merged back into rows (optionally with a bool mask (L, S), broadcast)."""
+    width = heads * head
+    row = f"{dtype}[{batch},{length},{width}]"
+    split = f"{dtype}[{batch},{length},{heads},{head}]"
+    per_head = f"{dtype}[{batch},{heads},{length},{head}]"
+    lines = [f"graph @mha(%qkv: {dtype}[{batch},{length},{3 * width}]"
+             + (f", %keep: bool[{length},{length}]" if mask else "") + f") -> ({row}) {{"]
+    for n in range(3):
+        lines += [f"  %s{n} = slice %qkv {{starts=[0, 0, {n * width}], steps=[1, 1, 1], "
+                  f"stops=[{batch}, {length}, {(n + 1) * width}]}} : {row}",
+                  f"  %r{n} = reshape %s{n} {{shape=[{batch}, {length}, {heads}, {head}]}} : {split}",
+                  f"  %t{n} = transpose %r{n} {{perm=[0, 2, 1, 3]}} : {per_head}"]
+    operands = "%t0, %t1, %t2" + (", %keep" if mask else "")
+    lines += [f"  %a = attention {operands} {{causal={str(causal).lower()}, scale=0.375, zero_masked_rows=false}} "
+              f": {per_head}",
+              f"  %m = transpose %a {{perm=[0, 2, 1, 3]}} : {split}",
+              f"  %out = reshape %m {{shape=[{batch}, {length}, {width}]}} : {row}",
+              "  return %out", "}"]
+    from braze import ir
+    return ir.parse("\n".join(lines))
+
+
+def _region(graph, arrays):
+    from braze.ir.passes import optimize
+    from tests.codegen.lowering_harness import fused_nodes
+    (found,) = fused_nodes(optimize(graph, ["fuse"]), arrays)
+    return found
+
+
+@pytest.mark.parametrize("batch,length,heads,head,causal,mask", [
+    (1, 1, 1, 1, False, False), (2, 5, 2, 4, False, False), (2, 17, 3, 16, True, False), (1, 70, 2, 33, False, True),
+    (3, 9, 4, 8, True, True)])
+def test_attention_region_reads_and_writes_through_views(batch, length, heads, head, causal, mask) -> None:
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((batch, length, 3 * heads * head)).astype(np.float32)]
+    if mask:
+        arrays.append(rng.random((length, length)) < 0.7)
+    node, operands = _region(heads_graph(batch, length, heads, head, causal, mask), arrays)
+    assert node.attr["kind"] == "attention" and len(node.attr["body"].nodes) == 12
+    magnitude = _largest(arrays[0]) * (1.0 + 0.375 * _largest(arrays[0]) ** 2 * head)
+    check_node(node, operands, terms=max(head, length), scale=magnitude)
+
+
+def test_attention_region_in_float64_and_forced_avx2(monkeypatch) -> None:
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((2, 11, 3 * 2 * 5))]
+    node, operands = _region(heads_graph(2, 11, 2, 5, dtype="f64"), arrays)
+    check_node(node, operands, terms=11, scale=_largest(arrays[0]) * (1.0 + 0.375 * 5 * _largest(arrays[0]) ** 2))
+    if X86:
+        monkeypatch.setenv("BRAZE_CPU", "haswell")
+        arrays = [rng.standard_normal((2, 11, 3 * 2 * 9)).astype(np.float32)]
+        node, operands = _region(heads_graph(2, 11, 2, 9), arrays)
+        check_node(node, operands, terms=11, scale=_largest(arrays[0]) * (1.0 + 0.375 * 9 * _largest(arrays[0]) ** 2))
+
+
+def test_attention_region_whose_mask_comes_through_a_view_runs_op_by_op() -> None:
+    """A region the fuse pass never forms (the mask transposed inside it) still computes the reference: its
+    kernel declines the views and the region runs op by op."""
+    from braze import ir
+    graph = ir.parse("""graph @g(%q: f32[1,2,5,4], %keep: bool[5,5]) -> (f32[1,2,5,4]) {
+  %0 = fused %q, %keep {axes=[], body=graph @attention(%in0: f32[1,2,5,4], %in1: bool[5,5]) -> (f32[1,2,5,4]) {
+    %0 = transpose %in1 {perm=[1, 0]} : bool[5,5]
+    %1 = attention %in0, %in0, %in0, %0 {causal=false, scale=0.5, zero_masked_rows=true} : f32[1,2,5,4]
+    return %1
+  }, kind="attention", shape=[1, 2, 5, 4]} : f32[1,2,5,4]
+  return %0
+}""")
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal((1, 2, 5, 4)).astype(np.float32), rng.random((5, 5)) < 0.6]
+    (node, operands), = [(n, arrays) for n in graph.nodes if n.op == "fused"]
+    check_node(node, operands, terms=5, scale=10.0, threads=False)
+
+
+def test_attention_region_with_a_constant_query_runs_op_by_op_and_one_with_a_copy_is_refused() -> None:
+    """Bodies no pass writes but a parsed file may hold: a query that is a body constant computes the reference op
+    by op; a result written through a flip (a copy, not a view) is no attention region at all."""
+    from braze import ir
+    from braze.ir.errors import ParseError
+    values = ", ".join(str(v / 8) for v in range(12))
+    graph = ir.parse(f"""graph @g(%k: f32[1,3,4]) -> (f32[1,3,4]) {{
+  %0 = fused %k {{axes=[], body=graph @attention(%in0: f32[1,3,4]) -> (f32[1,3,4]) {{
+    %0 = constant {{value=array<f32[1,3,4]>[{values}]}} : f32[1,3,4]
+    %1 = attention %0, %in0, %in0 {{causal=false, scale=0.5, zero_masked_rows=false}} : f32[1,3,4]
+    return %1
+  }}, kind="attention", shape=[1, 3, 4]}} : f32[1,3,4]
+  return %0
+}}""")
+    arrays = [np.random.default_rng(6).standard_normal((1, 3, 4)).astype(np.float32)]
+    check_node(graph.nodes[0], arrays, terms=4, scale=20.0, threads=False)
+    with pytest.raises(ParseError, match="attention region's body holds one attention op and view ops .* holds "
+                                         "attention, flip"):
+        ir.parse("""graph @g(%k: f32[1,3,4]) -> (f32[1,3,4]) {
+  %0 = fused %k {axes=[], body=graph @attention(%in0: f32[1,3,4]) -> (f32[1,3,4]) {
+    %0 = attention %in0, %in0, %in0 {causal=true, scale=0.5, zero_masked_rows=false} : f32[1,3,4]
+    %1 = flip %0 {axes=[1]} : f32[1,3,4]
+    return %1
+  }, kind="attention", shape=[1, 3, 4]} : f32[1,3,4]
+  return %0
+}""")

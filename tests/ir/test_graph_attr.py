@@ -153,6 +153,23 @@ def test_fused_gemm_body_must_start_with_a_gemm_anchor() -> None:
         _fused_types(add_relu_body(), F34, F4, kind="gemm")
 
 
+def test_fused_attention_body_holds_one_attention_and_view_ops() -> None:
+    with pytest.raises(ShapeError, match="an attention region's body holds one attention op and view ops .*, but "
+                                         "@elementwise holds add, relu"):
+        _fused_types(add_relu_body(), F34, F4, kind="attention")
+    b = GraphBuilder("attention")
+    q = b.input("in0", TensorType((2, 3, 4), float32))
+    heads = b.add_node("attention", [q, q, q], {"scale": 0.5})[0]
+    body = b.finish([b.add_node("transpose", [heads], {"perm": (1, 0, 2)})[0]])
+    op = get_op("fused")
+    types = op.infer_types([TensorType((2, 3, 4), float32)],
+                           op.check_attrs({"kind": "attention", "body": body, "shape": (2, 3, 4)}))
+    assert types == (TensorType((3, 2, 4), float32),)
+    with pytest.raises(ShapeError, match=r"states domain \[3, 2, 4\] over axes \[\], but %0 has shape \[2, 3, 4\]"):
+        op.infer_types([TensorType((2, 3, 4), float32)],
+                       op.check_attrs({"kind": "attention", "body": body, "shape": (3, 2, 4)}))
+
+
 def test_fused_elementwise_domain_is_the_results_shape() -> None:
     op = get_op("fused")
     with pytest.raises(ShapeError, match=r"states domain \[4\] over axes \[\], but %1 has shape \[3, 4\]"):
