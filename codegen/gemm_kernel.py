@@ -48,11 +48,11 @@ def tiling_for(width: int, caches: CacheSizes | None = None) -> Tiling:
     caches = caches or host_cache_sizes()
     kc, mc, nc = cache_blocks(mr, nv * width, caches)
     return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma,
-                  rows_outer=rows_outer(mr, nv * width, kc, caches))
+                  rows_outer=rows_outer(nv * width, kc, caches))
 
 
-def rows_outer(mr: int, nr: int, kc: int, caches: CacheSizes) -> bool:
-    """Whether a block's tile loops keep A's micro-panel (mr x kc) in L1 while B's panels stream from L2: when B's
+def rows_outer(nr: int, kc: int, caches: CacheSizes) -> bool:
+    """Whether a block's tile loops keep A's micro-panel (MR x kc) in L1 while B's panels stream from L2: when B's
     (kc x nr) takes more than half of L1. The AVX-512 tile's B panel, 32 columns, fills a 32 KB L1 at kc = 256, and
     with A's outer SGEMM measured 2-6% faster at n = 512-2048 on Zen 4 (the AVX2 tile's 16 columns: no change)."""
     return 4 * kc * nr > caches.l1d // 2

@@ -117,7 +117,7 @@ def test_rows_outer_where_the_b_panel_would_fill_l1() -> None:
     from braze.codegen.gemm_kernel import rows_outer
     zen = CacheSizes(32 * 1024, 1024 * 1024, 32 * 1024 * 1024)
     assert tiling_for(16, zen).rows_outer and not tiling_for(8, zen).rows_outer
-    assert not rows_outer(12, 32, 128, zen) and rows_outer(6, 16, 512, zen)
+    assert not rows_outer(32, 128, zen) and rows_outer(16, 512, zen)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
