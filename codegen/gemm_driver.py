@@ -19,7 +19,7 @@ An A that is neither strided nor pre-packed (an ABlockSource: a conv's output gr
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import lcm, prod
 from typing import Iterator, Union
 
@@ -31,7 +31,7 @@ from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const
                           emit_microkernel)
 from .gemm_pack import (ABlockSource, PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax,
                         smin)
-from .loops import define_function, entry_builder, for_range, mark_explicit, optimize_for_size
+from .loops import alloca, define_function, entry_builder, for_range, mark_explicit, optimize_for_size
 
 BSource = Union[Strided, Prepacked, PanelSource]
 
@@ -70,6 +70,7 @@ class Plan:
     b_floats: int
     keep_a: bool = False  # A packed whole, block (ic, pc) at ic*K + pc*rows(ic), reused across a thread's chunks
     keep_b: bool = False  # B packed whole, block (jc, pc) at jc*K + pc*cols(jc), likewise
+    pair: Plan | None = None  # the plan of a call on one or two threads, where its split differs (make_plan)
 
     @property
     def b_offset(self) -> int:
@@ -78,7 +79,8 @@ class Plan:
 
     @property
     def scratch_bytes(self) -> int:
-        return 4 * (self.b_offset + -(-self.b_floats // 16) * 16)
+        own = 4 * (self.b_offset + -(-self.b_floats // 16) * 16)
+        return max(own, self.pair.scratch_bytes) if self.pair is not None else own
 
 
 def _round_up(x: int, to: int) -> int:
@@ -117,7 +119,8 @@ def _uneven(panels: int) -> float:
 
 
 def make_plan(p: Problem, t: Tiling) -> Plan:
-    """Choose how to read each operand and how to block and split the problem."""
+    """Choose how to read each operand and how to block and split the problem (and, for one batch, the split two
+    threads take where it differs: Plan.pair)."""
     small = p.m <= t.mr
     if isinstance(p.a, Prepacked):
         a_mode = "prepacked"
@@ -146,16 +149,33 @@ def make_plan(p: Problem, t: Tiling) -> Plan:
         split_n = True
     elif by_cols > EVENER * by_rows:
         split_n = False
-    whole_a, whole_b = -(-p.m // mc) * mc * p.k, -(-p.n // nc) * nc * p.k  # every block of the operand, packed
-    # only for one batch: with several, a chunk mostly spans a batch or more (a conv's weight gradient per image
-    # slice), and keeping measured 4% slower on the CNN's training step
-    single = p.count == 1
-    keep_a = single and split_n and a_mode == "pack" and col_panels > 1 and 4 * whole_a <= KEPT_BYTES
-    keep_b = single and not split_n and b_mode == "pack" and row_panels > 1 and 4 * whole_b <= KEPT_BYTES
-    a_floats = (whole_a if keep_a else mc * kc) if a_mode == "pack" else 0
-    b_floats = (whole_b if keep_b else kc * nc) if b_mode == "pack" else 0
-    return Plan(a_mode, b_mode, kc, blocks, mc, nc, split_n, col_panels if split_n else row_panels, a_floats, b_floats,
-                keep_a, keep_b)
+
+    def plan(by_cols: bool, pair: Plan | None = None) -> Plan:
+        whole_a, whole_b = -(-p.m // mc) * mc * p.k, -(-p.n // nc) * nc * p.k  # every block of the operand, packed
+        # only for one batch: with several, a chunk mostly spans a batch or more (a conv's weight gradient per image
+        # slice), and keeping measured 4% slower on the CNN's training step
+        single = p.count == 1
+        keep_a = single and by_cols and a_mode == "pack" and col_panels > 1 and 4 * whole_a <= KEPT_BYTES
+        keep_b = single and not by_cols and b_mode == "pack" and row_panels > 1 and 4 * whole_b <= KEPT_BYTES
+        a_floats = (whole_a if keep_a else mc * kc) if a_mode == "pack" else 0
+        b_floats = (whole_b if keep_b else kc * nc) if b_mode == "pack" else 0
+        return Plan(a_mode, b_mode, kc, blocks, mc, nc, by_cols, col_panels if by_cols else row_panels, a_floats,
+                    b_floats, keep_a, keep_b, pair)
+    pair = _pair_split(p.count, split_n, col_panels, row_panels, a_mode, b_mode)
+    return plan(split_n, None if pair is None else plan(pair))
+
+
+def _pair_split(count: int, split_n: bool, col_panels: int, row_panels: int, a_mode: str, b_mode: str) -> bool | None:
+    """The other split, for two threads, where it halves the panels more evenly (by more than EVENER) and packs no
+    operand more often: a single image's conv (11 row panels, 2 column panels, its weight A pre-packed) splits its
+    rows 6/5 for up to 4 threads, and each thread packs all of the im2col matrix; its columns fall 1/1 to 2 threads,
+    each packing only its own (measured 104-105 against 111-112 us for the benchmark CNN at batch 1 on 2 threads)."""
+    if count != 1 or not col_panels or not row_panels:
+        return None
+    share = {True: -(-col_panels // 2) / col_panels, False: -(-row_panels // 2) / row_panels}
+    other = not split_n
+    packs_more = a_mode == "pack" if other else b_mode == "pack"  # what every chunk of the other split packs whole
+    return other if share[split_n] > EVENER * share[other] and not packs_more else None
 
 
 def kernel_shapes(p: Problem, plan: Plan, t: Tiling) -> dict[tuple[bool, bool], KernelShape]:
@@ -216,14 +236,27 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
     if p.m == 0 or p.n == 0 or p.count == 0:
         builder.ret_void()
         return fn
-    block = plan.nc // t.nr if plan.split_n else plan.mc // t.mr
-    if plan.keep_a or plan.keep_b:  # the batch whose kept operand this thread's scratch holds (-1: none yet)
-        ctx.kept = builder.alloca(I64, name="kept")
-        builder.store(const64(-1), ctx.kept)
-    with claimed_chunks(builder, claim, tid, nthreads, p.count * plan.panels, most=block, name="panels") as units:
-        _units(ctx, a, b, c, *units)
+    if plan.pair is None:
+        _claimed(ctx, (a, b, c), tid, nthreads, claim)
+    else:  # one or two threads split the other way (make_plan)
+        with builder.if_else(builder.icmp_signed("<=", nthreads, const64(2))) as (pair, many):
+            with pair:
+                _claimed(replace(ctx, plan=plan.pair), (a, b, c), tid, nthreads, claim)
+            with many:
+                _claimed(ctx, (a, b, c), tid, nthreads, claim)
     builder.ret_void()
     return fn
+
+
+def _claimed(ctx: _Ctx, operands, tid, nthreads, claim) -> None:
+    """The chunks of ctx.plan's units this thread claims, computed."""
+    builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
+    block = plan.nc // t.nr if plan.split_n else plan.mc // t.mr
+    if plan.keep_a or plan.keep_b:  # the batch whose kept operand this thread's scratch holds (-1: none yet)
+        ctx.kept = alloca(builder, I64, "kept")
+        builder.store(const64(-1), ctx.kept)
+    with claimed_chunks(builder, claim, tid, nthreads, p.count * plan.panels, most=block, name="panels") as units:
+        _units(ctx, *operands, *units)
 
 
 def _units(ctx: _Ctx, a, b, c, u0, u1) -> None:

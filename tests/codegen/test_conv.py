@@ -233,3 +233,23 @@ def test_conv2d_threads_claiming_at_once_match_one_thread_bit_for_bit(case) -> N
     for nthreads in (2, 3, 4):
         got = run_conv(spec, x, w, nthreads=nthreads, concurrent=True)
         assert got.tobytes() == one.tobytes(), f"{nthreads} threads"
+
+
+def test_single_image_conv_splits_columns_on_two_threads_and_rows_on_more() -> None:
+    """One image whose GEMM has many row panels but two column panels (the benchmark CNN's third layer at batch 1):
+    up to two threads take the column split (1/1, each packing only its own im2col columns), more take the rows;
+    every split covers the output once and gives the one-thread bits, claiming at once or one after another."""
+    rows = 2 * HOST.nr // 8  # output rows of 8 pixels: two column panels
+    spec = ConvSpec(1, 16, 2 * rows, 16, 11 * HOST.mr - 3, 3, 3, stride=(2, 2), padding=(1, 1), prepacked_weight=True)
+    plan = conv2d_plan(spec)
+    assert spec.gemm_dims[1] == 2 * HOST.nr and not plan.split_n and plan.pair is not None and plan.pair.split_n
+    assert conv2d_scratch_bytes(spec) >= max(plan.pair.scratch_bytes, 4 * (plan.a_floats + plan.b_floats))
+    x = RNG.standard_normal(spec.input_shape).astype(np.float32)
+    w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
+    one = run_conv(spec, x, w)
+    assert_close(one, reference(spec, x, w, None),
+                 dot_tolerance(spec.gemm_dims[2], reference(spec, np.abs(x), np.abs(w), None)), "paired split")
+    for nthreads in (2, 3, 4):
+        for concurrent in (False, True):
+            got = run_conv(spec, x, w, nthreads=nthreads, concurrent=concurrent)
+            assert got.tobytes() == one.tobytes(), f"{nthreads} threads, concurrent={concurrent}"
