@@ -11,6 +11,9 @@ of B when rows are split, all of A when columns are): in a problem of one batch,
 fits in KEPT_BYTES, a thread packs each of its blocks once into its scratch and keeps them for its later chunks
 (SGEMM n=512 on two threads packed B eight times per call, as many times as there are chunks). A chunk that covers
 a whole batch packs into one block's space, as without keeping.
+The split is chosen for 2 and 4 threads at once (EVENER); a problem of one batch whose panels fall more evenly to
+two threads the other way, with no operand packed more often then, carries that split too, for calls on one or two
+threads (Plan.pair; the kernel branches on its thread count).
 Every tile sits at the same place in the blocking whoever computes it, so the result does not depend on the thread
 count.
 Small problems (M <= MR) read A in place and, when B's rows are contiguous, B as well: nothing is packed.
