@@ -21,6 +21,8 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import is_leaf
 
 
+
+
 @dataclass(frozen=True)
 class NodeTime:
     """One node's best time over the runs of its own compiled graph."""
@@ -36,17 +38,26 @@ class NodeTime:
 
 
 def node_graph(graph: Graph, node: Node) -> Graph:
-    """`node` alone: its non-constant operands as inputs, its constant operands as constants, its results out."""
+    """`node` alone: its constant and param operands kept (a param with its weight, so a GEMM reads it prepared as
+    in the model, not packed per call), its other operands as inputs, its results out."""
     b = GraphBuilder(f"{graph.name}_node")
     producers = graph.producers
+    weights = {}
     for value in dict.fromkeys(node.inputs):
         producer = producers.get(value.name)
-        if producer is not None and producer.op == "constant":
+        if producer is not None and _bound(graph, producer):
             b.append(producer)
+            if producer.op == "param":
+                weights[producer.attr["path"]] = graph.weights[producer.attr["path"]]
         else:
             b.input(value.name, value.type)
     b.append(node)
-    return b.finish(list(node.outputs))
+    return b.finish(list(node.outputs), weights=weights)
+
+
+def _bound(graph: Graph, producer: Node) -> bool:
+    """Whether the graph binds the producer's value: a constant, or a param whose weight the graph carries."""
+    return producer.op == "constant" or (producer.op == "param" and producer.attr["path"] in graph.weights)
 
 
 def _operand(value: Value, rng: np.random.Generator) -> np.ndarray:

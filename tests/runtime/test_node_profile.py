@@ -35,3 +35,20 @@ def test_node_graph_computes_what_the_node_computes() -> None:
     assert [v.name for v in alone.inputs] == [mul.inputs[0].name]  # the constant stays a constant
     e = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     np.testing.assert_array_equal(interpret(alone, [e])[0], e * np.float32(2.0))
+
+
+def test_node_graph_keeps_a_param_with_its_weight() -> None:
+    """A GEMM node's weight stays a bound param in its own graph, so the profile times the kernel the model runs
+    (weight prepared once), not one that packs a weight given as an input on every call."""
+    b = GraphBuilder("f")
+    x = b.input("x", TensorType((3, 4), float32))
+    w = b.param("w", TensorType((4, 2), float32), id=0)
+    weight = np.arange(8, dtype=np.float32).reshape(4, 2)
+    graph = b.finish([b.matmul(x, w)], weights={"w": weight})
+    alone = node_graph(graph, next(n for n in graph.nodes if n.op == "matmul"))
+    assert [v.name for v in alone.inputs] == ["x"]
+    assert [n.op for n in alone.nodes] == ["param", "matmul"]
+    e = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(interpret(alone, [e])[0], e @ weight, rtol=1e-6)
+    rows = profile_nodes(planned_graph(graph, pipeline=["plan_memory"]), threads=1, runs=1)
+    assert [r.op for r in rows] == ["matmul"]
