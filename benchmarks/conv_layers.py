@@ -1,10 +1,12 @@
 """The benchmark CNN's conv layers alone on each conv2d kernel, side by side: time, GFLOP/s and % of the FMA peak.
 
 Each layer is compiled as the model compiles it (weight pre-packed, folded batch norm's bias and the ReLU in the
-epilogue) once per kernel ("im2col": the GEMM on the implicit im2col matrix; "direct": conv_direct.py), and the
-kernels are timed interleaved in one process, the minimum over rounds: on one thread by the calling thread's CPU
-time (time.thread_time, so another process on the core does not count), on N threads by wall time with N Python
-threads calling the kernel at once (ctypes releases the GIL) and claiming its work from each other.
+epilogue) once per kernel ("im2col": the GEMM on the implicit im2col matrix; "direct": conv_direct.py, pixels
+across the lanes; "channels": conv_channels.py, channels across the lanes), the last column naming the one the
+compiler picks, and the kernels are timed interleaved in one process, the minimum over rounds: on one thread by
+the calling thread's CPU time (time.thread_time, so another process on the core does not count), on N threads by
+wall time with N Python threads calling the kernel at once (ctypes releases the GIL) and claiming its work from
+each other.
 
 Run: python -m benchmarks.conv_layers [--batch 1,64] [--threads 1,2] [--rounds 20]
 """
@@ -18,7 +20,7 @@ from typing import Callable
 
 LAYERS = [  # (c_in, c_out, stride, input size): benchmarks/models.py's CNN, 3x3 kernels with padding 1
     (3, 32, 1, 32), (32, 64, 2, 32), (64, 128, 2, 16)]
-KERNEL_NAMES = ("im2col", "direct")
+KERNEL_NAMES = ("im2col", "direct", "channels")
 
 
 def _aligned(np, count: int):
@@ -38,13 +40,13 @@ def compile_layer(spec, kernel: str, np) -> Callable[[int], Callable[[int], None
     name = f"bench_conv_{kernel}_{spec.n}_{spec.c}_{spec.c_out}_{spec.stride[0]}_{spec.h}"
     module = target.new_module(name)
     emit_conv2d(module, name, spec, tiling, chain(bias_rows(0), relu), 1, kernel=kernel)
-    emit_conv_weight_prepack(module, name + "_pack", spec, tiling)
+    emit_conv_weight_prepack(module, name + "_pack", spec, tiling, kernel)
     library = compile_ir(module, use_cache=False)
     rng = np.random.default_rng(0)
     x = _aligned(np, int(np.prod(spec.input_shape)))
     x[:] = rng.standard_normal(x.size)
     w = rng.standard_normal(int(np.prod(spec.weight_shape))).astype(np.float32)
-    packed = _aligned(np, conv_weight_floats(spec, tiling))
+    packed = _aligned(np, conv_weight_floats(spec, tiling, kernel))
     library.cfunc(name + "_pack", None, ctypes.c_void_p, ctypes.c_void_p)(w.ctypes.data, packed.ctypes.data)
     bias = _aligned(np, spec.c_out)
     out = _aligned(np, int(np.prod(spec.out_shape)))
@@ -89,7 +91,9 @@ def seconds(call: Callable[[int], None], threads: int, reps: int) -> float:
 def measure(batches: list[int], threads: list[int], rounds: int) -> list[dict]:
     import numpy as np
 
-    from braze.codegen.conv import ConvSpec
+    from braze.codegen import host_target
+    from braze.codegen.conv import ConvSpec, conv_kernel
+    from braze.codegen.gemm import tiling_for
 
     rows = []
     for batch in batches:
@@ -104,21 +108,22 @@ def measure(batches: list[int], threads: list[int], rounds: int) -> list[dict]:
                 for _ in range(rounds):
                     for kernel, call in calls.items():
                         best[kernel] = min(best[kernel], seconds(call, n, reps))
+                picked = conv_kernel(spec, tiling=tiling_for(host_target().vector_width))
                 rows.append(dict(batch=batch, layer=f"{c_in}->{c_out}/{stride}", threads=n, flops=spec.flops,
-                                 **{kernel: best[kernel] for kernel in calls}))
+                                 picked=picked, **{kernel: best[kernel] for kernel in calls}))
     return rows
 
 
 def table(rows: list[dict], peak: dict[int, float]) -> str:
     lines = ["| batch | layer | threads | " + " | ".join(f"{k} us (GFLOP/s, % peak)" for k in KERNEL_NAMES) +
-             " | im2col / direct |", "|" + " --- |" * (4 + len(KERNEL_NAMES))]
+             " | picked |", "|" + " --- |" * (4 + len(KERNEL_NAMES))]
     for row in rows:
         cells = []
         for kernel in KERNEL_NAMES:
             gflops = row["flops"] / row[kernel] / 1e9
             cells.append(f"{row[kernel] * 1e6:.1f} ({gflops:.0f}, {100 * gflops / peak[row['threads']]:.0f}%)")
         lines.append(f"| {row['batch']} | {row['layer']} | {row['threads']} | " + " | ".join(cells) +
-                     f" | {row['im2col'] / row['direct']:.2f}x |")
+                     f" | {row['picked']} |")
     return "\n".join(lines)
 
 

@@ -1,24 +1,38 @@
-"""conv2d (NCHW; stride, padding, dilation, groups) on one of three kernels, with the epilogue fused into the store.
+"""conv2d (NCHW; stride, padding, dilation, groups) on one of four kernels, with the epilogue fused into the store.
 
 Which kernel (conv_kernel): depthwise convolutions (one input channel per group) run on a direct vectorized kernel
-(conv_depthwise.py); kernels of up to 3x3 taps with stride 1 along W and output rows of at least 4 vectors run on
-the direct register-tiled kernel (conv_direct.py), which reads the input rows in place; everything else runs on
-the GEMM over the implicit im2col matrix. The rule is measured (benchmarks/conv_layers.py, the benchmark CNN's
-layers and others like them, float32, AVX2): with rows of 4 vectors and more (32 and 64 pixels wide) the direct
+(conv_depthwise.py). On AVX-512, a conv whose weight is pre-packed (a model's) and whose dot products are at least
+CHANNELS_MIN_K = 256 long (K = C_in/groups*kH*kW, up to 7x7 taps) runs on the channels kernel (conv_channels.py):
+output channels across the lanes, the input broadcast in place, the tile transposed to NCHW at the store. Of the
+rest, kernels of up to 3x3 taps with stride 1 along W and output rows of at least 4 vectors run on the direct
+register-tiled kernel (conv_direct.py), which reads the input rows in place with the pixels across the lanes; stride 2
+takes it too on AVX-512 where the output rows are whole vectors; everything else runs on the GEMM over the implicit
+im2col matrix.
+
+The rules are measured (float32, one thread, batch 8 unless named, weight pre-packed; GFLOP/s of the nominal FLOPs
+on a Zen 4 whose FMA peak is 113-116; benchmarks/conv_layers.py times the benchmark CNN's layers): on AVX-512 the
+channels kernel ran ResNet-style 3x3 layers at 114-126 against 77-105 for the GEMM and 31-98 for the direct kernel
+(64 channels at 56x56 to 512 at 7x7, stride 1 and 2: a row of 7 or 14 pixels fills its tiles, where it is half a
+vector for the direct kernel), 1x1 layers of 256-2048 input channels at 95-112 against 78-95, the CNN's stride-2
+layers 2 and 3 (K = 288, 576) at batch 64 1.07x the direct kernel and 1.12x the GEMM; but with K = 27 (3 input
+channels, 3x3) it ran 75-80 against 90-94, its store's transpose costing as much as a few input channels' FMAs,
+and it tied at K = 64 and lost 3% at K = 144. Forced to AVX2 (16 registers: a 4 x 3 tile of 8 lanes, the
+broadcasts not folded into the FMAs) it lost to the GEMM or the direct kernel on most of those layers, so AVX2 keeps
+the older rule. That rule, from AVX2: with output rows of 4 vectors and more (32 and 64 pixels wide) the direct
 kernel is 1.1-1.35x the GEMM's speed, for 3x3 and 1x1 kernels, the 3-input-channel first layer included; with
 rows of 1-3 vectors most of its vectors sit at a row's edge, where tap loads over the padding are masked, and it
 runs at 0.7-1.0x; at stride 2 along W each input load also needs a shuffle (0.6-0.95x on AVX2), work the GEMM's
 packing does once for all output channels. On AVX-512 that shuffle is one two-source permute, and with output rows of
-whole vectors the direct kernel runs the CNN's stride-2 layer 2 (32 -> 64 channels, 16-wide rows) at 1.09-1.12x
-the GEMM (batch 1 and 64 on one thread, batch 64 on two; the same layer forced to AVX2 0.90x, and its 8-wide
-layer 3, half-vector rows, 0.5x): there it is chosen for stride 2 as well. The activations stay NCHW throughout:
-the direct kernel's channel blocking is in its weights only, so no layout conversions are needed between a conv
-and its neighbours.
+whole vectors the direct kernel ran the CNN's stride-2 layer 2 at 1.09-1.12x the GEMM: there it is chosen for
+stride 2 as well when the channels kernel is not. The activations stay NCHW throughout: the direct and channels
+kernels block the channels in their weights only, so no layout conversions are needed between a conv and its
+neighbours.
 
 The GEMM kernel: per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output
 positions and the im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its
 panels straight from the input (conv_im2col.py). The weight is the GEMM's A operand, packed per K block or
-pre-packed once (emit_conv_weight_prepack); the direct kernel reads the same pre-packed panels.
+pre-packed once (emit_conv_weight_prepack); the direct kernel reads the same pre-packed panels, the channels kernel
+its own blocks (weight_kernel names the layout a pre-packed weight takes).
 
 emit_conv2d emits `void name(ptr x, ptr w, ptr out, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr extra_0,
 ...)`, its threads claiming their work from the claim words at `claim` (null: a fixed share each; codegen/claims.py);
@@ -26,12 +40,13 @@ the epilogue sees TilePos(batch=image, row=output channel, col=output position o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import llvmlite.ir as ir
 
 from braze.ir.ops.conv import conv2d_output_shape
 
+from .conv_channels import ChannelLayout, channels_covers, emit_channels, emit_channels_prepack
 from .conv_depthwise import conv2d_arguments, emit_depthwise
 from .conv_direct import MOST_TAPS, direct_covers, direct_preferred, emit_direct
 from .conv_im2col import Im2col
@@ -95,7 +110,7 @@ class ConvSpec:
         return 2 * m * n * k * self.groups * self.n
 
 
-KERNELS = ("auto", "direct", "im2col")
+KERNELS = ("auto", "direct", "channels", "im2col")
 
 
 def _tiling(tiling: Tiling | None) -> Tiling:
@@ -131,43 +146,71 @@ def conv2d_plan(spec: ConvSpec, tiling: Tiling | None = None) -> Plan | None:
 
 
 def conv_kernel(spec: ConvSpec, kernel: str = "auto", tiling: Tiling | None = None) -> str:
-    """Which kernel runs `spec` at `tiling`'s vector width: "depthwise", "direct" or "im2col" (`kernel` forces
-    "direct" or "im2col" where that kernel covers the shape; "auto" applies the rule in the module docstring)."""
+    """Which kernel runs `spec` at `tiling`'s vector width: "depthwise", "direct", "channels" or "im2col" (`kernel`
+    forces "direct", "channels" or "im2col" where that kernel covers the shape; "auto" applies the rule in the
+    module docstring). "channels" reads the weight pre-packed: a spec without prepacked_weight never runs on it."""
     if kernel not in KERNELS:
         raise ValueError(f"conv2d kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     if spec.depthwise:
         return "depthwise"
+    width = _tiling(tiling).width
     if kernel == "direct" and not direct_covers(spec):
         raise ValueError(f"the direct conv2d kernel covers kernels of up to {MOST_TAPS} taps and strides 1 and 2 "
                          f"along W, not {spec}")
-    if kernel == "direct" or (kernel == "auto" and direct_preferred(spec, _tiling(tiling).width)):
-        return "direct"
-    return "im2col"
+    if kernel == "channels" and not channels_covers(spec, width):
+        raise ValueError(f"the channels conv2d kernel needs a pre-packed weight and a kernel of at most 7x7 taps, "
+                         f"not {spec}")
+    if kernel != "auto":
+        return kernel
+    if channels_preferred(spec, width):
+        return "channels"
+    return "direct" if direct_preferred(spec, width) else "im2col"
+
+
+# The channels kernel's rule (measured, see the module doc): AVX-512 and K = C_in/groups*kH*kW from this on.
+CHANNELS_WIDTH = 16
+CHANNELS_MIN_K = 256
+
+
+def channels_preferred(spec: ConvSpec, width: int) -> bool:
+    """Whether the channels kernel is the faster one for `spec` at `width` lanes (the rule in the module doc)."""
+    k = (spec.c // spec.groups) * spec.kh * spec.kw
+    return width >= CHANNELS_WIDTH and k >= CHANNELS_MIN_K and channels_covers(spec, width)
 
 
 def conv2d_scratch_bytes(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> int:
     """Bytes of per-thread scratch the conv2d kernel of `spec` needs."""
-    if conv_kernel(spec, kernel, tiling) == "direct":
+    if conv_kernel(spec, kernel, tiling) in ("direct", "channels"):
         return 0
     plan = conv2d_plan(spec, tiling)
     return 0 if plan is None else plan.scratch_bytes
 
 
-def conv_weight_floats(spec: ConvSpec, tiling: Tiling | None = None) -> int:
+def weight_kernel(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> str:
+    """The kernel that will read `spec`'s weight once it is pre-packed: it decides the packed layout."""
+    return conv_kernel(replace(spec, prepacked_weight=True), kernel, tiling)
+
+
+def conv_weight_floats(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> int:
     """Floats of the pre-packed weight of `spec` (the plain weight's size for depthwise convs)."""
     tiling = _tiling(tiling)
     if spec.depthwise:
         return spec.c_out * spec.kh * spec.kw
+    if weight_kernel(spec, tiling, kernel) == "channels":
+        return ChannelLayout(spec, tiling.width).weight_floats
     m, _, k = spec.gemm_dims
     return spec.groups * prepacked_a_floats(m, k, tiling)
 
 
-def emit_conv_weight_prepack(module: ir.Module, name: str, spec: ConvSpec,
-                             tiling: Tiling | None = None) -> ir.Function:
-    """Emit `void name(ptr w, ptr dst)` packing a (c_out, c/groups, kh, kw) weight for prepacked_weight=True."""
+def emit_conv_weight_prepack(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | None = None,
+                             kernel: str = "auto") -> ir.Function:
+    """Emit `void name(ptr w, ptr dst)` packing a (c_out, c/groups, kh, kw) weight for prepacked_weight=True, in
+    the layout of the kernel that will read it (weight_kernel)."""
     tiling = _tiling(tiling)
     if spec.depthwise:
         raise ValueError("a depthwise conv2d reads its weight as it is; there is nothing to pre-pack")
+    if weight_kernel(spec, tiling, kernel) == "channels":
+        return emit_channels_prepack(module, name, spec, tiling.width)
     m, _, k = spec.gemm_dims
     return emit_prepack_a(module, name, m, k, Strided(k, 1, (m * k,)), tiling, batch=(spec.groups,))
 
@@ -181,6 +224,8 @@ def emit_conv2d(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | N
         return emit_depthwise(module, name, spec, tiling, epilogue, n_extra)
     if chosen == "direct":
         return emit_direct(module, name, spec, tiling, epilogue, n_extra, conv2d_arguments(n_extra))
+    if chosen == "channels":
+        return emit_channels(module, name, spec, tiling, epilogue, n_extra, conv2d_arguments(n_extra))
     inner = emit_problem(module, f"{name}.gemm", conv_problem(spec, tiling), tiling, epilogue, n_extra)
     inner.linkage = "internal"
     fn = define_function(module, name, conv2d_arguments(n_extra))
@@ -192,4 +237,4 @@ def emit_conv2d(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | N
 
 
 __all__ = ["ConvSpec", "Im2col", "KERNELS", "conv2d_plan", "conv2d_scratch_bytes", "conv_kernel", "conv_problem",
-           "conv_weight_floats", "emit_conv2d", "emit_conv_weight_prepack"]
+           "conv_weight_floats", "channels_preferred", "emit_conv2d", "emit_conv_weight_prepack", "weight_kernel"]

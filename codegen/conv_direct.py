@@ -109,14 +109,15 @@ class Layout:
         """Where group g's weight starts: g times this."""
         return self.blocks * self.k * self.tiling.mr if self.spec.prepacked_weight else self.group_out * self.k
 
-    def rows_inside(self) -> bool:
-        """Whether the taps of every row block read rows inside the input (no row of zeros is needed)."""
-        s = self.spec
-        (sh, _), (ph, _), (dh, _) = s.stride, s.padding, s.dilation
-        first = -(-ph // sh)  # the first output row whose top tap is a real row
-        reach = (s.kh - 1) * dh - ph  # bottom tap offset from oh*sh
-        last_row = (s.h - 1 - reach) // sh  # the last output row whose bottom tap is a real row
-        return first <= 0 and last_row >= s.out_shape[2] - 1
+
+
+def rows_inside(s: ConvSpec) -> bool:
+    """Whether the taps of every output row read rows inside the input (no row of zeros is needed)."""
+    (sh, _), (ph, _), (dh, _) = s.stride, s.padding, s.dilation
+    first = -(-ph // sh)  # the first output row whose top tap is a real row
+    reach = (s.kh - 1) * dh - ph  # bottom tap offset from oh*sh
+    last_row = (s.h - 1 - reach) // sh  # the last output row whose bottom tap is a real row
+    return first <= 0 and last_row >= s.out_shape[2] - 1
 
 
 def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, epilogue: Epilogue | None,
@@ -132,7 +133,7 @@ def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, ep
         builder.ret_void()
         return fn
     tiles = {}
-    zero_row = None if layout.rows_inside() else _zero_row(module, f"{name}.zeros", s.w)
+    zero_row = None if rows_inside(s) else zero_row_constant(module, f"{name}.zeros", s.w)
 
     def tile_fn(channels: int, rows: int) -> ir.Function:
         if (channels, rows) not in tiles:
@@ -146,7 +147,7 @@ def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, ep
     return fn
 
 
-def _zero_row(module: ir.Module, name: str, width: int) -> ir.GlobalVariable:
+def zero_row_constant(module: ir.Module, name: str, width: int) -> ir.GlobalVariable:
     """A constant input row of zeros: what the taps over the top and bottom padding read."""
     typ = ir.ArrayType(F32, width)
     glob = ir.GlobalVariable(module, typ, name)
@@ -342,4 +343,5 @@ def _store(builder: ir.IRBuilder, layout: Layout, out, where, acc, group: list[_
             store_vec(builder, value, elem_ptr(builder, plane, col), mask)
 
 
-__all__ = ["Layout", "MIN_ROW_VECTORS", "direct_covers", "direct_preferred", "emit_direct", "pixel_order"]
+__all__ = ["Layout", "MIN_ROW_VECTORS", "direct_covers", "direct_preferred", "emit_direct", "pixel_order",
+           "rows_inside", "zero_row_constant"]

@@ -27,7 +27,8 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import is_leaf
 from braze.ir.types import float32
 
-from ..conv import ConvSpec, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d, emit_conv_weight_prepack
+from ..conv import (ConvSpec, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d, emit_conv_weight_prepack,
+                    weight_kernel)
 from ..gemm import (GemmSpec, Prepacked, Strided, TilePos, Tiling, emit_gemm, emit_prepack_b, gemm_plan,
                     gemm_scratch_bytes, matmul_spec, prepacked_b_floats, tiling_for, uses_gemv)
 from ..gemm_pack import batch_offset
@@ -81,7 +82,8 @@ def _prepack_conv_weight(ctx: KernelContext, spec: ConvSpec, param: Value, opera
     fn = emit_conv_weight_prepack(ctx.module, f"{ctx.name}.prepack_w", spec, tiling)
     fn.linkage = "internal"
     nbytes = 4 * conv_weight_floats(spec, tiling)
-    key = f"{param.name}:conv_w:{'x'.join(map(str, spec.weight_shape))}:g{spec.groups}:{tiling.mr}"
+    layout = f"{weight_kernel(spec, tiling)}:{tiling.width}x{tiling.mr}"
+    key = f"{param.name}:conv_w:{'x'.join(map(str, spec.weight_shape))}:g{spec.groups}:{layout}"
     return replace(spec, prepacked_weight=True), PreparedWeight(operand, fn, nbytes, key)
 
 

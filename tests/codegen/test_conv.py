@@ -40,12 +40,12 @@ def run_conv(spec: ConvSpec, x: np.ndarray, w: np.ndarray, *, tiling=HOST, epilo
     def emit(module, name):
         emit_conv2d(module, name, spec, tiling, epilogue, len(extras), kernel=which)
         if prepack:
-            emit_conv_weight_prepack(module, name + "_pack", spec, tiling)
+            emit_conv_weight_prepack(module, name + "_pack", spec, tiling, which)
     library, name = build("t_conv", (spec, tiling, tag, len(extras), which), emit)
     require(x, int(np.prod(spec.input_shape)), "x")
     require(w, int(np.prod(spec.weight_shape)), "w")
     if prepack:
-        packed = aligned(conv_weight_floats(spec, tiling))
+        packed = aligned(conv_weight_floats(spec, tiling, which))
         library.cfunc(name + "_pack", None, ctypes.c_void_p, ctypes.c_void_p)(w.ctypes.data, packed.ctypes.data)
         w = packed
     out = np.full(spec.out_shape, np.nan, np.float32)

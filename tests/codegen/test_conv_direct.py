@@ -108,7 +108,7 @@ def test_conv_kernel_rejects_what_it_cannot_run() -> None:
         conv_kernel(ConvSpec(1, 3, 8, 8, 4, 5, 5), "direct")
     with pytest.raises(ValueError, match="stride"):
         conv_kernel(ConvSpec(1, 3, 9, 9, 4, 3, 3, stride=(1, 3)), "direct")
-    with pytest.raises(ValueError, match="auto, direct, im2col"):
+    with pytest.raises(ValueError, match="auto, direct, channels, im2col"):
         conv_kernel(ConvSpec(1, 3, 8, 8, 4, 3, 3), "winograd")
 
 

@@ -17,6 +17,8 @@ import pytest
 import braze
 import braze.nn as nn
 import braze.nn.functional as F
+from braze.codegen.conv import CHANNELS_WIDTH, ConvSpec
+from braze.codegen.conv_channels import ChannelLayout
 from braze.codegen.gemm import default_tiling
 from braze.codegen.gemv import GEMV_ROWS
 
@@ -169,6 +171,20 @@ def conv_packed_layout(w: np.ndarray, groups: int, mr: int) -> np.ndarray:
     return np.concatenate([packed_layout(a.T, mr) for a in per_group])
 
 
+def channels_packed_layout(w: np.ndarray, groups: int, layout: ChannelLayout) -> np.ndarray:
+    """A conv weight for the channels kernel: per group, the channels zero-padded to whole vectors of W, then per
+    channel tile of V (the last V') vectors, for each of the K steps the tile's V'*W weights side by side."""
+    width, out = layout.width, []
+    for a in w.reshape(groups, w.shape[0] // groups, -1):
+        padded = np.zeros((layout.blocks * width, a.shape[1]), np.float32)
+        padded[:a.shape[0]] = a
+        for tile in range(layout.channel_tiles):
+            vectors = layout.last_vectors if tile == layout.channel_tiles - 1 else layout.vectors
+            first = tile * layout.vectors * width
+            out.append(padded[first:first + vectors * width].T.reshape(-1))
+    return np.concatenate(out)
+
+
 def conv_slots(exe: Any) -> dict[str, Any]:
     """The prepared slots of conv weights by the path of the weight they pack."""
     return {exe.built.weights[slot.source].path: slot for slot in exe.built.prepared if ":conv_w:" in slot.key}
@@ -193,14 +209,22 @@ def test_conv_weights_are_packed_once_before_the_first_call() -> None:
     x = np.random.default_rng(4).standard_normal((2, 3, 10, 10)).astype(np.float32)
     exe = braze.compile(model, x).executable
     assert exe.prepare_calls == 1
-    mr = default_tiling().mr
+    tiling = default_tiling()
     slots = conv_slots(exe)
     for path, groups in zip(PACKED_CONVS, (1, 4, 1)):
         slot = slots[path]
         buffer = exe._prepared[slot.slot - len(exe.built.weights)]
         assert buffer.nbytes >= slot.nbytes
         weight = exe.built.weights[slot.source].array(exe.graph)
-        np.testing.assert_array_equal(buffer[:slot.nbytes].view(np.float32), conv_packed_layout(weight, groups, mr))
+        # the stride-2 conv's K = 32*3*3 = 288 puts it on the channels kernel on AVX-512 (codegen/conv.py)
+        on_channels = path == "down.weight" and tiling.width >= CHANNELS_WIDTH
+        assert (":channels:" in slot.key) == on_channels
+        if on_channels:
+            spec = ConvSpec(2, weight.shape[1] * groups, 10, 10, weight.shape[0], 3, 3, groups=groups)
+            want = channels_packed_layout(weight, groups, ChannelLayout(spec, tiling.width))
+        else:
+            want = conv_packed_layout(weight, groups, tiling.mr)
+        np.testing.assert_array_equal(buffer[:slot.nbytes].view(np.float32), want)
     for _ in range(3):
         assert_close(exe(x), eager(model, x))
     assert exe.prepare_calls == 1
