@@ -16,8 +16,8 @@ channels kernel ran ResNet-style 3x3 layers at 114-126 against 77-105 for the GE
 vector for the direct kernel), 1x1 layers of 256-2048 input channels at 95-112 against 78-95, the CNN's stride-2
 layers 2 and 3 (K = 288, 576) at batch 64 1.07x the direct kernel and 1.12x the GEMM; but with K = 27 (3 input
 channels, 3x3) it ran 75-80 against 90-94, its store's transpose costing as much as a few input channels' FMAs,
-and it tied at K = 64 and lost 3% at K = 144. Forced to AVX2 (16 registers: a 4 x 3 tile of 8 lanes, the
-broadcasts not folded into the FMAs) it lost to the GEMM or the direct kernel on most of those layers, so AVX2 keeps
+and it tied at K = 64 and lost 3% at K = 144. Forced to AVX2 (16 registers: a 4 x 2 tile of 8 lanes) it ran
+0.85-1.25x the GEMM on those layers, ahead on some 3x3 layers, behind on 1x1 and on the CNN's layer 2, so AVX2 keeps
 the older rule. That rule, from AVX2: with output rows of 4 vectors and more (32 and 64 pixels wide) the direct
 kernel is 1.1-1.35x the GEMM's speed, for 3x3 and 1x1 kernels, the 3-input-channel first layer included; with
 rows of 1-3 vectors most of its vectors sit at a row's edge, where tap loads over the padding are masked, and it
