@@ -1,8 +1,9 @@
 """Pooling over the last two axes: max_pool2d, avg_pool2d and adaptive_avg_pool2d (torch semantics).
 
 max/avg pooling: the units threads split are output rows of every plane; each row is computed W output columns at
-a time, looping over the window's taps with masked loads (stride 1) or masked gathers (other strides), so taps in
-the padding or past a ceil-mode edge are never read: they count as -inf for max and are left out of avg's sum.
+a time, looping over the window's taps with masked loads (stride 1; strides up to 4 load the stride x W elements a
+tap spans and keep every stride-th with a shuffle) or masked gathers (larger strides), so taps in the padding or
+past a ceil-mode edge are never read: they count as -inf for max and are left out of avg's sum.
 Window maxima propagate NaN like the reference. avg_pool2d divides by torch's divisor (count_include_pad and the
 ceil-mode rule), computed per output row and column from the geometry, not per tap.
 
@@ -18,11 +19,16 @@ import llvmlite.ir as ir
 from braze.ir.graph import Node
 from braze.ir.types import DType
 
-from ..loops import I64, alloca, for_range, i64, vector_loop
+from ..loops import I32, I64, alloca, for_range, i64, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, constant, gather, iota, load,
                    register, store, widen)
 from .elementwise import fmax
 from .reducers import Reducer
+
+
+# Strides up to this read a window tap's lanes with one wide masked load and a shuffle; larger ones gather (a
+# gather of 16 lanes costs about as much as 16 loads, what the wide load spends only at stride 16).
+MOST_SPREAD = 4
 
 
 def divisor(b: ir.IRBuilder, first: ir.Value, kernel: int, size: int, pad: int, include_pad: bool) -> ir.Value:
@@ -92,6 +98,15 @@ def _tap(b: ir.IRBuilder, k: Kernel, row: ir.Value, iw: ir.Value, row_ok: ir.Val
     mask = b.and_(widen(b, row_ok, lanes), b.icmp_unsigned("<", cols, widen(b, i64(width), lanes)))
     if stride == 1:
         return b.select(mask, load(b, k.ins[0], b.add(row, iw), dtype, lanes, mask), widen(b, fill, lanes))
+    if stride <= MOST_SPREAD:
+        # the stride * lanes elements the taps span, in one masked load, every stride-th kept by a shuffle
+        span = b.add(widen(b, iw, lanes * stride), iota(I64, lanes * stride))
+        inside = b.and_(widen(b, row_ok, lanes * stride),
+                        b.icmp_unsigned("<", span, widen(b, i64(width), lanes * stride)))
+        wide = load(b, k.ins[0], b.add(row, iw), dtype, lanes * stride, inside)
+        picked = b.shuffle_vector(wide, ir.Constant(wide.type, None),
+                                  ir.Constant(ir.VectorType(I32, lanes), [p * stride for p in range(lanes)]))
+        return b.select(mask, picked, widen(b, fill, lanes))
     return gather(b, k.ins[0], b.add(widen(b, row, lanes), cols), dtype, mask, widen(b, fill, lanes))
 
 

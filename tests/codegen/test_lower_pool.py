@@ -4,6 +4,7 @@ the accuracy table's sum bound."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -65,3 +66,24 @@ def test_adaptive_avg_pool2d_matches_reference(shape, out, dtype: str, seed: int
     scale = evaluate("adaptive_avg_pool2d", [np.abs(x)], node.attr)[0]
     terms = (-(-shape[2] // out[0]) + 1) * (-(-shape[3] // out[1]) + 1)
     check_node(node, [x], terms=terms, scale=scale)
+
+
+@pytest.mark.parametrize("stride", [2, 3, 4, 5])
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_strided_pooling_reads_each_tap_whole_at_every_row_width(stride: int, op: str, dtype: str) -> None:
+    """Strides up to 4 load a tap's stride x W elements at once and keep every stride-th, larger ones gather: rows
+    whose outputs are one short of a vector, a vector, one more and several, the padding and a ceil-mode edge at
+    both ends, NaN kept by max."""
+    rng = np.random.default_rng(stride)
+    for outputs in (15, 16, 17, 35):
+        width = (outputs - 1) * stride + 2
+        x = random_array(rng, (2, 3, 7, width), dtype)
+        x.reshape(-1)[::11] = np.nan if op == "max_pool2d" else 0.0
+        attrs = dict(kernel_size=(3, 3), stride=(2, stride), padding=(1, 1), ceil_mode=True)
+        node = make_node(op, x, **attrs)
+        if op == "max_pool2d":
+            check_node(node, [x])
+        else:
+            scale = evaluate(op, [np.abs(x)], node.attr)[0]
+            check_node(node, [x], terms=9, scale=scale)
