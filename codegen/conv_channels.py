@@ -1,11 +1,11 @@
 """Direct conv2d with the output channels across the vector lanes: AVX-512's kernel for long dot products.
 
-A tile holds P output pixels of one output row times V vectors of W output channels. Per input channel and tap it
-loads the tap's V weight vectors and broadcasts each of the P input pixels the tap reads straight from the NCHW
-input, each broadcast feeding V FMAs: P*V FMAs for P + V loads (8 x 3 on AVX-512: 24 FMAs, 11 loads). Nothing in
-that loop depends on how wide the output rows are or on the stride: a stride-2 tap broadcasts every other pixel,
-where the pixels-in-lanes kernel (conv_direct.py) loads twice the lanes and shuffles them, and a row of 7 or 8
-pixels fills a tile, where that kernel fills half a vector. The weight is pre-packed once in blocks of W output
+A tile holds P output pixels of one output row (or of a few short rows) times V vectors of W output channels.
+Per input channel and tap it loads the tap's V weight vectors and broadcasts each of the P input pixels the tap
+reads straight from the NCHW input, each broadcast feeding V FMAs: P*V FMAs for P + V loads (8 x 3 on AVX-512: 24
+FMAs, 11 loads). Nothing in that loop depends on the row width or the stride: a stride-2 tap broadcasts every
+other pixel, where the pixels-in-lanes kernel (conv_direct.py) loads twice the lanes and shuffles them, and a row of
+7 or 8 pixels fills a tile, where that kernel fills half a vector. The weight is pre-packed once in blocks of W output
 channels (the blocked OIHW16o weight of NCHWc kernels), zero past the last channel, a tile's V blocks interleaved
 so that each tap's weights are one contiguous run. The activations stay NCHW: at the store the tile is transposed
 in registers (log2 P rounds of two-source shuffles) into P-pixel runs of one channel, which take the epilogue and
@@ -16,18 +16,22 @@ Which pixels a tile's taps read over the left or right padding is static, so tho
 function serves every column tile with the same set of left-out taps (the first, the last, and all of the middle
 ones of a wide row), its column given at run time. A row is cut into tiles as evenly as P allows. Input rows over
 the top or bottom padding read a constant row of zeros, chosen by one select per kernel row, as in conv_direct.py.
-Threads claim units of (image, group, channel tile, output row), rows innermost, so consecutive units read one
-weight tile.
+Where an output row is at most half of P, a tile takes as many whole rows as fit (a 4x4 output in tiles of 2 rows,
+a 2x2 output in one tile), its pixels one run in each output plane. Threads claim units of (image, group, channel
+tile, row block), row blocks innermost, so consecutive units read one weight tile; where a group's weight is larger
+than half of L2, units of (group, channel tile, image, row block), so that the weight tile serves every image
+before the next is read.
 
 emit_channels has conv.py's signature; it reads the weight pre-packed (conv.py picks it only then).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
 
+from .cache_sizes import host_cache_sizes
 from .claims import claimed_chunks
 from .conv_direct import rows_inside, zero_row_constant
 from .gemm_kernel import (F32, I32, I64, PTR, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask, load_vec,
@@ -57,6 +61,7 @@ class ChannelLayout:
     spec: ConvSpec
     width: int
     fma: bool = True
+    l2: int = field(default_factory=lambda: host_cache_sizes().l2)
 
     @property
     def pixels(self) -> int:
@@ -107,10 +112,29 @@ class ChannelLayout:
     def weight_floats(self) -> int:
         return self.spec.groups * self.blocks * self.k * self.width
 
+    @property
+    def images_inner(self) -> bool:
+        """Whether the units take the images innermost after the rows: a group's packed weight larger than half of
+        L2 would otherwise stream from L3 or memory once per image (ResNet's 512-channel layers: 9.4 MB, against
+        8 KB of input per image), where one image's rows are the smaller thing to read again."""
+        return 4 * self.weight_floats // self.spec.groups > self.l2 // 2
+
+    @property
+    def rows(self) -> int:
+        """Output rows per tile: as many whole rows as P pixels hold where a row is at most half of them (4x4 and
+        2x2 outputs, whose one-row tiles would load as much per FMA as wide ones and compute a half or a quarter
+        as much), else 1."""
+        oh, ow = self.spec.out_shape[2:]
+        return max(1, min(oh, self.pixels // ow)) if 2 * ow <= self.pixels else 1
+
+    @property
+    def row_blocks(self) -> int:
+        return -(-self.spec.out_shape[2] // self.rows)
+
     def column_tiles(self) -> list[tuple[int, int]]:
         """(first output column, pixels) of each tile along an output row: as few tiles as P allows, as evenly
         filled (a 28-pixel row as 4 x 7, not 3 x 8 + 4: the 4-pixel tile would load as much per FMA as the others
-        and compute half as much)."""
+        and compute half as much); tiles of several rows take whole rows."""
         ow, p = self.spec.out_shape[3], self.pixels
         size = -(-ow // -(-ow // p))
         return [(c, min(size, ow - c)) for c in range(0, ow, size)]
@@ -164,8 +188,7 @@ def emit_channels(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, 
     x, w, out, _, tid, nthreads, claim, *extra = fn.args
     builder = entry_builder(fn)
     s = spec
-    oh_count = s.out_shape[2]
-    units = s.n * s.groups * layout.channel_tiles * oh_count
+    units = s.n * s.groups * layout.channel_tiles * layout.row_blocks
     if units == 0 or 0 in s.out_shape:
         builder.ret_void()
         return fn
@@ -179,8 +202,8 @@ def emit_channels(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, 
                                                   epilogue, n_extra)
         return stores[count, channels]
 
-    def tile_fn(vectors: int, channels: int, count: int, skipped: tuple) -> ir.Function:
-        key = (vectors, channels, count, skipped)
+    def tile_fn(vectors: int, channels: int, count: int, skipped: tuple, rows: int) -> ir.Function:
+        key = (vectors, channels, count, skipped, rows)
         if key not in tiles:
             tiles[key] = _emit_tile(module, f"{name}.t{len(tiles)}", layout, key, zeros_row, store_fn, n_extra)
         return tiles[key]
@@ -192,16 +215,23 @@ def emit_channels(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, 
 
 
 def _unit(builder: ir.IRBuilder, layout: ChannelLayout, tile_fn, ptrs, unit, extra) -> None:
-    """Unit (image, group, channel tile, output row): every column tile of the row."""
+    """Unit (image, group, channel tile, row block): every column tile of the block's rows."""
     s = layout.spec
     x, w, out = ptrs
     _, c_out, oh_count, ow_count = s.out_shape
-    oh = builder.urem(unit, const64(oh_count))
-    rest = builder.udiv(unit, const64(oh_count))
-    ctile = builder.urem(rest, const64(layout.channel_tiles))
-    rest = builder.udiv(rest, const64(layout.channel_tiles))
-    group = builder.urem(rest, const64(s.groups))
-    image = builder.udiv(rest, const64(s.groups))
+    block_index = builder.urem(unit, const64(layout.row_blocks))
+    oh = builder.mul(block_index, const64(layout.rows))
+    rest = builder.udiv(unit, const64(layout.row_blocks))
+    if layout.images_inner:
+        image = builder.urem(rest, const64(s.n))
+        rest = builder.udiv(rest, const64(s.n))
+        ctile = builder.urem(rest, const64(layout.channel_tiles))
+        group = builder.udiv(rest, const64(layout.channel_tiles))
+    else:
+        ctile = builder.urem(rest, const64(layout.channel_tiles))
+        rest = builder.udiv(rest, const64(layout.channel_tiles))
+        group = builder.urem(rest, const64(s.groups))
+        image = builder.udiv(rest, const64(s.groups))
     x_group = elem_ptr(builder, x, builder.mul(builder.add(builder.mul(image, const64(s.c)),
                                                             builder.mul(group, const64(layout.group_in))),
                                                 const64(s.h * s.w)))
@@ -212,11 +242,24 @@ def _unit(builder: ir.IRBuilder, layout: ChannelLayout, tile_fn, ptrs, unit, ext
                       builder.mul(ctile, const64(layout.vectors * layout.width)))
     last_vectors, last_channels = layout.last_vectors, layout.last_channels
 
-    def columns(vectors: int, channels: int) -> None:
-        """Every column tile of the row, for a channel tile of `vectors` vectors, `channels` in the last."""
+    tail_rows = oh_count - (layout.row_blocks - 1) * layout.rows
+
+    def row_block(vectors: int, channels: int, rows: int) -> None:
         for col, count in layout.column_tiles():
-            fn = tile_fn(vectors, channels, count, layout.skipped(col, count))
+            fn = tile_fn(vectors, channels, count, layout.skipped(col, count), rows)
             builder.call(fn, [x_group, w_tile, out_image, image, co0, oh, const64(col), *extra])
+
+    def columns(vectors: int, channels: int) -> None:
+        """Every column tile of the row block, for a channel tile of `vectors` vectors, `channels` in the last."""
+        if tail_rows == layout.rows:
+            row_block(vectors, channels, layout.rows)
+            return
+        is_tail = builder.icmp_unsigned("==", block_index, const64(layout.row_blocks - 1))
+        with builder.if_else(is_tail) as (then, otherwise):
+            with then:
+                row_block(vectors, channels, tail_rows)
+            with otherwise:
+                row_block(vectors, channels, layout.rows)
     if layout.channel_tiles == 1 or (last_vectors == layout.vectors and last_channels == layout.width):
         columns(last_vectors if layout.channel_tiles == 1 else layout.vectors,
                 last_channels if layout.channel_tiles == 1 else layout.width)
@@ -232,67 +275,76 @@ def _unit(builder: ir.IRBuilder, layout: ChannelLayout, tile_fn, ptrs, unit, ext
 def _emit_tile(module: ir.Module, name: str, layout: ChannelLayout, key: tuple, zeros_row: ir.GlobalVariable | None,
                store_fn, n_extra: int) -> ir.Function:
     """Emit `void name(x_group, w_tile, out_image, image, co0, oh, col, extra...)`: `vectors` channel vectors
-    (`channels` valid in the last) from co0 times `count` pixels of output row oh from column col, the taps in
-    `skipped` left out; each channel vector is stored by the function store_fn(count, channels) returns."""
-    vectors, channels, count, skipped = key
+    (`channels` valid in the last) from co0 times `count` pixels from column col of each of `rows` output rows from
+    oh (rows > 1 only with whole rows: the pixels are then one run in each plane), the taps in `skipped` left out;
+    each channel vector is stored by the function store_fn(pixels, channels) returns."""
+    vectors, channels, count, skipped, rows = key
     args = [("x", PTR), ("w", PTR), ("out", PTR), ("image", I64), ("co0", I64), ("oh", I64), ("col", I64)]
     fn = define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)], internal=True)
     fn.attributes.add("noinline")  # one tile's work dwarfs a call; inlined, the variants multiply compile time
     x, w, out, image, co0, oh, col, *extra = fn.args
     builder = entry_builder(fn)
-    acc = _accumulate(builder, layout, (x, w), (oh, col), (vectors, count, frozenset(skipped)), zeros_row)
+    acc = _accumulate(builder, layout, (x, w), (oh, col), (vectors, count, frozenset(skipped), rows), zeros_row)
     position = builder.add(builder.mul(oh, const64(layout.spec.out_shape[3])), col)
+    pixels = rows * count
     for v in range(vectors):
         # a short tile repeats its last pixel (lanes the store leaves out): shuffles of constant zeros fold into
         # patterns LLVM's x86 backend cannot select
-        rows = [acc[p][v] for p in range(count)] + [acc[count - 1][v]] * (layout.pixels - count)
-        store = store_fn(count, channels if v == vectors - 1 else layout.width)
-        builder.call(store, [*rows, out, image, builder.add(co0, const64(v * layout.width)), position, *extra])
+        runs = [acc[p][v] for p in range(pixels)] + [acc[pixels - 1][v]] * (layout.pixels - pixels)
+        store = store_fn(pixels, channels if v == vectors - 1 else layout.width)
+        builder.call(store, [*runs, out, image, builder.add(co0, const64(v * layout.width)), position, *extra])
     builder.ret_void()
     return fn
 
 
 def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape,
                 zeros_row: ir.GlobalVariable | None) -> list[list[ir.Value]]:
-    """acc[p][v]: for each input channel and tap, weight vector v times input pixel p's broadcast."""
+    """acc[q][v] for the tile's pixels q = r * count + p (row r, column p): for each input channel and tap, weight
+    vector v times the broadcast of the input pixel q's tap reads."""
     s, width = layout.spec, layout.width
     x, w = ptrs
     oh, col = where
-    vectors, count, skipped = shape
+    vectors, count, skipped, rows = shape
+    pixels = rows * count
     (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
-    slots = alloca(builder, vec_type(width), "acc", count * vectors)
-    for i in range(count * vectors):
+    slots = alloca(builder, vec_type(width), "acc", pixels * vectors)
+    for i in range(pixels * vectors):
         builder.store(zeros(vec_type(width)), _slot(builder, slots, i, width))
-    rows = []
-    for kh in range(s.kh):
-        ih = builder.add(builder.mul(oh, const64(sh)), const64(kh * dh - ph))
-        inside = None if zeros_row is None else builder.icmp_unsigned("<", ih, const64(s.h))
-        rows.append((builder.add(builder.mul(ih, const64(s.w)), builder.mul(col, const64(sw))), inside))
+    offsets = {}  # (tile row, kernel row) -> (offset of the input row at the tile's column, inside the input)
+    for r in range(rows):
+        for kh in range(s.kh):
+            ih = builder.add(builder.mul(builder.add(oh, const64(r)), const64(sh)), const64(kh * dh - ph))
+            inside = None if zeros_row is None else builder.icmp_unsigned("<", ih, const64(s.h))
+            offsets[r, kh] = (builder.add(builder.mul(ih, const64(s.w)), builder.mul(col, const64(sw))), inside)
     run = vectors * width  # floats of one tap's weights
     with for_range(builder, 0, layout.group_in, name="ci") as ci:
         plane = elem_ptr(builder, x, builder.mul(ci, const64(s.h * s.w)))
         w_ci = elem_ptr(builder, w, builder.mul(ci, const64(layout.taps * run)))
-        acc = [[builder.load(_slot(builder, slots, p * vectors + v, width)) for v in range(vectors)]
-               for p in range(count)]
-        for kh, (offset, inside) in enumerate(rows):
-            start = elem_ptr(builder, plane, offset)
+        acc = [[builder.load(_slot(builder, slots, q * vectors + v, width)) for v in range(vectors)]
+               for q in range(pixels)]
+        starts = {}
+        for key, (offset, inside) in offsets.items():
+            starts[key] = elem_ptr(builder, plane, offset)
             if inside is not None:  # the row of zeros stands in for the input row, at the tile's column
-                start = builder.select(inside, start, elem_ptr(builder, zeros_row, builder.mul(col, const64(sw))))
+                starts[key] = builder.select(inside, starts[key],
+                                             elem_ptr(builder, zeros_row, builder.mul(col, const64(sw))))
+        for kh in range(s.kh):
             for kw in range(s.kw):
                 tap = kh * s.kw + kw
                 weights = [load_vec(builder, elem_ptr(builder, w_ci, tap * run + v * width), width)
                            for v in range(vectors)]
-                for p in range(count):
+                for q in range(pixels):
+                    r, p = divmod(q, count)
                     if (p, kw) in skipped:
                         continue
-                    pixel = builder.load(elem_ptr(builder, start, p * sw + kw * dw - pw), typ=F32, align=4)
+                    pixel = builder.load(elem_ptr(builder, starts[r, kh], p * sw + kw * dw - pw), typ=F32, align=4)
                     broadcast = splat(builder, pixel, width)
-                    acc[p] = [mul_add(builder, weight, broadcast, a, layout.fma) for weight, a in zip(weights, acc[p])]
-        for p in range(count):
+                    acc[q] = [mul_add(builder, weight, broadcast, a, layout.fma) for weight, a in zip(weights, acc[q])]
+        for q in range(pixels):
             for v in range(vectors):
-                builder.store(acc[p][v], _slot(builder, slots, p * vectors + v, width))
-    return [[builder.load(_slot(builder, slots, p * vectors + v, width)) for v in range(vectors)]
-            for p in range(count)]
+                builder.store(acc[q][v], _slot(builder, slots, q * vectors + v, width))
+    return [[builder.load(_slot(builder, slots, q * vectors + v, width)) for v in range(vectors)]
+            for q in range(pixels)]
 
 
 def _slot(builder: ir.IRBuilder, base: ir.Value, index: int, width: int) -> ir.Value:

@@ -9,7 +9,8 @@ import pytest
 import braze
 import braze.nn as nn
 import braze.nn.functional as F
-from braze.codegen import host_target
+from braze.codegen import conv_channels, host_target
+from braze.codegen.cache_sizes import CacheSizes
 from braze.codegen.conv import CHANNELS_MIN_K, ConvSpec, conv2d_scratch_bytes, conv_kernel, conv_weight_floats
 from braze.codegen.conv_channels import ChannelLayout
 from braze.codegen.gemm import residual, tiling_for
@@ -37,6 +38,11 @@ EDGES = [
     dict(n=1, c=4, h=6, w=9, c_out=3, kh=3, kw=1, padding=(1, 0)),
     dict(n=1, c=4, h=2, w=9, c_out=3, kh=1, kw=3, padding=(2, 1)),
     dict(n=1, c=2, h=3, w=3, c_out=3, kh=5, kw=5, padding=(4, 4)),
+    # short rows, several to a tile: 4x4 and 2x2 outputs, and rows of 3 and 1 pixels with a shorter last block
+    dict(n=2, c=5, h=8, w=8, c_out=W + 3, kh=3, kw=3, padding=(1, 1), stride=(2, 2)),
+    dict(n=1, c=6, h=2, w=2, c_out=2 * W, kh=3, kw=3, padding=(1, 1)),
+    dict(n=1, c=4, h=11, w=3, c_out=5, kh=3, kw=3, padding=(1, 1)),
+    dict(n=2, c=3, h=13, w=1, c_out=7, kh=3, kw=1, padding=(1, 0)),
 ]
 
 
@@ -56,7 +62,7 @@ def test_channels_conv2d_every_vector_width(width) -> None:
     tiling = tiling_for(width)
     layout = ChannelLayout(ConvSpec(1, 1, 1, 1, 1, 1, 1), width)
     for ow, c_out in ((layout.pixels - 1, width - 1), (layout.pixels, width + 1), (layout.pixels + 1, 3 * width),
-                      (3 * layout.pixels + 2, 4 * width + 1)):
+                      (3 * layout.pixels + 2, 4 * width + 1), (layout.pixels // 2, width), (1, width + 1)):
         check(ConvSpec(2, 3, 5, ow, c_out, 3, 3, padding=(1, 1), prepacked_weight=True), tiling=tiling,
               which="channels")
 
@@ -96,7 +102,11 @@ def test_channel_tiles_split_evenly_and_rows_fill_their_tiles() -> None:
     assert layout.column_tiles() == [(0, 7), (7, 7), (14, 7), (21, 7)]
     layout = ChannelLayout(ConvSpec(1, 32, 16, 16, 128, 3, 3, padding=(1, 1), stride=(2, 2)), 16)
     assert (layout.channel_tiles, layout.vectors, layout.last_vectors, layout.last_channels) == (3, 3, 2, 16)
-    assert layout.column_tiles() == [(0, 8)]
+    assert layout.column_tiles() == [(0, 8)] and layout.rows == 1
+    # rows of at most half a tile share one: a 4x4 output in 2 blocks of 2 rows, 11 rows of 3 in 5 of 2 and 1 of 1
+    assert (ChannelLayout(ConvSpec(1, 8, 4, 4, 16, 3, 3, padding=(1, 1)), 16).rows, ) == (2, )
+    layout = ChannelLayout(ConvSpec(1, 8, 11, 3, 16, 3, 3, padding=(1, 1)), 16)
+    assert (layout.rows, layout.row_blocks, layout.column_tiles()) == (2, 6, [(0, 3)])
 
 
 def test_channels_weight_is_packed_by_tile_with_zero_channels_past_the_end() -> None:
@@ -160,3 +170,19 @@ def test_compiled_block_on_channel_tiles_equals_eager(threads) -> None:
         want = model(braze.tensor(x)).numpy()
     got = braze.compile(model, x, threads=threads)(x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", [EDGES[3], EDGES[5], EDGES[9]], ids=["padded", "stride2", "grouped"])
+def test_channels_conv2d_with_images_innermost_matches_reference(case, monkeypatch) -> None:
+    """A weight larger than half of L2 (here: any, with L2 taken as 64 bytes) puts the images inside the channel
+    tiles in the units' order; every output is still computed once, on one thread and on three claiming at once."""
+    monkeypatch.setattr(conv_channels, "host_cache_sizes", lambda: CacheSizes(l2=64))
+    spec = ConvSpec(**case, prepacked_weight=True)
+    assert ChannelLayout(spec, W).images_inner
+    x, w = (RNG.standard_normal(shape).astype(np.float32) for shape in (spec.input_shape, spec.weight_shape))
+    one = run_conv(spec, x, w, which="channels", tag="images-inner")
+    want = reference(spec, x, w, None)
+    scale = reference(spec, np.abs(x), np.abs(w), None)
+    assert_close(one, want, dot_tolerance(spec.gemm_dims[2], scale), "images inner")
+    got = run_conv(spec, x, w, nthreads=3, concurrent=True, which="channels", tag="images-inner")
+    assert got.tobytes() == one.tobytes()
