@@ -2,12 +2,13 @@
 
 Which kernel (conv_kernel): depthwise convolutions (one input channel per group) run on a direct vectorized kernel
 (conv_depthwise.py). On AVX-512, a conv whose weight is pre-packed (a model's) and whose dot products are at least
-CHANNELS_MIN_K = 256 long (K = C_in/groups*kH*kW, up to 7x7 taps) runs on the channels kernel (conv_channels.py):
-output channels across the lanes, the input broadcast in place, the tile transposed to NCHW at the store. Of the
-rest, kernels of up to 3x3 taps with stride 1 along W and output rows of at least 4 vectors run on the direct
-register-tiled kernel (conv_direct.py), which reads the input rows in place with the pixels across the lanes; stride 2
-takes it too on AVX-512 where the output rows are whole vectors; everything else runs on the GEMM over the implicit
-im2col matrix.
+CHANNELS_MIN_K = 256 long (K = C_in/groups*kH*kW, up to 7x7 taps), or CHANNELS_SHORT_K = 128 for a conv that is not
+a plain GEMM (more than one tap or a stride) and whose output channels fill 7/8 of their vectors, runs on the
+channels kernel (conv_channels.py): output channels across the lanes, the input broadcast in place, the tile
+transposed to NCHW at the store. Of the rest, kernels of up to 3x3 taps with stride 1 along W and output rows of at
+least 4 vectors run on the direct register-tiled kernel (conv_direct.py), which reads the input rows in place with
+the pixels across the lanes (on AVX-512 not for 1x1 kernels); stride 2 takes it too on AVX-512 where the output rows
+are whole vectors; everything else runs on the GEMM over the implicit im2col matrix.
 
 The rules are measured (float32, one thread, batch 8 unless named, weight pre-packed; GFLOP/s of the nominal FLOPs
 on a Zen 4 whose FMA peak is 113-116; benchmarks/conv_layers.py times the benchmark CNN's layers): on AVX-512 the
@@ -15,18 +16,22 @@ channels kernel ran ResNet-style 3x3 layers at 114-126 against 77-105 for the GE
 (64 channels at 56x56 to 512 at 7x7, stride 1 and 2: a row of 7 or 14 pixels fills its tiles, where it is half a
 vector for the direct kernel), 1x1 layers of 256-2048 input channels at 95-112 against 78-95, the CNN's stride-2
 layers 2 and 3 (K = 288, 576) at batch 64 1.07x the direct kernel and 1.12x the GEMM; but with K = 27 (3 input
-channels, 3x3) it ran 75-80 against 90-94, its store's transpose costing as much as a few input channels' FMAs,
-and it tied at K = 64 and lost 3% at K = 144. Forced to AVX2 (16 registers: a 4 x 2 tile of 8 lanes) it ran
-0.85-1.25x the GEMM on those layers, ahead on some 3x3 layers, behind on 1x1 and on the CNN's layer 2, so AVX2 keeps
-the older rule. That rule, from AVX2: with output rows of 4 vectors and more (32 and 64 pixels wide) the direct
-kernel is 1.1-1.35x the GEMM's speed, for 3x3 and 1x1 kernels, the 3-input-channel first layer included; with
-rows of 1-3 vectors most of its vectors sit at a row's edge, where tap loads over the padding are masked, and it
-runs at 0.7-1.0x; at stride 2 along W each input load also needs a shuffle (0.6-0.95x on AVX2), work the GEMM's
-packing does once for all output channels. On AVX-512 that shuffle is one two-source permute, and with output rows of
-whole vectors the direct kernel ran the CNN's stride-2 layer 2 at 1.09-1.12x the GEMM: there it is chosen for
-stride 2 as well when the channels kernel is not. The activations stay NCHW throughout: the direct and channels
-kernels block the channels in their weights only, so no layout conversions are needed between a conv and its
-neighbours.
+channels, 3x3) it ran 75-80 against 90-94, its store's transpose costing as much as a few input channels' FMAs.
+Between K = 128 and 256 it won where the GEMM packs a real im2col matrix (3x3 layers of K = 144-216 with 48-96
+output channels: 106-110 against 82-101; a 1x1 stride-2 layer of K = 128: 95 against 79), tied or lost where the
+conv is a plain GEMM (1x1 stride 1, K = 128-192: 79-100 against 78-106) or a third of its last vector is empty (24
+output channels, K = 144: 83 against 85); below K = 128 the GEMM won. Forced to AVX2 (16 registers: a 4 x 2 tile of
+8 lanes) it ran 0.85-1.25x the GEMM on those layers, ahead on some 3x3 layers, behind on 1x1 and on the CNN's layer
+2, so AVX2 keeps the older rule. That rule, from AVX2: with output rows of 4 vectors and more (32 and 64 pixels
+wide) the direct kernel is 1.1-1.35x the GEMM's speed, for 3x3 and 1x1 kernels, the 3-input-channel first layer
+included; with rows of 1-3 vectors most of its vectors sit at a row's edge, where tap loads over the padding are
+masked, and it runs at 0.7-1.0x; at stride 2 along W each input load also needs a shuffle (0.6-0.95x on AVX2), work
+the GEMM's packing does once for all output channels. On AVX-512 that shuffle is one two-source permute, and with
+output rows of whole vectors the direct kernel ran the CNN's stride-2 layer 2 at 1.09-1.12x the GEMM: there it is
+chosen for stride 2 as well when the channels kernel is not. On AVX-512 1x1 kernels ran on it at 56-75 GFLOP/s
+against 67-94 for the GEMM (K = 16-64, rows of 32-112 pixels), so they go to the GEMM there. The activations stay
+NCHW throughout: the direct and channels kernels block the channels in their weights only, so no layout conversions
+are needed between a conv and its neighbours.
 
 The GEMM kernel: per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output
 positions and the im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its
@@ -167,15 +172,24 @@ def conv_kernel(spec: ConvSpec, kernel: str = "auto", tiling: Tiling | None = No
     return "direct" if direct_preferred(spec, width) else "im2col"
 
 
-# The channels kernel's rule (measured, see the module doc): AVX-512 and K = C_in/groups*kH*kW from this on.
+# The channels kernel's rule (measured, see the module doc): AVX-512, and K = C_in/groups*kH*kW from CHANNELS_MIN_K
+# on; from CHANNELS_SHORT_K on where the conv is not a plain GEMM (1x1, stride 1) and fills 7/8 of its lanes.
 CHANNELS_WIDTH = 16
 CHANNELS_MIN_K = 256
+CHANNELS_SHORT_K = 128
 
 
 def channels_preferred(spec: ConvSpec, width: int) -> bool:
     """Whether the channels kernel is the faster one for `spec` at `width` lanes (the rule in the module doc)."""
+    if width < CHANNELS_WIDTH or not channels_covers(spec, width):
+        return False
     k = (spec.c // spec.groups) * spec.kh * spec.kw
-    return width >= CHANNELS_WIDTH and k >= CHANNELS_MIN_K and channels_covers(spec, width)
+    if k >= CHANNELS_MIN_K:
+        return True
+    plain_gemm = spec.kh * spec.kw == 1 and spec.stride == (1, 1)
+    group_out = spec.c_out // spec.groups
+    filled = group_out / (-(-group_out // width) * width)
+    return k >= CHANNELS_SHORT_K and not plain_gemm and filled >= 7 / 8
 
 
 def conv2d_scratch_bytes(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> int:
@@ -236,5 +250,6 @@ def emit_conv2d(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | N
     return fn
 
 
-__all__ = ["ConvSpec", "Im2col", "KERNELS", "conv2d_plan", "conv2d_scratch_bytes", "conv_kernel", "conv_problem",
-           "conv_weight_floats", "channels_preferred", "emit_conv2d", "emit_conv_weight_prepack", "weight_kernel"]
+__all__ = ["CHANNELS_MIN_K", "CHANNELS_SHORT_K", "CHANNELS_WIDTH", "ConvSpec", "Im2col", "KERNELS",
+           "channels_preferred", "conv2d_plan", "conv2d_scratch_bytes", "conv_kernel", "conv_problem",
+           "conv_weight_floats", "emit_conv2d", "emit_conv_weight_prepack", "weight_kernel"]

@@ -51,7 +51,7 @@ def direct_preferred(spec: ConvSpec, width: int) -> bool:
     """Whether the direct kernel is the faster one for `spec` at `width` lanes: stride 1 along W and output rows of
     at least MIN_ROW_VECTORS vectors (in shorter rows, most vectors are at an edge, where the loads are masked), or
     stride 2 along W with whole vectors only at WIDE_PERMUTE lanes and more (see conv.py)."""
-    if not direct_covers(spec):
+    if not direct_covers(spec) or (width >= WIDE_PERMUTE and spec.kh * spec.kw == 1):
         return False
     if spec.stride[1] == 2:
         return width >= WIDE_PERMUTE and spec.out_shape[3] % width == 0

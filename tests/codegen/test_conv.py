@@ -243,13 +243,14 @@ def test_single_image_conv_splits_columns_on_two_threads_and_rows_on_more() -> N
     spec = ConvSpec(1, 16, 2 * rows, 16, 11 * HOST.mr - 3, 3, 3, stride=(2, 2), padding=(1, 1), prepacked_weight=True)
     plan = conv2d_plan(spec)
     assert spec.gemm_dims[1] == 2 * HOST.nr and not plan.split_n and plan.pair is not None and plan.pair.split_n
-    assert conv2d_scratch_bytes(spec) >= max(plan.pair.scratch_bytes, 4 * (plan.a_floats + plan.b_floats))
+    assert conv2d_scratch_bytes(spec, HOST, "im2col") >= max(plan.pair.scratch_bytes,
+                                                             4 * (plan.a_floats + plan.b_floats))
     x = RNG.standard_normal(spec.input_shape).astype(np.float32)
     w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
-    one = run_conv(spec, x, w)
+    one = run_conv(spec, x, w, which="im2col")
     assert_close(one, reference(spec, x, w, None),
                  dot_tolerance(spec.gemm_dims[2], reference(spec, np.abs(x), np.abs(w), None)), "paired split")
     for nthreads in (2, 3, 4):
         for concurrent in (False, True):
-            got = run_conv(spec, x, w, nthreads=nthreads, concurrent=concurrent)
+            got = run_conv(spec, x, w, nthreads=nthreads, concurrent=concurrent, which="im2col")
             assert got.tobytes() == one.tobytes(), f"{nthreads} threads, concurrent={concurrent}"

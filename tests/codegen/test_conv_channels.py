@@ -118,14 +118,23 @@ def test_channels_weight_is_packed_by_tile_with_zero_channels_past_the_end() -> 
 
 
 def test_conv_kernel_rule_picks_channels_on_avx512_for_large_k() -> None:
-    """K = C_in/groups*kH*kW of CHANNELS_MIN_K and more with a pre-packed weight, on AVX-512; never with the weight
-    read as it is, never on AVX2 (where its 4 x 3 tile lost to the others, see conv.py)."""
+    """K = C_in/groups*kH*kW of CHANNELS_MIN_K and more with a pre-packed weight, on AVX-512, or of CHANNELS_SHORT_K
+    and more for a conv that is not a plain GEMM and fills its lanes; never with the weight read as it is, never on
+    AVX2 (where its 4 x 2 tile won on some layers and lost on others, see conv.py)."""
     avx512, avx2 = tiling_for(16), tiling_for(8)
     big = ConvSpec(1, CHANNELS_MIN_K // 9 + 1, 16, 16, 64, 3, 3, stride=(2, 2), padding=(1, 1), prepacked_weight=True)
     small = ConvSpec(1, 3, 32, 32, 32, 3, 3, padding=(1, 1), prepacked_weight=True)
     assert conv_kernel(big, tiling=avx512) == "channels"
     assert conv_kernel(big, tiling=avx2) == "im2col"
     assert conv_kernel(small, tiling=avx512) != "channels"
+    # K from 128 on where the conv is not a plain GEMM and fills 7/8 of its lanes
+    short = dict(h=28, w=28, kh=3, kw=3, padding=(1, 1), prepacked_weight=True)
+    assert conv_kernel(ConvSpec(1, 16, c_out=64, **short), tiling=avx512) == "channels"  # K = 144
+    assert conv_kernel(ConvSpec(1, 16, c_out=24, **short), tiling=avx512) != "channels"  # 24 of 32 lanes
+    assert conv_kernel(ConvSpec(1, 12, c_out=64, **short), tiling=avx512) != "channels"  # K = 108
+    one = dict(h=28, w=28, c_out=64, kh=1, kw=1, prepacked_weight=True)
+    assert conv_kernel(ConvSpec(1, 192, **one), tiling=avx512) != "channels"  # a plain GEMM of K = 192
+    assert conv_kernel(ConvSpec(1, 128, **one, stride=(2, 2)), tiling=avx512) == "channels"
     plain = ConvSpec(1, 64, 16, 16, 64, 3, 3, stride=(2, 2), padding=(1, 1))
     assert conv_kernel(plain, tiling=avx512) != "channels"
     with pytest.raises(ValueError, match="pre-packed weight"):
