@@ -104,6 +104,19 @@ class ConvSpec:
         return self.groups > 1 and self.groups == self.c
 
     @property
+    def group_in(self) -> int:
+        return self.c // self.groups
+
+    @property
+    def group_out(self) -> int:
+        return self.c_out // self.groups
+
+    @property
+    def k(self) -> int:
+        """Length of each output's dot product, C_in/groups*kH*kW: the GEMM's K."""
+        return self.group_in * self.kh * self.kw
+
+    @property
     def gemm_dims(self) -> tuple[int, int, int]:
         """(M, N, K) of the per-image, per-group GEMM."""
         _, _, oh, ow = self.out_shape
@@ -183,13 +196,11 @@ def channels_preferred(spec: ConvSpec, width: int) -> bool:
     """Whether the channels kernel is the faster one for `spec` at `width` lanes (the rule in the module doc)."""
     if width < CHANNELS_WIDTH or not channels_covers(spec, width):
         return False
-    k = (spec.c // spec.groups) * spec.kh * spec.kw
-    if k >= CHANNELS_MIN_K:
+    if spec.k >= CHANNELS_MIN_K:
         return True
     plain_gemm = spec.kh * spec.kw == 1 and spec.stride == (1, 1)
-    group_out = spec.c_out // spec.groups
-    filled = group_out / (-(-group_out // width) * width)
-    return k >= CHANNELS_SHORT_K and not plain_gemm and filled >= 7 / 8
+    filled = spec.group_out / (-(-spec.group_out // width) * width)
+    return spec.k >= CHANNELS_SHORT_K and not plain_gemm and filled >= 7 / 8
 
 
 def conv2d_scratch_bytes(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> int:

@@ -74,25 +74,13 @@ class ChannelLayout:
         return -(-self.blocks // self.channel_tiles)
 
     @property
-    def group_out(self) -> int:
-        return self.spec.c_out // self.spec.groups
-
-    @property
-    def group_in(self) -> int:
-        return self.spec.c // self.spec.groups
-
-    @property
     def taps(self) -> int:
         return self.spec.kh * self.spec.kw
 
     @property
-    def k(self) -> int:
-        return self.group_in * self.taps
-
-    @property
     def blocks(self) -> int:
         """Weight blocks of W output channels per group."""
-        return -(-self.group_out // self.width)
+        return -(-self.spec.group_out // self.width)
 
     @property
     def channel_tiles(self) -> int:
@@ -106,11 +94,11 @@ class ChannelLayout:
     @property
     def last_channels(self) -> int:
         """Channels of the last vector of a group."""
-        return self.group_out - (self.blocks - 1) * self.width
+        return self.spec.group_out - (self.blocks - 1) * self.width
 
     @property
     def weight_floats(self) -> int:
-        return self.spec.groups * self.blocks * self.k * self.width
+        return self.spec.groups * self.blocks * self.spec.k * self.width
 
     @property
     def images_inner(self) -> bool:
@@ -156,7 +144,7 @@ def emit_channels_prepack(module: ir.Module, name: str, spec: ConvSpec, width: i
     fn = define_function(module, name, [("w", PTR), ("dst", PTR)])
     w, dst = fn.args
     b = entry_builder(fn)
-    k, gout, per_tile = layout.k, layout.group_out, layout.vectors
+    k, gout, per_tile = layout.spec.k, layout.spec.group_out, layout.vectors
     with for_range(b, 0, spec.groups * layout.blocks, name="block") as block:
         group = b.udiv(block, const64(layout.blocks))
         within = b.urem(block, const64(layout.blocks))
@@ -233,12 +221,12 @@ def _unit(builder: ir.IRBuilder, layout: ChannelLayout, tile_fn, ptrs, unit, ext
         group = builder.urem(rest, const64(s.groups))
         image = builder.udiv(rest, const64(s.groups))
     x_group = elem_ptr(builder, x, builder.mul(builder.add(builder.mul(image, const64(s.c)),
-                                                            builder.mul(group, const64(layout.group_in))),
+                                                            builder.mul(group, const64(layout.spec.group_in))),
                                                 const64(s.h * s.w)))
     block = builder.add(builder.mul(group, const64(layout.blocks)), builder.mul(ctile, const64(layout.vectors)))
-    w_tile = elem_ptr(builder, w, builder.mul(block, const64(layout.k * layout.width)))
+    w_tile = elem_ptr(builder, w, builder.mul(block, const64(layout.spec.k * layout.width)))
     out_image = elem_ptr(builder, out, builder.mul(image, const64(c_out * oh_count * ow_count)))
-    co0 = builder.add(builder.mul(group, const64(layout.group_out)),
+    co0 = builder.add(builder.mul(group, const64(layout.spec.group_out)),
                       builder.mul(ctile, const64(layout.vectors * layout.width)))
     last_vectors, last_channels = layout.last_vectors, layout.last_channels
 
@@ -317,7 +305,7 @@ def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape
             inside = None if zeros_row is None else builder.icmp_unsigned("<", ih, const64(s.h))
             offsets[r, kh] = (builder.add(builder.mul(ih, const64(s.w)), builder.mul(col, const64(sw))), inside)
     run = vectors * width  # floats of one tap's weights
-    with for_range(builder, 0, layout.group_in, name="ci") as ci:
+    with for_range(builder, 0, layout.spec.group_in, name="ci") as ci:
         plane = elem_ptr(builder, x, builder.mul(ci, const64(s.h * s.w)))
         w_ci = elem_ptr(builder, w, builder.mul(ci, const64(layout.taps * run)))
         acc = [[builder.load(_slot(builder, slots, q * vectors + v, width)) for v in range(vectors)]

@@ -71,21 +71,9 @@ class Layout:
     tiling: Tiling
 
     @property
-    def group_out(self) -> int:
-        return self.spec.c_out // self.spec.groups
-
-    @property
-    def group_in(self) -> int:
-        return self.spec.c // self.spec.groups
-
-    @property
-    def k(self) -> int:
-        return self.group_in * self.spec.kh * self.spec.kw
-
-    @property
     def blocks(self) -> int:
         """Channel blocks of MR per group."""
-        return -(-self.group_out // self.tiling.mr)
+        return -(-self.spec.group_out // self.tiling.mr)
 
     @property
     def rows(self) -> int:
@@ -101,13 +89,14 @@ class Layout:
         """(block stride, channel stride, k stride) of the weight, plain or pre-packed (the GEMM's A panels)."""
         mr = self.tiling.mr
         if self.spec.prepacked_weight:
-            return self.k * mr, 1, mr
-        return mr * self.k, self.k, 1
+            return self.spec.k * mr, 1, mr
+        return mr * self.spec.k, self.spec.k, 1
 
     @property
     def group_stride(self) -> int:
         """Where group g's weight starts: g times this."""
-        return self.blocks * self.k * self.tiling.mr if self.spec.prepacked_weight else self.group_out * self.k
+        s = self.spec
+        return self.blocks * s.k * self.tiling.mr if s.prepacked_weight else s.group_out * s.k
 
 
 
@@ -168,16 +157,16 @@ def _unit(builder: ir.IRBuilder, layout: Layout, tile_fn, ptrs, unit, extra) -> 
     image = builder.udiv(rest, const64(s.groups))
     plane = s.h * s.w
     x_group = elem_ptr(builder, x, builder.mul(builder.add(builder.mul(image, const64(s.c)),
-                                                            builder.mul(group, const64(layout.group_in))),
+                                                            builder.mul(group, const64(layout.spec.group_in))),
                                                 const64(plane)))
     w_block = elem_ptr(builder, w, builder.add(builder.mul(group, const64(layout.group_stride)),
                                                builder.mul(block, const64(layout.weight[0]))))
     _, c_out, oh_count, ow_count = s.out_shape
     out_image = elem_ptr(builder, out, builder.mul(image, const64(c_out * oh_count * ow_count)))
-    co0 = builder.add(builder.mul(group, const64(layout.group_out)), builder.mul(block, const64(t.mr)))
+    co0 = builder.add(builder.mul(group, const64(layout.spec.group_out)), builder.mul(block, const64(t.mr)))
     oh0 = builder.mul(rb, const64(layout.rows))
     args = [x_group, w_block, out_image, image, co0, oh0, *extra]
-    full_channels = layout.group_out % t.mr == 0
+    full_channels = layout.spec.group_out % t.mr == 0
     tail_rows = oh_count % layout.rows
 
     def call(channels: int) -> None:
@@ -195,7 +184,7 @@ def _unit(builder: ir.IRBuilder, layout: Layout, tile_fn, ptrs, unit, extra) -> 
         return
     with builder.if_else(builder.icmp_signed("==", block, const64(layout.blocks - 1))) as (then, otherwise):
         with then:
-            call(layout.group_out % t.mr)
+            call(layout.spec.group_out % t.mr)
         with otherwise:
             call(t.mr)
 
@@ -246,7 +235,7 @@ def _accumulate(builder: ir.IRBuilder, layout: Layout, ptrs, oh0, channels: int,
         builder.store(zero, elem_vec(builder, slots, i, t.width))
     rows = _row_offsets(builder, layout, oh0, group, zero_row is not None)
     taps = s.kh * s.kw
-    with for_range(builder, 0, layout.group_in, name="ci") as ci:
+    with for_range(builder, 0, layout.spec.group_in, name="ci") as ci:
         plane = elem_ptr(builder, x, builder.mul(ci, const64(s.h * s.w)))
         w_ci = elem_ptr(builder, w, builder.mul(ci, const64(taps * k_stride)))
         acc = [[builder.load(elem_vec(builder, slots, c * len(group) + v, t.width)) for v in range(len(group))]

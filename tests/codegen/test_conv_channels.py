@@ -11,9 +11,9 @@ import braze.nn as nn
 import braze.nn.functional as F
 from braze.codegen import conv_channels, host_target
 from braze.codegen.cache_sizes import CacheSizes
-from braze.codegen.conv import CHANNELS_MIN_K, ConvSpec, conv2d_scratch_bytes, conv_kernel, conv_weight_floats
+from braze.codegen.conv import CHANNELS_MIN_K, ConvSpec, conv_kernel, conv_weight_floats
 from braze.codegen.conv_channels import ChannelLayout
-from braze.codegen.gemm import residual, tiling_for
+from braze.codegen.gemm import tiling_for
 from tests.codegen.native import assert_close, dot_tolerance
 from tests.codegen.test_conv import HOST, RNG, WIDTHS, check, reference, run_conv
 from tests.codegen.test_conv_direct import HOST_FEATURES
@@ -65,34 +65,6 @@ def test_channels_conv2d_every_vector_width(width) -> None:
                       (3 * layout.pixels + 2, 4 * width + 1), (layout.pixels // 2, width), (1, width + 1)):
         check(ConvSpec(2, 3, 5, ow, c_out, 3, 3, padding=(1, 1), prepacked_weight=True), tiling=tiling,
               which="channels")
-
-
-def test_channels_conv2d_residual_epilogue() -> None:
-    spec = ConvSpec(2, 5, 9, 12, 2 * W + 3, 3, 3, padding=(1, 1), stride=(2, 2), prepacked_weight=True)
-    n, c_out, oh, ow = spec.out_shape
-    x, w = (RNG.standard_normal(shape).astype(np.float32) for shape in (spec.input_shape, spec.weight_shape))
-    res = RNG.standard_normal(spec.out_shape).astype(np.float32)
-    out = run_conv(spec, x, w, epilogue=residual(0, oh * ow, (n,), (c_out * oh * ow,)), tag="residual",
-                   extras=(res,), which="channels")
-    scale = reference(spec, np.abs(x), np.abs(w), None) + np.abs(res)
-    assert_close(out, reference(spec, x, w, None) + res, dot_tolerance(spec.gemm_dims[2], scale), "residual")
-
-
-@pytest.mark.parametrize("case", [EDGES[3], EDGES[5], EDGES[9]], ids=["padded", "stride2", "grouped"])
-def test_channels_conv2d_threads_claiming_at_once_match_one_thread_bit_for_bit(case) -> None:
-    spec = ConvSpec(**case, prepacked_weight=True)
-    x, w = (RNG.standard_normal(shape).astype(np.float32) for shape in (spec.input_shape, spec.weight_shape))
-    one = run_conv(spec, x, w, which="channels")
-    assert not np.isnan(one).any()
-    for nthreads in (2, 3):
-        got = run_conv(spec, x, w, nthreads=nthreads, concurrent=True, which="channels")
-        assert got.tobytes() == one.tobytes(), f"{nthreads} threads"
-
-
-def test_channels_conv2d_empty_batch_touches_nothing() -> None:
-    spec = ConvSpec(0, 4, 6, 6, 8, 3, 3, padding=(1, 1), prepacked_weight=True)
-    out = run_conv(spec, np.zeros(1, np.float32), np.ones(spec.weight_shape, np.float32), which="channels")
-    assert out.shape == (0, 8, 6, 6) and conv2d_scratch_bytes(spec, HOST, "channels") == 0
 
 
 def test_channel_tiles_split_evenly_and_rows_fill_their_tiles() -> None:

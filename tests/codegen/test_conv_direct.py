@@ -57,32 +57,39 @@ def test_direct_conv2d_every_vector_width(width, sw) -> None:
               tiling=tiling, which="direct")
 
 
-def test_direct_conv2d_residual_epilogue() -> None:
+# the register-tiled direct kernels: pixels across the lanes, and output channels across them (test_conv_channels.py)
+DIRECT_KERNELS = ["direct", "channels"]
+
+
+@pytest.mark.parametrize("which", DIRECT_KERNELS)
+def test_direct_kernels_fuse_a_residual_epilogue(which) -> None:
     spec = ConvSpec(2, 5, 9, 12, 7, 3, 3, padding=(1, 1), prepacked_weight=True)
     n, c_out, oh, ow = spec.out_shape
     x, w = (RNG.standard_normal(shape).astype(np.float32) for shape in (spec.input_shape, spec.weight_shape))
     res = RNG.standard_normal(spec.out_shape).astype(np.float32)
     out = run_conv(spec, x, w, epilogue=residual(0, oh * ow, (n,), (c_out * oh * ow,)), tag="residual",
-                   extras=(res,), which="direct")
+                   extras=(res,), which=which)
     scale = reference(spec, np.abs(x), np.abs(w), None) + np.abs(res)
     assert_close(out, reference(spec, x, w, None) + res, dot_tolerance(spec.gemm_dims[2], scale), "residual")
 
 
+@pytest.mark.parametrize("which", DIRECT_KERNELS)
 @pytest.mark.parametrize("case", [EDGES[3], EDGES[6], EDGES[9]], ids=["padded", "stride2", "grouped"])
-def test_direct_conv2d_threads_claiming_at_once_match_one_thread_bit_for_bit(case) -> None:
+def test_direct_kernels_claiming_at_once_match_one_thread_bit_for_bit(case, which) -> None:
     spec = ConvSpec(**case, prepacked_weight=True)
     x, w = (RNG.standard_normal(shape).astype(np.float32) for shape in (spec.input_shape, spec.weight_shape))
-    one = run_conv(spec, x, w, which="direct")
+    one = run_conv(spec, x, w, which=which)
     assert not np.isnan(one).any()
     for nthreads in (2, 3):
-        got = run_conv(spec, x, w, nthreads=nthreads, concurrent=True, which="direct")
+        got = run_conv(spec, x, w, nthreads=nthreads, concurrent=True, which=which)
         assert got.tobytes() == one.tobytes(), f"{nthreads} threads"
 
 
-def test_direct_conv2d_empty_batch_touches_nothing() -> None:
-    spec = ConvSpec(0, 4, 6, 6, 8, 3, 3, padding=(1, 1))
-    out = run_conv(spec, np.zeros(1, np.float32), np.ones(spec.weight_shape, np.float32), which="direct")
-    assert out.shape == (0, 8, 6, 6) and conv2d_scratch_bytes(spec, HOST, "direct") == 0
+@pytest.mark.parametrize("which", DIRECT_KERNELS)
+def test_direct_kernels_on_an_empty_batch_touch_nothing(which) -> None:
+    spec = ConvSpec(0, 4, 6, 6, 8, 3, 3, padding=(1, 1), prepacked_weight=True)
+    out = run_conv(spec, np.zeros(1, np.float32), np.ones(spec.weight_shape, np.float32), which=which)
+    assert out.shape == (0, 8, 6, 6) and conv2d_scratch_bytes(spec, HOST, which) == 0
 
 
 def test_conv_kernel_rule() -> None:
