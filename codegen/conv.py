@@ -6,9 +6,9 @@ CHANNELS_MIN_K = 256 long (K = C_in/groups*kH*kW, up to 7x7 taps), or CHANNELS_S
 a plain GEMM (more than one tap or a stride) and whose output channels fill 7/8 of their vectors, runs on the
 channels kernel (conv_channels.py): output channels across the lanes, the input broadcast in place, the tile
 transposed to NCHW at the store. Of the rest, kernels of up to 3x3 taps with stride 1 along W and output rows of at
-least 4 vectors run on the direct register-tiled kernel (conv_direct.py), which reads the input rows in place with
-the pixels across the lanes (on AVX-512 not for 1x1 kernels); stride 2 takes it too on AVX-512 where the output rows
-are whole vectors; everything else runs on the GEMM over the implicit im2col matrix.
+least 4 vectors (on AVX-512: 2 whole vectors) run on the direct register-tiled kernel (conv_direct.py), which reads
+the input rows in place with the pixels across the lanes (on AVX-512 not for 1x1 kernels); stride 2 takes it too on
+AVX-512 where the output rows are whole vectors; everything else runs on the GEMM over the implicit im2col matrix.
 
 The rules are measured (float32, one thread, batch 8 unless named, weight pre-packed; GFLOP/s of the nominal FLOPs
 on a Zen 4 whose FMA peak is 113-116; benchmarks/conv_layers.py times the benchmark CNN's layers): on AVX-512 the
@@ -29,7 +29,9 @@ masked, and it runs at 0.7-1.0x; at stride 2 along W each input load also needs 
 the GEMM's packing does once for all output channels. On AVX-512 that shuffle is one two-source permute, and with
 output rows of whole vectors the direct kernel ran the CNN's stride-2 layer 2 at 1.09-1.12x the GEMM: there it is
 chosen for stride 2 as well when the channels kernel is not. On AVX-512 1x1 kernels ran on it at 56-75 GFLOP/s
-against 67-94 for the GEMM (K = 16-64, rows of 32-112 pixels), so they go to the GEMM there. The activations stay
+against 67-94 for the GEMM (K = 16-64, rows of 32-112 pixels), so they go to the GEMM there, while 3x3 kernels
+with rows of 2-3 whole vectors (32 and 48 pixels, 3-16 input channels) ran at 1.00-1.14x the GEMM (the CNN's first
+layer 1.04-1.14x at batch 1, 8 and 64), so it takes rows of 2 whole vectors and more there. The activations stay
 NCHW throughout: the direct and channels kernels block the channels in their weights only, so no layout conversions
 are needed between a conv and its neighbours.
 

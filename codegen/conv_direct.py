@@ -39,8 +39,10 @@ def direct_covers(spec: ConvSpec) -> bool:
     return not spec.depthwise and spec.kh * spec.kw <= MOST_TAPS and spec.stride[1] in STRIDES
 
 
-# Output rows of fewer vectors than this run faster on the GEMM (measured: see conv.py).
+# Output rows of fewer vectors than this run faster on the GEMM (measured: see conv.py); on AVX-512, rows of this
+# many whole vectors and more already run faster on the direct kernel.
 MIN_ROW_VECTORS = 4
+MIN_WHOLE_VECTORS_AVX512 = 2
 
 
 # From this vector width on, a stride-2 input load's deinterleave is one two-source permute (AVX-512's vpermt2ps).
@@ -49,12 +51,16 @@ WIDE_PERMUTE = 16
 
 def direct_preferred(spec: ConvSpec, width: int) -> bool:
     """Whether the direct kernel is the faster one for `spec` at `width` lanes: stride 1 along W and output rows of
-    at least MIN_ROW_VECTORS vectors (in shorter rows, most vectors are at an edge, where the loads are masked), or
-    stride 2 along W with whole vectors only at WIDE_PERMUTE lanes and more (see conv.py)."""
-    if not direct_covers(spec) or (width >= WIDE_PERMUTE and spec.kh * spec.kw == 1):
+    at least MIN_ROW_VECTORS vectors (in shorter rows, most vectors are at an edge, where the loads are masked; on
+    AVX-512, MIN_WHOLE_VECTORS_AVX512 whole vectors), or stride 2 along W with whole vectors only at WIDE_PERMUTE
+    lanes and more; on AVX-512 never a 1x1 kernel (see conv.py)."""
+    wide = width >= WIDE_PERMUTE
+    if not direct_covers(spec) or (wide and spec.kh * spec.kw == 1):
         return False
     if spec.stride[1] == 2:
-        return width >= WIDE_PERMUTE and spec.out_shape[3] % width == 0
+        return wide and spec.out_shape[3] % width == 0
+    if wide and spec.out_shape[3] // width >= MIN_WHOLE_VECTORS_AVX512:
+        return spec.stride[1] == 1
     return spec.stride[1] == 1 and row_vectors(spec, width) >= MIN_ROW_VECTORS
 
 

@@ -93,15 +93,20 @@ def test_direct_kernels_on_an_empty_batch_touch_nothing(which) -> None:
 
 
 def test_conv_kernel_rule() -> None:
-    """Stride 1 along W, up to 3x3 taps, rows of 4 vectors or more: direct (1x1 only below AVX-512); shorter rows,
-    larger kernels: the GEMM; stride 2: direct on AVX-512 where output rows are whole vectors, else the GEMM;
-    depthwise: its own."""
-    wide, narrow = 4 * W, 3 * W
+    """Stride 1 along W, up to 3x3 taps, rows of 4 vectors or more (2 whole vectors on AVX-512): direct (1x1 only
+    below AVX-512); shorter rows, larger kernels: the GEMM; stride 2: direct on AVX-512 where output rows are whole
+    vectors, else the GEMM; depthwise: its own."""
+    wide = 4 * W
     assert conv_kernel(ConvSpec(1, 3, 8, wide, 32, 3, 3, padding=(1, 1)), tiling=HOST) == "direct"
     one_by_one = ConvSpec(1, 8, 8, wide, 16, 1, 1)  # the GEMM's on AVX-512 (measured, conv.py)
     assert conv_kernel(one_by_one, tiling=HOST) == ("im2col" if W >= 16 else "direct")
-    assert conv_kernel(ConvSpec(1, 8, 8, narrow, 16, 3, 3, padding=(1, 1)), tiling=HOST) == "im2col"
     avx512, avx2 = tiling_for(16), tiling_for(8)
+    # rows of 24 pixels: one whole AVX-512 vector, 3 AVX2 ones; 32: 2 (and 4); 48: 3 (6): AVX-512 took the GEMM for
+    # rows under 4 vectors before its own measurement (conv.py)
+    for rows, kernel in ((24, "im2col"), (32, "direct"), (48, "direct")):
+        for tiling in (avx512, avx2):
+            spec = ConvSpec(1, 8, 8, rows, 16, 3, 3, padding=(1, 1))
+            assert conv_kernel(spec, tiling=tiling) == kernel, (rows, tiling.width)
     for width, rule in ((16, {avx512: "direct", avx2: "im2col"}), (8, {avx512: "im2col", avx2: "im2col"}),
                         (24, {avx512: "im2col", avx2: "im2col"})):  # output rows of `width` pixels
         for tiling, kernel in rule.items():
