@@ -178,8 +178,8 @@ def conv_kernel(spec: ConvSpec, kernel: str = "auto", tiling: Tiling | None = No
         raise ValueError(f"the direct conv2d kernel covers kernels of up to {MOST_TAPS} taps and strides 1 and 2 "
                          f"along W, not {spec}")
     if kernel == "channels" and not channels_covers(spec, width):
-        raise ValueError(f"the channels conv2d kernel needs a pre-packed weight and a kernel of at most 7x7 taps, "
-                         f"not {spec}")
+        raise ValueError(f"the channels conv2d kernel needs a pre-packed weight, input and output channels and a "
+                         f"kernel of at most 7x7 taps, not {spec}")
     if kernel != "auto":
         return kernel
     if channels_preferred(spec, width):

@@ -49,9 +49,10 @@ MOST_TAPS = 49  # unrolled per input channel: up to 7x7
 
 
 def channels_covers(spec: ConvSpec, width: int) -> bool:
-    """Whether the kernel can run `spec` at `width` lanes at all (it reads the weight pre-packed)."""
+    """Whether the kernel can run `spec` at `width` lanes at all: it reads the weight pre-packed, and a conv without
+    output channels or without input channels (nothing to tile, or all zeros) is left to the others."""
     return (spec.prepacked_weight and not spec.depthwise and width in _TILES
-            and spec.kh * spec.kw <= MOST_TAPS)
+            and spec.kh * spec.kw <= MOST_TAPS and spec.c_out > 0 and spec.k > 0)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,21 @@ def test_conv_kernel_rule_picks_channels_on_avx512_for_large_k() -> None:
     assert conv_kernel(plain, tiling=avx512) != "channels"
     with pytest.raises(ValueError, match="pre-packed weight"):
         conv_kernel(plain, "channels", tiling=avx512)
+    for empty in (ConvSpec(1, 64, 8, 8, 0, 3, 3, prepacked_weight=True), ConvSpec(1, 0, 8, 8, 64, 3, 3, groups=1,
+                                                                                  prepacked_weight=True)):
+        assert conv_kernel(empty, tiling=avx512) != "channels"  # nothing to tile: the others handle it
+
+
+@pytest.mark.parametrize("shape", [(2, 300, 7, 7, 0), (2, 0, 7, 7, 40)], ids=["no-output-channels", "no-input"])
+def test_compiled_conv_without_channels_matches_eager(shape) -> None:
+    """A model's conv of K >= 256 with no output channels, or none to read, compiles and gives the empty or
+    bias-only result eager does."""
+    n, c, h, w, c_out = shape
+    model = nn.Conv2d(c, c_out, 1 if c == 0 else 3, padding=1).eval()
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    with braze.no_grad():
+        want = model(braze.tensor(x)).numpy()
+    np.testing.assert_allclose(braze.compile(model, x)(x), want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.skipif("+avx2" not in HOST_FEATURES or "+fma" not in HOST_FEATURES, reason="needs an AVX2 host")
