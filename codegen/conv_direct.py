@@ -105,7 +105,6 @@ class Layout:
         return self.blocks * s.k * self.tiling.mr if s.prepacked_weight else s.group_out * s.k
 
 
-
 def rows_inside(s: ConvSpec) -> bool:
     """Whether the taps of every output row read rows inside the input (no row of zeros is needed)."""
     (sh, _), (ph, _), (dh, _) = s.stride, s.padding, s.dilation
