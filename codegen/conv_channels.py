@@ -33,7 +33,7 @@ import llvmlite.ir as ir
 
 from .cache_sizes import host_cache_sizes
 from .claims import claimed_chunks
-from .conv_direct import rows_inside, zero_row_constant
+from .conv_direct import elem_vec, rows_inside, zero_row_constant
 from .gemm_kernel import (F32, I32, I64, PTR, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask, load_vec,
                           mul_add, store_vec, vec_type)
 from .loops import alloca, define_function, entry_builder, for_range, splat, undef, vector_const, zeros
@@ -298,7 +298,7 @@ def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape
     (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
     slots = alloca(builder, vec_type(width), "acc", pixels * vectors)
     for i in range(pixels * vectors):
-        builder.store(zeros(vec_type(width)), _slot(builder, slots, i, width))
+        builder.store(zeros(vec_type(width)), elem_vec(builder, slots, i, width))
     offsets = {}  # (tile row, kernel row) -> (offset of the input row at the tile's column, inside the input)
     for r in range(rows):
         for kh in range(s.kh):
@@ -309,7 +309,7 @@ def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape
     with for_range(builder, 0, layout.spec.group_in, name="ci") as ci:
         plane = elem_ptr(builder, x, builder.mul(ci, const64(s.h * s.w)))
         w_ci = elem_ptr(builder, w, builder.mul(ci, const64(layout.taps * run)))
-        acc = [[builder.load(_slot(builder, slots, q * vectors + v, width)) for v in range(vectors)]
+        acc = [[builder.load(elem_vec(builder, slots, q * vectors + v, width)) for v in range(vectors)]
                for q in range(pixels)]
         starts = {}
         for key, (offset, inside) in offsets.items():
@@ -331,13 +331,9 @@ def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape
                     acc[q] = [mul_add(builder, weight, broadcast, a, layout.fma) for weight, a in zip(weights, acc[q])]
         for q in range(pixels):
             for v in range(vectors):
-                builder.store(acc[q][v], _slot(builder, slots, q * vectors + v, width))
-    return [[builder.load(_slot(builder, slots, q * vectors + v, width)) for v in range(vectors)]
+                builder.store(acc[q][v], elem_vec(builder, slots, q * vectors + v, width))
+    return [[builder.load(elem_vec(builder, slots, q * vectors + v, width)) for v in range(vectors)]
             for q in range(pixels)]
-
-
-def _slot(builder: ir.IRBuilder, base: ir.Value, index: int, width: int) -> ir.Value:
-    return builder.gep(base, [const64(index)], inbounds=True, source_etype=vec_type(width))
 
 
 def transpose(builder: ir.IRBuilder, rows: list[ir.Value], width: int) -> list[ir.Value]:

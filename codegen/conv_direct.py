@@ -337,5 +337,5 @@ def _store(builder: ir.IRBuilder, layout: Layout, out, where, acc, group: list[_
             store_vec(builder, value, elem_ptr(builder, plane, col), mask)
 
 
-__all__ = ["Layout", "MIN_ROW_VECTORS", "direct_covers", "direct_preferred", "emit_direct", "pixel_order",
-           "rows_inside", "zero_row_constant"]
+__all__ = ["Layout", "MIN_ROW_VECTORS", "direct_covers", "direct_preferred", "elem_vec", "emit_direct",
+           "pixel_order", "rows_inside", "zero_row_constant"]

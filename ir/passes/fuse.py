@@ -425,17 +425,19 @@ class _Fuser:
         body = b.finish([env[v.name] for v in results])
         shape, axes = self._stated_domain(region)
         attrs = get_op("fused").check_attrs({"kind": region.kind, "body": body, "shape": shape, "axes": axes})
-        anchor = next((self.nodes[m] for m in region.members if self.nodes[m].op == "attention"),
-                      self.nodes[region.members[0]])
-        return Node("fused", tuple(operands), tuple(results), sorted_attrs(attrs), anchor.loc), copied
+        return Node("fused", tuple(operands), tuple(results), sorted_attrs(attrs), self._anchor(region).loc), copied
+
+    def _anchor(self, region: _Region) -> Node:
+        """The node a region is built around: its attention node, else its first member."""
+        if region.kind == "attention":
+            return next(self.nodes[m] for m in region.members if self.nodes[m].op == "attention")
+        return self.nodes[region.members[0]]
 
     def _stated_domain(self, region: _Region) -> Domain:
         """The domain the fused node states: the anchor's result shape for gemm/conv regions, the attention's for an
         attention region, else _domain's."""
-        if region.kind in ("gemm", "conv"):
-            return self.nodes[region.members[0]].outputs[0].shape, ()
-        if region.kind == "attention":
-            return next(self.nodes[m] for m in region.members if self.nodes[m].op == "attention").out.shape, ()
+        if region.kind in ("gemm", "conv", "attention"):
+            return self._anchor(region).outputs[0].shape, ()
         domain = self._domain(region.kind, region.members)
         if domain is None:
             raise BrazeError(f"fuse: the {region.kind} region of nodes {region.members} has no single domain; "
