@@ -13,7 +13,8 @@ code compiled before them. Keyword arguments other than compile's own are option
 
 With example inputs, the signature (shapes and dtypes) is fixed and every call is checked against it, with errors
 naming the input and the expected type. Without them, each new signature compiles on its first call and is kept,
-as jax.jit does. Called with braze Tensors, a compiled module returns Tensors; with numpy arrays, numpy arrays:
+as jax.jit does. A fixed signature's compile ends with one call on zero inputs when a call is short (the "warm"
+stage of timings, runtime Executable.warm): the first call then costs what the later ones do. Called with braze Tensors, a compiled module returns Tensors; with numpy arrays, numpy arrays:
 one value for a single output, a tuple for several.
 
 Training mode: compiled code runs inference only. A model in training mode raises a BrazeError unless
@@ -186,7 +187,7 @@ def compile(model_or_graph: Module | Callable[..., Any] | Graph, *example_inputs
         examples = None if isinstance(source, Graph) else [example_array(x, k) for k, x in enumerate(example_inputs)]
         if isinstance(source, Graph) and example_inputs:
             raise BrazeError("braze.compile: a Graph has its input types in it; pass no example inputs")
-        executable = compiled._compile(examples)
+        executable = _warmed(compiled._compile(examples))
         compiled._latest = executable
         compiled._executables[_types_signature(executable.input_types)] = executable
     return compiled
@@ -198,7 +199,7 @@ def compile_untrusted(graph: Graph, threads: int | None = None, *, verified: boo
     check_threads(threads)
     compiled = CompiledModule(graph, pipeline=None, threads=threads, fixed=True, options={}, untrusted=True,
                               verified=verified)
-    executable = compiled._compile(None)
+    executable = _warmed(compiled._compile(None))
     compiled._latest = executable
     compiled._executables[_types_signature(executable.input_types)] = executable
     return compiled
@@ -236,6 +237,13 @@ def _trace(source: Any, examples: Sequence[np.ndarray] | None) -> Graph:
     if examples is None:
         raise BrazeError("braze.compile: tracing needs example inputs")
     return trace(source, *examples)
+
+
+def _warmed(executable: Executable) -> Executable:
+    """The executable after its warm-up call (Executable.warm), timed as the compile's "warm" stage."""
+    with executable.timings.stage("warm"):
+        executable.warm()
+    return executable
 
 
 def example_array(x: Any, k: int, caller: str = "braze.compile") -> np.ndarray:

@@ -6,8 +6,9 @@ an artifact's tensors; the first write_weights or swap_weights of one copies it)
 of weights that some kernels read instead (a GEMM's packed B, filled once by the module's prepare function right
 after the weights are copied, at load time), the arena (sized by the memory plan), per-thread scratch, the
 barrier's sync block and an aligned staging buffer per input and per small output. Everything a first call would
-otherwise set up (the worker pool's native code and threads, the call stub) is made at load time, so the first call
-costs what the later ones do.
+otherwise set up (the worker pool's native code and threads, the call stub) is made at load time, and warm() makes
+one call on zero inputs (braze.compile does, for a graph whose call is short) so that the first call finds the code,
+the weights and the worker threads in the state later calls find them: the first call costs what the later ones do.
 
 A call validates every input before any native code runs (count, then each input's type, rank, shape and dtype)
 and allocates the outputs (or takes the caller's `out=` arrays, checked). A one-thread call whose inputs are
@@ -67,6 +68,10 @@ from .timings import CompileTimings
 if TYPE_CHECKING:
     from braze.codegen.module_builder import Lowering
 
+# warm(): the longest call (by the work estimate) and the most input bytes it is done for. Above them a call takes
+# long enough that reading the weights from memory and waking the workers add little to the first one.
+WARM_SECONDS = 0.01
+WARM_INPUT_BYTES = 16 << 20
 
 
 class Executable:
@@ -115,6 +120,21 @@ class Executable:
         self._words_address = address(self._words)
         self._stub_parallel = self._frame is not None and has_futex(library.target)
         self._bind_call()
+
+    def warm(self) -> bool:
+        """One call on zero inputs, when a call is short (at most WARM_SECONDS by the work estimate, WARM_INPUT_BYTES
+        of inputs): a short first call would otherwise read the code and weights from memory and wake the workers,
+        several times the cost of a later call. False when skipped, or when zeros are not a valid input (an index
+        input of an empty dimension, a run-time check that fires on them)."""
+        if _threads.estimated_seconds(self._work) > WARM_SECONDS or \
+                sum(spec.nbytes for spec in self._specs) > WARM_INPUT_BYTES or \
+                any(spec.bound == 0 for spec in self._specs):
+            return False
+        try:
+            self.run(tuple(np.zeros(spec.shape, spec.dtype) for spec in self._specs))
+        except BrazeError:
+            return False
+        return True
 
     def _entry_words(self) -> dict[str, int]:
         """The entry's arguments, by TASK_FIELDS name (nthreads: the threads a call may use)."""
