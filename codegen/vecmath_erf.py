@@ -7,8 +7,14 @@ keeps the relative error small down to the subnormals. Beyond 3.95 erf rounds to
 least-squares fit in float64 (relative to erf), each rounded to float32 from the lowest degree up with the higher
 ones refitted after it; in float32 FMA arithmetic the result is within 1 ulp of erf on every interval. The general
 form in vecmath (two polynomials, one of them through exp, blended) stays for scalars and other widths.
+
+gelu (erf form) is x (1/2 + 1/2 erf(|x| / sqrt 2) with x's sign) from the same intervals, the tables halved (exact)
+and interval 0 in the uniform form u (Q_0(u) + 1/2), so that no select is needed: 26 vector instructions against
+the 33 of 0.5 x (1 + erf(x / sqrt 2)) through erf, which made GELU 14% of a transformer's first feed-forward GEMM.
 """
 from __future__ import annotations
+
+import math
 
 import llvmlite.ir as ir
 
@@ -45,18 +51,42 @@ def applies(m: VectorEmit) -> bool:
     return m.element == F32 and m.width in (8, 16) and is_x86_triple(str(m.module.triple))
 
 
+# gelu's tables: halved, interval 0's constant term holding the 1/2 that erf's form adds as a (= u / 2).
+_HALF_P0 = (0.0,) + tuple(p / 2 for p in _P0[1:])
+_HALF_Q = (((_Q[0][0] + 0.5) / 2, *(q / 2 for q in _Q[0][1:])), *(tuple(q / 2 for q in row) for row in _Q[1:]))
+_BELOW_EIGHT = 7.9999995  # the largest float32 below 8: t clamped to it (vminps) keeps the interval index <= 7
+
+
+def _interval(m: VectorEmit, t: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The interval index floor(t) (NaN and t >= 8 take the last, with no out-of-range conversion) and u = t minus
+    it, which keeps a NaN."""
+    index = m.b.fptosi(m.select(m.cmp("<", t, _BELOW_EIGHT), t, _BELOW_EIGHT), ir.VectorType(I32, m.width))
+    return index, m.sub(t, m.b.sitofp(index, m.f))
+
+
+def _polynomial(m: VectorEmit, q: tuple[tuple[float, ...], ...], index: ir.Value, u: ir.Value) -> ir.Value:
+    """Q_index(u), its coefficients looked up per lane."""
+    acc = m.lookup([row[-1] for row in q], index)
+    for k in range(len(q[0]) - 2, -1, -1):
+        acc = m.fma(acc, u, m.lookup([row[k] for row in q], index))
+    return acc
+
+
 def emit(m: VectorEmit, x: ir.Value) -> ir.Value:
     """erf(x) by the interval polynomials; NaN propagates through u, +-inf and |x| >= 3.95 give +-1, -0 gives -0."""
-    b = m.b
     a = m.abs(x)
-    t = m.mul(a, 2.0)
-    # NaN and a >= 4 take the last interval (no out-of-range conversion); u keeps the NaN, the end selects 1
-    index = b.fptosi(m.select(m.cmp("<", t, 8.0), t, 7.0), ir.VectorType(I32, m.width))
-    u = m.sub(t, b.sitofp(index, m.f))
-    acc = m.lookup([q[-1] for q in _Q], index)
-    for k in range(len(_Q[0]) - 2, -1, -1):
-        acc = m.fma(acc, u, m.lookup([q[k] for q in _Q], index))
-    first = b.icmp_signed("==", index, ir.Constant(index.type, [ir.Constant(I32, 0)] * m.width))
-    r = m.fma(acc, u, m.select(first, a, m.lookup(list(_P0), index)))
+    index, u = _interval(m, m.mul(a, 2.0))
+    first = m.b.icmp_signed("==", index, ir.Constant(index.type, [ir.Constant(I32, 0)] * m.width))
+    r = m.fma(_polynomial(m, _Q, index, u), u, m.select(first, a, m.lookup(list(_P0), index)))
     r = m.select(m.cmp(">=", a, ERF_ONE), 1.0, r)
     return m.copysign(r, x)
+
+
+def emit_gelu(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """gelu(x) = x Phi(x) as x (1/2 + copysign(erf(|x| / sqrt 2) / 2, x)): +inf and huge x give x, -inf NaN (as
+    0.5 x (1 + erf) does), NaN propagates, x below about -5.6 gives -0."""
+    t = m.mul(m.abs(x), 2.0 * math.sqrt(0.5))  # 2 |x| / sqrt 2
+    index, u = _interval(m, t)
+    half_erf = m.fma(_polynomial(m, _HALF_Q, index, u), u, m.lookup(list(_HALF_P0), index))
+    half_erf = m.select(m.cmp(">=", t, 2.0 * ERF_ONE), 0.5, half_erf)
+    return m.mul(x, m.add(m.copysign(half_erf, x), 0.5))
