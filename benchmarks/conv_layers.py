@@ -13,56 +13,12 @@ Run: python -m benchmarks.conv_layers [--batch 1,64] [--threads 1,2] [--rounds 2
 from __future__ import annotations
 
 import argparse
-import ctypes
 import threading
 import time
 from typing import Callable
 
 LAYERS = [  # (c_in, c_out, stride, input size): benchmarks/models.py's CNN, 3x3 kernels with padding 1
     (3, 32, 1, 32), (32, 64, 2, 32), (64, 128, 2, 16)]
-KERNEL_NAMES = ("im2col", "direct", "channels")
-
-
-def _aligned(np, count: int):
-    raw = np.zeros(count + 16, np.float32)
-    start = (-raw.ctypes.data % 64) // 4
-    return raw[start:start + count]
-
-
-def compile_layer(spec, kernel: str, np) -> Callable[[int], Callable[[int], None]]:
-    """A factory: threads -> a call of the layer's kernel on `threads` threads (buffers allocated once)."""
-    from braze.codegen import compile_ir, host_target
-    from braze.codegen.conv import conv2d_scratch_bytes, conv_weight_floats, emit_conv2d, emit_conv_weight_prepack
-    from braze.codegen.gemm import bias_rows, chain, relu, tiling_for
-
-    target = host_target()
-    tiling = tiling_for(target.vector_width)
-    name = f"bench_conv_{kernel}_{spec.n}_{spec.c}_{spec.c_out}_{spec.stride[0]}_{spec.h}"
-    module = target.new_module(name)
-    emit_conv2d(module, name, spec, tiling, chain(bias_rows(0), relu), 1, kernel=kernel)
-    emit_conv_weight_prepack(module, name + "_pack", spec, tiling, kernel)
-    library = compile_ir(module, use_cache=False)
-    rng = np.random.default_rng(0)
-    x = _aligned(np, int(np.prod(spec.input_shape)))
-    x[:] = rng.standard_normal(x.size)
-    w = rng.standard_normal(int(np.prod(spec.weight_shape))).astype(np.float32)
-    packed = _aligned(np, conv_weight_floats(spec, tiling, kernel))
-    library.cfunc(name + "_pack", None, ctypes.c_void_p, ctypes.c_void_p)(w.ctypes.data, packed.ctypes.data)
-    bias = _aligned(np, spec.c_out)
-    out = _aligned(np, int(np.prod(spec.out_shape)))
-    fn = library.cfunc(name, None, *(ctypes.c_void_p,) * 4, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                       ctypes.c_void_p)
-    scratch_floats = max(conv2d_scratch_bytes(spec, tiling, kernel) // 4, 1)
-
-    def on(threads: int) -> Callable[[int], None]:
-        scratch = [_aligned(np, scratch_floats) for _ in range(threads)]
-        claim = _aligned(np, 16)
-
-        def call(tid: int) -> None:
-            fn(x.ctypes.data, packed.ctypes.data, out.ctypes.data, scratch[tid].ctypes.data, tid, threads,
-               claim.ctypes.data, bias.ctypes.data)
-        return call
-    return on
 
 
 def seconds(call: Callable[[int], None], threads: int, reps: int) -> float:
@@ -93,6 +49,8 @@ def measure(batches: list[int], threads: list[int], rounds: int) -> list[dict]:
 
     from braze.codegen import host_target
     from braze.codegen.conv import ConvSpec, conv_kernel
+    from braze.codegen.conv_search import compile_layer
+    from braze.codegen.conv_tuning import KERNEL_NAMES
     from braze.codegen.gemm import tiling_for
 
     rows = []
@@ -100,7 +58,7 @@ def measure(batches: list[int], threads: list[int], rounds: int) -> list[dict]:
         for c_in, c_out, stride, size in LAYERS:
             spec = ConvSpec(batch, c_in, size, size, c_out, 3, 3, stride=(stride, stride), padding=(1, 1),
                             prepacked_weight=True)
-            kernels = {kernel: compile_layer(spec, kernel, np) for kernel in KERNEL_NAMES}
+            kernels = {kernel: compile_layer(spec, kernel) for kernel in KERNEL_NAMES}
             for n in threads:
                 calls = {kernel: on(n) for kernel, on in kernels.items()}
                 reps = max(1, int(2e8 // max(spec.flops, 1)))
@@ -115,6 +73,7 @@ def measure(batches: list[int], threads: list[int], rounds: int) -> list[dict]:
 
 
 def table(rows: list[dict], peak: dict[int, float]) -> str:
+    from braze.codegen.conv_tuning import KERNEL_NAMES
     lines = ["| batch | layer | threads | " + " | ".join(f"{k} us (GFLOP/s, % peak)" for k in KERNEL_NAMES) +
              " | picked |", "|" + " --- |" * (4 + len(KERNEL_NAMES))]
     for row in rows:

@@ -33,7 +33,8 @@ against 67-94 for the GEMM (K = 16-64, rows of 32-112 pixels), so they go to the
 with rows of 2-3 whole vectors (32 and 48 pixels, 3-16 input channels) ran at 1.00-1.14x the GEMM (the CNN's first
 layer 1.04-1.14x at batch 1, 8 and 64), so it takes rows of 2 whole vectors and more there. The activations stay
 NCHW throughout: the direct and channels kernels block the channels in their weights only, so no layout conversions
-are needed between a conv and its neighbours.
+are needed between a conv and its neighbours. These rules were measured on a few machines; with BRAZE_TUNE=1 the
+kernel measured fastest on this one for a shape (conv_search.py, recorded per CPU by conv_tuning.py) replaces them.
 
 The GEMM kernel: per image and group, out[co, p] = W[co, :] @ col[:, p] where p = oh*OW + ow runs over output
 positions and the im2col matrix col (C_in/G*kH*kW rows) is never materialized: the GEMM's B packing reads its
@@ -53,6 +54,7 @@ import llvmlite.ir as ir
 
 from braze.ir.ops.conv import conv2d_output_shape
 
+from . import conv_tuning
 from .conv_channels import ChannelLayout, channels_covers, emit_channels, emit_channels_prepack
 from .conv_depthwise import conv2d_arguments, emit_depthwise
 from .conv_direct import MOST_TAPS, direct_covers, direct_preferred, emit_direct
@@ -62,6 +64,7 @@ from .gemm_driver import Plan, Problem, emit_problem, make_plan
 from .gemm_kernel import Epilogue, Tiling, TilePos, const64
 from .gemm_pack import Prepacked, Strided
 from .loops import define_function, entry_builder
+from .target import host_target
 
 
 @dataclass(frozen=True)
@@ -182,9 +185,23 @@ def conv_kernel(spec: ConvSpec, kernel: str = "auto", tiling: Tiling | None = No
                          f"kernel of at most 7x7 taps, not {spec}")
     if kernel != "auto":
         return kernel
+    tuned = _tuned(spec, width)
+    if tuned is not None:
+        return tuned
     if channels_preferred(spec, width):
         return "channels"
     return "direct" if direct_preferred(spec, width) else "im2col"
+
+
+def _tuned(spec: ConvSpec, width: int) -> str | None:
+    """The kernel a tuning search recorded for `spec` on this machine (conv_tuning.py: only with BRAZE_TUNE=1),
+    when it covers the shape."""
+    if not conv_tuning.enabled():
+        return None
+    tuned = conv_tuning.tuned_kernel(spec, width, host_target().identity)
+    covered = {"im2col": True, "direct": tuned == "direct" and direct_covers(spec),
+               "channels": tuned == "channels" and channels_covers(spec, width)}
+    return tuned if tuned is not None and covered[tuned] else None
 
 
 # The channels kernel's rule (measured, see the module doc): AVX-512, and K = C_in/groups*kH*kW from CHANNELS_MIN_K

@@ -25,7 +25,7 @@ from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Value
 from braze.ir.types import TensorType
 
-from . import cache
+from . import cache, conv_tuning
 
 if TYPE_CHECKING:  # llvmlite.ir and the target are needed only to build a module, not to describe one
     import llvmlite.ir as ir
@@ -238,7 +238,8 @@ def builder_version() -> str:
 def graph_digest(graph: Graph, target: Target) -> str:
     """A hex digest naming everything the module depends on: the graph text (with its memory plan, without param
     ids), the target and the builder version."""
-    return _digest(f"braze-module {builder_version()}", target.identity, str(with_leaf_ids(graph)))
+    return _digest(f"braze-module {builder_version()}", target.identity, conv_tuning.digest(target.identity),
+                   str(with_leaf_ids(graph)))
 
 
 def with_leaf_ids(graph: Graph, ids: Mapping[str, int] | None = None) -> Graph:
@@ -266,7 +267,8 @@ def module_key(digest: str) -> str:
 def kernel_part_key(kernel_key: str, target: Target) -> str:
     """The disk-cache key (and, in its first hex digits, the name) of the object of a kernel with this kernel key
     (module_builder.kernel_key) built by the default lowering for `target`."""
-    return _digest("braze-kernel-object", builder_version(), target.identity, kernel_key)
+    return _digest("braze-kernel-object", builder_version(), target.identity, conv_tuning.digest(target.identity),
+                   kernel_key)
 
 
 def layout_meta(built: BuiltModule) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
+from braze.codegen import conv_tuning
 from braze.ir.errors import TensorSizeError
 from braze.ir.graph import Graph
 from braze.ir.passes import PassReport, optimize
@@ -183,6 +184,12 @@ def _compiled(graph: Graph, pipeline: str | Sequence[str] | None, threads: int |
     # has to be generated too, so the compile workers start now, beside the passes
     graph, pass_key = _planned(graph, pipeline, untrusted, verified, options, timings,
                                on_miss=lambda: expect_compile(graph))
+    # with BRAZE_TUNE=1, the convs this machine has no measured kernel choice for are timed on every kernel first
+    # (codegen/conv_search.py): the choices, and the cache keys, are then settled before any code is generated
+    if conv_tuning.enabled():
+        from braze.codegen.conv_search import tune
+        with timings.stage("tune"):
+            tune(graph)
     # one LLVM module (a kernel per distinct node and the entry point of the whole graph, codegen/abi.py) compiled
     # for the host, or its object found in the disk cache by the graph's text
     steps: dict[str, float] = {}
