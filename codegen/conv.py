@@ -196,7 +196,7 @@ def conv_kernel(spec: ConvSpec, kernel: str = "auto", tiling: Tiling | None = No
 def _tuned(spec: ConvSpec, width: int) -> str | None:
     """The kernel a tuning search recorded for `spec` on this machine (conv_tuning.py: only with BRAZE_TUNE=1),
     when it covers the shape."""
-    if not conv_tuning.enabled():
+    if not conv_tuning.active():
         return None
     tuned = conv_tuning.tuned_kernel(spec, width, host_target().identity)
     covered = {"im2col": True, "direct": tuned == "direct" and direct_covers(spec),

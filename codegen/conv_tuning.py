@@ -11,8 +11,9 @@ not parse as such a table is set aside as empty (and replaced by the next record
 KERNEL_NAMES, or one that does not cover the shape, is never used (conv.conv_kernel checks coverage). Records are
 written whole to a temporary file and renamed over the table, so a reader never sees half a table.
 
-digest() names the table's contents: module_layout puts it into every cache key while tuning is on, so code
-compiled with one set of choices is never found by a compile with another.
+digest() names the choices: module_layout puts it into every cache key while tuning is on, so code compiled with
+one set of choices is never found by a compile with another; a compile worker lowers with the choices its parent
+sends (choices_in_use), never with its own environment's, so its objects are the ones the keys name.
 """
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ import hashlib
 import json
 import os
 import tempfile
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from . import cache
 
@@ -30,6 +33,7 @@ KERNEL_NAMES = ("im2col", "direct", "channels")
 MOST_TABLE_BYTES = 16 << 20  # a larger file is not a table this module wrote
 
 _loaded: dict[Path, tuple[float, int, dict[str, Any]]] = {}  # path -> (mtime, size, entries)
+_in_use: ContextVar[dict[str, str] | None] = ContextVar("braze_conv_choices", default=None)
 
 
 def enabled() -> bool:
@@ -85,12 +89,41 @@ def _valid(entry: Any) -> bool:
         k in KERNEL_NAMES and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in seconds.items())
 
 
+def active() -> bool:
+    """Whether tuned_kernel may answer at all: tuning is on, or choices are in use."""
+    return _in_use.get() is not None or enabled()
+
+
 def tuned_kernel(spec: Any, width: int, target_identity: str) -> str | None:
-    """The recorded kernel for `spec` at `width` while tuning is on, else None."""
+    """The recorded kernel for `spec` at `width` while tuning is on (or in the choices in use), else None."""
+    given = _in_use.get()
+    if given is not None:
+        return given.get(spec_key(spec, width))
     if not enabled():
         return None
     entry = entries(target_identity).get(spec_key(spec, width))
     return None if entry is None else entry["kernel"]
+
+
+def choices(target_identity: str) -> dict[str, str]:
+    """The kernel choices compiles take now ({} with tuning off): what a compile worker is sent to lower with."""
+    if not enabled():
+        return {}
+    return {key: entry["kernel"] for key, entry in entries(target_identity).items()}
+
+
+@contextmanager
+def choices_in_use(given: Any) -> Iterator[None]:
+    """tuned_kernel answers from `given` (a parent process's choices()) inside the block, whatever this process's
+    environment and files say: a compile worker lowers with the choices its parent's cache keys name. Entries that
+    are not a key and a kernel name are dropped."""
+    valid = {k: v for k, v in given.items() if isinstance(k, str) and v in KERNEL_NAMES} \
+        if isinstance(given, dict) else {}
+    token = _in_use.set(valid)
+    try:
+        yield
+    finally:
+        _in_use.reset(token)
 
 
 def record(spec: Any, width: int, target_identity: str, seconds: Mapping[str, float]) -> str:
@@ -119,9 +152,9 @@ def digest(target_identity: str) -> str:
     """A name of the choices compiles take now: "" with tuning off, else a digest of the table's entries."""
     if not enabled():
         return ""
-    text = json.dumps({k: v["kernel"] for k, v in entries(target_identity).items()}, sort_keys=True)
+    text = json.dumps(choices(target_identity), sort_keys=True)
     return "tuned:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-__all__ = ["KERNEL_NAMES", "TUNE_ENV", "digest", "enabled", "entries", "record", "spec_key", "table_path",
-           "tuned_kernel"]
+__all__ = ["KERNEL_NAMES", "TUNE_ENV", "active", "choices", "choices_in_use", "digest", "enabled", "entries", "record",
+           "spec_key", "table_path", "tuned_kernel"]

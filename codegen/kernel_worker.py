@@ -2,9 +2,10 @@
 same lowering, the same LLVM pipeline: the same object bytes).
 
 A part is sent as a one-node graph (the node's distinct operands as the graph's inputs, its results as the outputs)
-in braze IR text, with the names of the operands that are params, its kernel key and its part key. The worker
-parses it (the parser verifies), checks that the node it read has that very kernel key (so its object is the one
-the key names), lowers it with the default lowering and compiles it; the reply is the part's description
+in braze IR text, with the names of the operands that are params, its kernel key, its part key and the conv
+kernel choices the key names (conv_tuning.choices: the worker lowers with those, not its own environment's). The
+worker parses it (the parser verifies), checks that the node it read has that very kernel key (so its object is the
+one the key names), lowers it with the default lowering and compiles it; the reply is the part's description
 (module_layout.part_meta), its exported symbols and its object. Whatever goes wrong in a worker (a node it cannot
 lower, a lowering that fails) is answered as a failure, and the parent then lowers the part itself, where the error
 surfaces as it would without workers.
@@ -22,6 +23,7 @@ from braze.ir.graph import Graph, Node
 from braze.ir.parser import parse
 from braze.ir.registry import is_leaf
 
+from . import conv_tuning
 from .module_builder import PendingPart, kernel_key, lower_part
 from .module_layout import KernelPart, part_meta
 from .target import Target
@@ -34,7 +36,8 @@ def part_request(pending: PendingPart, target: Target) -> dict[str, Any]:
     graph = Graph("kernel", operands, (node,), node.outputs)
     return {"key": pending.key, "kernel": pending.kernel, "index": pending.index, "graph": str(graph),
             "fixed": sorted(v.name for v in operands if v.name in pending.fixed),
-            "target": [target.triple, target.cpu, target.features, target.vector_width]}
+            "target": [target.triple, target.cpu, target.features, target.vector_width],
+            "conv_kernels": conv_tuning.choices(target.identity)}
 
 
 def lower_requested(request: dict[str, Any]) -> KernelPart:
@@ -50,7 +53,8 @@ def lower_requested(request: dict[str, Any]) -> KernelPart:
     node: Node = nodes[0]
     if kernel_key(node, fixed) != request["kernel"]:
         raise BrazeError("the node of a part request does not have the kernel key it was sent with")
-    return lower_part(node, int(request["index"]), str(request["key"]), target, None, fixed)
+    with conv_tuning.choices_in_use(request.get("conv_kernels")):
+        return lower_part(node, int(request["index"]), str(request["key"]), target, None, fixed)
 
 
 def lowered(request: dict[str, Any]) -> tuple[dict[str, Any], str]:

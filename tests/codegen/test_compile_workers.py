@@ -2,6 +2,7 @@
 that dies or cannot start only makes a compile slower, never wrong."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -157,6 +158,33 @@ def test_compile_workers_lower_kernels_as_this_process_does(workers, monkeypatch
     outputs = [Executable(b, lib, threads=1).run([x])[0] for b, lib in ((spread, spread_library),
                                                                         (alone, alone_library))]
     assert np.array_equal(outputs[0], outputs[1])
+
+
+def test_compile_workers_lower_convs_with_the_tuned_choices_they_are_sent(workers, monkeypatch, tmp_path) -> None:
+    """The worker starts before BRAZE_TUNE is set (its environment lacks it): the choices come with the request."""
+    import braze
+    from braze.codegen import conv_tuning
+    from braze.codegen.conv_search import graph_convs
+    from braze.codegen.graph_cache import compile_module
+    compile_workers.warm_up()
+    for worker in compile_workers._workers:
+        _until_it_can_lower(worker)
+    braze.manual_seed(0)
+    nn = braze.nn
+    model = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(16, 8, 3, padding=1)).eval()
+    graph = braze.compile(model, np.zeros((2, 8, 12, 12), np.float32)).graph
+    monkeypatch.setenv("BRAZE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(conv_tuning.TUNE_ENV, "1")
+    target = host_target()
+    for kernel, scratch in (("direct", lambda n: n == 0), ("im2col", lambda n: n > 0)):
+        table = {conv_tuning.spec_key(spec, target.vector_width): {"kernel": kernel, "seconds": {}}
+                 for spec in graph_convs(graph)}
+        conv_tuning.table_path(target.identity).parent.mkdir(parents=True, exist_ok=True)
+        conv_tuning.table_path(target.identity).write_text(json.dumps(table))
+        built, _ = compile_module(graph, use_cache=False)
+        assert [p for p in built.parts if p.module is None], "the ready worker took no kernel"
+        assert all(scratch(p.scratch_bytes) for p in built.parts), (kernel, [p.scratch_bytes for p in built.parts])
 
 
 def test_compile_workers_a_kernel_request_gives_the_object_of_this_process(workers) -> None:

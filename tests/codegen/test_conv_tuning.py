@@ -131,3 +131,22 @@ def test_graph_convs_finds_fused_regions_and_skips_depthwise() -> None:
                           nn.Conv2d(16, 16, 3, padding=1, groups=16)).eval()
     compiled = braze.compile(model, _x())
     assert conv_search.graph_convs(compiled.graph) == [SPEC]
+
+
+def test_a_compile_worker_lowers_with_the_choices_it_is_sent(tuning: str, monkeypatch: Any) -> None:
+    """A worker's own environment may say otherwise (started before BRAZE_TUNE changed): the sent choices win."""
+    key = conv_tuning.spec_key(SPEC, _width())
+    _write_table(tuning, {key: {"kernel": "direct", "seconds": {}}})
+    assert conv_tuning.choices(tuning) == {key: "direct"}
+    tiling = tiling_for(_width())
+    monkeypatch.delenv(conv_tuning.TUNE_ENV)
+    rule = conv_kernel(SPEC, tiling=tiling)
+    assert conv_tuning.choices(tuning) == {}
+    other = "im2col" if rule != "im2col" else "direct"
+    with conv_tuning.choices_in_use({key: other, "bad": "gpu", 3: "direct"}):
+        assert conv_kernel(SPEC, tiling=tiling) == other
+    monkeypatch.setenv(conv_tuning.TUNE_ENV, "1")
+    with conv_tuning.choices_in_use({}):  # the parent compiled without tuning: the rule, whatever the table says
+        assert conv_kernel(SPEC, tiling=tiling) == rule
+    with conv_tuning.choices_in_use("not a mapping"):
+        assert conv_kernel(SPEC, tiling=tiling) == rule
