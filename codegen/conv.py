@@ -199,9 +199,9 @@ def _tuned(spec: ConvSpec, width: int) -> str | None:
     if not conv_tuning.active():
         return None
     tuned = conv_tuning.tuned_kernel(spec, width, host_target().identity)
-    covered = {"im2col": True, "direct": tuned == "direct" and direct_covers(spec),
-               "channels": tuned == "channels" and channels_covers(spec, width)}
-    return tuned if tuned is not None and covered[tuned] else None
+    if (tuned == "direct" and not direct_covers(spec)) or (tuned == "channels" and not channels_covers(spec, width)):
+        return None
+    return tuned
 
 
 # The channels kernel's rule (measured, see the module doc): AVX-512, and K = C_in/groups*kH*kW from CHANNELS_MIN_K

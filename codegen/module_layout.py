@@ -237,7 +237,7 @@ def builder_version() -> str:
 
 def graph_digest(graph: Graph, target: Target) -> str:
     """A hex digest naming everything the module depends on: the graph text (with its memory plan, without param
-    ids), the target and the builder version."""
+    ids), the target, the builder version and, while tuning is on, the conv kernel choices (conv_tuning.digest)."""
     return _digest(f"braze-module {builder_version()}", target.identity, conv_tuning.digest(target.identity),
                    str(with_leaf_ids(graph)))
 
