@@ -6,14 +6,16 @@ text, the target and the code generator's version (codegen/module_layout.py), so
 without building LLVM IR. Its file (codegen/cache_entry.py) holds a magic line, the digest of all that follows (a
 one-level tree of CRC-32 block checks, so a large entry is checked on every core), a JSON header with the key, the
 exported symbols, the size of the payload and a `meta` object (what the runtime needs beside the code: a whole
-graph's module layout; empty for a plain module), then the object file itself; the digest covers the header, so an intact entry's meta is what this cache wrote. The optimized-graph entries of
-runtime/pass_cache.py use the same format with no symbols: the graph's text in `meta`, derived weights as the
-payload; so do runtime/prepared_cache.py's, a model's prepared weights. A whole graph's entry, and a runtime module's (codegen/described.py), may also hold after its objects the
-shared object the system linker made of them (codegen/shared_object.py, its size in `meta`): part of the entry, it
-is checked, counted, evicted and cleared with it. A truncated, altered or foreign entry fails those checks, and one whose object does not link or does not
-export the module's functions fails in the JIT: either way it is deleted and rebuilt, never called. Entries are written atomically (a temporary file, then
-os.replace), so concurrent processes never see half an entry; the temporary files of stores that were killed are
-removed by a later store once they are an hour old.
+graph's module layout; empty for a plain module), then the object file itself; the digest covers the header, so an
+intact entry's meta is what this cache wrote. The optimized-graph entries of runtime/pass_cache.py use the same
+format with no symbols: the graph's text in `meta`, derived weights as the payload; so do
+runtime/prepared_cache.py's, a model's prepared weights. A whole graph's entry, and a runtime module's
+(codegen/described.py), may also hold after its objects the shared object the system linker made of them
+(codegen/shared_object.py, its size in `meta`): part of the entry, it is checked, counted, evicted and cleared with
+it. A truncated, altered or foreign entry fails those checks, and one whose object does not link or does not export
+the module's functions fails in the JIT: either way it is deleted and rebuilt, never called. Entries are written
+atomically (a temporary file, then os.replace), so concurrent processes never see half an entry; the temporary files
+of stores that were killed are removed by a later store once they are an hour old.
 
 Only what the user's own directory holds is trusted: the directory is created private (0700), and a directory
 that another user owns, or that others may write to, is not used (a UntrustedCacheWarning says why, once, and
@@ -21,10 +23,11 @@ compiles proceed without the cache), because a planted entry would run as the us
 if they are regular files owned by the user, no larger than MAX_ENTRY_BYTES (no FIFOs, devices or symlinks).
 
 Size: the entries together stay under BRAZE_CACHE_MAX_MB megabytes (default 1024). Every hit sets its entry's
-modification time to now (the time of last use, recorded by the cache itself: access times are unreliable on
-noatime or relatime mounts), and a store that takes the directory over the cap deletes the least recently used
-entries until it fits again (never the entry just stored). A process reading (or holding mapped, for a large
-entry: codegen/cache_entry.py) an entry another one deletes keeps the file it opened. `info()` and `clear()` serve `braze cache info|clear`.
+modification time to now (the time of last use, recorded by the cache itself: access times are unreliable on noatime
+or relatime mounts), and a store that takes the directory over the cap deletes the least recently used entries until
+it fits again (never the entry just stored). A process reading (or holding mapped, for a large entry:
+codegen/cache_entry.py) an entry another one deletes keeps the file it opened. `info()` and `clear()` serve `braze
+cache info|clear`.
 
 Environment: BRAZE_CACHE=0 disables the cache; BRAZE_CACHE_DIR moves it (default: $XDG_CACHE_HOME/braze or
 ~/.cache/braze); BRAZE_CACHE_MAX_MB caps its size.
@@ -134,7 +137,7 @@ def load(key: str, *, counted: bool = True) -> CacheEntry | None:
     links it, then counts a hit, or discards it when it does not link. `counted=False` counts nothing: for the
     cache's own bookkeeping (codegen/host.py), which the counters of compiled code leave out."""
     directory = cache_dir()
-    if not _trusted(directory, create=False):
+    if not trusted_directory(directory, create=False):
         return None
     path = directory / f"{key}{SUFFIX}"
     try:
@@ -172,7 +175,7 @@ def store(key: str, payload: Buffer | Sequence[Buffer], symbols: tuple[str, ...]
     returns False (and counts a write error) when the directory is not writable. `counted` as for load."""
     directory = cache_dir()
     try:
-        if not _trusted(directory, create=True):
+        if not trusted_directory(directory, create=True):
             return False
         _remove_abandoned_temporaries(directory)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=TEMP_SUFFIX, dir=directory)
@@ -257,7 +260,7 @@ class CacheInfo:
 def info() -> CacheInfo:
     """The cache directory, whether it is used, its entry count and size, and its size cap."""
     directory = cache_dir()
-    trusted = _trusted(directory, create=False)
+    trusted = trusted_directory(directory, create=False)
     entries = _entries(directory) if trusted and directory.is_dir() else []
     return CacheInfo(directory, enabled(), trusted, len(entries), sum(i.st_size for _, i in entries), max_bytes())
 
@@ -266,7 +269,7 @@ def clear() -> int:
     """Delete every entry (and temporary file) of the cache directory; returns how many entries were deleted.
     Raises BrazeError for a directory that is not the user's own (its files are not the cache's to delete)."""
     directory = cache_dir()
-    if not _trusted(directory, create=False):
+    if not trusted_directory(directory, create=False):
         raise BrazeError(f"not clearing {directory}: it is not your own directory (see {CACHE_DIR_ENV})")
     if not directory.is_dir():
         return 0
@@ -291,7 +294,7 @@ def _remove_abandoned_temporaries(directory: Path) -> None:
             pass
 
 
-def _trusted(directory: Path, create: bool) -> bool:
+def trusted_directory(directory: Path, create: bool) -> bool:
     """Whether `directory` is the user's own and writable by nobody else (creating it private, 0700, if asked);
     warns once per directory when it is not. A missing directory is trusted: it holds nothing."""
     if create:

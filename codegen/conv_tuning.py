@@ -6,7 +6,8 @@ fastest here; compiles with BRAZE_TUNE=1 then take the recorded kernel for a sha
 for the rest. Without BRAZE_TUNE the table is neither read nor written: the search is off by default.
 
 One JSON file per target (its identity: triple, CPU name, features) in the cache directory's `tuning` folder, an
-object mapping a shape key (spec_key) to its kernel and the times measured. The file is untrusted: one that does
+object mapping a shape key (spec_key) to its kernel and the times measured, in a folder read and written only when
+it is the user's own and nobody else may write to it (as the cache's). The file is untrusted: one that does
 not parse as such a table is set aside as empty (and replaced by the next record), and an entry naming no kernel of
 KERNEL_NAMES, or one that does not cover the shape, is never used (conv.conv_kernel checks coverage). Records are
 written whole to a temporary file and renamed over the table, so a reader never sees half a table.
@@ -32,7 +33,7 @@ TUNE_ENV = "BRAZE_TUNE"
 KERNEL_NAMES = ("im2col", "direct", "channels")
 MOST_TABLE_BYTES = 16 << 20  # a larger file is not a table this module wrote
 
-_loaded: dict[Path, tuple[float, int, dict[str, Any]]] = {}  # path -> (mtime, size, entries)
+_loaded: dict[Path, tuple[int, int, dict[str, Any]]] = {}  # path -> (mtime in ns, size, entries)
 _in_use: ContextVar[dict[str, str] | None] = ContextVar("braze_conv_choices", default=None)
 
 
@@ -61,11 +62,13 @@ def entries(target_identity: str) -> dict[str, Any]:
         stat = path.stat()
     except OSError:
         return {}
+    if not cache.trusted_directory(path.parent, create=False):
+        return {}
     known = _loaded.get(path)
-    if known is not None and known[:2] == (stat.st_mtime, stat.st_size):
+    if known is not None and known[:2] == (stat.st_mtime_ns, stat.st_size):
         return known[2]
     found = _parse(path, stat.st_size)
-    _loaded[path] = (stat.st_mtime, stat.st_size, found)
+    _loaded[path] = (stat.st_mtime_ns, stat.st_size, found)
     return found
 
 
@@ -74,7 +77,7 @@ def _parse(path: Path, size: int) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}
@@ -136,8 +139,11 @@ def record(spec: Any, width: int, target_identity: str, seconds: Mapping[str, fl
 
 
 def _write(path: Path, table: dict[str, Any]) -> None:
-    """Replace the table file by `table` in one rename (the directory made private if new)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Replace the table file by `table` in one rename, in a directory of the user's own (made private if new;
+    nothing is written to one others may write to, as for the cache: codegen/cache.py warns)."""
+    if not (cache.trusted_directory(path.parent.parent, create=True) and
+            cache.trusted_directory(path.parent, create=True)):
+        return
     fd, temporary = tempfile.mkstemp(prefix=".tuning-", suffix=".json", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -71,7 +71,7 @@ def test_record_is_taken_only_with_tuning_on(tuning: str, monkeypatch: Any) -> N
     assert conv_tuning.digest(tuning) == ""
 
 
-@pytest.mark.parametrize("text", ["not json", "[1, 2]", json.dumps({"conv2d:1": {"kernel": "fastest"}}),
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", "[" * 100_000, json.dumps({"conv2d:1": {"kernel": "fastest"}}),
                                   json.dumps({"conv2d:1": {"kernel": "direct", "seconds": {"direct": "soon"}}}),
                                   json.dumps({"conv2d:1": {"kernel": "direct", "seconds": {"gpu": 1.0}}})])
 def test_a_table_that_is_not_one_is_read_as_empty(tuning: str, text: str) -> None:
@@ -79,6 +79,21 @@ def test_a_table_that_is_not_one_is_read_as_empty(tuning: str, text: str) -> Non
     assert conv_tuning.entries(tuning) == {}
     model, x = _model(), _x()
     np.testing.assert_allclose(braze.compile(model, x)(x), _eager(model, x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_table_others_may_write_to_is_neither_read_nor_written(tuning: str) -> None:
+    key = conv_tuning.spec_key(SPEC, _width())
+    _write_table(tuning, {key: {"kernel": "direct", "seconds": {}}})
+    folder = conv_tuning.table_path(tuning).parent
+    folder.chmod(0o777)
+    try:
+        with pytest.warns(UserWarning):
+            assert conv_tuning.entries(tuning) == {}
+        conv_tuning.record(SPEC, _width(), tuning, {"im2col": 1.0, "direct": 2.0})
+        assert json.loads(conv_tuning.table_path(tuning).read_text())[key]["kernel"] == "direct"
+    finally:
+        folder.chmod(0o700)
+    assert conv_tuning.tuned_kernel(SPEC, _width(), tuning) == "direct"
 
 
 def test_a_recorded_kernel_that_does_not_cover_the_shape_is_ignored(tuning: str) -> None:
