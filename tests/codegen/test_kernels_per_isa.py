@@ -1,5 +1,5 @@
-"""GEMM, GEMV and conv2d kernels for each instruction set: AVX2 forced with BRAZE_CPU (run and checked against numpy on any
-AVX2 host), AVX-512 compiled to assembly for named CPUs (run where the host is that CPU).
+"""GEMM, GEMV, conv2d and vector-math kernels for each instruction set: AVX2 forced with BRAZE_CPU (run and checked
+against numpy on any AVX2 host), AVX-512 compiled to assembly for named CPUs (run where the host is that CPU).
 
 The assembly checks are substring checks on LLVM's output, which we do not control: full-width FMAs on the
 target's vector registers, and edge tiles stored with masks rather than element by element.
@@ -99,3 +99,20 @@ def test_avx512_kernels_match_numpy_on_that_cpu(cpu, monkeypatch) -> None:
     for m, n, k in ((1, 1, 1), (11, 15, 17), (13, 33, 31), (1, 37, 29), (2, 9, 16)):
         test_gemm.check(m, n, k, tiling=tiling, trans_b=True)
     test_conv.check(ConvSpec(2, 3, 9, 35, 13, 3, 3, stride=(2, 2), padding=(1, 1)), tiling=tiling)
+
+
+def _exp(module, name, tiling) -> None:
+    """A function returning exp of a vector of the target's width."""
+    from braze.codegen import vecmath
+    from braze.codegen.loops import vec
+    from llvmlite import ir
+    typ = vec(tiling.width)
+    fn = ir.Function(module, ir.FunctionType(typ, [typ]), name)
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    builder.ret(vecmath.call(builder, "exp", fn.args[0]))
+
+
+@pytest.mark.parametrize("cpu, scaled", [("znver4", True), ("skylake-avx512", True), ("haswell", False)])
+def test_exp_scales_by_two_to_the_n_in_one_instruction_on_avx512(cpu, scaled) -> None:
+    asm, _ = _asm(cpu, _exp)
+    assert ("vscalefps" in asm) == scaled
