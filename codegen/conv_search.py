@@ -2,10 +2,11 @@
 
 For each float32 conv2d of a graph (alone or anchoring a fused region) whose shape the table lacks, each covering
 kernel (im2col, direct, channels) is compiled alone, as the model compiles it (the weight pre-packed where the
-model's is a parameter, a bias and a ReLU in the epilogue), run on random data and timed on one thread by the thread's
-CPU time (time.thread_time: another process on the core does not count), the kernels interleaved over ROUNDS rounds
-and the best of each kept; the fastest is recorded. A shape only one kernel covers is not searched. Nothing else
-runs meanwhile: the search is part of the compile that asked for it, before any code of the graph is generated.
+model's is a parameter, a bias and a ReLU in the epilogue), run on random data and timed on one thread by the
+thread's CPU time (time.thread_time: another process on the core does not count), the kernels interleaved over
+ROUNDS rounds and the best of each kept; the fastest is recorded. A shape only one kernel covers, or one with
+nothing to compute (an empty batch or channel count), is not searched. Nothing else runs meanwhile: the search is
+part of the compile that asked for it, before any code of the graph is generated.
 benchmarks/conv_layers.py times the benchmark CNN's layers with the same compile_layer.
 """
 from __future__ import annotations
@@ -27,7 +28,8 @@ from .jit import compile_ir
 from .target import Target, host_target
 
 ROUNDS = 5
-ROUND_FLOPS = 2e8  # each timing repeats the conv for about this many FLOPs (a few milliseconds)
+ROUND_FLOPS = 2e8  # each timing repeats the conv for about this many FLOPs (a few milliseconds),
+MOST_REPS = 1000   # but at most this many times: a tiny conv's call is mostly the call
 
 
 def _aligned(count: int) -> np.ndarray:
@@ -91,7 +93,7 @@ def search(spec: ConvSpec, target: Target | None = None) -> dict[str, float]:
     """Seconds per call of each covering kernel on one thread (the best of ROUNDS interleaved rounds)."""
     target = target or host_target()
     calls = {kernel: compile_layer(spec, kernel, target)(1) for kernel in candidates(spec, target.vector_width)}
-    reps = max(1, int(ROUND_FLOPS // max(spec.flops, 1)))
+    reps = max(1, min(MOST_REPS, int(ROUND_FLOPS // max(spec.flops, 1))))
     best = dict.fromkeys(calls, float("inf"))
     for call in calls.values():
         call(0)  # the first call faults the buffers in
@@ -147,7 +149,7 @@ def tune(graph: Graph, target: Target | None = None) -> dict[str, str]:
     chosen = {}
     for spec in graph_convs(graph):
         key = conv_tuning.spec_key(spec, width)
-        if key in known or len(candidates(spec, width)) < 2:
+        if key in known or spec.flops == 0 or len(candidates(spec, width)) < 2:
             continue
         chosen[key] = conv_tuning.record(spec, width, identity, search(spec, target))
     return chosen

@@ -165,3 +165,24 @@ def test_a_compile_worker_lowers_with_the_choices_it_is_sent(tuning: str, monkey
         assert conv_kernel(SPEC, tiling=tiling) == rule
     with conv_tuning.choices_in_use("not a mapping"):
         assert conv_kernel(SPEC, tiling=tiling) == rule
+
+
+def test_convs_with_nothing_to_compute_are_not_searched(tuning: str) -> None:
+    model, empty = _model(), np.zeros((0, 8, 12, 12), np.float32)
+    assert braze.compile(model, empty)(empty).shape == (0, 16, 12, 12)
+    assert conv_tuning.entries(tuning) == {}
+
+
+def test_a_conv_whose_weight_is_an_input_is_searched_unpacked(tuning: str) -> None:
+    class Conv(nn.Module):
+        def forward(self, x: Any, w: Any) -> Any:
+            return torch.nn.functional.conv2d(x, w, padding=1)
+    x, w = _x(), np.random.default_rng(1).standard_normal((16, 8, 3, 3)).astype(np.float32)
+    compiled = braze.compile(Conv().eval(), x, w)
+    with braze.no_grad():
+        expected = torch.nn.functional.conv2d(braze.tensor(x), braze.tensor(w), padding=1).numpy()
+    np.testing.assert_allclose(compiled(x, w), expected, rtol=1e-4, atol=1e-4)
+    unpacked = ConvSpec(2, 8, 12, 12, 16, 3, 3, padding=(1, 1))
+    (key,) = conv_tuning.entries(tuning)
+    assert key == conv_tuning.spec_key(unpacked, _width())
+    assert "channels" not in conv_tuning.entries(tuning)[key]["seconds"]  # it reads its weight pre-packed only
