@@ -9,13 +9,15 @@ with the pass pipeline (braze.optimize, "inference" by default), plan memory, bu
 graph, compile it through the JIT (an engine per compiled library) and the disk cache, and wrap it in a runtime
 Executable. A Graph passed in goes through the same pipeline (pipeline=None compiles a graph braze.optimize
 returned as it is). The weights are copied when a signature is compiled: later changes to the model do not reach
-code compiled before them. Keyword arguments other than compile's own are options of the pipeline's passes; unknown ones are refused.
+code compiled before them. Keyword arguments other than compile's own are options of the pipeline's passes;
+unknown ones are refused.
 
 With example inputs, the signature (shapes and dtypes) is fixed and every call is checked against it, with errors
-naming the input and the expected type. Without them, each new signature compiles on its first call and is kept,
-as jax.jit does. A fixed signature's compile ends with one call on zero inputs when a call is short (the "warm"
-stage of timings, runtime Executable.warm): the first call then costs what the later ones do. Called with braze Tensors, a compiled module returns Tensors; with numpy arrays, numpy arrays:
-one value for a single output, a tuple for several.
+naming the input and the expected type. Without them, each new signature compiles on its first call and is kept, as
+jax.jit does. A fixed signature's compile ends with one call on zero inputs when a call is short (the "warm" stage
+of timings, runtime Executable.warm): the first call then costs what the later ones do. Called with braze Tensors, a
+compiled module returns Tensors; with numpy arrays, numpy arrays: one value for a single output, a tuple for
+several.
 
 Training mode: compiled code runs inference only. A model in training mode raises a BrazeError unless
 `mode="eval"` (or `eval=True`) is given. What is traced is always the model's valid() snapshot (dropout off,

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from braze.ir.graph import Graph, Node
+from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import is_leaf
 
 from . import conv_tuning
@@ -127,7 +127,7 @@ def graph_convs(graph: Graph) -> list[ConvSpec]:
     return list(found)
 
 
-def _conv_anchor(node: Node) -> tuple[Node | None, dict]:
+def _conv_anchor(node: Node) -> tuple[Node | None, dict[str, Value]]:
     """The conv2d a node computes (itself, or its fused region's anchor) and the region's inputs by body name."""
     if node.op == "conv2d":
         return node, {}
