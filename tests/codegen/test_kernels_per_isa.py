@@ -116,3 +116,13 @@ def _exp(module, name, tiling) -> None:
 def test_exp_scales_by_two_to_the_n_in_one_instruction_on_avx512(cpu, scaled) -> None:
     asm, _ = _asm(cpu, _exp)
     assert ("vscalefps" in asm) == scaled
+
+
+def _gemm_packing_a(module, name, tiling) -> None:
+    emit_gemm(module, name, GemmSpec.contiguous(1024, 64, 512, prepacked_b=True, tiling=tiling), tiling)
+
+
+@pytest.mark.parametrize("cpu", ["znver4", "haswell"])
+def test_packing_a_prefetches_the_next_panel_into_l2(cpu) -> None:
+    asm, _ = _asm(cpu, _gemm_packing_a)
+    assert "prefetcht1" in asm and "prefetcht0" not in asm
