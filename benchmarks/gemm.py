@@ -13,21 +13,20 @@ at the same thread count.
 Both run in this process, one after the other for each n; each figure is the best of several rounds (a round
 repeats the multiply for about 0.1 s), so the ratio compares the two under nearly the same machine state. numpy's BLAS is held to
 the same thread count with threadpoolctl when installed; otherwise the script re-runs itself with
-OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS set before numpy is imported. braze's threads are
-Python threads each making one ctypes call (ctypes releases the GIL).
+OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS set before numpy is imported. braze runs as users run it:
+a module compiled from `lambda a, b: a @ b` at that thread count (its native worker pool), called with out=, as
+numpy's matmul is.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import functools
 import json
 import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -74,44 +73,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, k, n
 
 
-class BrazeSgemm:
-    """c = a @ b for n x n float32 with braze's kernel, split over `threads` threads (tid 0 runs in the caller).
-
-    The kernel sees raw addresses, so the instance keeps a, b, c and the scratch areas alive while it exists.
-    """
-
-    def __init__(self, a, b, c, threads: int, pool: ThreadPoolExecutor | None) -> None:
-        import numpy as np
-
-        from braze.codegen import compile_ir, host_target
-        from braze.codegen.gemm import GemmSpec, emit_gemm, gemm_scratch_bytes, tiling_for
-
-        n = a.shape[0]
-        for array in (a, b, c):
-            if array.dtype != np.float32 or array.shape != (n, n) or not array.flags.c_contiguous:
-                raise ValueError(f"expected C-contiguous float32 ({n}, {n}) arrays, got {array.dtype} {array.shape}")
-        target = host_target()
-        tiling = tiling_for(target.vector_width)
-        spec = GemmSpec.contiguous(n, n, n)
-        name = f"bench_sgemm_{n}_w{tiling.width}"
-        module = target.new_module(name)
-        emit_gemm(module, name, spec, tiling)
-        self.fn = compile_ir(module).cfunc(name, None, *([ctypes.c_void_p] * 4), ctypes.c_int64, ctypes.c_int64,
-                                           ctypes.c_void_p)
-        claim = _aligned(np, 16)  # the claim words the threads take their panels from (codegen/claims.py)
-        self.buffers = (a, b, c, claim) + tuple(_aligned(np, gemm_scratch_bytes(spec, tiling) // 4 + 1)
-                                                for _ in range(threads))
-        self.calls = [(a.ctypes.data, b.ctypes.data, c.ctypes.data, self.buffers[4 + t].ctypes.data, t, threads,
-                       claim.ctypes.data) for t in range(threads)]
-        self.pool = pool
-
-    def __call__(self) -> None:
-        others = [self.pool.submit(self.fn, *call) for call in self.calls[1:]]
-        self.fn(*self.calls[0])
-        for future in others:
-            future.result()
-
-
 def _round(fn: Callable[[], None], reps: int) -> float:
     start = time.perf_counter()
     for _ in range(reps):
@@ -123,14 +84,16 @@ def measure(sizes: list[int], threads: int, rounds: int) -> list[dict]:
     """Best-round GFLOP/s of braze and numpy for each n, with the max relative difference of their results."""
     import numpy as np
 
+    import braze
+
     rng = np.random.default_rng(0)
-    pool = ThreadPoolExecutor(max_workers=threads - 1) if threads > 1 else None
     rows = []
     for n in sizes:
         a, b, c = (_aligned(np, n * n).reshape(n, n) for _ in range(3))
         a[...] = rng.standard_normal((n, n))
         b[...] = rng.standard_normal((n, n))
-        ours = BrazeSgemm(a, b, c, threads, pool)
+        compiled = braze.compile(lambda x, y: x @ y, a, b, threads=threads)
+        ours = functools.partial(compiled, a, b, out=c)
         out = np.empty_like(c)
         theirs = functools.partial(np.matmul, a, b, out=out)
         ours()
@@ -146,8 +109,6 @@ def measure(sizes: list[int], threads: int, rounds: int) -> list[dict]:
         rows.append(dict(n=n, threads=threads, braze_gflops=flops / best_ours / 1e9,
                          numpy_gflops=flops / best_theirs / 1e9, ratio=best_theirs / best_ours,
                          max_rel_diff=error))
-    if pool is not None:
-        pool.shutdown()
     return rows
 
 
