@@ -3,7 +3,8 @@
 The compiler picks a conv2d kernel (im2col, direct, channels) by rules measured on a few machines (conv.py). With
 BRAZE_TUNE=1 a compile first times every kernel that covers each of its convs on this machine and records the
 fastest here; compiles with BRAZE_TUNE=1 then take the recorded kernel for a shape the table holds, and the rules
-for the rest. Without BRAZE_TUNE the table is neither read nor written: the search is off by default.
+for the rest. Without BRAZE_TUNE the table is neither read nor written: the search is off by default. It is not
+compiled code: BRAZE_CACHE=0 (no code cache) leaves it in use, in the cache directory (BRAZE_CACHE_DIR).
 
 One JSON file per target (its identity: triple, CPU name, features) in the cache directory's `tuning` folder, an
 object mapping a shape key (spec_key) to its kernel and the times measured, in a folder read and written only when
