@@ -14,7 +14,7 @@ unknown ones are refused.
 
 With example inputs, the signature (shapes and dtypes) is fixed and every call is checked against it, with errors
 naming the input and the expected type. Without them, each new signature compiles on its first call and is kept, as
-jax.jit does. A fixed signature's compile ends with one call on zero inputs when a call is short (the "warm" stage
+jax.jit does. A fixed signature's compile ends with two calls on zero inputs when a call is short (the "warm" stage
 of timings, runtime Executable.warm): the first call then costs what the later ones do. Called with braze Tensors, a
 compiled module returns Tensors; with numpy arrays, numpy arrays: one value for a single output, a tuple for
 several.
@@ -242,7 +242,7 @@ def _trace(source: Any, examples: Sequence[np.ndarray] | None) -> Graph:
 
 
 def _warmed(executable: Executable) -> Executable:
-    """The executable after its warm-up call (Executable.warm), timed as the compile's "warm" stage."""
+    """The executable after its warm-up calls (Executable.warm), timed as the compile's "warm" stage."""
     with executable.timings.stage("warm"):
         executable.warm()
     return executable

@@ -7,7 +7,7 @@ of weights that some kernels read instead (a GEMM's packed B, filled once by the
 after the weights are copied, at load time), the arena (sized by the memory plan), per-thread scratch, the
 barrier's sync block and an aligned staging buffer per input and per small output. Everything a first call would
 otherwise set up (the worker pool's native code and threads, the call stub) is made at load time, and warm() makes
-one call on zero inputs (braze.compile does, for a graph whose call is short) so that the first call finds the code,
+calls on zero inputs (braze.compile does, for a graph whose call is short) so that the first call finds the code,
 the weights and the worker threads in the state later calls find them: the first call costs what the later ones do.
 
 A call validates every input before any native code runs (count, then each input's type, rank, shape and dtype)
@@ -72,6 +72,9 @@ if TYPE_CHECKING:
 # long enough that reading the weights from memory and waking the workers add little to the first one.
 WARM_SECONDS = 0.01
 WARM_INPUT_BYTES = 16 << 20
+# Two calls, not one: after a single one the batch-1 MLP's next call on two threads still took 36-119 us (median ~86)
+# against ~20 later, after two 26-72 (median ~39), in six fresh processes each.
+WARM_CALLS = 2
 
 
 class Executable:
@@ -122,16 +125,18 @@ class Executable:
         self._bind_call()
 
     def warm(self) -> bool:
-        """One call on zero inputs, when a call is short (at most WARM_SECONDS by the work estimate, WARM_INPUT_BYTES
-        of inputs): a short first call would otherwise read the code and weights from memory and wake the workers,
-        several times the cost of a later call. False when skipped, or when zeros are not a valid input (an index
-        input of an empty dimension, a run-time check that fires on them)."""
+        """WARM_CALLS calls on zero inputs, when a call is short (at most WARM_SECONDS by the work estimate,
+        WARM_INPUT_BYTES of inputs): a short first call would otherwise read the code and weights from memory and wake
+        the workers, several times the cost of a later call. False when skipped, or when zeros are not a valid input
+        (an index input of an empty dimension, a run-time check that fires on them)."""
         if _threads.estimated_seconds(self._work) > WARM_SECONDS or \
                 sum(spec.nbytes for spec in self._specs) > WARM_INPUT_BYTES or \
                 any(spec.bound == 0 for spec in self._specs):
             return False
+        zeros = tuple(np.zeros(spec.shape, spec.dtype) for spec in self._specs)
         try:
-            self.run(tuple(np.zeros(spec.shape, spec.dtype) for spec in self._specs))
+            for _ in range(WARM_CALLS):
+                self.run(zeros)
         except BrazeError:
             return False
         return True

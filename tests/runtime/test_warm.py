@@ -1,4 +1,4 @@
-"""A fixed signature's compile ends with one call on zero inputs when a call is short (Executable.warm), so the first
+"""A fixed signature's compile ends with two calls on zero inputs when a call is short (Executable.warm), so the first
 call finds code, weights and workers warm; the warm-up leaves no trace in what calls return, and is skipped where a
 call is long or zeros are not a valid input."""
 from __future__ import annotations
