@@ -1,16 +1,16 @@
 """Direct conv2d with the output channels across the vector lanes: AVX-512's kernel for long dot products.
 
-A tile holds P output pixels of one output row (or of a few short rows) times V vectors of W output channels.
-Per input channel and tap it loads the tap's V weight vectors and broadcasts each of the P input pixels the tap
-reads straight from the NCHW input, each broadcast feeding V FMAs: P*V FMAs for P + V loads (8 x 3 on AVX-512: 24
-FMAs, 11 loads). Nothing in that loop depends on the row width or the stride: a stride-2 tap broadcasts every
-other pixel, where the pixels-in-lanes kernel (conv_direct.py) loads twice the lanes and shuffles them, and a row of
-7 or 8 pixels fills a tile, where that kernel fills half a vector. The weight is pre-packed once in blocks of W output
-channels (the blocked OIHW16o weight of NCHWc kernels), zero past the last channel, a tile's V blocks interleaved
-so that each tap's weights are one contiguous run. The activations stay NCHW: at the store the tile is transposed
-in registers (log2 P rounds of two-source shuffles) into P-pixel runs of one channel, which take the epilogue and
-are stored in place; that costs about as much as a few input channels' FMAs, so the kernel pays off for long dot
-products (conv.py's rule).
+A tile holds P output pixels of one output row (or of a few short rows) times V vectors of W output channels. Per
+input channel and tap it loads the tap's V weight vectors and broadcasts each of the P input pixels the tap reads
+straight from the NCHW input, each broadcast feeding V FMAs: P*V FMAs for P + V loads (8 x 3 on AVX-512: 24 FMAs, 11
+loads, each tap loading its own pixels, so that pixels two taps share do not crowd the registers). Nothing in that
+loop depends on the row width or the stride: a stride-2 tap broadcasts every other pixel, where the pixels-in-lanes
+kernel (conv_direct.py) loads twice the lanes and shuffles them, and a row of 7 or 8 pixels fills a tile, where that
+kernel fills half a vector. The weight is pre-packed once in blocks of W output channels (the blocked OIHW16o weight
+of NCHWc kernels), zero past the last channel, a tile's V blocks interleaved so that each tap's weights are one
+contiguous run. The activations stay NCHW: at the store the tile is transposed in registers (log2 P rounds of
+two-source shuffles) into P-pixel runs of one channel, which take the epilogue and are stored in place; that costs about
+as much as a few input channels' FMAs, so the kernel pays off for long dot products (conv.py's rule).
 
 Which pixels a tile's taps read over the left or right padding is static, so those FMAs are left out; one tile
 function serves every column tile with the same set of left-out taps (the first, the last, and all of the middle
@@ -36,7 +36,7 @@ from .claims import claimed_chunks
 from .conv_direct import elem_vec, rows_inside, zero_row_constant
 from .gemm_kernel import (F32, I32, I64, PTR, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask, load_vec,
                           mul_add, store_vec, vec_type)
-from .loops import alloca, define_function, entry_builder, for_range, splat, undef, vector_const, zeros
+from .loops import alloca, define_function, entry_builder, for_range, opaque, splat, undef, vector_const, zeros
 
 if TYPE_CHECKING:
     from .conv import ConvSpec
@@ -306,6 +306,7 @@ def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape
             inside = None if zeros_row is None else builder.icmp_unsigned("<", ih, const64(s.h))
             offsets[r, kh] = (builder.add(builder.mul(ih, const64(s.w)), builder.mul(col, const64(sw))), inside)
     run = vectors * width  # floats of one tap's weights
+    unshared = _reuse_spills(width, vectors, pixels)
     with for_range(builder, 0, layout.spec.group_in, name="ci") as ci:
         plane = elem_ptr(builder, x, builder.mul(ci, const64(s.h * s.w)))
         w_ci = elem_ptr(builder, w, builder.mul(ci, const64(layout.taps * run)))
@@ -322,11 +323,14 @@ def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape
                 tap = kh * s.kw + kw
                 weights = [load_vec(builder, elem_ptr(builder, w_ci, tap * run + v * width), width)
                            for v in range(vectors)]
+                bases = {r: elem_ptr(builder, starts[r, kh], kw * dw - pw) for r in range(rows)}
+                if unshared:
+                    bases = {r: opaque(builder, base) for r, base in bases.items()}
                 for q in range(pixels):
                     r, p = divmod(q, count)
                     if (p, kw) in skipped:
                         continue
-                    pixel = builder.load(elem_ptr(builder, starts[r, kh], p * sw + kw * dw - pw), typ=F32, align=4)
+                    pixel = builder.load(elem_ptr(builder, bases[r], p * sw), typ=F32, align=4)
                     broadcast = splat(builder, pixel, width)
                     acc[q] = [mul_add(builder, weight, broadcast, a, layout.fma) for weight, a in zip(weights, acc[q])]
         for q in range(pixels):
@@ -334,6 +338,15 @@ def _accumulate(builder: ir.IRBuilder, layout: ChannelLayout, ptrs, where, shape
                 builder.store(acc[q][v], elem_vec(builder, slots, q * vectors + v, width))
     return [[builder.load(elem_vec(builder, slots, q * vectors + v, width)) for v in range(vectors)]
             for q in range(pixels)]
+
+
+def _reuse_spills(width: int, vectors: int, pixels: int) -> bool:
+    """Whether a pixel that two taps read (stride 2: tap kw=2 of pixel p and kw=0 of p+1), loaded once as LLVM
+    merges the loads of one address, would outgrow the registers: its broadcast lives from one tap to a later one
+    beside the P*V accumulators and V weights. On 8 x 3 AVX-512 tiles it does, and LLVM spilled accumulators to the
+    stack on every tap (a 64->128 stride-2 layer ran 1.03-1.2x slower); there each tap loads its own pixels."""
+    registers = 32 if width == 16 else 16
+    return pixels * vectors + vectors + pixels + 1 > registers
 
 
 def transpose(builder: ir.IRBuilder, rows: list[ir.Value], width: int) -> list[ir.Value]:

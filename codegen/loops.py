@@ -151,6 +151,13 @@ def entry_builder(fn: ir.Function) -> ir.IRBuilder:
     return ir.IRBuilder(fn.entry_basic_block)
 
 
+def opaque(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """`value` unchanged, through an empty inline asm LLVM cannot see into: loads from addresses derived from two
+    opaque copies of one pointer are not merged (no code is emitted; the copy costs at most a register move)."""
+    asm = ir.InlineAsm(ir.FunctionType(value.type, [value.type]), "", "=r,0")
+    return builder.call(asm, [value], attrs=("readnone", "nounwind"))
+
+
 def alloca(builder: ir.IRBuilder, typ: ir.Type, name: str = "", count: ir.Value | int | None = None) -> ir.Value:
     """Allocate stack space in the entry block of the current function, whatever block the builder is in."""
     entry = builder.function.entry_basic_block

@@ -28,6 +28,7 @@ EDGES = [
     dict(n=2, c=3, h=7, w=P + 1, c_out=W + 1, kh=3, kw=3, padding=(2, 2)),
     dict(n=1, c=7, h=11, w=28, c_out=3 * W, kh=3, kw=3, padding=(1, 1)),
     dict(n=1, c=5, h=9, w=2 * P + 3, c_out=4 * W, kh=3, kw=3, padding=(1, 1), stride=(2, 2)),
+    dict(n=2, c=3, h=9, w=2 * P, c_out=3 * W, kh=3, kw=3, padding=(1, 1), stride=(2, 2)),  # whole tiles of 3 vectors
     dict(n=2, c=4, h=13, w=17, c_out=7 * W + 1, kh=3, kw=3, padding=(1, 1), stride=(2, 1)),
     dict(n=1, c=3, h=8, w=2 * P + 1, c_out=5, kh=3, kw=3, padding=(0, 2), stride=(1, 2)),
     dict(n=1, c=6, h=12, w=11, c_out=9, kh=3, kw=3, padding=(2, 2), dilation=(2, 2)),
