@@ -305,6 +305,17 @@ def test_gemm_kept_operand_packed_once_per_thread_gives_the_same_bits(width, m, 
         assert many.tobytes() == one.tobytes(), f"{nthreads} threads"
 
 
+@pytest.mark.parametrize("n, kept", [(2048, True), (2900, False)])
+def test_gemm_keeps_a_packed_b_of_up_to_16_mb_per_thread(n, kept) -> None:
+    """Rows split, B packed: SGEMM n = 2048 (B 16 MB) keeps B whole in each thread's scratch, so that two threads
+    pack it once each rather than once per chunk; a larger B is packed per chunk, the scratch one block's."""
+    spec = GemmSpec.contiguous(n, n, n)
+    tiling = tiling_for(16)
+    plan = gemm_plan(spec, tiling)
+    assert not plan.split_n and plan.keep_b is kept
+    assert gemm_scratch_bytes(spec, tiling) <= (16 << 20) + 4 * (plan.a_floats + 64)
+
+
 def test_gemm_without_claim_words_threads_take_static_shares() -> None:
     spec = GemmSpec.contiguous(37, 5 * HOST.nr + 3, 67)
     a = RNG.standard_normal((37, 67)).astype(np.float32).ravel()
