@@ -114,6 +114,12 @@ def _idle_cpus() -> int:
     return _cpus() - max(running, 1)
 
 
+def worker_pids() -> list[int]:
+    """The process ids of the live workers (their CPU time is this process's work: runtime/cpu_load.py)."""
+    with _lock:
+        return [w.process.pid for w in _workers if w.alive]
+
+
 def warm_up() -> None:
     """Start the workers a compile will use, without waiting for them to be ready: by default no more than the CPUs
     that are idle now (a worker started on a machine whose cores are taken only competes with this compile)."""

@@ -56,6 +56,7 @@ from braze.ir.errors import BrazeError, IndexRangeError
 from braze.ir.graph import Graph
 from braze.ir.types import TensorType
 
+from . import cpu_load as _cpu_load
 from . import pool as _pool
 from . import threads as _threads
 from .call_frame import CallFrame, call_stub, frame_claims
@@ -90,6 +91,7 @@ class Executable:
         self._work = _threads.estimate_work(built.graph)
         self._enter_budget = _pool.enter_budget(_threads.estimated_seconds(self._work))
         self._threads, self._threads_version = self._chosen_threads(), _threads.version
+        self._calls, self._load_version = self._threads, -1  # threads a call uses now: at most the CPUs left free
         self._entry = ENTRY.cfunc(library, built.entry)
         self._weights = map_bytes(self._weight, built.weights, [slot.type.nbytes for slot in built.weights])
         self._prepared = self._prepared_buffers(prepared)
@@ -145,29 +147,31 @@ class Executable:
         """The entry's arguments, by TASK_FIELDS name (nthreads: the threads a call may use)."""
         return {"fn": self._entry_address, "inputs": ctypes.addressof(self._input_ptrs),
                 "weights": ctypes.addressof(self._weight_ptrs), "outputs": ctypes.addressof(self._output_ptrs),
-                "arena": address(self._arena), "scratch": address(self._scratch), "nthreads": self._threads,
+                "arena": address(self._arena), "scratch": address(self._scratch), "nthreads": self._calls,
                 "sync": address(self._sync)}
 
     def _bind_call(self) -> None:
         """The entry's arguments for the current scratch area and thread count: the one-thread call's tuple (ctypes
         objects: a call converts nothing), the words the pool runs, the stub's frame; and the workers started now,
-        so that the first call pays nothing the others do not."""
+        so that the first call pays nothing the others do not. A call uses the configured threads, or as many as
+        other processes leave CPUs free (runtime/cpu_load.py)."""
+        self._calls = self._call_threads()
         self._one_thread = (self._input_ptrs, self._weight_ptrs, self._output_ptrs,
                             ctypes.c_void_p(address(self._arena)), ctypes.c_void_p(address(self._scratch)),
                             ctypes.c_int64(0), ctypes.c_int64(1), ctypes.c_void_p(address(self._sync)))
         words = self._entry_words()
         self._words[:] = [words[field] for field in TASK_FIELDS]
-        parallel = self._threads > 1
-        if parallel:
+        if self._threads > 1:
             _pool.pool().start(self._threads - 1)
+        parallel = self._calls > 1
         # a call without run-time checks whose outputs numpy.empty may give skips the lock (out= arrays too, which the
         # stub checks): the stub holds the frame
         self._lock_free = self._stub is not None and not self._checks and self._small_outputs and (
-            self._threads == 1 or self._stub_parallel)
+            not parallel or self._stub_parallel)
         if self._frame is not None:
             on_pool = parallel and self._stub_parallel
             self._frame.set("scratch", words["scratch"])
-            self._frame.set("nthreads", self._threads if on_pool else 1)
+            self._frame.set("nthreads", self._calls if on_pool else 1)
             self._frame.set_pool(self._pool_words() if on_pool else [0] * POOL_WORDS)
 
     def _pool_words(self) -> list[int]:
@@ -179,10 +183,26 @@ class Executable:
     def _chosen_threads(self) -> int:
         return _threads.choose_threads(self._work, self._requested)
 
+    def _call_threads(self) -> int:
+        """The configured threads, capped by the CPUs other processes leave free (read at cap version now), unless
+        the call is long (cpu_load.LONG_CALL_SECONDS)."""
+        self._load_version = _cpu_load.version
+        if self._threads == 1 or _threads.estimated_seconds(self._work) >= _cpu_load.LONG_CALL_SECONDS:
+            return self._threads
+        limit = _cpu_load.cap()
+        return self._threads if limit is None else min(self._threads, limit)
+
+    def _follow_load(self) -> None:
+        """Rebind the calls to a new cap, once no call holds the frame."""
+        with self._lock, self._frame_held():
+            if self._load_version != _cpu_load.version:
+                self._bind_call()
+
     @property
     def threads(self) -> int:
-        """Threads the next call uses: the count compiled in with threads=, else chosen from the process's thread
-        count (braze.set_num_threads) and the graph's work estimate (runtime/threads.py)."""
+        """Threads a call uses: the count compiled in with threads=, else chosen from the process's thread count
+        (braze.set_num_threads) and the graph's work estimate (runtime/threads.py); fewer while other processes keep
+        the CPUs busy (runtime/cpu_load.py)."""
         if self._threads_version != _threads.version:
             with self._lock:
                 self._retune()
@@ -363,6 +383,8 @@ class Executable:
             inputs = tuple(inputs)  # the stub reads a tuple's items
         if self._threads_version != _threads.version:
             self.threads  # noqa: B018 (follow a new process thread count before taking the lock)
+        if self._load_version != _cpu_load.version and self._threads > 1:
+            self._follow_load()
         answer = STUB_BUSY
         if self._lock_free:  # the stub holds the frame's busy word itself
             outputs = self._outputs(out)
@@ -379,7 +401,7 @@ class Executable:
             outputs = self._outputs(out)
             # the stub returns 0 when it ran the call, else k + 1 for the first input it left to the general path
             if len(outputs) != len(self._out_specs) or self._stub is None or \
-                    (self._threads != 1 and not self._stub_parallel) or self._stub_call(inputs, outputs):
+                    (self._calls != 1 and not self._stub_parallel) or self._stub_call(inputs, outputs):
                 with self._frame_held():
                     outputs = outputs if out is None else self._given_outputs(outputs)
                     self._run_checked(inputs, outputs)
@@ -429,10 +451,10 @@ class Executable:
         written = [spec.pointer(y) for spec, y in zip(self._out_specs, outputs)]
         for k, where in enumerate(written):
             self._output_ptrs[k] = where
-        if self._threads == 1:
+        if self._calls == 1:
             self._entry(*self._one_thread)
         else:
-            _pool.pool().run(self._words_address, self._threads, self._enter_budget)
+            _pool.pool().run(self._words_address, self._calls, self._enter_budget)
         for spec, y, where in zip(self._out_specs, outputs, written):
             spec.finish(y, where)
 

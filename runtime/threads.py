@@ -5,7 +5,8 @@ uses the process's thread count, as torch's intra-op threads do: `braze.set_num_
 so it changes modules compiled before it too), else `BRAZE_NUM_THREADS`, else every CPU this process may run on (its
 affinity mask where the platform has one); `braze.get_num_threads()` returns it. Within that count a graph whose
 work estimate (the registry's `work` trait summed over the whole graph, computed once per compile) is small runs
-on one thread, where handing work to another thread costs more than it saves.
+on one thread, where handing work to another thread costs more than it saves. Whatever the count, a call uses no
+more threads than other processes leave CPUs idle (runtime/cpu_load.py).
 """
 from __future__ import annotations
 
