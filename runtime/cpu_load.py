@@ -160,7 +160,7 @@ def cap(environ: Mapping[str, str] = os.environ) -> int | None:
 
 def _start(environ: Mapping[str, str]) -> None:
     """The monitor and its thread, unless turned off or without /proc/stat."""
-    global _monitor
+    global _monitor, _cap
     if environ.get(ADAPT_ENV, "").strip() == "0" or not os.path.exists(STAT_PATH):
         return
     try:
@@ -169,7 +169,7 @@ def _start(environ: Mapping[str, str]) -> None:
         return
     monitor = LoadMonitor(_cpus(), ticks)
     if monitor.sample():
-        _monitor = monitor
+        _monitor, _cap = monitor, len(monitor.cpus)  # so that the first sample on a free machine moves nothing
         threading.Thread(target=_watch, args=(monitor,), name="braze-cpu-load", daemon=True).start()
 
 
