@@ -133,12 +133,15 @@ def _cpus() -> list[int]:
 
 
 def _watch(monitor: LoadMonitor) -> None:
-    """The daemon thread: sample, move the cap, bump `version` when it moves."""
+    """The daemon thread: sample, move the cap, bump `version` when it moves (and lift it for good when
+    /proc/stat can no longer be read, rather than keep a stale one)."""
     global _cap, version
     cpus = len(monitor.cpus)
     while True:
         time.sleep(SAMPLE_SECONDS)
         if not monitor.sample():
+            with _lock:
+                _cap, version = None, version + 1
             return
         with _lock:
             moved = next_cap(_cap or cpus, cpus - monitor.others, cpus)

@@ -111,7 +111,8 @@ def test_a_helper_process_counts_as_this_process_not_as_another() -> None:
             foreign.sample()
             helped.sample()
             time.sleep(0.1)
-        assert foreign.others > 0.6 and helped.others < 0.4, (foreign.others, helped.others)
+        # the two sample the same moments: whatever else the machine runs reads the same in both
+        assert foreign.others > 0.6 and helped.others < foreign.others - 0.4, (foreign.others, helped.others)
     finally:
         spinner.kill()
         spinner.wait()
