@@ -90,17 +90,35 @@ def test_claims_invalid_thread_ids_take_nothing() -> None:
     assert not counts.any() and not words.any()
 
 
-def test_claims_chunks_are_capped() -> None:
-    """`most` bounds a chunk (a GEMM claims at most one column block at a time)."""
-    name = "t_claims_capped"
+def chunk_sizes(units: int, nthreads: int, most: int | None = None) -> list[int]:
+    """The sizes of the chunks thread 0 of `nthreads` claims in turn when it runs alone (the others late)."""
+    name = f"t_claims_sizes_{units}_{nthreads}_{most}"
     module = host_target().new_module(name)
     fn = define_function(module, name, [("sizes", PTR), ("claim", PTR)])
     sizes, claim = fn.args
     b = entry_builder(fn)
-    with claimed_chunks(b, claim, i64(0), i64(2), 1000, most=3) as (start, stop):
+    with claimed_chunks(b, claim, i64(0), i64(nthreads), units, most=most) as (start, stop):
         b.store(b.sub(stop, start), b.gep(sizes, [start], source_etype=I64))
     b.ret_void()
     library = compile_ir(module, use_cache=False)
-    out, words = np.zeros(1000, np.int64), np.zeros(8, np.int64)
+    out, words = np.zeros(units, np.int64), np.zeros(8, np.int64)
     library.cfunc(name, None, ctypes.c_void_p, ctypes.c_void_p)(out.ctypes.data, words.ctypes.data)
-    assert out[::3].tolist() == [3] * 333 + [1]
+    at, found = 0, []
+    while at < units:
+        found.append(int(out[at]))
+        at += max(found[-1], 1)
+    return found
+
+
+def test_claims_chunks_are_capped() -> None:
+    """`most` bounds a chunk (a GEMM claims at most one column block at a time)."""
+    sizes = chunk_sizes(1000, 2, most=3)
+    assert sum(sizes) == 1000 and max(sizes) == 3 and sizes[:300] == [3] * 300
+
+
+def test_claims_chunks_shrink_towards_the_end() -> None:
+    """What is left over 4 x threads: 43 units for 2 threads go 6, 5, 4, 4, 3, ... down to a quarter of the first
+    chunk, so the threads end together (a fixed 6 left one thread 24 units and the other 19)."""
+    sizes = chunk_sizes(43, 2)
+    assert sum(sizes) == 43 and sizes == sorted(sizes, reverse=True)
+    assert sizes[:4] == [6, 5, 4, 4] and sizes[-1] == 1 and min(sizes[:-1]) == 2
