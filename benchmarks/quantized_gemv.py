@@ -5,7 +5,8 @@ Run: python -m benchmarks.quantized_gemv [--n 4096] [--threads 1] [--rounds 7]
 
 Batch 1 is memory-bound: the dense kernel reads 4 n^2 bytes per call, NF4 about 0.56 n^2 (codes and block-64
 scales), int8 n^2. Each figure is the minimum over `rounds` rounds, the systems interleaved (benchmarks.run), with
-numpy's BLAS held to the same thread count (benchmarks.gemm.blas_threads); the error line is the packed
+numpy's BLAS held to the same thread count (benchmarks.gemm.blas_threads) and, on several threads, left to go idle
+before each system; the error line is the packed
 result's largest difference from the dense model's (the float32 weights before quantization) and from the
 dequantized weights' exact product, relative to the largest output.
 """
@@ -57,7 +58,10 @@ def measure(args: argparse.Namespace) -> None:
         exact = x.astype(np.float64) @ quantized.weight.detach().numpy().astype(np.float64).T
         peak = float(np.abs(y_dense).max())
         errors[scheme] = (float(np.abs(y - y_dense).max()) / peak, float(np.abs(y - exact).max()) / peak)
-    times = interleaved(systems, args.rounds, 0.2, statistic=min)
+    # on several threads, a pause before each system lets numpy's BLAS threads, which spin for a while after a call,
+    # go idle: the packed NF4 layer timed right after numpy read 0.83 ms on two threads, 0.50 ms timed alone
+    settle = 0.15 if args.threads > 1 else 0.0
+    times = interleaved(systems, args.rounds, 0.2, settle=settle, statistic=min)
     base = times["dense float32 (braze)"]
     for name, seconds in times.items():
         print(f"{name:<24} {seconds * 1e3:8.3f} ms   {base / seconds:5.2f}x the dense kernel")
