@@ -41,7 +41,7 @@ import ctypes
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -126,11 +126,12 @@ class Executable:
         self._stub_parallel = self._frame is not None and has_futex(library.target)
         self._bind_call()
 
-    def warm(self) -> bool:
+    def warm(self, call: Callable[[tuple[np.ndarray, ...]], Any] | None = None) -> bool:
         """WARM_CALLS calls on zero inputs, when a call is short (at most WARM_SECONDS by the work estimate,
         WARM_INPUT_BYTES of inputs): a short first call would otherwise read the code and weights from memory and wake
-        the workers, several times the cost of a later call. False when skipped, or when zeros are not a valid input
-        (an index input of an empty dimension, a run-time check that fires on them)."""
+        the workers, several times the cost of a later call. `call` makes them (by default run: a caller whose users
+        call through a wrapper passes it, so that the wrapper's Python is warm too). False when skipped, or when zeros
+        are not a valid input (an index input of an empty dimension, a run-time check that fires on them)."""
         if _threads.estimated_seconds(self._work) > WARM_SECONDS or \
                 sum(spec.nbytes for spec in self._specs) > WARM_INPUT_BYTES or \
                 any(spec.bound == 0 for spec in self._specs):
@@ -138,7 +139,7 @@ class Executable:
         zeros = tuple(np.zeros(spec.shape, spec.dtype) for spec in self._specs)
         try:
             for _ in range(WARM_CALLS):
-                self.run(zeros)
+                (call or self.run)(zeros)
         except BrazeError:
             return False
         return True

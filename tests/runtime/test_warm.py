@@ -40,6 +40,22 @@ def test_small_graph_is_warmed_and_calls_stay_exact() -> None:
     np.testing.assert_allclose(compiled(x), _eager(model, x), rtol=1e-5, atol=1e-6)
 
 
+def test_warm_up_calls_go_through_the_compiled_module(monkeypatch: Any) -> None:
+    """The warm-up calls are made as users call (CompiledModule.__call__), so that its Python runs warm at the first
+    call too, with zeros of the example's shape."""
+    seen = []
+    original = braze.compiled.CompiledModule.__call__
+
+    def counted(self: Any, *inputs: Any, out: Any = None) -> Any:
+        seen.append([np.asarray(x).copy() for x in inputs])
+        return original(self, *inputs, out=out)
+    monkeypatch.setattr(braze.compiled.CompiledModule, "__call__", counted)
+    x = np.ones((4, 16), np.float32)
+    braze.compile(nn.Sequential(nn.Linear(16, 8)).eval(), x)
+    assert len(seen) == executable_module.WARM_CALLS
+    assert all(len(args) == 1 and args[0].shape == x.shape and not args[0].any() for args in seen)
+
+
 def test_long_call_is_not_warmed(monkeypatch: Any) -> None:
     monkeypatch.setattr(executable_module, "WARM_SECONDS", 0.0)
     model = nn.Sequential(nn.Linear(16, 8)).eval()
