@@ -246,7 +246,8 @@ def _trace(source: Any, examples: Sequence[np.ndarray] | None) -> Graph:
 def _warm(compiled: CompiledModule, executable: Executable) -> None:
     """The executable's warm-up calls (Executable.warm), timed as the compile's "warm" stage, made through the module's
     own call: after calls of the executable alone, the batch-1 MLP's first call through the module read 38-48 us
-    against 34 later, the Python of that call being run for the first time (33.7-35.3 warmed through it)."""
+    against 33-35 later, the Python of that call being run for the first time (warmed through it: 34-44 against
+    33-38)."""
     with executable.timings.stage("warm"):
         executable.warm(lambda zeros: compiled(*zeros))
 
