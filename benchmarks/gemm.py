@@ -51,13 +51,6 @@ def blas_threads(threads: int, command: list[str]):
     return limit or contextlib.nullcontext()
 
 
-def _aligned(np, count: int):
-    """`count` float32 zeros starting on a 64-byte boundary."""
-    raw = np.zeros(count + 16, np.float32)
-    start = (-raw.ctypes.data % 64) // 4
-    return raw[start:start + count]
-
-
 # The benchmark models' linear layers (benchmarks/models.py) as MxKxN: the MLP at batch 1 and 64, the transformer
 # layer's QKV, output, FF1 and FF2 projections at batch 1 (128 rows) and 8 (1024 rows).
 MODEL_SHAPES = ("1x784x512", "1x512x512", "64x784x512", "64x512x512", "128x256x768", "128x256x256", "128x256x1024",
@@ -85,11 +78,12 @@ def measure(sizes: list[int], threads: int, rounds: int) -> list[dict]:
     import numpy as np
 
     import braze
+    from braze.runtime.memory import aligned_zeros
 
     rng = np.random.default_rng(0)
     rows = []
     for n in sizes:
-        a, b, c = (_aligned(np, n * n).reshape(n, n) for _ in range(3))
+        a, b, c = (aligned_zeros((n, n), np.float32) for _ in range(3))
         a[...] = rng.standard_normal((n, n))
         b[...] = rng.standard_normal((n, n))
         compiled = braze.compile(lambda x, y: x @ y, a, b, threads=threads)
@@ -118,16 +112,17 @@ def measure_linear(shapes: list[tuple[int, int, int]], threads: int, rounds: int
     import numpy as np
 
     import braze
+    from braze.runtime.memory import aligned_zeros
 
     rng = np.random.default_rng(0)
     rows = []
     for m, k, n in shapes:
         braze.manual_seed(0)
         layer = braze.nn.Linear(k, n, bias=False).eval()
-        x = _aligned(np, m * k).reshape(m, k)
+        x = aligned_zeros((m, k), np.float32)
         x[...] = rng.standard_normal((m, k))
         compiled = braze.compile(layer, x, threads=threads)
-        c = _aligned(np, m * n).reshape(m, n)
+        c = aligned_zeros((m, n), np.float32)
         wt = np.ascontiguousarray(np.asarray(layer.weight).T)
         out = np.empty_like(c)
         ours = functools.partial(compiled, x, out=c)

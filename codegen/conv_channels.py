@@ -36,7 +36,8 @@ from .claims import claimed_chunks
 from .conv_direct import elem_vec, rows_inside, zero_row_constant
 from .gemm_kernel import (F32, I32, I64, PTR, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask, load_vec,
                           mul_add, store_vec, vec_type)
-from .loops import alloca, define_function, entry_builder, for_range, opaque, splat, undef, vector_const, zeros
+from .loops import (alloca, define_function, entry_builder, for_range, opaque, splat, undef, vector_const,
+                    vector_registers, zeros)
 
 if TYPE_CHECKING:
     from .conv import ConvSpec
@@ -345,8 +346,7 @@ def _reuse_spills(width: int, vectors: int, pixels: int) -> bool:
     merges the loads of one address, would outgrow the registers: its broadcast lives from one tap to a later one
     beside the P*V accumulators and V weights. On 8 x 3 AVX-512 tiles it does, and LLVM spilled accumulators to the
     stack on every tap (a 64->128 stride-2 layer ran 1.03-1.2x slower); there each tap loads its own pixels."""
-    registers = 32 if width == 16 else 16
-    return pixels * vectors + vectors + pixels + 1 > registers
+    return pixels * vectors + vectors + pixels + 1 > vector_registers(width)
 
 
 def transpose(builder: ir.IRBuilder, rows: list[ir.Value], width: int) -> list[ir.Value]:

@@ -151,6 +151,11 @@ def entry_builder(fn: ir.Function) -> ir.IRBuilder:
     return ir.IRBuilder(fn.entry_basic_block)
 
 
+def vector_registers(width: int) -> int:
+    """The vector registers a kernel of `width` float32 lanes has: 32 zmm with AVX-512, 16 ymm or xmm below it."""
+    return 32 if width >= 16 else 16
+
+
 def opaque(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
     """`value` unchanged, through an empty inline asm LLVM cannot see into: loads from addresses derived from two
     opaque copies of one pointer are not merged (no code is emitted; the copy costs at most a register move)."""

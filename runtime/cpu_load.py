@@ -137,15 +137,17 @@ def _watch(monitor: LoadMonitor) -> None:
     /proc/stat can no longer be read, rather than keep a stale one)."""
     global _cap, version
     cpus = len(monitor.cpus)
+    current = cpus  # the cap _start published
     while True:
         time.sleep(SAMPLE_SECONDS)
         if not monitor.sample():
             with _lock:
                 _cap, version = None, version + 1
             return
-        with _lock:
-            moved = next_cap(_cap or cpus, cpus - monitor.others, cpus)
-            if moved != _cap:
+        moved = next_cap(current, cpus - monitor.others, cpus)
+        if moved != current:
+            current = moved
+            with _lock:
                 _cap, version = moved, version + 1
 
 

@@ -36,7 +36,7 @@ from braze.ir.registry import get_op
 from braze.ir.types import DType
 from braze.ir.views import View, contiguous, follow, follow_back, unit_last
 
-from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_loop, vector_const
+from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_const, vector_loop, vector_registers
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
                    constant, iota, load, offset_of, register, register_type, store, unsupported, widen)
 from .elementwise import ELEMENTWISE, fmax
@@ -62,7 +62,7 @@ class _Shapes:
         self.S, self.Ev = k.shape[-2], v.shape[-1]
         self.W = max(width * 4 // self.dtype.itemsize, 1)
         # G rows share each loaded key or value vector; P vectors of each row per pass
-        self.G, self.P = TILES[32 if width >= 16 else 16]
+        self.G, self.P = TILES[vector_registers(width)]
         fits = BLOCK_BYTES // max(self.E * self.dtype.itemsize * self.W, 1)
         cols = min(max(fits, 1), KEY_VECTORS) * self.W
         self.cols = min(cols, max(-(-self.S // self.W), 1) * self.W)
