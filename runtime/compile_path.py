@@ -36,6 +36,7 @@ from braze.ir.passes.manager import resolve_pipeline
 from braze.ir.passes.plan_check import check_memory_plan
 from braze.ir.types import physical_memory
 
+from . import cpu_load
 from .timings import CompileTimings
 
 if TYPE_CHECKING:  # codegen loads LLVM: imported on the first compile, not with braze
@@ -170,8 +171,11 @@ def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "infer
     planned_graph); options go to the passes.
     The stages' times are added to `timings` (a new CompileTimings if None), kept as the result's `timings`."""
     with collector_paused():
-        return _compiled(graph, pipeline, threads, untrusted, verified, options,
-                         timings if timings is not None else CompileTimings())
+        executable = _compiled(graph, pipeline, threads, untrusted, verified, options,
+                               timings if timings is not None else CompileTimings())
+    # the compile's workers and linker ran as child processes, which the thread cap would read as others' load
+    cpu_load.forget_own_work()
+    return executable
 
 
 def _compiled(graph: Graph, pipeline: str | Sequence[str] | None, threads: int | None, untrusted: bool,

@@ -113,6 +113,10 @@ class LoadMonitor:
         self._last = (busy, own, now)
         return True
 
+    def restart(self) -> None:
+        """Forget the average and the last sample: the next sample only starts a window."""
+        self.others, self._last = 0.0, None
+
     def _helped(self) -> float:
         """The CPU time the helper processes used since the last sample (those alive at both)."""
         seconds = {}
@@ -137,18 +141,29 @@ def _watch(monitor: LoadMonitor) -> None:
     /proc/stat can no longer be read, rather than keep a stale one)."""
     global _cap, version
     cpus = len(monitor.cpus)
-    current = cpus  # the cap _start published
     while True:
         time.sleep(SAMPLE_SECONDS)
-        if not monitor.sample():
-            with _lock:
+        with _lock:
+            if not monitor.sample():
                 _cap, version = None, version + 1
-            return
-        moved = next_cap(current, cpus - monitor.others, cpus)
-        if moved != current:
-            current = moved
-            with _lock:
+                return
+            moved = next_cap(_cap if _cap is not None else cpus, cpus - monitor.others, cpus)
+            if moved != _cap:
                 _cap, version = moved, version + 1
+
+
+def forget_own_work() -> None:
+    """Start the measure afresh, the cap at the CPU count: called when this process has compiled, whose compile
+    workers and linker ran as child processes that /proc/stat counts as others' load (after a cold compile the cap
+    read 1 for the next few tenths of a second on a free machine, and short calls ran on one thread). A load that
+    is really others' lowers the cap again within two samples."""
+    global _cap, version
+    with _lock:
+        if _monitor is None:
+            return
+        _monitor.restart()
+        if _cap != len(_monitor.cpus):
+            _cap, version = len(_monitor.cpus), version + 1
 
 
 def cap(environ: Mapping[str, str] = os.environ) -> int | None:
@@ -188,4 +203,5 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget)
 
 
-__all__ = ["ADAPT_ENV", "HYSTERESIS", "LONG_CALL_SECONDS", "LoadMonitor", "busy_seconds", "cap", "next_cap", "version"]
+__all__ = ["ADAPT_ENV", "HYSTERESIS", "LONG_CALL_SECONDS", "LoadMonitor", "busy_seconds", "cap", "forget_own_work",
+           "next_cap", "version"]

@@ -83,6 +83,21 @@ def test_calls_follow_the_cap_and_keep_their_configured_thread_count(monkeypatch
     assert exe._calls == 2
 
 
+def test_a_compile_forgets_the_load_of_its_own_child_processes(monkeypatch) -> None:
+    """A compile's workers and linker run as child processes, which /proc/stat shows as others' load: once it ends,
+    the measure starts afresh with the cap at the CPU count, so the calls right after it use every thread."""
+    monitor = LoadMonitor([0, 1], 100)
+    monitor.sample(_stat(0, 0), own=0.0, now=0.0)
+    monitor.sample(_stat(10, 0), own=0.0, now=0.1)
+    assert monitor.others > 0.5
+    monkeypatch.setattr(cpu_load, "_monitor", monitor)
+    monkeypatch.setattr(cpu_load, "_cap", 1)
+    version = cpu_load.version
+    braze.compile(lambda x: x + 1, np.ones(4, np.float32))
+    assert cpu_load._cap == 2 and cpu_load.version == version + 1 and monitor.others == 0.0
+    assert monitor.sample(_stat(20, 0), own=0.0, now=0.2) and monitor.others == 0.0  # a fresh window begins
+
+
 def test_a_long_call_keeps_its_threads_under_the_cap(monkeypatch) -> None:
     """A call estimated at LONG_CALL_SECONDS or more on one thread is not capped: a stall is a small part of it."""
     a = np.ones((1024, 1024), np.float32)
