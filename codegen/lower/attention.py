@@ -10,7 +10,10 @@ with 32 vector registers, 3 with 16), in G x P vector accumulators (each key vec
 every row of the group), scales them, applies the mask, the causal mask and the end of the keys as -inf lanes and
 stores them before the next pass, and folds each row's scores into its online softmax: the running maximum m, the
 running sum l of exp(s - m) and the output accumulator (Ev elements), both rescaled by exp(m_old - m_new) when the
-maximum grows; the rows' folds run side by side, not one after another. The group's p @ v then runs P output
+maximum grows; the rows' folds run side by side, not one after another. In float32 the exponentials are powers of
+two, 2^((s - m) log2 e) (vecmath.exp2_nonpositive: 12 instructions a vector against 16 through exp), and a positive
+scale without a float mask goes into that factor, so the scores are stored unscaled (the transformer's attention ran
+2-3% faster). The group's p @ v then runs P output
 vectors at a time with G rows of accumulators, so each value vector is loaded once per group. Only the group's rows
 of scores (G x cols elements) are ever in memory.
 With `causal`, key blocks wholly above the diagonal of a unit are never visited, and a row skips the blocks that
@@ -29,6 +32,8 @@ sum). Each unit's arithmetic is the same whichever thread computes it, so any th
 """
 from __future__ import annotations
 
+import math
+
 import llvmlite.ir as ir
 
 from braze.ir.graph import Graph, Node, Value
@@ -36,7 +41,9 @@ from braze.ir.registry import get_op
 from braze.ir.types import DType
 from braze.ir.views import View, contiguous, follow, follow_back, unit_last
 
-from ..loops import CONTRACT, I32, I64, alloca, for_range, i64, vector_const, vector_loop, vector_registers
+from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, vector_const, vector_loop, vector_registers
+from ..vecmath import exp2_nonpositive
+from ..vecmath_emit import VectorEmit
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
                    constant, iota, load, offset_of, register, register_type, store, unsupported, widen)
 from .elementwise import ELEMENTWISE, fmax
@@ -71,6 +78,13 @@ class _Shapes:
         self.mask = node.inputs[3] if len(node.inputs) > 3 else None
         scores = self.batch + (self.L, self.S)
         self.mask_strides = broadcast_strides(self.mask.shape, scores) if self.mask is not None else None
+        # the exponent of a softmax term is (s - m) c: in float32 base 2 (c holds log2 e); where no float mask is
+        # added to the scaled scores and scale > 0 (so that the maximum is the same unscaled), scale goes into c too
+        # and the scores stay unscaled
+        scale = node.attr["scale"]
+        self.base2 = self.dtype.itemsize == 4
+        self.scaled_in_exponent = scale > 0 and (self.mask is None or self.mask.dtype.name == "bool")
+        self.exponent = (scale if self.scaled_in_exponent else 1.0) * (math.log2(math.e) if self.base2 else 1.0)
 
     @property
     def scratch_elements(self) -> int:
@@ -290,7 +304,9 @@ def _scores(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> list[ir
                 valid = b.icmp_signed("<", j, widen(b, i64(sh.S), sh.W))
                 if node.attr["causal"]:
                     valid = b.and_(valid, b.icmp_signed("<=", j, widen(b, i, sh.W)))
-                score = b.fmul(b.load(slot, typ=vt), u.c(node.attr["scale"], sh.W))
+                score = b.load(slot, typ=vt)
+                if not sh.scaled_in_exponent:
+                    score = b.fmul(score, u.c(node.attr["scale"], sh.W))
                 if sh.mask is not None:
                     score = _masked(u, score, i, b.add(j0, i64(c * sh.W)), valid)
                 score = b.select(valid, score, u.c(float("-inf"), sh.W))
@@ -319,47 +335,58 @@ def _row_block(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> None
 
 def _fold_scores(u: _Unit, rows: list[ir.Value], tops: list[ir.Value]) -> list[ir.Value]:
     """The online softmax step of each row r of `rows` over its block of scores in srow (row g's at g * cols, their
-    lane-wise maximum in tops[g]): its new maximum and sum stored, its scores replaced by exp(s - max), and the factor
-    alpha = exp(m_old - m_new) its accumulator is to be rescaled by, returned per row. The rows' steps are independent
-    chains side by side, not one row after another: their rescale factors come from one vector exp, and their scores'
-    exps from one loop over the score vectors that exponentiates that vector of every row (a copy of exp's polynomial
-    per row, not per vector)."""
+    lane-wise maximum in tops[g]): its new maximum and sum stored, its scores replaced by their exponentials
+    (_exponential of (s - max) c), and the factor alpha = exponential of (m_old - m_new) c its accumulator is to be
+    rescaled by, returned per row. The rows' steps are independent chains side by side, not one row after another:
+    their rescale factors come from one vector exponential, and their scores' from one loop over the score vectors
+    that takes that vector of every row (a copy of the polynomial per row, not per vector) and sums them as it goes."""
     b, sh = u.b, u.sh
     vectors = sh.cols // sh.W
-    exp = ELEMENTWISE["exp"]
+    vt = register_type(sh.dtype, sh.W)
+    c = u.c(sh.exponent)
     m_old = [load(b, u.m, r, sh.dtype) for r in rows]
     m_new = [fmax(b, Reducer("max", sh.dtype).horizontal(b, (top,))[0], old) for top, old in zip(tops, m_old)]
-    shifts = [b.select(b.fcmp_ordered("==", m, u.c(float("-inf"))), u.c(0.0), m) for m in m_new]
-    alphas = _exp_each(u, [b.fsub(old, shift) for old, shift in zip(m_old, shifts)])
+    shifts = [b.fmul(b.select(b.fcmp_ordered("==", m, u.c(float("-inf"))), u.c(0.0), m), c) for m in m_new]
+    alphas = _exponentials(u, [b.fsub(b.fmul(old, c, flags=CONTRACT), shift, flags=CONTRACT)
+                               for old, shift in zip(m_old, shifts)])
     spread = [widen(b, shift, sh.W) for shift in shifts]
-    with for_range(b, 0, vectors, name="exp") as c:
-        for g, shift in enumerate(spread):
-            offset = b.add(i64(g * sh.cols), b.mul(c, i64(sh.W)))
-            p = exp(b, [b.fsub(load(b, u.srow, offset, sh.dtype, sh.W), shift)], {}, sh.dtype)
+    sums = [alloca(b, vt, name=f"sum{g}") for g in range(len(rows))]
+    for total in sums:
+        b.store(u.c(0.0, sh.W), total)
+    with for_range(b, 0, vectors, name="exp") as v:
+        for g, (shift, total) in enumerate(zip(spread, sums)):
+            offset = b.add(i64(g * sh.cols), b.mul(v, i64(sh.W)))
+            s = load(b, u.srow, offset, sh.dtype, sh.W)
+            p = _exponential(u, b.fsub(b.fmul(s, u.c(sh.exponent, sh.W), flags=CONTRACT), shift, flags=CONTRACT))
             store(b, p, u.srow, offset, sh.dtype)
-    for g, (r, alpha, m) in enumerate(zip(rows, alphas, m_new)):
-        total = load(b, u.srow, g * sh.cols, sh.dtype, sh.W)
-        for c in range(1, vectors):
-            total = b.fadd(total, load(b, u.srow, g * sh.cols + c * sh.W, sh.dtype, sh.W))
-        l_new = b.fadd(b.fmul(load(b, u.l, r, sh.dtype), alpha), Reducer("sum", sh.dtype).horizontal(b, (total,))[0])
-        store(b, l_new, u.l, r, sh.dtype)
+            b.store(b.fadd(b.load(total, typ=vt), p), total)
+    for r, alpha, m, total in zip(rows, alphas, m_new, sums):
+        block_sum = Reducer("sum", sh.dtype).horizontal(b, (b.load(total, typ=vt),))[0]
+        store(b, b.fadd(b.fmul(load(b, u.l, r, sh.dtype), alpha), block_sum), u.l, r, sh.dtype)
         store(b, m, u.m, r, sh.dtype)
     return alphas
 
 
-def _exp_each(u: _Unit, values: list[ir.Value]) -> list[ir.Value]:
-    """exp of each scalar, W of them at a time in the lanes of one vector exp (the unused lanes compute exp(0))."""
+def _exponential(u: _Unit, y: ir.Value) -> ir.Value:
+    """2^y in float32 (y <= 0 here, or NaN), e^y in float64: a softmax term's exponential in the kernel's base."""
+    if u.sh.base2:
+        lanes = y.type.count if isinstance(y.type, ir.VectorType) else 1
+        return exp2_nonpositive(VectorEmit(u.b, u.b.module, lanes, F32), y)
+    return ELEMENTWISE["exp"](u.b, [y], {}, u.sh.dtype)
+
+
+def _exponentials(u: _Unit, values: list[ir.Value]) -> list[ir.Value]:
+    """_exponential of each scalar, W of them at a time in the lanes of one vector (the unused lanes take 0)."""
     b, sh = u.b, u.sh
-    exp = ELEMENTWISE["exp"]
     if sh.W == 1:
-        return [exp(b, [value], {}, sh.dtype) for value in values]
+        return [_exponential(u, value) for value in values]
     out = []
     for first in range(0, len(values), sh.W):
         part = values[first:first + sh.W]
         vector = u.c(0.0, sh.W)
         for lane, value in enumerate(part):
             vector = b.insert_element(vector, value, ir.Constant(I32, lane))
-        result = exp(b, [vector], {}, sh.dtype)
+        result = _exponential(u, vector)
         out += [b.extract_element(result, ir.Constant(I32, lane)) for lane in range(len(part))]
     return out
 

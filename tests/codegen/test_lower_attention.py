@@ -80,6 +80,14 @@ def test_attention_masks_broadcast_over_batch_heads_and_rows(kind: str, mask_sha
     check(_operands(3, (2, 3), 9, 17, 4, 2, "float32", kind, mask_shape), scale=0.3)
 
 
+# A positive scale goes into the softmax's exponent and the scores stay unscaled; a float mask (added to the scaled
+# scores), a negative scale (which turns the maximum into the minimum) and zero (every key alike) keep it on them.
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("scale, mask", [(0.8, "bool"), (0.8, "float"), (-0.6, None), (-0.6, "bool"), (0.0, None)])
+def test_attention_scale_of_any_sign_with_and_without_masks(scale: float, mask: str | None, dtype: str) -> None:
+    check(_operands(9, (2,), 11, 70, 5, 3, dtype, mask), scale=scale)
+
+
 # Rows taken a group at a time (4 with 32 vector registers, 2 with 16) and the rest one by one: unit row counts
 # that leave 1-3 rows over, causal groups starting at a row that is no multiple of the group, head widths past
 # GROUP vectors and scalar tails of Ev longer than GROUP.

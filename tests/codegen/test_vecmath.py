@@ -13,7 +13,8 @@ import pytest
 from braze.codegen import (F32, F64, I64, PTR, compile_ir, define_function, entry_builder, for_range, host_target, load,
                            store, vec, vecmath, vector_loop)
 from braze.codegen.vecmath import (ACCURACY, ACCURATE_RANGE, FLOAT64_FUNCTIONS, FUNCTIONS, LIBM_FALLBACK,
-                                   OUTSIDE_ABS_ERROR)
+                                   OUTSIDE_ABS_ERROR, exp2_nonpositive)
+from braze.codegen.vecmath_emit import VectorEmit
 from braze.codegen.vecmath_trig import ACCURACY_TRIG, LIMIT
 from braze.ir import get_op
 
@@ -266,3 +267,47 @@ def test_vecmath_float64_only_for_trig():
     assert vecmath.function_name("sin", 8, F64) == "braze.vm.sin.v8f64"
     with pytest.raises(KeyError, match="no float64 vector math function 'exp'"):
         vecmath.function(module, "exp", 8, F64)
+
+
+def _exp2_kernel(variant: str):
+    """y[i] = exp2_nonpositive(x[i]) on the variant's vectors (or one lane at a time)."""
+    target = host_target(CPUS.get(variant))
+    width = 1 if variant == "scalar" else target.vector_width
+    symbol = f"k_{uuid.uuid4().hex[:8]}_exp2"
+    module = target.new_module(symbol)
+    fn = define_function(module, symbol, [("x", PTR), ("y", PTR), ("n", I64)], noalias=True)
+    b = entry_builder(fn)
+    x, y, n = fn.args
+
+    def body(i, lanes):
+        store(b, exp2_nonpositive(VectorEmit(b, module, lanes), load(b, x, i, vec(lanes, F32))), y, i)
+    vector_loop(b, 0, n, width, body)
+    b.ret_void()
+    cfunc = compile_ir(module, use_cache=False).cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+    def run(values: np.ndarray) -> np.ndarray:
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        out = np.empty_like(values)
+        cfunc(values.ctypes.data, out.ctypes.data, values.size)
+        return out
+    return run
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_exp2_nonpositive_within_one_ulp_down_to_zero(variant):
+    """The attention kernel's softmax exponential: 1 ulp over y <= 0 (1.5 without FMA: SSE2's separate multiply and
+    add), subnormal results and the underflow to 0 included; -inf gives 0 (masked keys), NaN stays NaN (a NaN score
+    makes its row NaN), 0 gives 1 exactly."""
+    run = _exp2_kernel(variant)
+    y = np.concatenate([np.linspace(-160, 0, 2 ** 20, dtype=np.float32), np.linspace(-1, 0, 2 ** 16, dtype=np.float32),
+                        -np.arange(0, 161, dtype=np.float32), -np.arange(0, 161, dtype=np.float32) - 0.5,
+                        np.float32([-0.0, -1e-45, -1e-30, -149.5, -150.0, -150.5, -126.0, -125.9])])
+    got = run(y)
+    with np.errstate(under="ignore"):
+        want = np.exp2(y.astype(np.float64))
+    err = ulp_error(got, want)
+    worst, bound = int(np.argmax(err)), 1.5 if variant == "generic-cpu" else 1.0
+    assert err.max() <= bound, f"2^{y[worst]!r} = {got[worst]!r}, expected {want[worst]!r}"
+    special = run(np.float32([-np.inf, np.nan, 0.0, -0.0, -1000.0, -3.4028235e38]))
+    assert special[0] == 0.0 and np.isnan(special[1]) and special[2] == 1.0 and special[3] == 1.0
+    assert special[4] == 0.0 and special[5] == 0.0
