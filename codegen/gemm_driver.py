@@ -216,6 +216,7 @@ class _Ctx:
     extra: tuple
     scratch: ir.Value
     kept: ir.Value | None = None  # i64 slot: the batch whose kept operand (Plan.keep_a / keep_b) scratch holds
+    panel_epilogue: ir.Function | None = None  # a costly epilogue, out of line (gemm_epilogue.py)
 
 
 def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: Epilogue | None = None,
@@ -229,15 +230,15 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
     args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
     fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
     a, b, c, scratch, tid, nthreads, claim, *extra = fn.args
-    tile_epilogue = None
+    panel_epilogue = None
     if epilogue is not None and costly(epilogue, t.width, n_extra, p.pos_map):
-        tile_epilogue = emit_tile_epilogue(module, f"{name}.epilogue", t.width, p.c.rs, p.n % t.width != 0, epilogue,
-                                           n_extra, p.pos_map)
-    kernels = {key: emit_microkernel(module, f"{name}.uk.{shape.tag()}", shape, t, n_extra, epilogue, p.pos_map,
-                                     tile_epilogue)
+        panel_epilogue = emit_tile_epilogue(module, f"{name}.epilogue", t.width, p.c.rs, p.n % t.width != 0, epilogue,
+                                            n_extra, p.pos_map)
+        epilogue = None  # the micro-kernels store plain tiles; _panel_epilogue applies it
+    kernels = {key: emit_microkernel(module, f"{name}.uk.{shape.tag()}", shape, t, n_extra, epilogue, p.pos_map)
                for key, shape in kernel_shapes(p, plan, t).items()}
     builder = entry_builder(fn)
-    ctx = _Ctx(p, plan, t, builder, kernels, tuple(extra), scratch)
+    ctx = _Ctx(p, plan, t, builder, kernels, tuple(extra), scratch, panel_epilogue=panel_epilogue)
     if p.m == 0 or p.n == 0 or p.count == 0:
         builder.ret_void()
         return fn
@@ -362,18 +363,34 @@ class _Block:
 
 def _tiles(ctx: _Ctx, blk: _Block, ic, mc, jc, nc) -> None:
     """The tile loops of one packed block: NR-column panels outer and MR-row panels inner, or the other way round
-    where the tiling says rows_outer."""
+    where the tiling says rows_outer; on the last K block, a costly epilogue over each inner loop's panel of C."""
     builder, t = ctx.builder, ctx.t
     if t.rows_outer:
         with for_range(builder, 0, mc, t.mr, name="ir") as ir_:
             a_ptr = _a_panel(ctx, blk, ic, ir_)
             with for_range(builder, 0, nc, t.nr, name="jr") as jr:
                 _tile(ctx, blk, builder.add(ic, ir_), a_ptr, builder.add(jc, jr), _b_panel(ctx, blk, jc, jr))
+            row = builder.add(ic, ir_)
+            _panel_epilogue(ctx, blk, row, smin(builder, const64(t.mr), builder.sub(const64(ctx.p.m), row)), jc, nc)
         return
     with for_range(builder, 0, nc, t.nr, name="jr") as jr:
         b_ptr = _b_panel(ctx, blk, jc, jr)
         with for_range(builder, 0, mc, t.mr, name="ir") as ir_:
             _tile(ctx, blk, builder.add(ic, ir_), _a_panel(ctx, blk, ic, ir_), builder.add(jc, jr), b_ptr)
+        _panel_epilogue(ctx, blk, ic, mc, builder.add(jc, jr), smin(builder, const64(t.nr), builder.sub(nc, jr)))
+
+
+def _panel_epilogue(ctx: _Ctx, blk: _Block, row, rows, col, cols) -> None:
+    """On the last K block, the out-of-line epilogue over C[row:row+rows, col:col+cols], whose tiles this thread
+    has just stored: one call per panel of tiles, not per tile (gemm_epilogue.py)."""
+    if ctx.panel_epilogue is None:
+        return
+    builder, p, t = ctx.builder, ctx.p, ctx.t
+    with builder.if_then(blk.last):
+        c_ptr = elem_ptr(builder, blk.base_c, builder.add(builder.mul(row, const64(p.c.rs)), col))
+        vectors = builder.sdiv(cols, const64(t.width))
+        tail = builder.sub(cols, builder.mul(vectors, const64(t.width)))
+        builder.call(ctx.panel_epilogue, [c_ptr, rows, vectors, tail, blk.index, row, col, *ctx.extra])
 
 
 def _a_panel(ctx: _Ctx, blk: _Block, ic, ir_) -> ir.Value:

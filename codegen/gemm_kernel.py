@@ -198,10 +198,9 @@ def _acc_sets(shape: KernelShape) -> int:
 
 
 def emit_microkernel(module: ir.Module, name: str, shape: KernelShape, tiling: Tiling, n_extra: int,
-                     epilogue: Epilogue | None, pos_map: PosMap = default_pos,
-                     tile_epilogue: ir.Function | None = None) -> ir.Function:
-    """Emit `void name(a, b, kc, c, first, last, batch, row, col, extra...)` computing one tile of C; with
-    `tile_epilogue` (gemm_epilogue.py), the last K block stores the tile and has that function apply `epilogue`."""
+                     epilogue: Epilogue | None, pos_map: PosMap = default_pos) -> ir.Function:
+    """Emit `void name(a, b, kc, c, first, last, batch, row, col, extra...)` computing one tile of C, `epilogue`
+    (if any) applied to its accumulators on the last K block."""
     args = [("a", PTR), ("b", PTR), ("kc", I64), ("c", PTR), ("first", I1), ("last", I1), ("batch", I64),
             ("row", I64), ("col", I64)] + [(f"extra{i}", PTR) for i in range(n_extra)]
     fn = define_function(module, name, args, internal=True)
@@ -209,8 +208,7 @@ def emit_microkernel(module: ir.Module, name: str, shape: KernelShape, tiling: T
     a, b, kc, c, first, last, batch, row, col, *extra = fn.args
     builder = entry_builder(fn)
     acc = _k_loop(builder, a, b, kc, shape, tiling)
-    _finish(builder, acc, c, first, last, (batch, row, col, tuple(extra)), shape, tiling, epilogue, pos_map,
-            tile_epilogue)
+    _finish(builder, acc, c, first, last, (batch, row, col, tuple(extra)), shape, tiling, epilogue, pos_map)
     return fn
 
 
@@ -299,9 +297,8 @@ def _k_loop(builder: ir.IRBuilder, a, b, kc, shape: KernelShape, tiling: Tiling)
 
 
 def _finish(builder: ir.IRBuilder, acc, c, first, last, where, shape: KernelShape, tiling: Tiling,
-            epilogue: Epilogue | None, pos_map: PosMap, tile_epilogue: ir.Function | None) -> None:
-    """Add the old C unless first; on the last K block apply the epilogue (inline, or by `tile_epilogue` on the
-    stored tile); store with the edge mask."""
+            epilogue: Epilogue | None, pos_map: PosMap) -> None:
+    """Add the old C unless first; on the last K block apply the epilogue; store with the edge mask."""
     w = tiling.width
     tail_mask = lane_mask(w, shape.tail) if shape.tail < w else None
     masks = [tail_mask if v == shape.nv - 1 else None for v in range(shape.nv)]
@@ -326,7 +323,7 @@ def _finish(builder: ir.IRBuilder, acc, c, first, last, where, shape: KernelShap
             row.append(phi)
         tile.append(row)
     plain = fn.append_basic_block("store")
-    if epilogue is None or tile_epilogue is not None:
+    if epilogue is None:
         builder.branch(plain)
     else:
         final = fn.append_basic_block("epilogue")
@@ -343,10 +340,4 @@ def _finish(builder: ir.IRBuilder, acc, c, first, last, where, shape: KernelShap
     for r in range(shape.rows):
         for v in range(shape.nv):
             store_vec(builder, tile[r][v], ptrs[r][v], masks[v])
-    if tile_epilogue is not None:
-        batch, row0, col0, extra = where
-        full = shape.nv if shape.tail == w else shape.nv - 1
-        counts = [const64(shape.rows), const64(full), const64(0 if shape.tail == w else shape.tail)]
-        with builder.if_then(last):
-            builder.call(tile_epilogue, [c, *counts, batch, row0, col0, *extra])
     builder.ret_void()
