@@ -15,10 +15,10 @@ Two loops of one kernel, with no barrier between them, need two slots. With one 
 null pointer), each thread takes its static share of the units in one chunk and touches no shared memory.
 
 How big a chunk is: the units left over CLAIMS_PER_THREAD times the thread count, so that chunks shrink as the loop
-nears its end and the threads finish together, but never more than the first chunk (the caller's cap, `most`, holds
-it) nor less than a TAIL_SPLIT-th of it, so that a loop costs a few dozen claims however many units it has. With a
-fixed chunk, the last one could leave a thread idle for most of a chunk: SGEMM n = 512 on two threads claimed its 43
-row panels 6 at a time, one thread computing 24 and the other 19 (188-191 GFLOP/s; with shrinking chunks 209-216).
+nears its end and the threads finish together, but never more than the first chunk nor less than a TAIL_SPLIT-th
+of it, so that a loop costs a few dozen claims however many units it has. With a fixed chunk, the last one could
+leave a thread idle for most of a chunk: SGEMM n = 512 on two threads claimed its 43 row panels 6 at a time, one
+thread computing 24 and the other 19 (188-191 GFLOP/s; with shrinking chunks 209-216).
 A claim reads the counter and compare-and-swaps it forward by the chunk that what is left asks for.
 """
 from __future__ import annotations
@@ -39,12 +39,11 @@ LEAVERS_BYTE = 8  # the leavers word, after the counter
 
 @contextmanager
 def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir.Value, units: int, *,
-                   most: int | None = None, name: str = "claim") -> Iterator[tuple[ir.Value, ir.Value]]:
+                   name: str = "claim") -> Iterator[tuple[ir.Value, ir.Value]]:
     """Emit a loop over the chunks [start, stop) of [0, units) this thread claims, the body once (yielded).
 
-    `claim` points at the claim words; `most` caps the chunk size (a GEMM's column block). With one thread or a
-    null `claim` the thread takes its static share instead: units [tid*units/nthreads, (tid+1)*units/nthreads),
-    contiguous, in one chunk. An invalid tid (outside [0, nthreads)) takes nothing and leaves the words alone.
+    `claim` points at the claim words. With one thread or a null `claim` the thread takes its static share instead:
+    units [tid*units/nthreads, (tid+1)*units/nthreads), contiguous, in one chunk. An invalid tid (outside [0, nthreads)) takes nothing and leaves the words alone.
     """
     fn = b.function
     setup, head, take, attempt, swap, own, got, body, leave, depart, reset, done = (
@@ -56,8 +55,6 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     shared = b.and_(b.icmp_signed(">", nthreads, i64(1)), b.icmp_unsigned("!=", claim, ir.Constant(PTR, None)))
     claims = b.mul(nthreads, i64(CLAIMS_PER_THREAD))
     chunk = b.sdiv(b.add(i64(units), b.sub(claims, i64(1))), claims)
-    if most is not None:
-        chunk = b.select(b.icmp_signed("<", chunk, i64(most)), chunk, i64(most))
     chunk = b.select(b.icmp_signed("<", chunk, i64(1)), i64(1), chunk, name=f"{name}.chunk")
     least = b.sdiv(b.add(chunk, i64(TAIL_SPLIT - 1)), i64(TAIL_SPLIT), name=f"{name}.least")
     b.branch(head)

@@ -90,14 +90,14 @@ def test_claims_invalid_thread_ids_take_nothing() -> None:
     assert not counts.any() and not words.any()
 
 
-def chunk_sizes(units: int, nthreads: int, most: int | None = None) -> list[int]:
+def chunk_sizes(units: int, nthreads: int) -> list[int]:
     """The sizes of the chunks thread 0 of `nthreads` claims in turn when it runs alone (the others late)."""
-    name = f"t_claims_sizes_{units}_{nthreads}_{most}"
+    name = f"t_claims_sizes_{units}_{nthreads}"
     module = host_target().new_module(name)
     fn = define_function(module, name, [("sizes", PTR), ("claim", PTR)])
     sizes, claim = fn.args
     b = entry_builder(fn)
-    with claimed_chunks(b, claim, i64(0), i64(nthreads), units, most=most) as (start, stop):
+    with claimed_chunks(b, claim, i64(0), i64(nthreads), units) as (start, stop):
         b.store(b.sub(stop, start), b.gep(sizes, [start], source_etype=I64))
     b.ret_void()
     library = compile_ir(module, use_cache=False)
@@ -108,12 +108,6 @@ def chunk_sizes(units: int, nthreads: int, most: int | None = None) -> list[int]
         found.append(int(out[at]))
         at += max(found[-1], 1)
     return found
-
-
-def test_claims_chunks_are_capped() -> None:
-    """`most` bounds a chunk (a GEMM claims at most one column block at a time)."""
-    sizes = chunk_sizes(1000, 2, most=3)
-    assert sum(sizes) == 1000 and max(sizes) == 3 and sizes[:300] == [3] * 300
 
 
 def test_claims_chunks_shrink_towards_the_end() -> None:
