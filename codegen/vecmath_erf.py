@@ -61,8 +61,20 @@ def _interval(m: VectorEmit, t: ir.Value) -> tuple[ir.Value, ir.Value]:
     """The interval index floor(t) and u = t minus it, for t clamped below 8 (one vminps that keeps a NaN, which
     then reaches u): past 3.95 the last interval's polynomial itself rounds to erf = 1, so no select is needed."""
     t = m.select(m.cmp(">=", t, _BELOW_EIGHT), _BELOW_EIGHT, t)
-    index = m.b.fptosi(t, ir.VectorType(I32, m.width))
+    index = _truncate(m, t)
     return index, m.sub(t, m.b.sitofp(index, m.f))
+
+
+def _truncate(m: VectorEmit, t: ir.Value) -> ir.Value:
+    """t rounded toward zero to i32 lanes by cvttps2dq itself, which gives INT_MIN for NaN (whose interval's
+    coefficients are then looked up at its low bits, 0: harmless, u is NaN); LLVM's fptosi would be poison there."""
+    if m.width == 16:
+        name, args = "llvm.x86.avx512.mask.cvttps2dq.512", [m.f, m.i, ir.IntType(16), I32]
+        operands = [t, ir.Constant(m.i, None), ir.Constant(ir.IntType(16), -1), ir.Constant(I32, 4)]
+    else:
+        name, args, operands = "llvm.x86.avx.cvtt.ps2dq.256", [m.f], [t]
+    fn = m.module.globals.get(name) or ir.Function(m.module, ir.FunctionType(m.i, args), name)
+    return m.b.call(fn, operands)
 
 
 def _polynomial(m: VectorEmit, q: tuple[tuple[float, ...], ...], index: ir.Value, u: ir.Value) -> ir.Value:

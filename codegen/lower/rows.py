@@ -176,6 +176,7 @@ class RowPlan:
 
         def shifted_exp(e: "Element") -> ir.Value:
             return e.apply("exp", e.builder.fsub(e.value(x), e.row(f"{name}#max")), dtype)
+
         def log(b: ir.IRBuilder, v: ir.Value, rows: "Rows") -> ir.Value:
             return rows.apply("log", v, dtype)
 
