@@ -27,14 +27,15 @@ dense samples in [-20, 20] and near each threshold, with and without FMA; ACCURA
   Lawson-weighted minimax fit, relative error 1.2e-9 before rounding); for 1 <= |x| < 3.95,
   1 - exp(G(|x| - 1)) with G of degree 7 fitted to log(erfc(x)), weighted by erfc(x) (error 2.1e-11 in erf);
   1 beyond (erf rounds to 1.0f from 3.92). erf(+-inf) = +-1, erf(-0) = -0. On x86 vectors of 8 or 16 lanes,
-  one polynomial per half-unit interval with its coefficients looked up by permutes instead (vecmath_erf, 1 ulp).
+  one polynomial per interval of a half (AVX2) or a quarter (AVX-512) with its coefficients looked up by permutes
+  instead (vecmath_erf, 1 and 1.2 ulp).
 - sigmoid, <= 2.5 ulp: e = exp(-|x|), then 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, so neither tail
   cancels and results stay accurate down to the subnormals. sigmoid(-inf) = 0, sigmoid(+inf) = 1.
 - silu = x sigmoid(x): <= 3.5 ulp for x >= -87; below, sigmoid(x) is subnormal.
 - gelu_tanh = x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), equal to 0.5 x (1 + tanh(...)) without its
   cancellation: <= 3 ulp for x >= -1.
 - gelu_erf = 0.5 x (1 + erf(x / sqrt(2))), as torch computes it in float32: <= 3 ulp for x >= -1. On x86 vectors
-  of 8 or 16 lanes, x (1/2 + erf(|x| / sqrt 2) / 2 with x's sign) from vecmath_erf's halved tables (7 fewer
+  of 8 or 16 lanes, x (1/2 + erf(|x| / sqrt 2) / 2 with x's sign) from vecmath_erf's halved tables (8 to 13 fewer
   instructions).
 - log1p, <= 2.5 ulp: log(u) x / (u - 1) with u = 1 + x rounded (Goldberg's correction of u's rounding error); x
   itself where u rounds to 1. log1p(-1) = -inf, log1p(x < -1) = NaN, log1p(+inf) = +inf, log1p(-0) = -0.
