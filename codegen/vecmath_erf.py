@@ -23,7 +23,6 @@ import math
 from typing import NamedTuple
 
 import llvmlite.ir as ir
-import numpy as np
 
 from .loops import F32, I32
 from .target import is_x86_triple
@@ -114,7 +113,7 @@ def applies(m: VectorEmit) -> bool:
 def _interval(m: VectorEmit, t: ir.Value, intervals: int) -> tuple[ir.Value, ir.Value]:
     """The interval index floor(t) and u = t minus it, for t clamped below `intervals` (one vminps that keeps a
     NaN, which then reaches u): past 3.95 the last interval's polynomial itself rounds to erf = 1."""
-    below = float(np.nextafter(np.float32(intervals), np.float32(0)))
+    below = intervals * (1 - 2.0 ** -24)  # the largest float32 below a power of two
     t = m.select(m.cmp(">=", t, below), below, t)
     index = _truncate(m, t)
     return index, m.sub(t, m.b.sitofp(index, m.f))
