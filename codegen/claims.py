@@ -43,7 +43,8 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     """Emit a loop over the chunks [start, stop) of [0, units) this thread claims, the body once (yielded).
 
     `claim` points at the claim words. With one thread or a null `claim` the thread takes its static share instead:
-    units [tid*units/nthreads, (tid+1)*units/nthreads), contiguous, in one chunk. An invalid tid (outside [0, nthreads)) takes nothing and leaves the words alone.
+    units [tid*units/nthreads, (tid+1)*units/nthreads), contiguous, in one chunk. An invalid tid (outside
+    [0, nthreads)) takes nothing and leaves the words alone.
     """
     fn = b.function
     setup, head, take, attempt, swap, own, got, body, leave, depart, reset, done = (
