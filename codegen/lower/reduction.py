@@ -106,7 +106,7 @@ class _Emitter:
     def _row(self, bases: list[ir.Value], lanes: int) -> None:
         plan, b = self.plan, self.b
         steps = [w[-1] for w in self.walks]
-        rows = Rows(b, plan, self.ins, bases[:self.n_in], steps[:self.n_in], lanes)
+        rows = Rows(b, plan, self.ins, bases[:self.n_in], steps[:self.n_in], lanes, self.outs)
         for stage in range(plan.stages):
             rows.compute_ready(stage)
             early = plan.stores_in_last_pass and stage == plan.stages - 1
@@ -176,8 +176,10 @@ class _Emitter:
 
         def update(element: Element, slot: int) -> None:
             for acc, cells in zip(accs, slots):
-                new = acc.reducer.update(b, _load(b, cells[slot]), acc.term(element), element.index)
-                _store(b, new, cells[slot])
+                term = acc.term(element)
+                _store(b, acc.reducer.update(b, _load(b, cells[slot]), term, element.index), cells[slot])
+                if acc.keep is not None:
+                    store(b, term, self.outs[acc.keep], element.targets[acc.keep], self.plan.body.outputs[acc.keep].dtype)
             self._put(element, full)
 
         def fold(which: Sequence[int]) -> None:

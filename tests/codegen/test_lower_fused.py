@@ -206,6 +206,35 @@ def test_reduction_region_stores_in_its_last_pass(cpu, monkeypatch) -> None:
         assert not op_by_op(node)
 
 
+def _softmax_read_after_its_sum(axis):
+    """A softmax that is a result and is read again after its sum pass: scaled into a second result, and summed
+    against x in a pass of its own (its exponentials are stored by the sum pass and scaled in place)."""
+    def build(b, x, y):
+        s = b.softmax(b.add(b.mul(x, 2.0), y), axis=axis)
+        return [s, b.mul(s, 3.0), b.sum(b.mul(s, x), axes=(axis,))]
+    return build
+
+
+# cpu -> (axis, shape): the inner axis reduced and kept, rows short and long (2 vectors and a tail, blocked sums)
+_SOFTMAX_SHAPES = {None: [(-1, (5, 37)), (-1, (3, 2100)), (0, (19, 21)), (1, (2, 7, 5)), (-1, (0, 4))],
+                   "haswell": [(-1, (4, 29)), (0, (11, 17)), (1, (3, 5, 9))]}
+
+
+@pytest.mark.parametrize("cpu", list(_SOFTMAX_SHAPES), ids=lambda c: c or "host")
+def test_softmax_result_read_after_its_sum_pass(cpu, monkeypatch) -> None:
+    if cpu is not None:
+        if not X86 or "+avx2" not in HOST_FEATURES:
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    for axis, shape in _SOFTMAX_SHAPES[cpu]:
+        (node, operands), = regions(_softmax_read_after_its_sum(axis), [shape, shape], kind="reduction")
+        assert "softmax" in [n.op for n in node.attr["body"].nodes]
+        got = check(node, operands, 64 * F32_EPS, 64 * F32_EPS)
+        assert not op_by_op(node)
+        if got[0].size:
+            np.testing.assert_allclose(got[0].sum(axis=axis), 1.0, rtol=1e-5)
+
+
 # --- gemm and conv ------------------------------------------------------------------------------------------
 
 
