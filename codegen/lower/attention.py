@@ -27,7 +27,8 @@ form is lowered op by op.
 
 A maximum that is still -inf (every score so far masked) is used as 0, so exp(-inf - 0) = 0 keeps the sums at 0
 instead of NaN; a row masked everywhere then ends as 0 / 0 = NaN, the softmax's answer, or 0 with
-zero_masked_rows. A NaN or +inf score makes its row NaN, as in the reference. No keys (S = 0) gives zeros (an empty
+zero_masked_rows. A NaN or +inf score makes its row NaN, as in the reference: the maxima drop NaN scores (one
+vmaxps each, reducers.quiet_maximum), whose exponentials are NaN and make the row's sum NaN. No keys (S = 0) gives zeros (an empty
 sum). Each unit's arithmetic is the same whichever thread computes it, so any thread count gives the same bytes.
 """
 from __future__ import annotations
@@ -46,8 +47,8 @@ from ..vecmath import exp2_nonpositive
 from ..vecmath_emit import VectorEmit
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
                    constant, iota, load, offset_of, register, register_type, store, unsupported, widen)
-from .elementwise import ELEMENTWISE, fmax
-from .reducers import Reducer
+from .elementwise import ELEMENTWISE
+from .reducers import Reducer, quiet_maximum
 
 ROWS = 64            # query rows per unit: each copied key block serves this many rows
 KEY_VECTORS = 8      # key block width in vectors, at most: the scores of one row folded at a time
@@ -311,7 +312,7 @@ def _scores(u: _Unit, node: Node, rows: list[ir.Value], j0: ir.Value) -> list[ir
                     score = _masked(u, score, i, b.add(j0, i64(c * sh.W)), valid)
                 score = b.select(valid, score, u.c(float("-inf"), sh.W))
                 store(b, score, u.srow, g * sh.cols + c * sh.W, sh.dtype)
-                tops[g] = score if tops[g] is None else fmax(b, tops[g], score)
+                tops[g] = score if tops[g] is None else quiet_maximum(b, tops[g], score)
     return tops
 
 
@@ -345,7 +346,8 @@ def _fold_scores(u: _Unit, rows: list[ir.Value], tops: list[ir.Value]) -> list[i
     vt = register_type(sh.dtype, sh.W)
     c = u.c(sh.exponent)
     m_old = [load(b, u.m, r, sh.dtype) for r in rows]
-    m_new = [fmax(b, Reducer("max", sh.dtype).horizontal(b, (top,))[0], old) for top, old in zip(tops, m_old)]
+    top_of = Reducer("max", sh.dtype, quiet=True).horizontal
+    m_new = [quiet_maximum(b, top_of(b, (top,))[0], old) for top, old in zip(tops, m_old)]
     shifts = [b.fmul(b.select(b.fcmp_ordered("==", m, u.c(float("-inf"))), u.c(0.0), m), c) for m in m_new]
     alphas = _exponentials(u, [b.fsub(b.fmul(old, c, flags=CONTRACT), shift, flags=CONTRACT)
                                for old, shift in zip(m_old, shifts)])

@@ -3,7 +3,9 @@
 A reducer's state is a tuple of register values (the running value; for arg reducers also the running index).
 `update` folds in one term (with its element index for arg reducers), `merge` combines two partial states and
 `horizontal` folds the lanes of a vector state into a scalar state with a tree of shuffles. max/min propagate NaN
-like numpy.max; argmax/argmin return the first index of the extreme value, and the first NaN if there is one, as
+like numpy.max, unless the reducer is `quiet`: then a NaN term may be dropped (one vmaxps instead of a compare, an
+unordered test and a blend), for a maximum whose NaN terms poison the row anyway (the softmax family's, whose sum of
+exp(x - max) is NaN where an x is); argmax/argmin return the first index of the extreme value, and the first NaN if there is one, as
 numpy does. Arg states start at index INVALID (the largest i64), which loses every tie, so the first element a lane
 sees always replaces the initial value.
 
@@ -33,6 +35,11 @@ def _not(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.xor(x, ones)
 
 
+def quiet_maximum(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x > y ? x : y on floats, y where either is NaN: the x86 max instruction's rule (one vmaxps)."""
+    return b.select(b.fcmp_ordered(">", x, y), x, y)
+
+
 def _extreme(dtype: DType, largest: bool) -> float | int:
     if dtype.is_float:
         return float("inf") if largest else float("-inf")
@@ -47,6 +54,7 @@ class Reducer:
 
     kind: str
     dtype: DType
+    quiet: bool = False  # a float max may drop NaN terms (module doc)
 
     @property
     def indexed(self) -> bool:
@@ -68,7 +76,8 @@ class Reducer:
         if self.kind == "sum":
             return (b.fadd(x[0], y[0]) if self.dtype.is_float else b.add(x[0], y[0]),)
         if self.kind == "max":
-            return (maximum(b, x[0], y[0], self.dtype),)
+            return (quiet_maximum(b, x[0], y[0]) if self.quiet and self.dtype.is_float else
+                    maximum(b, x[0], y[0], self.dtype),)
         if self.kind == "min":
             return (minimum(b, x[0], y[0], self.dtype),)
         take = self._better(b, x, y)

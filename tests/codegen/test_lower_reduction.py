@@ -106,3 +106,27 @@ def test_max_and_argmax_see_nan_first() -> None:
     assert np.isnan(check_node(make_node("max", x, axes=(1,)), [x])[0][::2]).all()
     np.testing.assert_array_equal(check_node(make_node("argmax", x, axis=1), [x])[0][:2], [1, 1])
     np.testing.assert_array_equal(check_node(make_node("argmin", x, axis=1), [x])[0][:2], [1, 3])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("n", [1, 7, 35, 67, 2100])
+def test_softmax_rows_with_nan_or_inf(op: str, dtype: str, n: int) -> None:
+    """A NaN anywhere in a row (in the paired vectors, the single vector or the scalar tail of the row's loop) or a
+    +inf makes the whole row NaN; a row of -inf too; other rows are untouched. The row maxima may drop NaN terms
+    (reducers.quiet_maximum), so this holds through the sums alone."""
+    rng = np.random.default_rng(n)
+    x = rng.uniform(-5, 5, (8, n)).astype(dtype)
+    x[0, 0] = np.nan
+    x[1, n // 2] = np.nan
+    x[2, n - 1] = np.nan
+    x[3, n - 1] = np.inf
+    x[4, :] = -np.inf
+    x[5, :] = np.nan
+    x[6, 0], x[6, n - 1] = -np.inf, np.nan
+    got = check_node(make_node(op, x, axis=-1), [x], terms=n, scale=1.0)[0]
+    assert np.isnan(got[:7]).all()
+    assert np.isfinite(got[7]).all()
+    rows_side_by_side = np.ascontiguousarray(x.T)  # the inner axis kept: W rows at a time, one per lane
+    got_t = check_node(make_node(op, rows_side_by_side, axis=0), [rows_side_by_side], terms=n, scale=1.0)[0]
+    np.testing.assert_array_equal(np.isnan(got_t.T), np.isnan(got))
