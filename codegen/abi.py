@@ -26,6 +26,15 @@ claimed loop of the kernel (a kernel with more loops gives the rest a static spl
 which the threads of a call take chunks of the loop's units and the count of threads done with it
 (codegen/claims.py). So whoever calls a kernel with more than one thread passes a status pointer with at least
 CLAIM_BYTES after it.
+
+Shared packing. A GEMM run on several threads whose chunks would each pack the same whole operand packs it once
+per call instead, its threads taking its panels from the share words, into the call's shared area
+(codegen/gemm_driver.py): a block of the module's `shared_bytes` (the most any of its kernels asks for) that the
+runtime allocates beside the scratch and whose address it stores at SHARE_AREA of the sync block. The share words
+are a cache line of their own at SHARE_OFFSET: the pack loop's claim words (SHARE_OFFSET, two i64 as a claim slot)
+and the count of units packed (SHARE_DONE), which the threads of the GEMM zero as they leave it, as they do their
+claim words; so a kernel that uses them needs a barrier before the next kernel does, and a kernel uses them once.
+Kernels reach them from the status pointer, SHARE_BYTES bytes of which then lie after it.
 """
 from __future__ import annotations
 
@@ -93,6 +102,10 @@ STATUS_WORDS = 2
 CLAIM_OFFSET = STATUS_OFFSET + 64  # the claim words get a cache line of their own, away from the barrier's
 CLAIM_SLOTS, CLAIM_SLOT_BYTES = 4, 16
 CLAIM_BYTES = CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES  # from the status pointer to their end
+SHARE_OFFSET = CLAIM_OFFSET + 64  # the share words: a claim slot, then the done count
+SHARE_DONE = SHARE_OFFSET + CLAIM_SLOT_BYTES
+SHARE_AREA = SHARE_OFFSET + 32  # the address of the call's shared area (0 when the module needs none)
+SHARE_BYTES = SHARE_AREA + 8 - STATUS_OFFSET  # from the status pointer to the end of the share words
 
 # An entry call as words, the way the worker pool and the call stub pass it on: the entry's address, then every
 # entry argument but the thread id, which each thread supplies itself (nthreads: the most threads the call may use).

@@ -24,7 +24,7 @@ A claim reads the counter and compare-and-swaps it forward by the chunk that wha
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import llvmlite.ir as ir
 
@@ -39,12 +39,13 @@ LEAVERS_BYTE = 8  # the leavers word, after the counter
 
 @contextmanager
 def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir.Value, units: int, *,
-                   name: str = "claim") -> Iterator[tuple[ir.Value, ir.Value]]:
+                   name: str = "claim", also: Sequence[ir.Value] = ()) -> Iterator[tuple[ir.Value, ir.Value]]:
     """Emit a loop over the chunks [start, stop) of [0, units) this thread claims, the body once (yielded).
 
     `claim` points at the claim words. With one thread or a null `claim` the thread takes its static share instead:
     units [tid*units/nthreads, (tid+1)*units/nthreads), contiguous, in one chunk. An invalid tid (outside
-    [0, nthreads)) takes nothing and leaves the words alone.
+    [0, nthreads)) takes nothing and leaves the words alone. The last thread to leave also zeroes the i64 words in
+    `also` (words every thread is done with once it has entered this loop: codegen/gemm_driver.py's done count).
     """
     fn = b.function
     setup, head, take, attempt, swap, own, got, body, leave, depart, reset, done = (
@@ -101,7 +102,8 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     before = b.atomic_rmw("add", leavers, i64(1), "acq_rel")
     b.cbranch(b.icmp_signed("==", before, b.sub(nthreads, i64(1))), reset, done)
     b.position_at_end(reset)
-    b.atomic_rmw("xchg", claim, i64(0), "monotonic")  # store_atomic needs typed pointers in llvmlite
+    for word in (claim, *also):
+        b.atomic_rmw("xchg", word, i64(0), "monotonic")  # store_atomic needs typed pointers in llvmlite
     b.atomic_rmw("xchg", leavers, i64(0), "release")
     b.branch(done)
     b.position_at_end(done)

@@ -42,8 +42,10 @@ panels straight from the input (conv_im2col.py). The weight is the GEMM's A oper
 pre-packed once (emit_conv_weight_prepack); the direct kernel reads the same pre-packed panels, the channels kernel
 its own blocks (weight_kernel names the layout a pre-packed weight takes).
 
-emit_conv2d emits `void name(ptr x, ptr w, ptr out, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr extra_0,
-...)`, its threads claiming their work from the claim words at `claim` (null: a fixed share each; codegen/claims.py);
+emit_conv2d emits `void name(ptr x, ptr w, ptr out, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr share,
+ptr extra_0, ...)`, its threads claiming their work from the claim words at `claim` (null: a fixed share each;
+codegen/claims.py) and, on the GEMM path, sharing the packing of the input's panels through the share words at
+`share` (null: none; codegen/gemm_driver.py);
 the epilogue sees TilePos(batch=image, row=output channel, col=output position oh*OW+ow, mask).
 """
 from __future__ import annotations
@@ -230,6 +232,14 @@ def conv2d_scratch_bytes(spec: ConvSpec, tiling: Tiling | None = None, kernel: s
     return 0 if plan is None else plan.scratch_bytes
 
 
+def conv2d_shared_bytes(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> int:
+    """Bytes of the call's shared area the conv2d kernel of `spec` uses on several threads (codegen/gemm.py)."""
+    if conv_kernel(spec, kernel, tiling) in ("direct", "channels"):
+        return 0
+    plan = conv2d_plan(spec, tiling)
+    return 0 if plan is None else plan.shared_bytes
+
+
 def weight_kernel(spec: ConvSpec, tiling: Tiling | None = None, kernel: str = "auto") -> str:
     """The kernel that will read `spec`'s weight once it is pre-packed: it decides the packed layout."""
     return conv_kernel(replace(spec, prepacked_weight=True), kernel, tiling)
@@ -273,13 +283,13 @@ def emit_conv2d(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling | N
     inner = emit_problem(module, f"{name}.gemm", conv_problem(spec, tiling), tiling, epilogue, n_extra)
     inner.linkage = "internal"
     fn = define_function(module, name, conv2d_arguments(n_extra))
-    x, w, out, scratch, tid, nthreads, claim, *extra = fn.args
+    x, w, out, scratch, tid, nthreads, claim, share, *extra = fn.args
     builder = entry_builder(fn)
-    builder.call(inner, [w, x, out, scratch, tid, nthreads, claim, *extra])
+    builder.call(inner, [w, x, out, scratch, tid, nthreads, claim, share, *extra])
     builder.ret_void()
     return fn
 
 
 __all__ = ["CHANNELS_MIN_K", "CHANNELS_SHORT_K", "CHANNELS_WIDTH", "ConvSpec", "Im2col", "KERNELS",
-           "channels_preferred", "conv2d_plan", "conv2d_scratch_bytes", "conv_kernel", "conv_problem",
-           "conv_weight_floats", "emit_conv2d", "emit_conv_weight_prepack", "weight_kernel"]
+           "channels_preferred", "conv2d_plan", "conv2d_scratch_bytes", "conv2d_shared_bytes", "conv_kernel",
+           "conv_problem", "conv_weight_floats", "emit_conv2d", "emit_conv_weight_prepack", "weight_kernel"]

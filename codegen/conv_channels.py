@@ -175,7 +175,7 @@ def emit_channels(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, 
     """Emit the conv2d kernel `name` (conv.py's signature; scratch unused) on channel tiles."""
     layout = ChannelLayout(spec, tiling.width, tiling.fma)
     fn = define_function(module, name, arguments)
-    x, w, out, _, tid, nthreads, claim, *extra = fn.args
+    x, w, out, _, tid, nthreads, claim, _, *extra = fn.args
     builder = entry_builder(fn)
     s = spec
     units = s.n * s.groups * layout.channel_tiles * layout.row_blocks

@@ -30,16 +30,18 @@ def _tile(spec: ConvSpec, width: int) -> tuple[int, int]:
 
 def conv2d_arguments(n_extra: int) -> list[tuple[str, ir.Type]]:
     """The parameters of a conv2d kernel (codegen/conv.py) with `n_extra` epilogue operands."""
-    args = [("x", PTR), ("w", PTR), ("out", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
+    args = [("x", PTR), ("w", PTR), ("out", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR),
+            ("share", PTR)]
     return args + [(f"extra{i}", PTR) for i in range(n_extra)]
 
 
 def emit_depthwise(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, epilogue: Epilogue | None,
                    n_extra: int) -> ir.Function:
-    """Emit `void name(x, w, out, scratch, tid, nthreads, claim, extra...)` for a depthwise conv2d (scratch unused),
+    """Emit `void name(x, w, out, scratch, tid, nthreads, claim, share, extra...)` for a depthwise conv2d (scratch and
+    share unused),
     whose threads claim (image, output channel) planes."""
     fn = define_function(module, name, conv2d_arguments(n_extra))
-    x, w, out, _, tid, nthreads, claim, *extra = fn.args
+    x, w, out, _, tid, nthreads, claim, _, *extra = fn.args
     builder = entry_builder(fn)
     with claimed_chunks(builder, claim, tid, nthreads, spec.n * spec.c_out, name="planes") as (u0, u1):
         with for_range(builder, u0, u1, name="plane") as unit:

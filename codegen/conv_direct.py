@@ -119,7 +119,7 @@ def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, ep
     """Emit the conv2d kernel `name` (conv.py's signature; scratch unused) on the direct tiles."""
     layout = Layout(spec, tiling)
     fn = define_function(module, name, arguments)
-    x, w, out, _, tid, nthreads, claim, *extra = fn.args
+    x, w, out, _, tid, nthreads, claim, _, *extra = fn.args
     builder = entry_builder(fn)
     s = spec
     units = s.n * s.groups * layout.blocks * layout.row_blocks

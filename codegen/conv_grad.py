@@ -245,7 +245,8 @@ def emit_conv2d_grad_weight(module: ir.Module, name: str, spec: ConvSpec, tiling
     builder = entry_builder(fn)
     # One slice: static shares (module doc). Several: the threads claim (slice, panel) units, a chunk at most one
     # slice's column block, so a chunk packs its own slice's K range once.
-    builder.call(inner, [g, x, dw, scratch, tid, nthreads, claim if slices > 1 else ir.Constant(PTR, None)])
+    null = ir.Constant(PTR, None)
+    builder.call(inner, [g, x, dw, scratch, tid, nthreads, claim if slices > 1 else null, null])
     builder.ret_void()
     return fn
 
@@ -319,7 +320,7 @@ def _unit(builder: ir.IRBuilder, spec: ConvSpec, ptrs, unit: ir.Value, gemms: di
 
     def run(oh0: ir.Value, rows: int) -> None:
         source = elem_ptr(builder, grads, builder.mul(oh0, const64(spec.out_shape[3])))
-        builder.call(gemms[rows], [weights, source, cols, gemm_scratch, const64(0), const64(1), null])
+        builder.call(gemms[rows], [weights, source, cols, gemm_scratch, const64(0), const64(1), null, null])
         _col2im(builder, spec, cols, planes, oh0, rows, width)
     with for_range(builder, 0, total - total % block, block, name="block") as oh0:
         run(oh0, block)

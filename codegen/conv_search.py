@@ -21,7 +21,8 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import is_leaf
 
 from . import conv_tuning
-from .conv import ConvSpec, conv2d_scratch_bytes, conv_kernel, conv_weight_floats, emit_conv2d, \
+from .abi import SHARE_AREA, SHARE_OFFSET
+from .conv import ConvSpec, conv2d_scratch_bytes, conv2d_shared_bytes, conv_kernel, conv_weight_floats, emit_conv2d, \
     emit_conv_weight_prepack
 from .gemm import bias_rows, chain, relu, tiling_for
 from .jit import compile_ir
@@ -62,16 +63,18 @@ def compile_layer(spec: ConvSpec, kernel: str, target: Target | None = None) -> 
     bias = _aligned(spec.c_out)
     out = _aligned(int(np.prod(spec.out_shape)))
     fn = library.cfunc(name, None, *(ctypes.c_void_p,) * 4, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                       ctypes.c_void_p)
+                       ctypes.c_void_p, ctypes.c_void_p)
     scratch_floats = max(conv2d_scratch_bytes(spec, tiling, kernel) // 4, 1)
+    area = _aligned(max(conv2d_shared_bytes(spec, tiling, kernel) // 4, 1))
 
     def on(threads: int) -> Callable[[int], None]:
         scratch = [_aligned(scratch_floats) for _ in range(threads)]
-        claim = _aligned(16)
+        claim, share = _aligned(16), _aligned(16).view(np.uint64)  # claim words; share words and the area's address
+        share[(SHARE_AREA - SHARE_OFFSET) // 8] = area.ctypes.data
 
         def call(tid: int) -> None:
             fn(x.ctypes.data, w.ctypes.data, out.ctypes.data, scratch[tid].ctypes.data, tid, threads,
-               claim.ctypes.data, bias.ctypes.data)
+               claim.ctypes.data, share.ctypes.data, bias.ctypes.data)
         return call
     return on
 

@@ -4,9 +4,11 @@ Public surface:
 - GemmSpec (shapes and element strides; a transposed or broadcast operand is just other strides) and
   matmul_spec (numpy.matmul semantics: 1-D promotion, broadcast batch dimensions).
 - emit_gemm(module, name, spec, ...) emits
-  `void name(ptr a, ptr b, ptr c, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr extra_0, ...)`: thread
-  `tid` of `nthreads` computes the parts of C it claims from the claim words at `claim` (codegen/claims.py; the
-  threads together cover C exactly once; with a null `claim` each takes a fixed share);
+  `void name(ptr a, ptr b, ptr c, ptr scratch, i64 tid, i64 nthreads, ptr claim, ptr share, ptr extra_0, ...)`:
+  thread `tid` of `nthreads` computes the parts of C it claims from the claim words at `claim` (codegen/claims.py;
+  the threads together cover C exactly once; with a null `claim` each takes a fixed share); with the share words
+  at `share` (codegen/abi.py; null: none), the threads pack an operand every chunk reads whole once per call into
+  the call's shared area of gemm_shared_bytes(spec) bytes (codegen/gemm_driver.py);
   `scratch` is this thread's area of gemm_scratch_bytes(spec) bytes (no alignment is assumed; 64 bytes is
   fastest); the extra pointers are passed through to the epilogue (bias, residual, ...). C must not overlap
   A, B or anything the epilogue reads: with K blocking, C holds partial sums until the last block.
@@ -35,8 +37,8 @@ from .target import host_target
 
 __all__ = ["Epilogue", "GemmSpec", "Prepacked", "Strided", "TilePos", "Tiling", "bias_cols", "bias_rows", "chain",
            "default_tiling", "emit_gemm", "emit_prepack_a", "emit_prepack_b", "gemm_plan", "gemm_scratch_bytes",
-           "matmul_spec", "prepacked_a_floats", "prepacked_b_floats", "relu", "residual", "scale", "tiling_for",
-           "uses_gemv"]
+           "gemm_shared_bytes", "matmul_spec", "prepacked_a_floats", "prepacked_b_floats", "relu", "residual", "scale",
+           "tiling_for", "uses_gemv"]
 
 
 def default_tiling() -> Tiling:
@@ -172,6 +174,13 @@ def gemm_scratch_bytes(spec: GemmSpec, tiling: Tiling | None = None) -> int:
     if uses_gemv(spec):
         return 0
     return gemm_plan(spec, tiling).scratch_bytes
+
+
+def gemm_shared_bytes(spec: GemmSpec, tiling: Tiling | None = None) -> int:
+    """Bytes of the call's shared area the GEMM kernel of `spec` uses on several threads (0 when none)."""
+    if uses_gemv(spec):
+        return 0
+    return gemm_plan(spec, tiling).shared_bytes
 
 
 def emit_gemm(module: ir.Module, name: str, spec: GemmSpec, tiling: Tiling | None = None,

@@ -10,10 +10,16 @@ several column (row) blocks: every chunk packs all of the operand the split does
 block (as they were) packed that operand more often where it is too large to keep: SGEMM n = 3072 and 4096 on two
 threads ran 180 and 185 GFLOP/s with them, 193 and 195 without (n <= 2048 and the benchmark models alike).
 A thread claims several chunks of a problem, and every chunk reads all of the operand the split does not cut (all
-of B when rows are split, all of A when columns are): in a problem of one batch, when that operand packed whole
-fits in KEPT_BYTES, a thread packs each of its blocks once into its scratch and keeps them for its later chunks
-(SGEMM n=512 on two threads packed B eight times per call, as many times as there are chunks). A chunk that covers
-a whole batch packs into one block's space, as without keeping.
+of B when rows are split, all of A when columns are). In a problem of one batch, when that operand packed whole fits
+in KEPT_BYTES, a thread packs each of its blocks once into its scratch and keeps them for its later chunks (SGEMM
+n=512 on two threads packed B eight times per call, as many times as there are chunks); a chunk that covers a whole
+batch packs into one block's space, as without keeping. Past KEPT_BYTES (up to SHARED_BYTES), on more than one
+thread, the operand is packed once per call into the call's shared area instead (codegen/abi.py: shared packing),
+its (K block, panel) units claimed from the share words as the tiles' panels are, and the threads compute their
+chunks once all of it is packed (each waits for the count of units packed, after packing what it claimed): SGEMM
+n = 3072 and 4096 on two threads packed B once per chunk before, 192-203 GFLOP/s, and read 216-221 with it. Below
+KEPT_BYTES the private copies measured faster (n = 768 208 against 194, n = 1536 213 against 209: a thread's own
+copy is read from its own L2 cache, not from the other core's); on one thread the blocks are packed as they come.
 The split is chosen for 2 and 4 threads at once (EVENER); a problem of one batch whose panels fall more evenly to
 two threads the other way, with no operand packed more often then, carries that split too, for calls on one or two
 threads (Plan.pair; the kernel branches on its thread count).
@@ -31,6 +37,7 @@ from typing import Iterator, Union
 
 import llvmlite.ir as ir
 
+from .abi import SHARE_AREA, SHARE_DONE, SHARE_OFFSET
 from .claims import claimed_chunks
 from .gemm_epilogue import costly, emit_tile_epilogue
 from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const64, default_pos, elem_ptr,
@@ -38,6 +45,7 @@ from .gemm_kernel import (I64, PTR, Epilogue, KernelShape, PosMap, Tiling, const
 from .gemm_pack import (ABlockSource, PanelSource, Prepacked, Strided, batch_offset, pack_a_block, pack_b_block, smax,
                         smin)
 from .loops import alloca, define_function, entry_builder, for_range, mark_explicit, optimize_for_size
+from .sync import emit_wait_for_count
 
 BSource = Union[Strided, Prepacked, PanelSource]
 
@@ -76,6 +84,9 @@ class Plan:
     b_floats: int
     keep_a: bool = False  # A packed whole, block (ic, pc) at ic*K + pc*rows(ic), reused across a thread's chunks
     keep_b: bool = False  # B packed whole, block (jc, pc) at jc*K + pc*cols(jc), likewise
+    share: str | None = None  # "a" or "b": the operand packed whole into the call's shared area on several threads,
+    # laid out as a kept one
+    shared_floats: int = 0
     pair: Plan | None = None  # the plan of a call on one or two threads, where its split differs (make_plan)
 
     @property
@@ -87,6 +98,12 @@ class Plan:
     def scratch_bytes(self) -> int:
         own = 4 * (self.b_offset + -(-self.b_floats // 16) * 16)
         return max(own, self.pair.scratch_bytes) if self.pair is not None else own
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of the call's shared area the GEMM uses (for either split)."""
+        own = 4 * self.shared_floats
+        return max(own, self.pair.shared_bytes) if self.pair is not None else own
 
 
 def _round_up(x: int, to: int) -> int:
@@ -103,8 +120,11 @@ def _cached(rows: int, cols: int) -> bool:
 
 # A packed operand a thread keeps for all its chunks of a batch is at most this large (per thread, in its scratch):
 # SGEMM n = 2048 on two threads (B 16 MB) ran 180-181 GFLOP/s packing B once per chunk, 193-196 keeping it; past
-# this, the scratch of every thread would outgrow the operand itself many times over.
+# this, the threads share one copy (SHARED_BYTES).
 KEPT_BYTES = 16 << 20
+# The largest operand packed whole into the call's shared area (the area is about the operand's size, once per
+# executable): past it (SGEMM n > 8192), each chunk packs the blocks it reads.
+SHARED_BYTES = 256 << 20
 
 
 def _balanced(size: int, limit: int, unit: int) -> int:
@@ -159,16 +179,22 @@ def make_plan(p: Problem, t: Tiling) -> Plan:
         split_n = False
 
     def plan(by_cols: bool, pair: Plan | None = None) -> Plan:
-        whole_a, whole_b = -(-p.m // mc) * mc * p.k, -(-p.n // nc) * nc * p.k  # every block of the operand, packed
+        # every block of the operand, packed in whole panels
+        whole_a, whole_b = p.k * _round_up(p.m, t.mr), p.k * _round_up(p.n, t.nr)
         # only for one batch: with several, a chunk mostly spans a batch or more (a conv's weight gradient per image
         # slice), and keeping measured 4% slower on the CNN's training step
-        single = p.count == 1
-        keep_a = single and by_cols and a_mode == "pack" and col_panels > 1 and 4 * whole_a <= KEPT_BYTES
-        keep_b = single and not by_cols and b_mode == "pack" and row_panels > 1 and 4 * whole_b <= KEPT_BYTES
-        a_floats = (whole_a if keep_a else mc * kc) if a_mode == "pack" else 0
-        b_floats = (whole_b if keep_b else kc * nc) if b_mode == "pack" else 0
+        whole = {"a": whole_a, "b": whole_b}
+        whole_of = None
+        if p.count == 1 and by_cols and a_mode == "pack" and col_panels > 1:
+            whole_of = "a"
+        elif p.count == 1 and not by_cols and b_mode == "pack" and row_panels > 1:
+            whole_of = "b"
+        kept = whole_of if whole_of is not None and 4 * whole[whole_of] <= KEPT_BYTES else None
+        share = whole_of if whole_of is not None and KEPT_BYTES < 4 * whole[whole_of] <= SHARED_BYTES else None
+        a_floats = (whole_a if kept == "a" else mc * kc) if a_mode == "pack" else 0
+        b_floats = (whole_b if kept == "b" else kc * nc) if b_mode == "pack" else 0
         return Plan(a_mode, b_mode, kc, blocks, mc, nc, by_cols, col_panels if by_cols else row_panels, a_floats,
-                    b_floats, keep_a, keep_b, pair)
+                    b_floats, kept == "a", kept == "b", share, whole[share] if share else 0, pair)
     pair = _pair_split(p.count, split_n, col_panels, row_panels, a_mode, b_mode)
     return plan(split_n, None if pair is None else plan(pair))
 
@@ -219,20 +245,24 @@ class _Ctx:
     extra: tuple
     scratch: ir.Value
     kept: ir.Value | None = None  # i64 slot: the batch whose kept operand (Plan.keep_a / keep_b) scratch holds
+    area: ir.Value | None = None  # the shared area holding plan.share's operand, packed (None: this thread packs)
     panel_epilogue: ir.Function | None = None  # a costly epilogue, out of line (gemm_epilogue.py)
 
 
 def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: Epilogue | None = None,
                  n_extra: int = 0) -> ir.Function:
-    """Emit `void name(a, b, c, scratch, tid, nthreads, claim, extra...)` computing the units of `p` thread `tid`
-    claims from the claim words at `claim` (null: a fixed share per thread; codegen/claims.py)."""
+    """Emit `void name(a, b, c, scratch, tid, nthreads, claim, share, extra...)` computing the units of `p` thread
+    `tid` claims from the claim words at `claim` (null: a fixed share per thread; codegen/claims.py), packing the
+    operand every chunk reads whole into the shared area with the share words at `share` where the plan says so and
+    there are several threads (null: each thread packs what it reads; codegen/abi.py)."""
     if p.c.cs != 1:
         raise ValueError("C must have unit column stride")
     plan = make_plan(p, t)
     mark_explicit(module)
-    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
+    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR),
+            ("share", PTR)]
     fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
-    a, b, c, scratch, tid, nthreads, claim, *extra = fn.args
+    a, b, c, scratch, tid, nthreads, claim, share, *extra = fn.args
     panel_epilogue = None
     if epilogue is not None and costly(epilogue, t.width, n_extra, p.pos_map):
         panel_epilogue = emit_tile_epilogue(module, f"{name}.epilogue", t.width, p.c.rs, p.n % t.width != 0, epilogue,
@@ -245,26 +275,91 @@ def emit_problem(module: ir.Module, name: str, p: Problem, t: Tiling, epilogue: 
     if p.m == 0 or p.n == 0 or p.count == 0:
         builder.ret_void()
         return fn
+    threads = (tid, nthreads, claim, share)
     if plan.pair is None:
-        _claimed(ctx, (a, b, c), tid, nthreads, claim)
+        _claimed(ctx, (a, b, c), *threads)
     else:  # one or two threads split the other way (make_plan)
         with builder.if_else(builder.icmp_signed("<=", nthreads, const64(2))) as (pair, many):
             with pair:
-                _claimed(replace(ctx, plan=plan.pair), (a, b, c), tid, nthreads, claim)
+                _claimed(replace(ctx, plan=plan.pair), (a, b, c), *threads)
             with many:
-                _claimed(ctx, (a, b, c), tid, nthreads, claim)
+                _claimed(ctx, (a, b, c), *threads)
     builder.ret_void()
     return fn
 
 
-def _claimed(ctx: _Ctx, operands, tid, nthreads, claim) -> None:
-    """The chunks of ctx.plan's units this thread claims, computed."""
+def _claimed(ctx: _Ctx, operands, tid, nthreads, claim, share) -> None:
+    """The chunks of ctx.plan's units this thread claims, computed: after the shared operand is packed, where the
+    plan shares one and the call runs on several threads with share words (an invalid tid, which takes nothing,
+    does not wait for the packing either)."""
     builder, plan, p = ctx.builder, ctx.plan, ctx.p
-    if plan.keep_a or plan.keep_b:  # the batch whose kept operand this thread's scratch holds (-1: none yet)
-        ctx.kept = alloca(builder, I64, "kept")
-        builder.store(const64(-1), ctx.kept)
-    with claimed_chunks(builder, claim, tid, nthreads, p.count * plan.panels, name="panels") as units:
-        _units(ctx, *operands, *units)
+    units = p.count * plan.panels
+    if plan.share is None:
+        if plan.keep_a or plan.keep_b:  # the batch whose kept operand this thread's scratch holds (-1: none yet)
+            ctx.kept = alloca(builder, I64, "kept")
+            builder.store(const64(-1), ctx.kept)
+        with claimed_chunks(builder, claim, tid, nthreads, units, name="panels") as chunk:
+            _units(ctx, *operands, *chunk)
+        return
+    valid = builder.and_(builder.icmp_signed(">=", tid, const64(0)), builder.icmp_signed("<", tid, nthreads))
+    sharing = builder.and_(builder.and_(builder.icmp_signed(">", nthreads, const64(1)), valid),
+                           builder.icmp_unsigned("!=", share, ir.Constant(PTR, None)))
+    with builder.if_else(sharing) as (shared, alone):
+        with shared:
+            area = builder.load(_word(builder, share, SHARE_AREA), typ=PTR, name="area")
+            done = _word(builder, share, SHARE_DONE)
+            _pack_shared(ctx, operands, area, tid, nthreads, share, done)
+            with claimed_chunks(builder, claim, tid, nthreads, units, name="panels", also=(done,)) as chunk:
+                _units(replace(ctx, area=area), *operands, *chunk)
+        with alone:
+            with claimed_chunks(builder, claim, tid, nthreads, units, name="panels") as chunk:
+                _units(ctx, *operands, *chunk)
+
+
+def _word(builder: ir.IRBuilder, share: ir.Value, offset: int) -> ir.Value:
+    """The share word at byte `offset` of the sync block (codegen/abi.py), from the share pointer."""
+    return builder.gep(share, [const64(offset - SHARE_OFFSET)], inbounds=True, source_etype=ir.IntType(8))
+
+
+def _pack_shared(ctx: _Ctx, operands, area, tid, nthreads, share, done) -> None:
+    """Pack all of plan.share's operand into `area`, one (K block, panel) unit at a time as the threads claim them
+    from the share words; add the units packed to `done` and wait until it counts all of them."""
+    builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
+    a, b, _ = operands
+    size, unit, block = (p.m, t.mr, plan.mc) if plan.share == "a" else (p.n, t.nr, plan.nc)
+    panels = -(-size // unit)
+    with claimed_chunks(builder, share, tid, nthreads, plan.blocks * panels, name="share") as (u0, u1):
+        with for_range(builder, u0, u1, name="share.unit") as u:
+            pc = builder.mul(builder.sdiv(u, const64(panels)), const64(plan.kc))
+            kc = smin(builder, const64(plan.kc), builder.sub(const64(p.k), pc))
+            at = builder.mul(builder.srem(u, const64(panels)), const64(unit))
+            start = builder.sub(at, builder.srem(at, const64(block)))
+            extent = smin(builder, const64(block), builder.sub(const64(size), start))
+            panel = elem_ptr(builder, _shared_block(ctx, area, start, pc, extent, unit),
+                             builder.mul(builder.sub(at, start), kc))
+            count = smin(builder, const64(unit), builder.sub(const64(size), at))
+            if plan.share == "b":
+                pack_b_block(builder, p.b, b, panel, pc, kc, at, count, p.n, t)
+            elif isinstance(p.a, Strided):
+                pack_a_block(builder, p.a, a, panel, at, count, pc, kc, p.m, t)
+            else:
+                p.a.pack_a_block(builder, a, panel, at, count, pc, kc, p.m, t)
+        builder.atomic_rmw("add", done, builder.sub(u1, u0), "release")
+    emit_wait_for_count(builder, done, const64(plan.blocks * panels))
+
+
+def _shared_block(ctx: _Ctx, area, start, pc, extent, unit: int) -> ir.Value:
+    """Where block (start, pc) of the shared operand lies in the area (_block_place)."""
+    return elem_ptr(ctx.builder, area, _block_place(ctx, start, pc, extent, unit))
+
+
+def _block_place(ctx: _Ctx, start, pc, extent, unit: int) -> ir.Value:
+    """The float offset of block (start, pc) of an operand packed whole: start*K + pc*width, where the block spans
+    `extent` rows (columns) packed in panels of `unit`, `width` of them rounded up to whole panels (the blocks before
+    it are MC rows or NC columns, whole panels)."""
+    builder = ctx.builder
+    width = builder.mul(builder.sdiv(builder.add(extent, const64(unit - 1)), const64(unit)), const64(unit))
+    return builder.add(builder.mul(start, const64(ctx.p.k)), builder.mul(pc, width))
 
 
 def _units(ctx: _Ctx, a, b, c, u0, u1) -> None:
@@ -294,9 +389,10 @@ def _units(ctx: _Ctx, a, b, c, u0, u1) -> None:
 
 def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols, whole) -> None:
     """C[rows, cols] of one batch: the column-block / K-block / row-block loops with packing (a kept operand's
-    blocks only where this thread's scratch does not hold them for this batch yet; all of them in one block's
-    space where this chunk is the batch's `whole`)."""
+    blocks only where this thread's scratch does not hold them for this batch yet, all of them in one block's space
+    where this chunk is the batch's `whole`; a shared one's not at all, packed already)."""
     builder, plan, p, t = ctx.builder, ctx.plan, ctx.p, ctx.t
+    shared_a, shared_b = (ctx.area is not None and plan.share == which for which in ("a", "b"))
     fresh = None
     if ctx.kept is not None:
         fresh = builder.or_(builder.icmp_signed("!=", builder.load(ctx.kept), index), whole, name="fresh")
@@ -307,18 +403,24 @@ def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols, whole) -> N
             kc = smin(builder, const64(plan.kc), builder.sub(const64(p.k), pc))
             first = builder.icmp_signed("==", kb, const64(0))
             last = builder.icmp_signed("==", kb, const64(plan.blocks - 1))
-            b_pack = _pack_area(ctx, plan.b_offset, plan.keep_b, whole, jc, pc, nc, t.nr)
-            if plan.b_mode == "pack":
-                with _packing(builder, fresh if plan.keep_b else None):
-                    pack_b_block(builder, p.b, base_b, b_pack, pc, kc, jc, nc, p.n, t)
+            if shared_b:
+                b_pack = _shared_block(ctx, ctx.area, jc, pc, nc, t.nr)
+            else:
+                b_pack = _pack_area(ctx, plan.b_offset, plan.keep_b, whole, jc, pc, nc, t.nr)
+                if plan.b_mode == "pack":
+                    with _packing(builder, fresh if plan.keep_b else None):
+                        pack_b_block(builder, p.b, base_b, b_pack, pc, kc, jc, nc, p.n, t)
             with for_range(builder, rows[0], rows[1], plan.mc, name="ic") as ic:
                 mc = smin(builder, const64(plan.mc), builder.sub(rows[1], ic))
-                a_pack = _pack_area(ctx, 0, plan.keep_a, whole, ic, pc, mc, t.mr)
-                with _packing(builder, fresh if plan.keep_a else None):
-                    if plan.a_mode == "pack" and isinstance(p.a, Strided):
-                        pack_a_block(builder, p.a, base_a, a_pack, ic, mc, pc, kc, p.m, t)
-                    elif plan.a_mode == "pack":
-                        p.a.pack_a_block(builder, base_a, a_pack, ic, mc, pc, kc, p.m, t)
+                if shared_a:
+                    a_pack = _shared_block(ctx, ctx.area, ic, pc, mc, t.mr)
+                else:
+                    a_pack = _pack_area(ctx, 0, plan.keep_a, whole, ic, pc, mc, t.mr)
+                    with _packing(builder, fresh if plan.keep_a else None):
+                        if plan.a_mode == "pack" and isinstance(p.a, Strided):
+                            pack_a_block(builder, p.a, base_a, a_pack, ic, mc, pc, kc, p.m, t)
+                        elif plan.a_mode == "pack":
+                            p.a.pack_a_block(builder, base_a, a_pack, ic, mc, pc, kc, p.m, t)
                 block = _Block(index, base_a, base_b, base_c, a_pack, b_pack, pc, kc, first, last)
                 _tiles(ctx, block, ic, mc, jc, nc)
     if ctx.kept is not None:
@@ -327,15 +429,11 @@ def _rectangle(ctx: _Ctx, index, base_a, base_b, base_c, rows, cols, whole) -> N
 
 def _pack_area(ctx: _Ctx, offset: int, kept: bool, whole, start, pc, extent, unit: int) -> ir.Value:
     """Where a packed block goes in scratch: at `offset` (floats), or for a kept operand at block (start, pc)'s own
-    place, offset + start*K + pc*width, where the block spans `extent` rows (columns) packed in panels of `unit`,
-    `width` of them rounded up to whole panels (blocks before it are MC rows or NC columns, whole panels); at
-    `offset` again where the chunk is its batch's `whole`."""
+    place, offset + start*K + pc*width (_block_place); at `offset` again where the chunk is its batch's `whole`."""
     builder = ctx.builder
     if not kept:
         return elem_ptr(builder, ctx.scratch, const64(offset))
-    width = builder.mul(builder.sdiv(builder.add(extent, const64(unit - 1)), const64(unit)), const64(unit))
-    place = builder.add(builder.mul(start, const64(ctx.p.k)), builder.mul(pc, width))
-    place = builder.select(whole, const64(0), place)
+    place = builder.select(whole, const64(0), _block_place(ctx, start, pc, extent, unit))
     return elem_ptr(builder, ctx.scratch, builder.add(const64(offset), place))
 
 

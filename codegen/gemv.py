@@ -59,12 +59,13 @@ def gemv_applies(m: int, batch: Sequence[int], a, b) -> bool:
 
 def emit_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: tuple[int, ...], a: Strided, b: Strided,
               c: Strided, tiling: Tiling, epilogue: Epilogue | None = None, n_extra: int = 0) -> ir.Function:
-    """Emit the GEMM signature's `void name(a, b, c, scratch, tid, nthreads, claim, extra...)` for a problem
-    gemv_applies to (the scratch is unused)."""
+    """Emit the GEMM signature's `void name(a, b, c, scratch, tid, nthreads, claim, share, extra...)` for a problem
+    gemv_applies to (the scratch and the share words are unused)."""
     mark_explicit(module)
-    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR)]
+    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR),
+            ("share", PTR)]
     fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
-    a_ptr, b_ptr, c_ptr, _, tid, nthreads, claim, *extra = fn.args
+    a_ptr, b_ptr, c_ptr, _, tid, nthreads, claim, _, *extra = fn.args
     builder = entry_builder(fn)
     rows = [divmod(i, m) for i in range(m * prod(batch))]  # (batch index, row) of every row of A
     x_rows = [_offset(builder, a_ptr, a, batch, index, row) for index, row in rows]

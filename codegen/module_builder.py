@@ -12,7 +12,9 @@ the kernel parts and an entry module that exports
 BuiltModule.weights followed by the buffers of BuiltModule.prepared; graph outputs in order); every intermediate
 lives in `arena` at its memory-plan offset; `scratch` holds `scratch_stride` bytes per thread (thread tid's area
 starts at scratch + tid * scratch_stride);
-`sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks (codegen/abi.py).
+`sync` is SYNC_BYTES of zeroed memory for the barrier and the status words of run-time checks (codegen/abi.py),
+but for the address of the call's shared area (BuiltModule.shared_bytes; codegen/abi.py: shared packing), which the
+runtime stores there before a call runs on several threads.
 Every thread of a call runs the entry with its own tid: each kernel's threads claim its work in chunks from a
 counter in `sync` (or take fixed shares: codegen/claims.py), and a native barrier (an atomic arrival counter and a
 generation counter; a time-bounded spin, then a futex sleep) separates consecutive kernels. A kernel whose work
@@ -308,7 +310,7 @@ def lower_part(node: Node, index: int, part_key: str, target: Target, lower: Low
     what = f"fused:{node.attr['kind']}" if node.op == "fused" else spec.op
     prepared = tuple(PreparedForm(p.operand, p.function.name, p.nbytes, _form(p, node)) for p in spec.prepared)
     return KernelPart(part_key, fn.name, what, len(node.outputs), len(node.inputs), int(spec.scratch_bytes),
-                      prepared, tuple(sorted(module_checks(module).items())), module)
+                      prepared, tuple(sorted(module_checks(module).items())), module, int(spec.shared_bytes))
 
 
 def _export_only(module: ir.Module, names: set[str]) -> None:

@@ -98,7 +98,8 @@ class KernelPart:
 
     `key` is the disk-cache key of its object (kernel_part_key: the node's kernel key, the target and the builder
     version); `name` the kernel function it exports beside its prepare functions; `module` its llvmlite module, or
-    None when its object came from the cache and no LLVM IR was built for it."""
+    None when its object came from the cache and no LLVM IR was built for it; `shared_bytes` the size of the call's
+    shared area it uses (codegen/abi.py)."""
 
     key: str
     name: str
@@ -109,6 +110,7 @@ class KernelPart:
     prepared: tuple[PreparedForm, ...] = ()
     checks: tuple[tuple[int, str], ...] = ()
     module: ir.Module | None = None
+    shared_bytes: int = 0
 
     @property
     def symbols(self) -> tuple[str, ...]:
@@ -119,7 +121,7 @@ class KernelPart:
 def part_meta(part: KernelPart) -> dict[str, Any]:
     """A kernel part's description as JSON data, stored beside its object."""
     return {"name": part.name, "op": part.op, "outputs": part.outputs, "inputs": part.inputs,
-            "scratch_bytes": part.scratch_bytes,
+            "scratch_bytes": part.scratch_bytes, "shared_bytes": part.shared_bytes,
             "prepared": [[p.operand, p.function, p.nbytes, p.form] for p in part.prepared],
             "checks": [[number, message] for number, message in part.checks]}
 
@@ -127,16 +129,18 @@ def part_meta(part: KernelPart) -> dict[str, Any]:
 def part_from_meta(key: str, meta: dict[str, Any]) -> KernelPart | None:
     """The kernel part stored under `key`, or None when its description is malformed."""
     try:
-        name, op, outputs, inputs, scratch = _typed(
-            [meta["name"], meta["op"], meta["outputs"], meta["inputs"], meta["scratch_bytes"]],
-            (str, str, int, int, int))
+        name, op, outputs, inputs, scratch, shared = _typed(
+            [meta["name"], meta["op"], meta["outputs"], meta["inputs"], meta["scratch_bytes"], meta["shared_bytes"]],
+            (str, str, int, int, int, int))
         prepared = tuple(PreparedForm(*_typed(p, (int, str, int, str))) for p in meta["prepared"])
         checks = tuple(tuple(_typed(c, (int, str))) for c in meta["checks"])
     except (KeyError, TypeError, ValueError):
         return None
-    if min(outputs, inputs, scratch) < 0 or any(not 0 <= p.operand < inputs or p.nbytes <= 0 for p in prepared):
+    if min(outputs, inputs, scratch, shared) < 0 or any(not 0 <= p.operand < inputs or p.nbytes <= 0
+                                                        for p in prepared):
         return None
-    return KernelPart(key, name, op, outputs, inputs, scratch, prepared, checks)  # type: ignore[arg-type]
+    return KernelPart(key, name, op, outputs, inputs, scratch, prepared, checks,  # type: ignore[arg-type]
+                      shared_bytes=shared)
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,11 @@ class BuiltModule:
     prepare: str | None = None   # the exported prepare function, None when nothing is prepared
     checks: tuple[tuple[int, str], ...] = ()  # the run-time checks' numbers and messages (codegen/lower/checks.py)
     parts: tuple[KernelPart, ...] = ()
+
+    @property
+    def shared_bytes(self) -> int:
+        """The size of the call's shared area (codegen/abi.py): the most any of its kernels uses."""
+        return max((part.shared_bytes for part in self.parts), default=0)
 
     def kernel(self, name: str) -> KernelInfo:
         """The (first) kernel called `name`; raises CodegenError listing the kernels."""

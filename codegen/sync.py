@@ -17,7 +17,7 @@ import llvmlite.ir as ir
 from .futex import emit_sleep_until_changed, emit_wake_sleepers
 from .loops import I8, I64, PTR, VOID, define_function, i64
 from .sync_layout import GENERATION_OFFSET, SLEEPERS_OFFSET, has_futex, spin_budget
-from .target import Target
+from .target import Target, is_x86_triple
 
 # At a barrier: long enough to cover the usual imbalance between the threads of a kernel, short enough that a
 # thread waiting for one that lost its core soon gives its own core up (to that thread, or to whatever else runs).
@@ -62,8 +62,39 @@ def spin_step(b: ir.IRBuilder, module: ir.Module, target: Target, mark: ir.Value
     return b.icmp_signed(">=", following, budget), following
 
 
-def _has_sched_yield(target: Target) -> bool:
-    return any(os in target.triple for os in ("linux", "darwin", "freebsd", "netbsd", "openbsd"))
+def _yields(triple: str) -> bool:
+    """Whether the triple's OS has sched_yield."""
+    return any(os in triple for os in ("linux", "darwin", "freebsd", "netbsd", "openbsd"))
+
+
+
+# A wait for work in progress on other threads (a GEMM's shared packing): `pause` between reads, and after each
+# COUNT_SPINS of them (tens of microseconds) a sched_yield, so that a thread waiting for one that lost its core to
+# another process hands its core over.
+COUNT_SPINS = 1024
+
+
+def emit_wait_for_count(b: ir.IRBuilder, word: ir.Value, count: ir.Value) -> None:
+    """Continue once the i64 at `word` (read with acquire) is at least `count`; the target is the module's triple."""
+    module, fn = b.module, b.function
+    triple = str(module.triple)
+    entry, head, spin, done = b.block, *(fn.append_basic_block(f"wait.{part}") for part in ("head", "spin", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    spins = b.phi(I64, name="wait.spins")
+    spins.add_incoming(i64(0), entry)
+    now = b.load_atomic(word, "acquire", 8, typ=I64, name="wait.now")
+    b.cbranch(b.icmp_signed(">=", now, count), done, spin)
+    b.position_at_end(spin)
+    if is_x86_triple(triple):
+        b.call(declare(module, "llvm.x86.sse2.pause", VOID, []), [])
+    following = b.add(spins, i64(1))
+    if _yields(triple):
+        with b.if_then(b.icmp_signed("==", b.and_(following, i64(COUNT_SPINS - 1)), i64(0))):
+            b.call(declare(module, "sched_yield", ir.IntType(32), []), [])
+    spins.add_incoming(following, b.block)
+    b.branch(head)
+    b.position_at_end(done)
 
 
 def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
@@ -104,7 +135,7 @@ def emit_barrier(module: ir.Module, target: Target) -> ir.Function:
     b.cbranch(b.icmp_signed("!=", now, seen), done, keep)
     b.position_at_end(keep)
     relax(b, module, target)
-    if has_futex(target) or _has_sched_yield(target):
+    if has_futex(target) or _yields(target.triple):
         spent, carried = spin_step(b, module, target, mark, i64(spin_budget(target, BARRIER_SPIN_US)))
         rest, back = fn.append_basic_block("rest"), fn.append_basic_block("back")
         spun = b.block

@@ -3,10 +3,10 @@ that uses them), their spin budgets and whether the target can sleep on a futex:
 passes, readable without loading LLVM."""
 from __future__ import annotations
 
-from .abi import CLAIM_OFFSET
+from .abi import SHARE_OFFSET
 from .target import Target
 
-SYNC_BYTES = CLAIM_OFFSET + 64  # the status words and the claim words get a cache line each
+SYNC_BYTES = SHARE_OFFSET + 64  # the status, claim and share words get a cache line each
 GENERATION_OFFSET = 64
 SLEEPERS_OFFSET = 72  # threads asleep on the generation (codegen/futex.py)
 

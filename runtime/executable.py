@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from braze.codegen.abi import ENTRY, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS
+from braze.codegen.abi import ENTRY, PREPARE, SHARE_AREA, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS
 from braze.codegen.graph_cache import compile_module
 from braze.codegen.library import CompiledLibrary
 from braze.codegen.module_layout import BuiltModule
@@ -99,6 +99,8 @@ class Executable:
         self._scratch = resident_block(built.scratch_stride * self._threads)
         self._sync = aligned_block(SYNC_BYTES)
         self._status = self._sync[STATUS_OFFSET:STATUS_OFFSET + 8 * STATUS_WORDS].view(np.int64)
+        self._shared: np.ndarray | None = None
+        self._share_area()
         self._checks = dict(built.checks)
         bounds = index_bounds(built.graph)
         self._specs = [InputSpec(k, v.name, v.type, bounds.get(v.name)) for k, v in enumerate(built.inputs)]
@@ -215,7 +217,15 @@ class Executable:
         if self.built.scratch_stride * count > self._scratch.nbytes:
             self._scratch = resident_block(self.built.scratch_stride * count)
         self._threads, self._threads_version = count, _threads.version
+        self._share_area()
         self._bind_call()
+
+    def _share_area(self) -> None:
+        """The call's shared area (codegen/abi.py: shared packing), allocated once calls may use several threads,
+        its address in the sync block."""
+        if self._shared is None and self._threads > 1 and self.built.shared_bytes:
+            self._shared = resident_block(self.built.shared_bytes)
+            self._sync[SHARE_AREA:SHARE_AREA + 8].view(np.uint64)[0] = address(self._shared)
 
     @classmethod
     def build(cls, graph: Graph, *, threads: int | None = None, target: Target | None = None,

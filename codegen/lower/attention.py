@@ -28,8 +28,9 @@ form is lowered op by op.
 A maximum that is still -inf (every score so far masked) is used as 0, so exp(-inf - 0) = 0 keeps the sums at 0
 instead of NaN; a row masked everywhere then ends as 0 / 0 = NaN, the softmax's answer, or 0 with
 zero_masked_rows. A NaN or +inf score makes its row NaN, as in the reference: the maxima drop NaN scores (one
-vmaxps each, reducers.quiet_maximum), whose exponentials are NaN and make the row's sum NaN. No keys (S = 0) gives zeros (an empty
-sum). Each unit's arithmetic is the same whichever thread computes it, so any thread count gives the same bytes.
+vmaxps each, reducers.quiet_maximum), whose exponentials are NaN and make the row's sum NaN. No keys (S = 0) gives
+zeros (an empty sum). Each unit's arithmetic is the same whichever thread computes it, so any thread count gives the
+same bytes.
 """
 from __future__ import annotations
 

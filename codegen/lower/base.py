@@ -4,7 +4,8 @@ types with their register and memory forms, loads and stores of any dtype, the t
 Kernel ABI: `void @name(ptr %out0, ..., ptr %in0, ..., ptr %scratch, i64 %tid, i64 %nthreads, ptr %status)`:
 result buffers first, then operand buffers in node order, then this thread's scratch area (64-byte aligned,
 KernelSpec.scratch_bytes long), the thread's index and the thread count, and the call's status words, where a
-kernel's run-time checks report what they find (codegen/abi.py, codegen/lower/checks.py). Kernels are internal and
+kernel's run-time checks report what they find (codegen/abi.py, codegen/lower/checks.py) and beyond which it finds
+the claim words and the share words (the call's shared area of KernelSpec.shared_bytes: share_words). Kernels are internal and
 never inlined, so each one stays a function of its own in the optimized module and in the assembly. Every buffer is
 dense row-major with its value's static shape and dtype; loads and stores claim only element alignment.
 
@@ -24,7 +25,7 @@ from braze.ir.errors import CodegenError
 from braze.ir.graph import Node, Value
 from braze.ir.types import DType
 
-from ..abi import CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, STATUS_OFFSET
+from ..abi import CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, SHARE_OFFSET, STATUS_OFFSET
 from ..claims import claimed_chunks
 from ..loops import F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat, vector_const, zeros
 from ..target import Target
@@ -75,8 +76,9 @@ class KernelSpec:
     """An emitted kernel: call `function(*results, *operands, scratch, tid, nthreads, status)` with the buffers of the
     lowered node's results and operands.
 
-    `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none). `prepared` lists the operands
-    passed in a prepared form instead of their own buffer.
+    `scratch_bytes` is per thread, a multiple of 64 (0 when the kernel needs none); `shared_bytes` the size of the
+    call's shared area the kernel uses (codegen/abi.py: shared packing). `prepared` lists the operands passed in a
+    prepared form instead of their own buffer.
     """
 
     name: str
@@ -84,6 +86,7 @@ class KernelSpec:
     scratch_bytes: int
     op: str
     prepared: tuple[PreparedWeight, ...] = ()
+    shared_bytes: int = 0
 
 
 @dataclass
@@ -101,17 +104,19 @@ class Kernel:
     status: ir.Value
     target: Target
     claim_sites: int = 0  # claimed loops emitted so far (claim_words)
+    shares: int = 0  # users of the share words so far (share_words)
 
     @property
     def width(self) -> int:
         """Lanes of the vectors the kernel's inner loops use."""
         return self.target.vector_width
 
-    def finish(self, op: str, scratch_bytes: int = 0, prepared: Sequence[PreparedWeight] = ()) -> KernelSpec:
+    def finish(self, op: str, scratch_bytes: int = 0, prepared: Sequence[PreparedWeight] = (),
+               shared_bytes: int = 0) -> KernelSpec:
         """Close the function and describe it."""
         if not self.builder.block.is_terminated:
             self.builder.ret_void()
-        return KernelSpec(self.fn.name, self.fn, round_up(scratch_bytes), op, tuple(prepared))
+        return KernelSpec(self.fn.name, self.fn, round_up(scratch_bytes), op, tuple(prepared), round_up(shared_bytes))
 
 
 def begin_kernel(ctx: KernelContext, outputs: Sequence[Value], inputs: Sequence[Value], *,
@@ -329,6 +334,15 @@ def claim_words(k: Kernel) -> ir.Value:
         return ir.Constant(PTR, None)
     return k.builder.gep(k.status, [i64(CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOT_BYTES * site)], inbounds=True,
                          source_etype=I8, name=f"claim{site}")
+
+
+def share_words(k: Kernel) -> ir.Value:
+    """The share words (codegen/abi.py) for the kernel's first user of them, from its status pointer; a null
+    pointer (no sharing) for any later one, which could meet the first one's words before they are zeroed."""
+    k.shares += 1
+    if k.shares > 1:
+        return ir.Constant(PTR, None)
+    return k.builder.gep(k.status, [i64(SHARE_OFFSET - STATUS_OFFSET)], inbounds=True, source_etype=I8, name="share")
 
 
 @contextmanager

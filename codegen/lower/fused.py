@@ -93,7 +93,8 @@ def lower_op_by_op(node: Node, ctx: KernelContext) -> KernelSpec:
                    [sub_scratch, i64(0), i64(1), k.status])
         for v, out in zip(body.outputs, k.outs):
             _copy(b, where[v.name], out, v)
-    return k.finish(node.op, end + inner_scratch)
+    shared = max((spec.shared_bytes for _, spec in kernels), default=0)
+    return k.finish(node.op, end + inner_scratch, shared_bytes=shared)
 
 
 def _copy(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, value: Value) -> None:

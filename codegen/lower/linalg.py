@@ -27,15 +27,15 @@ from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import is_leaf
 from braze.ir.types import float32
 
-from ..conv import (ConvSpec, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d, emit_conv_weight_prepack,
-                    weight_kernel)
+from ..conv import (ConvSpec, conv2d_scratch_bytes, conv2d_shared_bytes, conv_weight_floats, emit_conv2d,
+                    emit_conv_weight_prepack, weight_kernel)
 from ..gemm import (GemmSpec, Prepacked, Strided, TilePos, Tiling, emit_gemm, emit_prepack_b, gemm_plan,
-                    gemm_scratch_bytes, matmul_spec, prepacked_b_floats, tiling_for, uses_gemv)
+                    gemm_scratch_bytes, gemm_shared_bytes, matmul_spec, prepacked_b_floats, tiling_for, uses_gemv)
 from ..gemm_pack import batch_offset
-from ..loops import I8, alloca, for_range, i64, vector_loop
+from ..loops import I8, PTR, alloca, for_range, i64, vector_loop
 from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_kernel, broadcast_strides,
                    claim_words, claimed_unit_loop, constant, contiguous_strides, load, offset_of, register, round_up,
-                   store, unsupported, widen)
+                   share_words, store, unsupported, widen)
 from .elementwise import apply_node
 from .reduction import single_body
 
@@ -168,15 +168,17 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     k = begin_kernel(ctx, node.outputs, node.inputs)
     fn = emit_gemm(ctx.module, f"{ctx.name}.gemm", spec, tiling, epilogue, len(slots))
     fn.linkage = "internal"
-    scratch = gemm_scratch_bytes(spec, tiling)
-    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, scratch, node.op,
-                 () if prepared is None else (prepared[1],))
+    scratch, shared = gemm_scratch_bytes(spec, tiling), gemm_shared_bytes(spec, tiling)
+    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, (scratch, shared),
+                 node.op, () if prepared is None else (prepared[1],))
 
 
 def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict[str, int], c_name: str | None,
-          anchor: Node, scratch: int, op: str, prepared: tuple[PreparedWeight, ...] = ()) -> KernelSpec:
-    """Call the GEMM/conv function with C, the scratch and the extra pointers in slot order."""
+          anchor: Node, sizes: tuple[int, int], op: str, prepared: tuple[PreparedWeight, ...] = ()) -> KernelSpec:
+    """Call the GEMM/conv function with C, the scratch, the share words and the extra pointers in slot order;
+    `sizes` are the bytes of scratch per thread and of the shared area it needs."""
     b = k.builder
+    scratch, shared = sizes
     where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
     extras = [where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1])]
     total = scratch
@@ -185,8 +187,9 @@ def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict
         total = round_up(scratch) + anchor.out.type.nbytes
     else:
         c = where[c_name]
-    b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads, claim_words(k)] + extras)
-    return k.finish(op, total, prepared)
+    share = share_words(k) if shared else ir.Constant(PTR, None)
+    b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads, claim_words(k), share] + extras)
+    return k.finish(op, total, prepared, shared if shared else 0)
 
 
 def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
@@ -223,9 +226,9 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     k = begin_kernel(ctx, node.outputs, node.inputs)
     fn = emit_conv2d(ctx.module, f"{ctx.name}.conv", spec, tiling, epilogue, len(slots))
     fn.linkage = "internal"
-    scratch = conv2d_scratch_bytes(spec, tiling)
-    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[w.name]]], body, slots, c_name, anchor, scratch, node.op,
-                 () if prepared is None else (prepared[1],))
+    scratch, shared = conv2d_scratch_bytes(spec, tiling), conv2d_shared_bytes(spec, tiling)
+    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[w.name]]], body, slots, c_name, anchor, (scratch, shared),
+                 node.op, () if prepared is None else (prepared[1],))
 
 
 # --- other dtypes ---------------------------------------------------------------------------------------------

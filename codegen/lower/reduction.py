@@ -179,7 +179,8 @@ class _Emitter:
                 term = acc.term(element)
                 _store(b, acc.reducer.update(b, _load(b, cells[slot]), term, element.index), cells[slot])
                 if acc.keep is not None:
-                    store(b, term, self.outs[acc.keep], element.targets[acc.keep], self.plan.body.outputs[acc.keep].dtype)
+                    kept = self.plan.body.outputs[acc.keep]
+                    store(b, term, self.outs[acc.keep], element.targets[acc.keep], kept.dtype)
             self._put(element, full)
 
         def fold(which: Sequence[int]) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from braze.codegen import compile_ir, host_target
-from braze.codegen.abi import CLAIM_BYTES
+from braze.codegen.abi import SHARE_AREA, SHARE_BYTES, STATUS_OFFSET
 from braze.codegen.loops import I64, PTR
 from braze.codegen.lower import KernelContext, KernelSpec, lower_node
 from braze.codegen.lower.accuracy import ACCURACY, Accuracy
@@ -157,8 +157,11 @@ def run_node_reporting(node: Node, arrays: Sequence[np.ndarray], nthreads: int =
     outs = pointer_array(*[v.ctypes.data for v in out_views])
     ins = pointer_array(*[v.ctypes.data for v in in_views])
     scratches = pointer_array(*[s.ctypes.data for s in scratch])
-    status = aligned_empty(CLAIM_BYTES).view(np.int64)  # the status words, then the claim words
+    status = aligned_empty(SHARE_BYTES).view(np.int64)  # the status words, then the claim and share words
     status[...] = 0
+    shared = aligned_empty(spec.shared_bytes)  # the call's shared area (codegen/abi.py)
+    keep.append(shared)
+    status[(SHARE_AREA - STATUS_OFFSET) // 8] = shared.ctypes.data
     for tid in range(nthreads):
         compiled.call(ctypes.addressof(outs), ctypes.addressof(ins), ctypes.addressof(scratches), tid, nthreads,
                       status.ctypes.data)

@@ -10,7 +10,9 @@ import numpy as np
 
 from braze.codegen import compile_ir, host_target
 
-KERNEL_ARGS = (ctypes.c_void_p,) * 4 + (ctypes.c_int64,) * 2 + (ctypes.c_void_p,)
+from braze.codegen.abi import SHARE_AREA, SHARE_OFFSET
+
+KERNEL_ARGS = (ctypes.c_void_p,) * 4 + (ctypes.c_int64,) * 2 + (ctypes.c_void_p,) * 2
 
 
 def aligned(shape: Sequence[int] | int, fill: np.ndarray | None = None) -> np.ndarray:
@@ -55,22 +57,27 @@ def require(array: np.ndarray, elements: int | None, label: str) -> int:
 
 
 def run_threads(fn: Callable, pointers: Sequence[int], extras: Sequence[int], scratch_bytes: int,
-                nthreads: int, *, claims: bool = True, concurrent: bool = False) -> None:
+                nthreads: int, *, claims: bool = True, concurrent: bool = False, shared_bytes: int = 0) -> None:
     """Call the kernel for tid 0..nthreads-1, each with its own scratch area and all with one block of claim words
-    (a null pointer without `claims`): one after another, or at once on Python threads (a ctypes call releases the
-    GIL), so that the threads claim their work from each other."""
+    and share words beside a shared area of `shared_bytes` (null pointers without `claims`): one after another, or
+    at once on Python threads (a ctypes call releases the GIL), so that the threads claim their work from each
+    other."""
     scratch = [aligned(max(scratch_bytes // 4, 1)) for _ in range(nthreads)]
     words = aligned(16)
-    claim = words.ctypes.data if claims else None
+    share_words = aligned(16).view(np.uint64)
+    area = aligned(max(shared_bytes // 4, 1))
+    share_words[(SHARE_AREA - SHARE_OFFSET) // 8] = area.ctypes.data
+    claim, share = (words.ctypes.data, share_words.ctypes.data) if claims else (None, None)
 
     def call(tid: int) -> None:
-        fn(*pointers, scratch[tid].ctypes.data, tid, nthreads, claim, *extras)
+        fn(*pointers, scratch[tid].ctypes.data, tid, nthreads, claim, share, *extras)
     if not concurrent:
         for tid in range(nthreads):
             call(tid)
     else:
         at_once(call, nthreads)
     assert not words.any(), "the last thread to leave a claimed loop zeroes the claim words"
+    assert not share_words[:(SHARE_AREA - SHARE_OFFSET) // 8].any(), "the share words are zeroed as the threads leave"
 
 
 def at_once(call: Callable[[int], None], nthreads: int) -> None:

@@ -9,7 +9,8 @@ import numpy as np
 from braze import ir
 from braze.codegen import host_target
 from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_QUIT, POOL_RUN,
-                              POOL_WORK, PREPARE, STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
+                               POOL_WORK, PREPARE, SHARE_AREA, SHARE_BYTES, SHARE_DONE, SHARE_OFFSET, STATUS_OFFSET,
+                               STATUS_WORDS, TASK_FIELDS)
 from braze.codegen.module_builder import build_module
 from braze.codegen.pool_code import emit_pool_module
 from braze.codegen.sync_layout import GENERATION_OFFSET, SYNC_BYTES
@@ -64,3 +65,10 @@ def test_abi_claim_words_have_a_cache_line_of_their_own_within_reach_of_the_stat
     assert CLAIM_OFFSET % 64 == 0 and CLAIM_OFFSET >= STATUS_OFFSET + 64
     assert CLAIM_SLOTS * CLAIM_SLOT_BYTES <= 64 and CLAIM_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES <= SYNC_BYTES
     assert CLAIM_BYTES == CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES
+
+
+def test_abi_share_words_have_a_cache_line_of_their_own_within_reach_of_the_status_pointer() -> None:
+    """A claim slot and the done count, then the shared area's address, on a line of their own inside the block."""
+    assert SHARE_OFFSET % 64 == 0 and SHARE_OFFSET >= CLAIM_OFFSET + 64
+    assert SHARE_DONE == SHARE_OFFSET + CLAIM_SLOT_BYTES and SHARE_DONE + 8 <= SHARE_AREA < SHARE_OFFSET + 64
+    assert SHARE_AREA + 8 <= SYNC_BYTES and SHARE_BYTES == SHARE_AREA + 8 - STATUS_OFFSET

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from braze.codegen import host_target
-from braze.codegen.conv import (ConvSpec, conv2d_plan, conv2d_scratch_bytes, conv_weight_floats, emit_conv2d,
-                                emit_conv_weight_prepack)
+from braze.codegen.conv import (ConvSpec, conv2d_plan, conv2d_scratch_bytes, conv2d_shared_bytes, conv_weight_floats,
+                                emit_conv2d, emit_conv_weight_prepack)
 from braze.codegen.gemm import bias_rows, chain, relu, residual, tiling_for
 from braze.ir.errors import ShapeError
 from braze.ir.evaluate import evaluate
@@ -51,7 +51,7 @@ def run_conv(spec: ConvSpec, x: np.ndarray, w: np.ndarray, *, tiling=HOST, epilo
     out = np.full(spec.out_shape, np.nan, np.float32)
     run_threads(kernel(library, name, len(extras)), [x.ctypes.data, w.ctypes.data, out.ctypes.data],
                 [require(e, None, "extra") for e in extras], conv2d_scratch_bytes(spec, tiling, which), nthreads,
-                concurrent=concurrent)
+                concurrent=concurrent, shared_bytes=conv2d_shared_bytes(spec, tiling, which))
     return out
 
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from braze.codegen import gemm_driver, host_target
 from braze.codegen.gemm import (GemmSpec, Prepacked, Strided, bias_cols, chain, emit_gemm, emit_prepack_b,
-                                gemm_plan, gemm_scratch_bytes, matmul_spec, prepacked_b_floats, relu, residual,
-                                scale, tiling_for)
+                                gemm_plan, gemm_scratch_bytes, gemm_shared_bytes, matmul_spec, prepacked_b_floats,
+                                relu, residual, scale, tiling_for)
 from braze.codegen.gemm_kernel import const64, elem_ptr, load_vec, store_vec
 from tests.codegen.native import (aligned, assert_close, build, dot_tolerance, kernel, require, run_threads)
 
@@ -62,7 +62,8 @@ def run(spec: GemmSpec, a: np.ndarray, b: np.ndarray, *, tiling=HOST, epilogue=N
         b = packed
     pointers = [require(a, a_extent, "a"), require(b, b_extent, "b"), require(c, c_extent, "c")]
     run_threads(kernel(library, name, n_extra), pointers, [require(x, None, "extra") for x in extras],
-                gemm_scratch_bytes(spec, tiling), nthreads, concurrent=concurrent)
+                gemm_scratch_bytes(spec, tiling), nthreads, concurrent=concurrent,
+                shared_bytes=gemm_shared_bytes(spec, tiling))
     return c
 
 
@@ -283,37 +284,51 @@ def test_gemm_threads_split_the_side_whose_panels_share_out_evenly(m, n, split_n
 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("m,n,k,kept", [(None, 600, 600, "b"), (150, 450, 700, "a")], ids=["rows", "columns"])
-def test_gemm_kept_operand_packed_once_per_thread_gives_the_same_bits(width, m, n, k, kept) -> None:
+@pytest.mark.parametrize("how", ["kept", "shared"])
+def test_gemm_operand_packed_whole_gives_the_same_bits(width, m, n, k, kept, how, monkeypatch) -> None:
     """Rows split with B packed (columns split with A packed): each thread packs the whole operand once and keeps it
-    for its later chunks. Several K blocks: the bits of one thread, for 2-4 threads claiming at once, and numpy's
-    result. A batched problem keeps nothing (its chunks mostly span whole batches)."""
+    for its later chunks, or (past KEPT_BYTES, here made 0) the threads pack it once per call into the shared area,
+    claiming its panels, before any tile is computed. Several K blocks and edge panels: the bits of one thread
+    (which packs block by block), for 2-4 threads claiming at once and one after another, and numpy's result. A
+    batched problem keeps and shares nothing (its chunks mostly span whole batches)."""
+    if how == "shared":
+        monkeypatch.setattr(gemm_driver, "KEPT_BYTES", 0)
     tiling, batch = tiling_for(width), ()
     m = m or (n // tiling.nr + 2) * tiling.mr + 1  # more row panels than column panels: rows are split
     spec = GemmSpec.contiguous(m, n, k, batch)
     plan = gemm_plan(spec, tiling)
-    assert (plan.keep_a, plan.keep_b) == (kept == "a", kept == "b") and plan.blocks > 1
+    assert (plan.keep_a, plan.keep_b, plan.share) == ((kept == "a", kept == "b", None) if how == "kept" else
+                                                     (False, False, kept))
+    assert plan.blocks > 1 and plan.split_n == (kept == "a")
+    extent = k * (-(-m // tiling.mr) * tiling.mr if kept == "a" else -(-n // tiling.nr) * tiling.nr)
+    assert gemm_shared_bytes(spec, tiling) == (4 * extent if how == "shared" else 0)
     batched = gemm_plan(GemmSpec.contiguous(m, n, k, (2,)), tiling)
-    assert not (batched.keep_a or batched.keep_b)
+    assert not (batched.keep_a or batched.keep_b or batched.share) and batched.shared_bytes == 0
     a = RNG.standard_normal((*batch, m, k)).astype(np.float32)
     b = RNG.standard_normal((*batch, k, n)).astype(np.float32)
-    one = run(spec, a.ravel(), b.ravel(), tiling=tiling)
+    one = run(spec, a.ravel(), b.ravel(), tiling=tiling, tag=how)
     want = a.astype(np.float64) @ b.astype(np.float64)
     scale_ = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    assert_close(one.reshape(want.shape), want, dot_tolerance(k, scale_), f"kept {kept}, W={width}")
+    assert_close(one.reshape(want.shape), want, dot_tolerance(k, scale_), f"{how} {kept}, W={width}")
     for nthreads in (2, 3, 4):
-        many = run(spec, a.ravel(), b.ravel(), tiling=tiling, nthreads=nthreads, concurrent=True)
-        assert many.tobytes() == one.tobytes(), f"{nthreads} threads"
+        for concurrent in (True, False):
+            many = run(spec, a.ravel(), b.ravel(), tiling=tiling, nthreads=nthreads, concurrent=concurrent, tag=how)
+            assert many.tobytes() == one.tobytes(), f"{nthreads} threads, concurrent {concurrent}"
 
 
-@pytest.mark.parametrize("n, kept", [(2048, True), (2900, False)])
-def test_gemm_keeps_a_packed_b_of_up_to_16_mb_per_thread(n, kept) -> None:
+@pytest.mark.parametrize("n, how", [(2048, "kept"), (2900, "shared"), (4096, "shared"), (9000, "packed")])
+def test_gemm_keeps_b_up_to_16_mb_per_thread_and_shares_a_larger_one(n, how) -> None:
     """Rows split, B packed: SGEMM n = 2048 (B 16 MB) keeps B whole in each thread's scratch, so that two threads
-    pack it once each rather than once per chunk; a larger B is packed per chunk, the scratch one block's."""
+    pack it once each rather than once per chunk; a larger B is packed once per call into the shared area (B's own
+    size, for any thread count), and one larger than SHARED_BYTES once per chunk; the scratch then holds one block
+    of A and one of B."""
     spec = GemmSpec.contiguous(n, n, n)
     tiling = tiling_for(16)
     plan = gemm_plan(spec, tiling)
-    assert not plan.split_n and plan.keep_b is kept
-    assert gemm_scratch_bytes(spec, tiling) <= (16 << 20) + 4 * (plan.a_floats + 64)
+    assert not plan.split_n and plan.keep_b == (how == "kept") and plan.share == ("b" if how == "shared" else None)
+    assert gemm_shared_bytes(spec, tiling) == (4 * n * -(-n // tiling.nr) * tiling.nr if how == "shared" else 0)
+    blocks = 4 * (plan.mc * plan.kc + plan.kc * plan.nc + 32)
+    assert gemm_scratch_bytes(spec, tiling) <= ((16 << 20) + blocks if how == "kept" else blocks)
 
 
 def test_gemm_without_claim_words_threads_take_static_shares() -> None:
@@ -327,14 +342,21 @@ def test_gemm_without_claim_words_threads_take_static_shares() -> None:
     assert c.tobytes() == run(spec, a, b).tobytes()
 
 
-def test_gemm_ignores_invalid_thread_ids() -> None:
-    spec = GemmSpec.contiguous(5, 6, 7)
-    library, name = build("t_gemm_tid", (spec,), lambda module, nm: emit_gemm(module, nm, spec, HOST))
+@pytest.mark.parametrize("m, n, k", [(5, 6, 7), (600, 300, 400)], ids=["small", "shared"])
+def test_gemm_ignores_invalid_thread_ids(m, n, k, monkeypatch) -> None:
+    """A thread id outside [0, nthreads) computes nothing and returns, also where the threads share the packing
+    of B (it does not wait for units nobody packs)."""
+    monkeypatch.setattr(gemm_driver, "KEPT_BYTES", 0)
+    spec = GemmSpec.contiguous(m, n, k)
+    assert (gemm_plan(spec, HOST).share is not None) == (m > 5)
+    library, name = build("t_gemm_tid", (spec, "shared"), lambda module, nm: emit_gemm(module, nm, spec, HOST))
     fn = kernel(library, name, 0)
-    a, b, c = np.ones(35, np.float32), np.ones(42, np.float32), np.full(30, 3.0, np.float32)
+    a, b, c = np.ones(m * k, np.float32), np.ones(k * n, np.float32), np.full(m * n, 3.0, np.float32)
+    claim, share = aligned(16), aligned(16)
     for tid, nthreads in ((0, 0), (-1, 2), (2, 2), (0, -4)):
-        fn(a.ctypes.data, b.ctypes.data, c.ctypes.data, 0, tid, nthreads, None)
-    assert (c == 3.0).all()
+        fn(a.ctypes.data, b.ctypes.data, c.ctypes.data, aligned(1 << 20).ctypes.data, tid, nthreads,
+           claim.ctypes.data, share.ctypes.data)
+    assert (c == 3.0).all() and not claim.any() and not share.any()
 
 
 def test_gemm_spec_rejects_bad_layouts() -> None:

@@ -217,6 +217,28 @@ def test_threads_set_num_threads_reaches_modules_compiled_before(process_threads
         np.testing.assert_array_equal(exe(*args), want)
 
 
+def test_threads_a_gemm_shares_its_packed_operand_once_more_threads_run_it(process_threads) -> None:
+    """A (512 x 4200) @ B (4200 x 1024), B 17 MB packed and rows split: on one thread the executable has no shared
+    area; once it runs on two or three, B is packed once per call into the shared area it then allocates, with the
+    bytes of one thread (and numpy's result, within the dot-product error)."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((512, 4200)).astype(np.float32)
+    b = rng.standard_normal((4200, 1024)).astype(np.float32)
+    process_threads(1)
+    compiled = braze.compile(lambda x, y: x @ y, a, b)
+    exe = compiled.executable
+    want = compiled(a, b)
+    assert exe.threads == 1 and exe._shared is None
+    assert 4 * 4200 * 1024 <= exe.built.shared_bytes < 4 * 4200 * 1100  # all of B, in whole panels
+    np.testing.assert_allclose(want, a.astype(np.float64) @ b, rtol=0, atol=2e-3)
+    for count in (2, 3, 2):
+        process_threads(count)
+        assert exe.threads == count
+        for _ in range(3):
+            np.testing.assert_array_equal(compiled(a, b), want)
+        assert exe._shared is not None and exe._shared.nbytes >= exe.built.shared_bytes
+
+
 def test_threads_set_num_threads_leaves_explicit_counts_and_small_graphs(process_threads) -> None:
     explicit, small = executable(2, shape=(512, 1024), threads=2), executable(2, threads=None)
     process_threads(3)
