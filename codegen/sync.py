@@ -67,7 +67,6 @@ def _yields(triple: str) -> bool:
     return any(os in triple for os in ("linux", "darwin", "freebsd", "netbsd", "openbsd"))
 
 
-
 # A wait for work in progress on other threads (a GEMM's shared packing): `pause` between reads, and after each
 # COUNT_SPINS of them (tens of microseconds) a sched_yield, so that a thread waiting for one that lost its core to
 # another process hands its core over.

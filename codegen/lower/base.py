@@ -5,9 +5,10 @@ Kernel ABI: `void @name(ptr %out0, ..., ptr %in0, ..., ptr %scratch, i64 %tid, i
 result buffers first, then operand buffers in node order, then this thread's scratch area (64-byte aligned,
 KernelSpec.scratch_bytes long), the thread's index and the thread count, and the call's status words, where a
 kernel's run-time checks report what they find (codegen/abi.py, codegen/lower/checks.py) and beyond which it finds
-the claim words and the share words (the call's shared area of KernelSpec.shared_bytes: share_words). Kernels are internal and
-never inlined, so each one stays a function of its own in the optimized module and in the assembly. Every buffer is
-dense row-major with its value's static shape and dtype; loads and stores claim only element alignment.
+the claim words and the share words (the call's shared area of KernelSpec.shared_bytes: share_words). Kernels are
+internal and never inlined, so each one stays a function of its own in the optimized module and in the assembly.
+Every buffer is dense row-major with its value's static shape and dtype; loads and stores claim only element
+alignment.
 
 Registers hold bool as i1 and memory as i8 (0 or 1); every other dtype is its own LLVM type in both places (u8 is
 i8, read with unsigned semantics). A "lanes" count of 1 means a scalar, more means a <lanes x T> vector.

@@ -189,7 +189,7 @@ def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict
         c = where[c_name]
     share = share_words(k) if shared else ir.Constant(PTR, None)
     b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads, claim_words(k), share] + extras)
-    return k.finish(op, total, prepared, shared if shared else 0)
+    return k.finish(op, total, prepared, shared)
 
 
 def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:

@@ -6,8 +6,8 @@ A reducer's state is a tuple of register values (the running value; for arg redu
 like numpy.max, unless the reducer is `quiet`: then a NaN term may be dropped (one vmaxps instead of a compare, an
 unordered test and a blend), for a maximum whose NaN terms poison the row anyway (the softmax family's, whose sum of
 exp(x - max) is NaN where an x is); argmax/argmin return the first index of the extreme value, and the first NaN if
-there is one, as numpy does. Arg states start at index INVALID (the largest i64), which loses every tie, so the first element a lane
-sees always replaces the initial value.
+there is one, as numpy does. Arg states start at index INVALID (the largest i64), which loses every tie, so the
+first element a lane sees always replaces the initial value.
 
 Long float sums are blocked (reduction.py): a plain accumulator sums a block of terms, then `fold` adds the block's
 sum into a compensated total (Neumaier's variant of Kahan summation, exact up to one rounding of the total per
