@@ -11,15 +11,16 @@ block (as they were) packed that operand more often where it is too large to kee
 threads ran 180 and 185 GFLOP/s with them, 193 and 195 without (n <= 2048 and the benchmark models alike).
 A thread claims several chunks of a problem, and every chunk reads all of the operand the split does not cut (all
 of B when rows are split, all of A when columns are). In a problem of one batch, when that operand packed whole fits
-in KEPT_BYTES, a thread packs each of its blocks once into its scratch and keeps them for its later chunks (SGEMM
-n=512 on two threads packed B eight times per call, as many times as there are chunks); a chunk that covers a whole
-batch packs into one block's space, as without keeping. Past KEPT_BYTES (up to SHARED_BYTES), on more than one
-thread, the operand is packed once per call into the call's shared area instead (codegen/abi.py: shared packing),
-its (K block, panel) units claimed from the share words as the tiles' panels are, and the threads compute their
-chunks once all of it is packed (each waits for the count of units packed, after packing what it claimed): SGEMM
-n = 3072 and 4096 on two threads packed B once per chunk before, 192-203 GFLOP/s, and read 216-221 with it. Below
-KEPT_BYTES the private copies measured faster (n = 768 208 against 194, n = 1536 213 against 209: a thread's own
-copy is read from its own L2 cache, not from the other core's); on one thread the blocks are packed as they come.
+in one core's L2 cache (Tiling.private_bytes), a thread packs each of its blocks once into its scratch and keeps them
+for its later chunks (SGEMM n=512 on two threads packed B eight times per call, as many times as there are chunks);
+a chunk that covers a whole batch packs into one block's space, as without keeping. A larger one (up to
+SHARED_BYTES) is packed once per call into the call's shared area on more than one thread (codegen/abi.py: shared
+packing), its (K block, panel) units claimed from the share words as the tiles' panels are, and the threads compute
+their chunks once all of it is packed (each waits for the count of units packed, after packing what it claimed).
+SGEMM on two Zen 4 threads (1 MB L2), the variants compiled in one process and interleaved, median GFLOP/s: n = 512
+(B 1 MB) 214 kept, 213 shared; n = 768 209-210 kept, 212 shared; n = 1024 211 kept (each thread then kept B up to
+16 MB), 214 shared; n = 1536 212 against 216-218; n = 2048 207-208 against 209; n = 3072 and 4096, whose B each
+chunk packed again, 192-203 (best of several) against 216-221. On one thread the blocks are packed as they come.
 The split is chosen for 2 and 4 threads at once (EVENER); a problem of one batch whose panels fall more evenly to
 two threads the other way, with no operand packed more often then, carries that split too, for calls on one or two
 threads (Plan.pair; the kernel branches on its thread count).
@@ -118,10 +119,6 @@ def _cached(rows: int, cols: int) -> bool:
     return 4 * rows * cols <= CACHED_BYTES
 
 
-# A packed operand a thread keeps for all its chunks of a batch is at most this large (per thread, in its scratch):
-# SGEMM n = 2048 on two threads (B 16 MB) ran 180-181 GFLOP/s packing B once per chunk, 193-196 keeping it; past
-# this, the threads share one copy (SHARED_BYTES).
-KEPT_BYTES = 16 << 20
 # The largest operand packed whole into the call's shared area (the area is about the operand's size, once per
 # executable): past it (SGEMM n > 8192), each chunk packs the blocks it reads.
 SHARED_BYTES = 256 << 20
@@ -189,8 +186,8 @@ def make_plan(p: Problem, t: Tiling) -> Plan:
             whole_of = "a"
         elif p.count == 1 and not by_cols and b_mode == "pack" and row_panels > 1:
             whole_of = "b"
-        kept = whole_of if whole_of is not None and 4 * whole[whole_of] <= KEPT_BYTES else None
-        share = whole_of if whole_of is not None and KEPT_BYTES < 4 * whole[whole_of] <= SHARED_BYTES else None
+        kept = whole_of if whole_of is not None and 4 * whole[whole_of] <= t.private_bytes else None
+        share = whole_of if whole_of is not None and t.private_bytes < 4 * whole[whole_of] <= SHARED_BYTES else None
         a_floats = (whole_a if kept == "a" else mc * kc) if a_mode == "pack" else 0
         b_floats = (whole_b if kept == "b" else kc * nc) if b_mode == "pack" else 0
         return Plan(a_mode, b_mode, kc, blocks, mc, nc, by_cols, col_panels if by_cols else row_panels, a_floats,

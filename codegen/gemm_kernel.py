@@ -28,6 +28,7 @@ class Tiling:
     nc: int
     fma: bool = True
     rows_outer: bool = False  # tile loops: A's micro-panels outer (one stays in L1 while B's pass), else B's
+    private_bytes: int = 512 * 1024  # the largest operand packed whole that each thread keeps a copy of: one L2
 
     @property
     def nr(self) -> int:
@@ -48,7 +49,7 @@ def tiling_for(width: int, caches: CacheSizes | None = None) -> Tiling:
     caches = caches or host_cache_sizes()
     kc, mc, nc = cache_blocks(mr, nv * width, caches)
     return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma,
-                  rows_outer=rows_outer(nv * width, kc, caches))
+                  rows_outer=rows_outer(nv * width, kc, caches), private_bytes=caches.l2)
 
 
 def rows_outer(nr: int, kc: int, caches: CacheSizes) -> bool:

@@ -7,13 +7,14 @@ Tolerance: each output is a float32 sum of K = C_in/groups*kH*kW products, so it
 from __future__ import annotations
 
 import ctypes
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braze.codegen import gemm_driver, host_target
+from braze.codegen import host_target
 from braze.codegen.conv import (ConvSpec, conv2d_plan, conv2d_scratch_bytes, conv2d_shared_bytes, conv_weight_floats,
                                 emit_conv2d, emit_conv_weight_prepack)
 from braze.codegen.gemm import bias_rows, chain, relu, residual, tiling_for
@@ -257,22 +258,23 @@ def test_single_image_conv_splits_columns_on_two_threads_and_rows_on_more() -> N
 
 
 @pytest.mark.parametrize("prepacked", [False, True])
-def test_single_image_conv_shares_its_im2col_panels_between_threads(prepacked, monkeypatch) -> None:
-    """One image, rows split (12 row panels, 8 column panels): with KEPT_BYTES made 0 the im2col matrix is packed
-    once per call into the shared area, its panels read from the input (the last one a tail, padding at every edge)
-    by whichever thread claims them. The bits of one thread, claiming at once or one after another, and the
+def test_single_image_conv_shares_its_im2col_panels_between_threads(prepacked) -> None:
+    """One image, rows split (12 row panels, 8 column panels): with Tiling.private_bytes made 0 the im2col matrix is
+    packed once per call into the shared area, its panels read from the input (the last one a tail, padding at every
+    edge) by whichever thread claims them. The bits of one thread, claiming at once or one after another, and the
     reference's result."""
-    monkeypatch.setattr(gemm_driver, "KEPT_BYTES", 0)
+    tiling = replace(HOST, private_bytes=0)
     spec = ConvSpec(1, 48, 8, HOST.nr + 1, 12 * HOST.mr - 3, 3, 3, padding=(1, 1), dilation=(1, 2),
                     prepacked_weight=prepacked)  # output rows of nr - 1 positions
-    plan = conv2d_plan(spec)
+    plan = conv2d_plan(spec, tiling)
     assert not plan.split_n and plan.share == "b" and plan.blocks > 1 and plan.pair is None
     x = RNG.standard_normal(spec.input_shape).astype(np.float32)
     w = RNG.standard_normal(spec.weight_shape).astype(np.float32)
-    one = run_conv(spec, x, w, which="im2col", tag="shared")
+    one = run_conv(spec, x, w, tiling=tiling, which="im2col", tag="shared")
     assert_close(one, reference(spec, x, w, None),
                  dot_tolerance(spec.gemm_dims[2], reference(spec, np.abs(x), np.abs(w), None)), "shared im2col")
     for nthreads in (2, 3, 4):
         for concurrent in (False, True):
-            got = run_conv(spec, x, w, nthreads=nthreads, concurrent=concurrent, which="im2col", tag="shared")
+            got = run_conv(spec, x, w, tiling=tiling, nthreads=nthreads, concurrent=concurrent, which="im2col",
+                           tag="shared")
             assert got.tobytes() == one.tobytes(), f"{nthreads} threads, concurrent={concurrent}"

@@ -18,6 +18,7 @@ from braze.codegen import gemm_driver, host_target
 from braze.codegen.gemm import (GemmSpec, Prepacked, Strided, bias_cols, chain, emit_gemm, emit_prepack_b,
                                 gemm_plan, gemm_scratch_bytes, gemm_shared_bytes, matmul_spec, prepacked_b_floats,
                                 relu, residual, scale, tiling_for)
+from braze.codegen.cache_sizes import CacheSizes
 from braze.codegen.gemm_kernel import const64, elem_ptr, load_vec, store_vec
 from tests.codegen.native import (aligned, assert_close, build, dot_tolerance, kernel, require, run_threads)
 
@@ -285,15 +286,13 @@ def test_gemm_threads_split_the_side_whose_panels_share_out_evenly(m, n, split_n
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("m,n,k,kept", [(None, 600, 600, "b"), (150, 450, 700, "a")], ids=["rows", "columns"])
 @pytest.mark.parametrize("how", ["kept", "shared"])
-def test_gemm_operand_packed_whole_gives_the_same_bits(width, m, n, k, kept, how, monkeypatch) -> None:
+def test_gemm_operand_packed_whole_gives_the_same_bits(width, m, n, k, kept, how) -> None:
     """Rows split with B packed (columns split with A packed): each thread packs the whole operand once and keeps it
-    for its later chunks, or (past KEPT_BYTES, here made 0) the threads pack it once per call into the shared area,
-    claiming its panels, before any tile is computed. Several K blocks and edge panels: the bits of one thread
-    (which packs block by block), for 2-4 threads claiming at once and one after another, and numpy's result. A
-    batched problem keeps and shares nothing (its chunks mostly span whole batches)."""
-    if how == "shared":
-        monkeypatch.setattr(gemm_driver, "KEPT_BYTES", 0)
-    tiling, batch = tiling_for(width), ()
+    for its later chunks (while it fits Tiling.private_bytes, here 16 MB), or (past it, here 0) the threads pack it
+    once per call into the shared area, claiming its panels, before any tile is computed. Several K blocks and edge
+    panels: the bits of one thread (which packs block by block), for 2-4 threads claiming at once and one after
+    another, and numpy's result. A batched problem keeps and shares nothing (its chunks mostly span whole batches)."""
+    tiling, batch = replace(tiling_for(width), private_bytes=16 << 20 if how == "kept" else 0), ()
     m = m or (n // tiling.nr + 2) * tiling.mr + 1  # more row panels than column panels: rows are split
     spec = GemmSpec.contiguous(m, n, k, batch)
     plan = gemm_plan(spec, tiling)
@@ -316,19 +315,19 @@ def test_gemm_operand_packed_whole_gives_the_same_bits(width, m, n, k, kept, how
             assert many.tobytes() == one.tobytes(), f"{nthreads} threads, concurrent {concurrent}"
 
 
-@pytest.mark.parametrize("n, how", [(2048, "kept"), (2900, "shared"), (4096, "shared"), (9000, "packed")])
-def test_gemm_keeps_b_up_to_16_mb_per_thread_and_shares_a_larger_one(n, how) -> None:
-    """Rows split, B packed: SGEMM n = 2048 (B 16 MB) keeps B whole in each thread's scratch, so that two threads
-    pack it once each rather than once per chunk; a larger B is packed once per call into the shared area (B's own
-    size, for any thread count), and one larger than SHARED_BYTES once per chunk; the scratch then holds one block
-    of A and one of B."""
+@pytest.mark.parametrize("n, how", [(512, "kept"), (768, "shared"), (4096, "shared"), (9000, "packed")])
+def test_gemm_keeps_b_that_fits_l2_per_thread_and_shares_a_larger_one(n, how) -> None:
+    """Rows split, B packed, a core with 1 MB of L2: SGEMM n = 512 (B 1 MB) keeps B whole in each thread's scratch,
+    so that two threads pack it once each rather than once per chunk; a larger B is packed once per call into the
+    shared area (B's own size, for any thread count), and one larger than SHARED_BYTES once per chunk; the scratch
+    then holds one block of A and one of B."""
     spec = GemmSpec.contiguous(n, n, n)
-    tiling = tiling_for(16)
+    tiling = tiling_for(16, CacheSizes(32 << 10, 1 << 20, 4 << 20))
     plan = gemm_plan(spec, tiling)
     assert not plan.split_n and plan.keep_b == (how == "kept") and plan.share == ("b" if how == "shared" else None)
     assert gemm_shared_bytes(spec, tiling) == (4 * n * -(-n // tiling.nr) * tiling.nr if how == "shared" else 0)
     blocks = 4 * (plan.mc * plan.kc + plan.kc * plan.nc + 32)
-    assert gemm_scratch_bytes(spec, tiling) <= ((16 << 20) + blocks if how == "kept" else blocks)
+    assert gemm_scratch_bytes(spec, tiling) <= ((1 << 20) + blocks if how == "kept" else blocks)
 
 
 def test_gemm_without_claim_words_threads_take_static_shares() -> None:
@@ -343,13 +342,12 @@ def test_gemm_without_claim_words_threads_take_static_shares() -> None:
 
 
 @pytest.mark.parametrize("m, n, k", [(5, 6, 7), (600, 300, 400)], ids=["small", "shared"])
-def test_gemm_ignores_invalid_thread_ids(m, n, k, monkeypatch) -> None:
+def test_gemm_ignores_invalid_thread_ids(m, n, k) -> None:
     """A thread id outside [0, nthreads) computes nothing and returns, also where the threads share the packing
     of B (it does not wait for units nobody packs)."""
-    monkeypatch.setattr(gemm_driver, "KEPT_BYTES", 0)
-    spec = GemmSpec.contiguous(m, n, k)
-    assert (gemm_plan(spec, HOST).share is not None) == (m > 5)
-    library, name = build("t_gemm_tid", (spec, "shared"), lambda module, nm: emit_gemm(module, nm, spec, HOST))
+    spec, tiling = GemmSpec.contiguous(m, n, k), replace(HOST, private_bytes=0)
+    assert (gemm_plan(spec, tiling).share is not None) == (m > 5)
+    library, name = build("t_gemm_tid", (spec, tiling), lambda module, nm: emit_gemm(module, nm, spec, tiling))
     fn = kernel(library, name, 0)
     a, b, c = np.ones(m * k, np.float32), np.ones(k * n, np.float32), np.full(m * n, 3.0, np.float32)
     claim, share = aligned(16), aligned(16)
