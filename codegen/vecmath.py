@@ -175,22 +175,28 @@ def _erf(m: VectorEmit, x: ir.Value) -> ir.Value:
     return m.select(m.cmp("<", a, 1.0), small, large)
 
 
+def _logistic(m: VectorEmit, v: ir.Value, scale: ir.Value | float) -> ir.Value:
+    """scale / (1 + exp(-v)) with one division: e = exp(-|v|), then scale / (1 + e) for v >= 0 and scale e / (1 + e)
+    below, so neither tail cancels (the numerator is chosen before dividing, not one of two quotients after)."""
+    e = call(m.b, "exp", m.b.fneg(m.abs(v)))
+    numerator = m.select(m.cmp(">=", v, 0.0), scale, m.mul(scale, e))   # NaN: e is NaN, so is scale e
+    return m.div(numerator, m.add(e, 1.0))
+
+
 def _sigmoid(m: VectorEmit, x: ir.Value) -> ir.Value:
     """1 / (1 + exp(-x)) to 2.5 ulp, stable on both tails."""
-    e = call(m.b, "exp", m.b.fneg(m.abs(x)))
-    d = m.add(e, 1.0)
-    return m.select(m.cmp(">=", x, 0.0), m.div(1.0, d), m.div(e, d))   # NaN: e is NaN, so is e / d
+    return _logistic(m, x, 1.0)
 
 
 def _silu(m: VectorEmit, x: ir.Value) -> ir.Value:
     """x sigmoid(x), to 3.5 ulp for x >= -87."""
-    return m.mul(x, call(m.b, "sigmoid", x))
+    return _logistic(m, x, x)
 
 
 def _gelu_tanh(m: VectorEmit, x: ir.Value) -> ir.Value:
     """The tanh approximation of gelu as x sigmoid(2u), to 3 ulp for x >= -1."""
     v = m.mul(x, m.fma(m.mul(x, x), _GELU_TANH_B, _GELU_TANH_A))
-    return m.mul(x, call(m.b, "sigmoid", v))
+    return _logistic(m, v, x)
 
 
 def _gelu_erf(m: VectorEmit, x: ir.Value) -> ir.Value:
