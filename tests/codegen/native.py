@@ -9,7 +9,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from braze.codegen import compile_ir, host_target
-
 from braze.codegen.abi import SHARE_AREA, SHARE_OFFSET
 
 KERNEL_ARGS = (ctypes.c_void_p,) * 4 + (ctypes.c_int64,) * 2 + (ctypes.c_void_p,) * 2
