@@ -2,6 +2,7 @@
 the whole folder, started on first use and shut down after its last test."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,13 @@ import braze
 import braze.nn as nn
 
 BATCH = 4
+
+# Ray 2.60's OpenTelemetry metrics recorder outlives ray.shutdown() in a process that started a second local instance
+# (here: `braze serve`'s, then the fixture's): it keeps exporting every 10 s to the stopped metrics agent and logs each
+# failure, and an export that lands while the process exits logs through a logger its static destructors have
+# already freed, a segfault after every test has passed. The tests use no Ray metrics: Ray then records them with
+# OpenCensus, whose exporter stops with the instance. Set before Ray is imported, for the driver and its workers.
+os.environ.setdefault("RAY_enable_open_telemetry", "0")
 
 
 class Scorer(nn.Module):
