@@ -37,6 +37,8 @@ class Tiling:
 
 # Register tile (mr, nv, fma) per vector width. Without AVX2 there is usually no FMA unit, and llvm.fma would become
 # a libm call: multiply and add with the `contract` flag instead, which LLVM fuses wherever the target has FMA.
+CACHE_LINE = 64  # bytes
+L1, L2 = 1, 2  # cache levels for prefetch()
 _TILES = {16: (12, 2, True), 8: (6, 2, True), 4: (6, 2, False)}
 
 
@@ -208,6 +210,7 @@ def emit_microkernel(module: ir.Module, name: str, shape: KernelShape, tiling: T
     fn.attributes.add("noinline")  # a tile's work dwarfs a call; inlined, it multiplies its driver's compile time
     a, b, kc, c, first, last, batch, row, col, *extra = fn.args
     builder = entry_builder(fn)
+    _prefetch_tile(builder, c, shape, tiling)
     acc = _k_loop(builder, a, b, kc, shape, tiling)
     _finish(builder, acc, c, first, last, (batch, row, col, tuple(extra)), shape, tiling, epilogue, pos_map)
     return fn
@@ -295,6 +298,27 @@ def _k_loop(builder: ir.IRBuilder, a, b, kc, shape: KernelShape, tiling: Tiling)
     for s in range(1, sets):
         total = [builder.fadd(x, y) for x, y in zip(total, state[s * per_set:(s + 1) * per_set])]
     return unflat(total)
+
+
+def _prefetch_tile(builder: ir.IRBuilder, c: ir.Value, shape: KernelShape, tiling: Tiling) -> None:
+    """Hint the tile's lines of C into L1 before its k loop, which hides their latency: the tile adds the old C
+    after the loop on every K block but the first, and stores it on every one. C blocks reread per K block come from
+    L2 or L3 (a transformer's K = 1024 feed-forward GEMM, 1024 x 256: 1 MB of C, four K blocks), and the hardware
+    prefetchers see a tile's rows as short streams. Compiled side by side with and without, median GFLOP/s on a
+    Zen 4: that GEMM 1-5% faster on one and two threads, SGEMM n = 512-2048 and the models' other GEMMs 0-4%, none
+    slower beyond noise."""
+    lines = -(-shape.nv * tiling.width * 4 // CACHE_LINE)
+    for r in range(shape.rows):
+        for line in range(lines):
+            prefetch(builder, elem_ptr(builder, c, r * shape.ldc + line * CACHE_LINE // 4), L1)
+
+
+def prefetch(builder: ir.IRBuilder, ptr: ir.Value, level: int) -> None:
+    """A hint to bring the cache line at `ptr` into cache `level` (L1: prefetcht0, L2: prefetcht1 on x86): it never
+    faults, whatever the address."""
+    fn = intrinsic(builder.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+    read, data = 0, 1
+    builder.call(fn, [ptr, ir.Constant(I32, read), ir.Constant(I32, 4 - level), ir.Constant(I32, data)])
 
 
 def _finish(builder: ir.IRBuilder, acc, c, first, last, where, shape: KernelShape, tiling: Tiling,

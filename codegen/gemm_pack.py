@@ -12,8 +12,8 @@ from typing import Callable, Protocol, Sequence
 
 import llvmlite.ir as ir
 
-from .gemm_kernel import (F32, I1, I32, I64, PTR, Tiling, const64, elem_ptr, intrinsic, lane_mask, load_vec, store_vec,
-                          vec_type)
+from .gemm_kernel import (F32, I1, I32, I64, L2, PTR, Tiling, const64, elem_ptr, intrinsic, lane_mask, load_vec,
+                          prefetch, store_vec, vec_type)
 from .loops import for_range, undef, vector_const, zeros
 
 # Reads one packed row of a B panel: (builder, k) -> ceil(lanes / W) vectors, zero past the panel's lanes.
@@ -250,18 +250,11 @@ def _pack_a_transposed(builder: ir.IRBuilder, source: Strided, start, panel, k0,
         rows = [load_vec(builder, elem_ptr(builder, start, builder.add(col, const64(r * source.rs))), w)
                 for r in range(count)] + [blank] * (w - count)
         for r in range(mr, 2 * mr):  # past the block or the matrix's end the hint reads nothing: it never faults
-            prefetch_l2(builder, elem_ptr(builder, start, builder.add(col, const64(r * source.rs))))
+            prefetch(builder, elem_ptr(builder, start, builder.add(col, const64(r * source.rs))), L2)
         for step, value in enumerate(transpose(builder, rows)):
             dst = elem_ptr(builder, panel, builder.mul(builder.add(k, const64(step)), const64(mr)))
             store_vec(builder, value, dst, store_mask)
     _pack_a_rest(builder, source, start, panel, const64(count), k0, chunks, kc, tiling)
-
-
-def prefetch_l2(builder: ir.IRBuilder, ptr: ir.Value) -> None:
-    """A hint to bring the cache line at `ptr` into L2 (prefetcht1 on x86): no fault, whatever the address."""
-    fn = intrinsic(builder.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-    read, locality, data = 0, 2, 1
-    builder.call(fn, [ptr, ir.Constant(I32, read), ir.Constant(I32, locality), ir.Constant(I32, data)])
 
 
 def _pack_a_vector(builder: ir.IRBuilder, source: Strided, start, panel, rows, k0, k_from, kc,
