@@ -35,10 +35,11 @@ class Tiling:
         return self.nv * self.width
 
 
-# Register tile (mr, nv, fma) per vector width. Without AVX2 there is usually no FMA unit, and llvm.fma would become
-# a libm call: multiply and add with the `contract` flag instead, which LLVM fuses wherever the target has FMA.
 CACHE_LINE = 64  # bytes
 L1, L2 = 1, 2  # cache levels for prefetch()
+
+# Register tile (mr, nv, fma) per vector width. Without AVX2 there is usually no FMA unit, and llvm.fma would become
+# a libm call: multiply and add with the `contract` flag instead, which LLVM fuses wherever the target has FMA.
 _TILES = {16: (12, 2, True), 8: (6, 2, True), 4: (6, 2, False)}
 
 
@@ -305,7 +306,7 @@ def _prefetch_tile(builder: ir.IRBuilder, c: ir.Value, shape: KernelShape, tilin
     after the loop on every K block but the first, and stores it on every one. C blocks reread per K block come from
     L2 or L3 (a transformer's K = 1024 feed-forward GEMM, 1024 x 256: 1 MB of C, four K blocks), and the hardware
     prefetchers see a tile's rows as short streams. Compiled side by side with and without, median GFLOP/s on a
-    Zen 4: that GEMM 1-5% faster on one and two threads, SGEMM n = 512-2048 and the models' other GEMMs 0-4%, none
+    Zen 4: that GEMM 1-5% faster on one and two threads, SGEMM n = 512-2048 and the models' other GEMMs 0-6%, none
     slower beyond noise."""
     lines = -(-shape.nv * tiling.width * 4 // CACHE_LINE)
     for r in range(shape.rows):
