@@ -52,27 +52,46 @@ def tiling_for(width: int, caches: CacheSizes | None = None) -> Tiling:
     caches = caches or host_cache_sizes()
     kc, mc, nc = cache_blocks(mr, nv * width, caches)
     return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma,
-                  rows_outer=rows_outer(nv * width, kc, caches), private_bytes=caches.l2)
+                  rows_outer=rows_outer(nv * width, caches), private_bytes=caches.l2)
 
 
-def rows_outer(nr: int, kc: int, caches: CacheSizes) -> bool:
+def rows_outer(nr: int, caches: CacheSizes) -> bool:
     """Whether a block's tile loops keep A's micro-panel (MR x kc) in L1 while B's panels stream from L2: when B's
-    (kc x nr) takes more than half of L1. The AVX-512 tile's B panel, 32 columns, fills a 32 KB L1 at kc = 256, and
-    with A's outer SGEMM measured 2-6% faster at n = 512-2048 on Zen 4 (the AVX2 tile's 16 columns: no change)."""
-    return 4 * kc * nr > caches.l1d // 2
+    panel at the L1 block depth (_l1_kc) takes more than half of L1. The AVX-512 tile's B panel, 32 columns, fills a
+    32 KB L1 at kc = 256, and with A's outer SGEMM measured 2-6% faster at n = 512-2048 on Zen 4 (the AVX2 tile's 16
+    columns: no change)."""
+    return 4 * _l1_kc(caches) * nr > caches.l1d // 2
+
+
+# The deepest K block of the A-outer order (rows_outer). There the micro-panels of A and B are read from L2 anyway:
+# each k step of the AVX-512 tile is 24 FMAs to its 2 vector loads and 12 broadcasts, which L2 keeps up with, so a
+# deeper block only saves work: a pass over C (load, add and store every tile) and a tile's start per K block.
+# SGEMM on one Zen 4 thread, median GFLOP/s at kc = 256 / 512 / 1024 / 2048: n = 1024 108.6 / 109.5 / 110.3 / 110.5,
+# 2048 108.5 / 110.5 / 111.2 / 111.3, 4096 109.9 / 111.1 / 111.9 / 111.7; the transformer's K = 1024 feed-forward
+# GEMM (1024 x 1024 -> 256) 103.6 -> 108.0 at 1024. Past 1024 nothing gains and the packed B block (kc x nc) grows.
+STREAMED_KC = 1024
 
 
 def cache_blocks(mr: int, nr: int, caches: CacheSizes) -> tuple[int, int, int]:
     """(kc, mc, nc) for an mr x nr register tile (the BLIS analytical model, rounded to what measured best).
 
-    KC steps of a 16-column B panel (64 bytes a step) fill half of L1 (on AVX-512 the 32-column panel fills all of
-    it, as measured best on 32 KB L1 caches); an MC x KC block of packed A takes a quarter of L2; a KC x NC block of
-    packed B half of this core's share of L3, at most 1024 columns (wider blocks measured slower at n = 2048).
+    KC steps of a 16-column B panel (64 bytes a step) fill half of L1; in the A-outer order (rows_outer), where
+    the micro-panels stream from L2, KC is as deep as an A micro-panel and a B panel fit in half of L2, at most
+    STREAMED_KC. An MC x KC block of packed A takes a quarter of L2. NC is such that a block of packed B at the L1
+    depth takes half of this core's share of L3, at most 1024 columns (wider blocks measured slower at n = 2048);
+    the deeper blocks measured best at the same width (SGEMM n = 1024 and 2048 at kc = 1024, one Zen 4 thread: 256
+    columns 105-106 GFLOP/s, 512 109, 1024 110-111).
     """
-    kc = _clamp(caches.l1d // 128 // 32 * 32, 64, 512)
+    depth = _l1_kc(caches)
+    kc = _clamp(caches.l2 // (8 * (mr + nr)) // 32 * 32, 64, STREAMED_KC) if rows_outer(nr, caches) else depth
     mc = _clamp(caches.l2 // (16 * kc) // mr * mr, mr, 256 // mr * mr)
-    nc = _clamp(caches.l3_per_core // (8 * kc) // nr * nr, 256 // nr * nr, 1024)
+    nc = _clamp(caches.l3_per_core // (8 * depth) // nr * nr, 256 // nr * nr, 1024)
     return kc, mc, nc
+
+
+def _l1_kc(caches: CacheSizes) -> int:
+    """The K steps of a 16-column B panel (64 bytes a step) that fill half of L1."""
+    return _clamp(caches.l1d // 128 // 32 * 32, 64, 512)
 
 
 def _clamp(value: int, low: int, high: int) -> int:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from braze.codegen import host_target
 from braze.codegen.cache_sizes import CacheSizes, read_cache_sizes
-from braze.codegen.gemm_kernel import cache_blocks, tiling_for
+from braze.codegen.gemm_kernel import STREAMED_KC, cache_blocks, tiling_for
 from tests.codegen.test_gemm import check
 
 
@@ -35,12 +35,23 @@ def test_cache_blocks_of_a_zen3_core() -> None:
     assert cache_blocks(6, 16, CacheSizes(32 * 1024, 512 * 1024, 16 * 1024 * 1024)) == (256, 126, 1024)
 
 
+def test_cache_blocks_of_a_zen4_core() -> None:
+    """The AVX-512 tile reads its micro-panels from L2 (A's outer): K blocks of up to STREAMED_KC steps."""
+    zen4 = CacheSizes(32 * 1024, 1024 * 1024, 16 * 1024 * 1024)
+    assert cache_blocks(12, 32, zen4) == (STREAMED_KC, 60, 1024)
+    assert cache_blocks(6, 16, zen4) == (256, 252, 1024)
+
+
 def test_cache_blocks_fit_their_caches_and_tiles() -> None:
     for caches in (CacheSizes(), CacheSizes(48 * 1024, 1280 * 1024, 2 * 1024 * 1024), CacheSizes(8192, 16384, 65536)):
         for width in (4, 8, 16):
             t = tiling_for(width, caches)
             assert t.kc % 32 == 0 and t.mc % t.mr == 0 and t.nc % t.nr == 0
-            assert 4 * t.kc * 16 <= caches.l1d // 2 or t.kc == 64
+            if t.rows_outer:  # an A micro-panel and a B panel in half of L2
+                assert 4 * t.kc * (t.mr + t.nr) <= caches.l2 // 2 or t.kc == 64
+                assert t.kc <= STREAMED_KC
+            else:  # a 16-column B panel in half of L1
+                assert 4 * t.kc * 16 <= caches.l1d // 2 or t.kc == 64
             assert 4 * t.mc * t.kc <= caches.l2 // 4 or t.mc == t.mr
 
 

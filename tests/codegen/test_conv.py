@@ -144,15 +144,17 @@ def test_conv2d_im2col_runs_with_dilation_and_wide_padding(sw) -> None:
 @pytest.mark.parametrize("case", [dict(n=1, c=None, h=9, w=11, c_out=7, kh=3, kw=3, padding=(1, 1)),
                                   dict(n=1, c=2, h=20, w=19, c_out=7, kh=17, kw=17)], ids=["channels", "taps"])
 def test_conv2d_k_blocks_hold_whole_input_channels(case) -> None:
-    """K longer than one block: blocks end between channels, even when one channel's taps exceed the block."""
-    if case["c"] is None:  # enough channels for K = 9c past this host's block, which grows with its L1
-        case = {**case, "c": HOST.kc // 9 + 4}
+    """K longer than one block (of 256 steps, as AVX2 and SSE hosts take): blocks end between channels, even when
+    one channel's taps exceed the block."""
+    tiling = replace(HOST, kc=256)
+    if case["c"] is None:  # enough channels for K = 9c past the block
+        case = {**case, "c": tiling.kc // 9 + 4}
     spec = ConvSpec(**case)
-    plan = conv2d_plan(spec)
+    plan = conv2d_plan(spec, tiling)
     taps = spec.kh * spec.kw
-    assert plan.blocks > 1 or taps > HOST.kc
+    assert plan.blocks > 1 or taps > tiling.kc
     assert plan.kc % taps == 0 and plan.kc * plan.blocks >= spec.gemm_dims[2]
-    check(spec, nthreads=2)
+    check(spec, tiling=tiling, nthreads=2)
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
@@ -262,8 +264,8 @@ def test_single_image_conv_shares_its_im2col_panels_between_threads(prepacked) -
     """One image, rows split (12 row panels, 8 column panels): with Tiling.private_bytes made 0 the im2col matrix is
     packed once per call into the shared area, its panels read from the input (the last one a tail, padding at every
     edge) by whichever thread claims them. The bits of one thread, claiming at once or one after another, and the
-    reference's result."""
-    tiling = replace(HOST, private_bytes=0)
+    reference's result. K blocks of 256 steps (as AVX2 and SSE hosts take): K = 432 is two of them."""
+    tiling = replace(HOST, kc=256, private_bytes=0)
     spec = ConvSpec(1, 48, 8, HOST.nr + 1, 12 * HOST.mr - 3, 3, 3, padding=(1, 1), dilation=(1, 2),
                     prepacked_weight=prepacked)  # output rows of nr - 1 positions
     plan = conv2d_plan(spec, tiling)

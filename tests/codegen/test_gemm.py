@@ -116,10 +116,8 @@ def test_gemm_tile_loop_orders_give_the_same_bits(width, m, n, k, nthreads) -> N
 
 def test_rows_outer_where_the_b_panel_would_fill_l1() -> None:
     from braze.codegen.cache_sizes import CacheSizes
-    from braze.codegen.gemm_kernel import rows_outer
     zen = CacheSizes(32 * 1024, 1024 * 1024, 32 * 1024 * 1024)
     assert tiling_for(16, zen).rows_outer and not tiling_for(8, zen).rows_outer
-    assert not rows_outer(32, 128, zen) and rows_outer(16, 512, zen)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -292,7 +290,7 @@ def test_gemm_operand_packed_whole_gives_the_same_bits(width, m, n, k, kept, how
     once per call into the shared area, claiming its panels, before any tile is computed. Several K blocks and edge
     panels: the bits of one thread (which packs block by block), for 2-4 threads claiming at once and one after
     another, and numpy's result. A batched problem keeps and shares nothing (its chunks mostly span whole batches)."""
-    tiling, batch = replace(tiling_for(width), private_bytes=16 << 20 if how == "kept" else 0), ()
+    tiling, batch = replace(tiling_for(width), kc=256, private_bytes=16 << 20 if how == "kept" else 0), ()
     m = m or (n // tiling.nr + 2) * tiling.mr + 1  # more row panels than column panels: rows are split
     spec = GemmSpec.contiguous(m, n, k, batch)
     plan = gemm_plan(spec, tiling)
