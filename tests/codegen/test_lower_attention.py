@@ -13,6 +13,7 @@ import pytest
 
 from braze import ir
 from braze.codegen import host_target
+from braze.codegen.lower.attention import unit_rows
 from braze.ir.errors import ParseError
 from braze.ir.interpret import interpret
 from braze.ir.passes import optimize
@@ -91,7 +92,20 @@ def test_attention_scale_of_any_sign_with_and_without_masks(scale: float, mask: 
 # Rows taken a group at a time (4 with 32 vector registers, 2 with 16) and the rest one by one: unit row counts
 # that leave 1-3 rows over, causal groups starting at a row that is no multiple of the group, head widths past
 # GROUP vectors and scalar tails of Ev longer than GROUP.
-GROUPED = [((2,), 70, 70, 8, 69), ((1,), 66, 37, 5, 31), ((3,), 7, 130, 17, 15), ((1,), 131, 9, 2, 4)]
+GROUPED = [((2,), 70, 70, 8, 69), ((1,), 66, 37, 5, 31), ((3,), 7, 130, 17, 15), ((1,), 131, 9, 2, 4),
+           ((1,), 531, 40, 6, 7)]
+
+
+def test_attention_units_of_up_to_256_rows_cut_for_two_threads() -> None:
+    """A unit takes up to ROWS query rows (ACC_BYTES of accumulators), fewer where a node would otherwise have
+    fewer than UNITS units, in equal blocks that are whole row groups."""
+    assert unit_rows(32, 128, 256, 4) == 128      # the transformer at batch 8: a unit per batch point and head
+    assert unit_rows(1, 1024, 256, 4) == 256
+    assert unit_rows(1, 128, 256, 4) == 64        # one head: two units
+    assert unit_rows(1, 531, 256, 4) == 180       # three blocks of 180, 180 and 171 rows
+    assert unit_rows(1, 8, 256, 4) == 8           # no blocks below MIN_ROWS rows
+    assert unit_rows(4, 1024, 256 * 4, 4) == 64   # 256 float32 a row: ACC_BYTES holds 64 rows
+    assert unit_rows(4, 1024, 1024 * 4, 4) == 32  # 1024: it holds 16, but no unit is cut below MIN_ROWS
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
