@@ -2,7 +2,7 @@
 
 For each batch and each chunk of panels a thread claims: column blocks of NC, K blocks of KC (B block packed into
 scratch), row blocks of MC (A block packed into scratch), then MR x NR tiles handed to the micro-kernel (column
-panels outer, or row panels outer where the tiling keeps an A panel in L1: Tiling.rows_outer). The units
+panels outer, or row panels outer where B's panels are too wide for L1: Tiling.rows_outer). The units
 of work are (batch, panel) pairs in row-major order, where a panel is NR columns (or MR rows when the matrix has
 more row panels than column panels); the threads claim them in chunks from the call's claim words
 (codegen/claims.py), so a slower thread computes fewer, and each thread packs what it reads. A chunk may span

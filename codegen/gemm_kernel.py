@@ -27,7 +27,7 @@ class Tiling:
     mc: int
     nc: int
     fma: bool = True
-    rows_outer: bool = False  # tile loops: A's micro-panels outer (one stays in L1 while B's pass), else B's
+    rows_outer: bool = False  # tile loops: A's micro-panels outer (each meets all of B's in turn), else B's
     private_bytes: int = 512 * 1024  # the largest operand packed whole that each thread keeps a copy of: one L2
 
     @property
@@ -56,10 +56,10 @@ def tiling_for(width: int, caches: CacheSizes | None = None) -> Tiling:
 
 
 def rows_outer(nr: int, caches: CacheSizes) -> bool:
-    """Whether a block's tile loops keep A's micro-panel (MR x kc) in L1 while B's panels stream from L2: when B's
-    panel at the L1 block depth (_l1_kc) takes more than half of L1. The AVX-512 tile's B panel, 32 columns, fills a
-    32 KB L1 at kc = 256, and with A's outer SGEMM measured 2-6% faster at n = 512-2048 on Zen 4 (the AVX2 tile's 16
-    columns: no change)."""
+    """Whether a block's tile loops take A's micro-panels outer, each one meeting all of B's panels in turn as they
+    stream from L2: when B's panel at the L1 block depth (_l1_kc) would take more than half of L1. The AVX-512
+    tile's B panel, 32 columns, fills a 32 KB L1 at kc = 256, and with A's outer SGEMM measured 2-6% faster at
+    n = 512-2048 on Zen 4 (the AVX2 tile's 16 columns: no change); its K blocks are then deeper (STREAMED_KC)."""
     return 4 * _l1_kc(caches) * nr > caches.l1d // 2
 
 
