@@ -115,7 +115,6 @@ def test_gemm_tile_loop_orders_give_the_same_bits(width, m, n, k, nthreads) -> N
 
 
 def test_rows_outer_where_the_b_panel_would_fill_l1() -> None:
-    from braze.codegen.cache_sizes import CacheSizes
     zen = CacheSizes(32 * 1024, 1024 * 1024, 32 * 1024 * 1024)
     assert tiling_for(16, zen).rows_outer and not tiling_for(8, zen).rows_outer
 
