@@ -51,10 +51,10 @@ def main(argv: list[str] | None = None) -> None:
 
     import braze
     from benchmarks import models
-    from benchmarks.report import machine
+    from benchmarks.report import machine, target_text
 
     info = machine()
-    print(f"CPU: {info['cpu_model']} ({info['cpu']}, {info['cpus']} cpus); {args.threads} thread(s), best of "
+    print(f"CPU: {info['cpu_model']} ({target_text(info)}, {info['cpus']} cpus); {args.threads} thread(s), best of "
           f"{args.rounds} rounds")
     for batch in (1, 8):
         case = models.transformer(batch)

@@ -33,11 +33,11 @@ def measure(args: argparse.Namespace) -> None:
     """Compile the dense and packed layers, time them beside numpy and print the table and the errors."""
     import braze
     from braze.frontend.nn.quant import Quantizer
-    from benchmarks.report import machine
+    from benchmarks.report import machine, target_text
     from benchmarks.run import interleaved
 
     info = machine()
-    print(f"CPU: {info['cpu_model']} ({info['cpu']}, {info['cpus']} cpus); n = {args.n}, batch 1, "
+    print(f"CPU: {info['cpu_model']} ({target_text(info)}, {info['cpus']} cpus); n = {args.n}, batch 1, "
           f"{args.threads} thread(s)")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, args.n)).astype(np.float32)

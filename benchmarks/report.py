@@ -117,7 +117,7 @@ def readme_table(results: dict[str, Any]) -> str:
     peaks = ", ".join(f"{r['peak_gflops']} GFLOP/s on {r['threads']} thread(s)" for r in results["runs"]
                       if r.get("peak_gflops"))
     lines = [f"Measured {m.get('date', '')} with `{results.get('command', 'python -m benchmarks.run')}` on "
-             f"{m.get('cpu_model', m.get('cpu'))} (LLVM target {m.get('cpu')}, {m.get('cpus')} CPUs); {versions}. "
+             f"{m.get('cpu_model', m.get('cpu'))} ({target_text(m)}, {m.get('cpus')} CPUs); {versions}. "
              f"FMA peak {peaks}. Load average before and after the run: "
              f"{_load(load.get('before'))} / {_load(load.get('after'))}.", "",
              "| model | threads | braze | % of peak | best peer | braze vs best peer |", "|---|---|---|---|---|---|"]
@@ -183,13 +183,33 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                             "python": platform.python_version(), "numpy": np.__version__,
                             "llvmlite": llvmlite.__version__, "machine": platform.machine(),
-                            "cpu": llvm.get_host_cpu_name(), "cpu_model": _cpu_model(), "cpus": os.cpu_count()}
+                            "cpu": llvm.get_host_cpu_name(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(),
+                            **compile_target()}
     for module in ("torch", "onnxruntime"):
         try:
             info[module] = __import__(module).__version__
         except ImportError:
             pass
     return info
+
+
+def compile_target() -> dict[str, Any]:
+    """The CPU braze compiles for and its float32 lanes: the host's, or the one BRAZE_CPU forces (e.g. the AVX2
+    code on an AVX-512 host), so that a table says which code it timed."""
+    from braze.codegen.target import CPU_ENV, host_target
+    target = host_target()
+    return {"target": target.cpu, "target_lanes": target.vector_width,
+            "target_forced": bool(os.environ.get(CPU_ENV, "").strip())}
+
+
+def target_text(m: dict[str, Any]) -> str:
+    """How a table names the code it timed: "LLVM target znver4", or "LLVM target znver3 forced by BRAZE_CPU on a
+    znver4 host"."""
+    target = m.get("target", m.get("cpu"))
+    lanes = f", {m['target_lanes']} float32 lanes" if m.get("target_lanes") else ""
+    if m.get("target_forced"):
+        return f"LLVM target {target}{lanes}, forced by BRAZE_CPU on a {m.get('cpu')} host"
+    return f"LLVM target {target}{lanes}"
 
 
 def _cpu_model() -> str:

@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=0.2)
     args = parser.parse_args(argv)
     cells = [(c.split(":")[0], int(c.split(":")[1])) for c in args.models.split(",")]
-    from benchmarks.report import machine
+    from benchmarks.report import machine, target_text
     host = machine()
-    print(f"{host.get('cpu_model') or host.get('cpu')} ({host.get('cpu')}), {os.cpu_count()} CPUs; "
+    print(f"{host.get('cpu_model') or host.get('cpu')} ({target_text(host)}), {os.cpu_count()} CPUs; "
           f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(table(measure(cells, args.rounds, args.budget)))
 

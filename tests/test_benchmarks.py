@@ -41,6 +41,19 @@ def test_benchmarks_readme_table_names_date_cpu_versions_and_load() -> None:
     assert "| mlp b64 | 1 (braze: 1) | 1.00 ms | 50% | numpy eager 2.00 ms | 2.00x |" in text
 
 
+def test_benchmarks_readme_table_says_which_code_it_timed(monkeypatch) -> None:
+    assert "(LLVM target znver3, 2 CPUs)" in report.readme_table(RESULTS)
+    forced = {**RESULTS, "machine": {**RESULTS["machine"], "cpu": "znver4", "target": "znver3", "target_lanes": 8,
+                                     "target_forced": True}}
+    assert "(LLVM target znver3, 8 float32 lanes, forced by BRAZE_CPU on a znver4 host, 2 CPUs)" in \
+        report.readme_table(forced)
+    monkeypatch.setenv("BRAZE_CPU", "haswell")
+    info = report.machine()
+    assert (info["target"], info["target_lanes"], info["target_forced"]) == ("haswell", 8, True)
+    monkeypatch.delenv("BRAZE_CPU")
+    assert report.machine()["target_forced"] is False
+
+
 def test_benchmarks_tables_call_a_thread_count_void_when_its_peak_did_not_scale() -> None:
     def with_two_threads(peak_gflops: float) -> dict:
         two = {**RESULTS["runs"][0], "threads": 2, "peak_gflops": peak_gflops}
