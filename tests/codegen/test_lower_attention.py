@@ -13,7 +13,7 @@ import pytest
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.lower.attention import unit_rows
+from braze.codegen.lower.attention import passes, unit_rows
 from braze.ir.errors import ParseError
 from braze.ir.interpret import interpret
 from braze.ir.passes import optimize
@@ -92,8 +92,19 @@ def test_attention_scale_of_any_sign_with_and_without_masks(scale: float, mask: 
 # Rows taken a group at a time (4 with 32 vector registers, 2 with 16) and the rest one by one: unit row counts
 # that leave 1-3 rows over, causal groups starting at a row that is no multiple of the group, head widths past
 # GROUP vectors and scalar tails of Ev longer than GROUP.
-GROUPED = [((2,), 70, 70, 8, 69), ((1,), 66, 37, 5, 31), ((3,), 7, 130, 17, 15), ((1,), 131, 9, 2, 4),
-           ((1,), 531, 40, 6, 7)]
+# The last three: a last key block narrower than the others, on code of its own width (130 keys in blocks of 128;
+# 107 keys of 64 dimensions in blocks of 64 (float32) or 32 (float64), the last block several vectors and passes).
+GROUPED = [((2,), 70, 70, 8, 69), ((1,), 66, 37, 5, 31), ((1,), 131, 9, 2, 4), ((1,), 531, 40, 6, 7),
+           ((3,), 7, 130, 17, 15), ((1,), 9, 107, 64, 16), ((2,), 13, 77, 64, 64)]
+
+
+def test_attention_score_passes_are_as_few_and_as_even_as_the_registers_allow() -> None:
+    """A block's score vectors in passes of at most P (the register tile's), of sizes that differ by at most one:
+    5 vectors in passes of 3 and 2, not 4 and 1 (a pass of one vector leaves a row group G FMA chains)."""
+    sizes = lambda vectors, most: [len(p) for p in passes(vectors, most)]
+    assert sizes(4, 4) == [4] and sizes(5, 4) == [2, 3] and sizes(8, 4) == [4, 4] and sizes(1, 4) == [1]
+    assert sizes(8, 3) == [2, 3, 3] and sizes(4, 3) == [2, 2] and sizes(7, 3) == [2, 2, 3]
+    assert [v for p in passes(13, 4) for v in p] == list(range(13))
 
 
 def test_attention_units_of_up_to_256_rows_cut_for_two_threads() -> None:
