@@ -203,8 +203,8 @@ def compile_target() -> dict[str, Any]:
 
 
 def target_text(m: dict[str, Any]) -> str:
-    """How a table names the code it timed: "LLVM target znver4", or "LLVM target znver3 forced by BRAZE_CPU on a
-    znver4 host"."""
+    """How a table names the code it timed: "LLVM target znver4, 16 float32 lanes", or "LLVM target znver3, 8
+    float32 lanes, forced by BRAZE_CPU on a znver4 host"."""
     target = m.get("target", m.get("cpu"))
     lanes = f", {m['target_lanes']} float32 lanes" if m.get("target_lanes") else ""
     if m.get("target_forced"):
