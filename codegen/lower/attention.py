@@ -5,18 +5,17 @@ The units are (batch point, block of query rows), claimed by the threads (codege
 keys in blocks of `cols` (a multiple of the vector width W, at most 8 W, fewer where the transposed block would pass
 BLOCK_BYTES, so that it stays in L1 beside the value rows): it copies the block of k transposed into its scratch
 (E x cols, so the scores of one query row are W keys wide), then takes its rows a group of G at a time (TILES: 4
-rows; the rows left over one by one). For a group it computes the block's scores up to P key vectors per pass over
-E (4 with 32 vector registers, 3 with 16; the passes as even as P allows, since a pass of one vector leaves only G
-FMA chains), in G x P vector accumulators (each key vector loaded once feeds an FMA for every row of the group),
-scales them, applies the mask, the causal mask and the end of the keys as -inf lanes and
-stores them before the next pass, and folds each row's scores into its online softmax: the running maximum m, the
-running sum l of exp(s - m) and the output accumulator (Ev elements), both rescaled by exp(m_old - m_new) when the
-maximum grows; the rows' folds run side by side, not one after another. In float32 the exponentials are powers of
-two, 2^((s - m) log2 e) (vecmath.exp2_nonpositive: 12 instructions a vector against 16 through exp), and a positive
-scale without a float mask goes into that factor, so the scores are stored unscaled (the transformer's attention ran
-2-3% faster). The group's p @ v then runs P output
-vectors at a time with G rows of accumulators, so each value vector is loaded once per group. Only the group's rows
-of scores (G x cols elements) are ever in memory.
+rows; the rows left over one by one). For a group it computes the block's scores up to P key vectors per pass over E
+(4 with 32 vector registers, 3 with 16; the passes as even as P allows, since a pass of one vector leaves only G FMA
+chains), in G x P vector accumulators (each key vector loaded once feeds an FMA for every row of the group), scales
+them, applies the mask, the causal mask and the end of the keys as -inf lanes and stores them before the next pass,
+and folds each row's scores into its online softmax: the running maximum m, the running sum l of exp(s - m) and the
+output accumulator (Ev elements), both rescaled by exp(m_old - m_new) when the maximum grows; the rows' folds run side
+by side, not one after another. In float32 the exponentials are powers of two, 2^((s - m) log2 e)
+(vecmath.exp2_nonpositive: 12 instructions a vector against 16 through exp), and a positive scale without a float mask
+goes into that factor, so the scores are stored unscaled (the transformer's attention ran 2-3% faster). The group's
+p @ v then runs P output vectors at a time with G rows of accumulators, so each value vector is loaded once per group.
+Only the group's rows of scores (G x cols elements) are ever in memory.
 With `causal`, key blocks wholly above the diagonal of a unit are never visited, and a row skips the blocks that
 start past it. Where S is not a multiple of the block, the last block runs on code of its own width, its scores and
 exponentials covering its keys rounded up to a vector rather than a whole block: 197 keys of 64 dimensions (a
