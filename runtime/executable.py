@@ -118,11 +118,8 @@ class Executable:
         self._stub = call_stub()
         self._frame = None if self._stub is None else CallFrame(self._entry_words(), self._specs, self._out_specs)
         self._frame_pointer = None if self._frame is None else self._frame.pointer
-        self._small_outputs = all(spec.staging is not None for spec in self._out_specs)
-        self._output_shapes = [spec.shape for spec in self._out_specs]
-        self._output_dtypes = [spec.dtype for spec in self._out_specs]
-        self._one_small_output = (self._output_shapes[0], self._output_dtypes[0]) \
-            if self._small_outputs and len(self._out_specs) == 1 else None
+        self._new_outputs = tuple(spec.new for spec in self._out_specs)
+        self._new_output = self._new_outputs[0] if len(self._new_outputs) == 1 else None
         self._words = aligned_zeros(len(TASK_FIELDS), np.int64)  # the entry call the general path posts to the pool
         self._words_address = address(self._words)
         self._stub_parallel = self._frame is not None and has_futex(library.target)
@@ -167,10 +164,9 @@ class Executable:
         if self._threads > 1:
             _pool.pool().start(self._threads - 1)
         parallel = self._calls > 1
-        # a call without run-time checks whose outputs numpy.empty may give skips the lock (out= arrays too, which the
-        # stub checks): the stub holds the frame
-        self._lock_free = self._stub is not None and not self._checks and self._small_outputs and (
-            not parallel or self._stub_parallel)
+        # a call without run-time checks skips the lock (out= arrays too, which the stub checks): the stub holds the
+        # frame
+        self._lock_free = self._stub is not None and not self._checks and (not parallel or self._stub_parallel)
         if self._frame is not None:
             on_pool = parallel and self._stub_parallel
             self._frame.set("scratch", words["scratch"])
@@ -421,14 +417,12 @@ class Executable:
         return outputs
 
     def _outputs(self, out: Any) -> tuple[Any, ...]:
-        """The arrays a call writes: `out`'s as a tuple, else new ones (numpy.empty's where staging covers them)."""
+        """The arrays a call writes: `out`'s as a tuple, else new ones (OutputSpec.new)."""
         if out is not None:
             return out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
-        if self._one_small_output is not None:
-            return (np.empty(*self._one_small_output),)
-        if self._small_outputs:
-            return tuple(map(np.empty, self._output_shapes, self._output_dtypes))
-        return tuple(spec.new() for spec in self._out_specs)
+        if self._new_output is not None:
+            return (self._new_output(),)
+        return tuple(new() for new in self._new_outputs)
 
     def _stub_call(self, inputs: tuple[Any, ...], outputs: tuple[np.ndarray, ...]) -> int:
         """The stub's answer for this call, once no other thread's call holds the frame."""

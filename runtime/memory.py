@@ -7,6 +7,7 @@ view that starts at the first aligned address. The view keeps its block alive th
 """
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -22,9 +23,17 @@ PAGE_BYTES = 4096  # the smallest page size of the platforms braze runs on
 T = TypeVar("T")
 
 
+_char_view, _address_of = ctypes.c_char.from_buffer, ctypes.addressof
+
+
 def address(array: np.ndarray) -> int:
-    """The address of an array's first element."""
-    return int(array.__array_interface__["data"][0])
+    """The address of an array's first element: through a ctypes view of it (a fifth of the time of the array
+    interface's dict, which a call's outputs pay) when the array is writable, contiguous and not empty, else through
+    the array interface."""
+    try:
+        return _address_of(_char_view(array))
+    except (TypeError, ValueError):
+        return int(array.__array_interface__["data"][0])
 
 
 def is_aligned(array: np.ndarray, alignment: int = ALIGNMENT) -> bool:
@@ -42,6 +51,24 @@ def aligned_empty(shape: Sequence[int] | int, dtype: np.dtype | type | str, alig
     start = -address(block) % alignment
     # np.ndarray over the block, not a slice: numpy moves an empty slice's pointer back to the block's start
     return np.ndarray(shape, dtype, buffer=block, offset=start)
+
+
+def aligned_maker(shape: Sequence[int], dtype: np.dtype | type | str, alignment: int = ALIGNMENT
+                  ) -> Callable[[], np.ndarray]:
+    """A function that returns a fresh aligned_empty(shape, dtype) at each call, for the arrays a compiled call
+    returns: the shape, padding and dtype are worked out once, and numpy allocates the block in the dtype itself, so
+    that a slice of it is the array (1 us a call against aligned_empty's 3, a quarter of a 64 x 64 SGEMM)."""
+    shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+    count, itemsize = prod(shape), dtype.itemsize
+    if count == 0 or alignment % itemsize:
+        return lambda: aligned_empty(shape, dtype, alignment)
+    padding, mask, empty = alignment // itemsize, alignment - 1, np.empty
+
+    def new() -> np.ndarray:
+        block = empty(count + padding, dtype)
+        start = (-_address_of(_char_view(block)) & mask) // itemsize  # numpy aligns a block to its dtype
+        return block[start:start + count].reshape(shape)
+    return new
 
 
 def aligned_zeros(shape: Sequence[int] | int, dtype: np.dtype | type | str, alignment: int = ALIGNMENT

@@ -9,7 +9,8 @@ aligned staging buffer and copied out after the native code has run.
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from braze.ir.graph import Graph
 from braze.ir.registry import get_op
 from braze.ir.types import TensorType
 
-from .memory import ALIGNMENT, address, aligned_empty
+from .memory import ALIGNMENT, address, aligned_empty, aligned_maker
 
 # Outputs up to this size are allocated by numpy as they come (numpy's small-block cache makes that cheapest) and
 # staged when numpy's address is not aligned; larger ones are allocated aligned, so they are never copied.
@@ -94,21 +95,9 @@ class InputSpec:
     def pointer(self, x: np.ndarray) -> int:
         """The address to pass for x: its own data when usable as is, else the staging buffer filled from it."""
         if x.dtype == self.dtype and x.flags.c_contiguous and x.flags.aligned:
-            return data_address(x)
+            return address(x)
         self.staging[...] = x
         return self.staging_address
-
-
-_char_view, _address_of = ctypes.c_char.from_buffer, ctypes.addressof
-
-
-def data_address(array: np.ndarray) -> int:
-    """The address of a contiguous array's data: through a ctypes view (a third of the time of
-    array.ctypes.data) when the array is writable and not empty, else through the array interface."""
-    try:
-        return _address_of(_char_view(array))
-    except (TypeError, ValueError):
-        return int(array.__array_interface__["data"][0])
 
 
 def safe_conversion(got: np.dtype, want: np.dtype) -> bool:
@@ -122,25 +111,24 @@ def safe_conversion(got: np.dtype, want: np.dtype) -> bool:
 class OutputSpec:
     """One graph output: its type, how a call allocates it, and a staging buffer for arrays not 64-byte aligned."""
 
-    __slots__ = ("index", "type", "dtype", "shape", "nbytes", "staging", "staging_address")
+    __slots__ = ("index", "type", "dtype", "shape", "nbytes", "staging", "staging_address", "new")
 
     def __init__(self, index: int, typ: TensorType) -> None:
         self.index, self.type = index, typ
         self.dtype, self.shape, self.nbytes = typ.dtype.numpy, typ.shape, typ.nbytes
         self.staging: np.ndarray | None = None
         self.staging_address = 0
-        if self.nbytes <= SMALL_OUTPUT_BYTES:
+        small = self.nbytes <= SMALL_OUTPUT_BYTES
+        # a fresh array for this output at each call: numpy's own for a small one (staged when not aligned), else
+        # an aligned one, which is never copied
+        self.new: Callable[[], np.ndarray] = partial(np.empty, self.shape, self.dtype) if small else \
+            aligned_maker(self.shape, self.dtype)
+        if small:
             self._stage()
 
     def _stage(self) -> None:
         self.staging = aligned_empty(self.shape, self.dtype)
         self.staging_address = address(self.staging)
-
-    def new(self) -> np.ndarray:
-        """A fresh array for this output (aligned unless small: small ones are staged when they are not)."""
-        if self.staging is not None:
-            return np.empty(self.shape, self.dtype)
-        return aligned_empty(self.shape, self.dtype)
 
     def accept(self, out: Any) -> np.ndarray:
         """A caller's `out=` array for this output, after checking that the native code can write it in place."""
@@ -154,16 +142,16 @@ class OutputSpec:
         if not (flags.c_contiguous and flags.writeable):
             raise BrazeError(f"{label}: expected a writable C-contiguous array; pass np.ascontiguousarray(...) or "
                              f"a fresh np.empty{self.shape}")
-        if self.staging is None and self.nbytes and data_address(out) % ALIGNMENT:
+        if self.staging is None and self.nbytes and address(out) % ALIGNMENT:
             self._stage()  # once: a large output given unaligned is written through staging from now on
         return out
 
     def pointer(self, out: np.ndarray) -> int:
         """Where the native code writes this output: the array itself when aligned, else the staging buffer."""
-        where = data_address(out)
+        where = address(out)
         return where if where % ALIGNMENT == 0 else self.staging_address
 
     def finish(self, out: np.ndarray, pointer: int) -> None:
         """Copy the staged result into `out` when the native code wrote the staging buffer."""
         if pointer == self.staging_address and self.nbytes:
-            ctypes.memmove(data_address(out), pointer, self.nbytes)
+            ctypes.memmove(address(out), pointer, self.nbytes)

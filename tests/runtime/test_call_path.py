@@ -54,6 +54,20 @@ def test_call_path_exact_inputs_take_the_stub() -> None:
     assert stub.returned == [0]
 
 
+def test_call_path_large_outputs_are_new_aligned_arrays_the_stub_writes_in_place() -> None:
+    """An output past the small-output size is allocated 64-byte aligned by the call, so the stub writes it where
+    it is (no staging, no copy), and every call returns an array of its own."""
+    exe = executable(shape=(64, 64))
+    stub = counted(exe)
+    args = inputs((64, 64))
+    first, second = exe(*args), exe(*args)
+    assert stub.returned == [0, 0] and exe._out_specs[0].staging is None
+    assert first.ctypes.data % 64 == 0 and second.ctypes.data % 64 == 0 and not np.shares_memory(first, second)
+    assert first.flags.c_contiguous and first.flags.writeable and first.shape == (64, 64)
+    np.testing.assert_array_equal(first, expected(exe, args))
+    np.testing.assert_array_equal(second, first)
+
+
 def test_call_path_inputs_off_a_64_byte_boundary_are_read_in_place_by_the_stub() -> None:
     """numpy puts large arrays 16 or 32 bytes past a 64-byte boundary: they are read where they are, not copied."""
     exe = executable()
@@ -171,11 +185,13 @@ def test_call_path_index_inputs_keep_their_range_check() -> None:
     assert stub.returned == [1, 1]
 
 
-def test_call_path_one_executable_called_from_several_threads_at_once() -> None:
+@pytest.mark.parametrize("shape", [(4, 6), (64, 64)])
+def test_call_path_one_executable_called_from_several_threads_at_once(shape: tuple[int, ...]) -> None:
     """Calls that take the stub without a lock hold the frame natively: concurrent calls on one executable, some
-    of them on the general path (unaligned inputs, out=), never share its buffers and all get exact results."""
-    exe = executable()
-    args = inputs()
+    of them on the general path (unaligned inputs, out=), never share its buffers and all get exact results, with
+    small outputs (staged when numpy's array is not aligned) and large ones (allocated aligned) alike."""
+    exe = executable(shape=shape)
+    args = inputs(shape)
     want = expected(exe, args)
     odd = [args[0], unaligned(args[1])]
     wrong: list[str] = []
