@@ -19,7 +19,7 @@ from braze.codegen.gemm import (GemmSpec, Prepacked, Strided, bias_cols, chain, 
                                 gemm_plan, gemm_scratch_bytes, gemm_shared_bytes, matmul_spec, prepacked_b_floats,
                                 relu, residual, scale, tiling_for)
 from braze.codegen.cache_sizes import CacheSizes
-from braze.codegen.gemm_kernel import const64, elem_ptr, load_vec, store_vec
+from braze.codegen.gemm_kernel import Tiling, const64, elem_ptr, load_vec, store_vec
 from tests.codegen.native import (aligned, assert_close, build, dot_tolerance, kernel, require, run_threads)
 
 WIDTHS = [w for w in (4, 8, 16) if w <= host_target().vector_width]
@@ -119,15 +119,30 @@ def test_rows_outer_where_the_b_panel_would_fill_l1() -> None:
     assert tiling_for(16, zen).rows_outer and not tiling_for(8, zen).rows_outer
 
 
+def check_transposed_a(m: int, n: int, k: int, *, pad: int = 0, tiling: Tiling = HOST) -> None:
+    """A given as a (k, m) array and C with a row stride of n + pad: both are only strides."""
+    at = RNG.standard_normal((k, m)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    spec = GemmSpec(m, n, k, Strided(1, m), Strided(n, 1), Strided(n + pad, 1))
+    c = run(spec, at.ravel(), b.ravel(), tiling=tiling)
+    c = np.pad(c, (0, m * (n + pad) - c.size), constant_values=np.nan).reshape(m, n + pad)[:, :n]
+    a64 = at.T.astype(np.float64)
+    assert_close(c, a64 @ b, dot_tolerance(k, np.abs(a64) @ np.abs(b.astype(np.float64))),
+                 f"transposed A {m}x{n}x{k} W={tiling.width}")
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_gemm_packed_a_on_every_edge_row_count(width, monkeypatch) -> None:
-    """A packed (not read in place) with each possible row count of the last panel: its rows are loaded W steps at
-    a time and transposed like a full panel's, the K remainder one step at a time."""
+    """A packed (not read in place) with each possible row count of the last panel: rows of row-major A are loaded
+    W steps at a time and transposed like a full panel's, the K remainder one step at a time; columns of a
+    transposed A one step at a time. Each step's store spills onto the next step's slots (rewritten right after),
+    the panel's last step does not."""
     monkeypatch.setattr(gemm_driver, "CACHED_BYTES", 0)
     tiling = tiling_for(width)
     for m in range(tiling.mr + 1, 2 * tiling.mr + 1):
         assert gemm_plan(GemmSpec.contiguous(m, 40, 2 * width + 3), tiling).a_mode == "pack"
         check(m, 40, 2 * width + 3, tiling=tiling)
+        check_transposed_a(m, 40, 2 * width + 3, tiling=tiling)
 
 
 def test_gemm_transposed_b_large() -> None:
@@ -135,15 +150,7 @@ def test_gemm_transposed_b_large() -> None:
 
 
 def test_gemm_transposed_a_and_row_padding() -> None:
-    """A given as an (k, m) array and C with a padded row stride: both are only strides."""
-    m, n, k = 45, 70, 61
-    at = RNG.standard_normal((k, m)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
-    spec = GemmSpec(m, n, k, Strided(1, m), Strided(n, 1), Strided(n + 5, 1))
-    c = run(spec, at.ravel(), b.ravel())
-    c = np.pad(c, (0, m * (n + 5) - c.size), constant_values=np.nan).reshape(m, n + 5)[:, :n]
-    a64 = at.T.astype(np.float64)
-    assert_close(c, a64 @ b, dot_tolerance(k, np.abs(a64) @ np.abs(b.astype(np.float64))), "transposed A")
+    check_transposed_a(45, 70, 61, pad=5)
 
 
 @pytest.mark.parametrize("x_shape,y_shape", [((3, 1, 5, 7), (4, 7, 6)), ((2, 9, 20), (20, 31)), ((20,), (20, 17)),

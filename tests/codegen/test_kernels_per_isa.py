@@ -13,7 +13,8 @@ import pytest
 
 from braze.codegen import compile_ir, host_target
 from braze.codegen.conv import ConvSpec, emit_conv2d
-from braze.codegen.gemm import GemmSpec, bias_cols, bias_rows, chain, emit_gemm, relu, tiling_for
+from braze.codegen.gemm import (GemmSpec, Strided, bias_cols, bias_rows, chain, emit_gemm, gemm_plan, relu,
+                                tiling_for)
 from tests.codegen import test_conv, test_gemm
 from tests.codegen.native import unique_name
 
@@ -76,6 +77,23 @@ def test_avx2_kernels_use_ymm_fma_and_masked_edges(emit) -> None:
     assert width == 8
     assert re.search(r"vfmadd\d+ps\s+[^\n]*%ymm", asm) and "zmm" not in asm
     assert "vmaskmovps" in asm
+
+
+PACKED_A = {"rows": GemmSpec(600, 64, 203, Strided(203, 1), Strided(64, 1), Strided(64, 1)),
+            "columns": GemmSpec(600, 64, 203, Strided(1, 600), Strided(64, 1), Strided(64, 1))}
+
+
+@pytest.mark.parametrize("layout", PACKED_A)
+def test_avx2_gemm_packs_a_with_plain_stores(layout) -> None:
+    """A's panels are written by whole-vector stores, each spilling onto the next step's slots, not by vmaskmovps
+    stores (microcoded on AMD): a GEMM without edge tiles stores nothing through a mask, A row-major or transposed."""
+    spec = PACKED_A[layout]
+    assert gemm_plan(spec, tiling_for(8)).a_mode == "pack"
+
+    def packed_a(module, name, tiling) -> None:
+        emit_gemm(module, name, spec, tiling)
+    asm, _ = _asm("haswell", packed_a)
+    assert not re.search(r"vmaskmovps\s+%ymm\d+,\s*%ymm\d+,\s*-?\d*\(", asm)
 
 
 def _force(monkeypatch, cpu: str) -> int:
