@@ -2,7 +2,8 @@
 against numpy on any AVX2 host), AVX-512 compiled to assembly for named CPUs (run where the host is that CPU).
 
 The assembly checks are substring checks on LLVM's output, which we do not control: full-width FMAs on the
-target's vector registers, and edge tiles stored with masks rather than element by element.
+target's vector registers, edge tiles stored with masks rather than element by element, and A's packed panels
+stored without masks on AVX2.
 """
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ PACKED_A = {"rows": GemmSpec(600, 64, 203, Strided(203, 1), Strided(64, 1), Stri
 @pytest.mark.parametrize("layout", PACKED_A)
 def test_avx2_gemm_packs_a_with_plain_stores(layout) -> None:
     """A's panels are written by whole-vector stores, each spilling onto the next step's slots, not by vmaskmovps
-    stores (microcoded on AMD): a GEMM without edge tiles stores nothing through a mask, A row-major or transposed."""
+    stores (slow on AMD cores): a GEMM without edge tiles stores nothing through a mask, A row-major or transposed."""
     spec = PACKED_A[layout]
     assert gemm_plan(spec, tiling_for(8)).a_mode == "pack"
 
