@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from .cache_sizes import CacheSizes, host_cache_sizes
-from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, splat, undef, vector_const, zeros
+from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, splat, vector_const, zeros
 
 
 @dataclass(frozen=True)
@@ -189,21 +189,6 @@ def store_vec(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Va
         masked_store(builder, value, ptr, mask)
     else:
         builder.store(value, ptr, align=4)
-
-
-def store_lanes(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value, count: int) -> None:
-    """Store the first `count` lanes of `value` by plain stores of power-of-two pieces (6 lanes: 4 + 2): AVX2's
-    masked store, vmaskmovps, is slow on AMD cores (gemm_pack.store_step measured it)."""
-    done = 0
-    while done < count:
-        piece = 1 << ((count - done).bit_length() - 1)
-        at = elem_ptr(builder, ptr, done)
-        if piece == 1:
-            builder.store(builder.extract_element(value, ir.Constant(I32, done)), at, align=4)
-        else:
-            lanes = vector_const(ir.VectorType(I32, piece), list(range(done, done + piece)))
-            builder.store(builder.shuffle_vector(value, undef(value.type), lanes), at, align=4)
-        done += piece
 
 
 def elem_ptr(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value | int) -> ir.Value:

@@ -13,8 +13,8 @@ from typing import Callable, Protocol, Sequence
 import llvmlite.ir as ir
 
 from .gemm_kernel import (F32, I1, I32, I64, L2, PTR, Tiling, const64, elem_ptr, intrinsic, lane_mask, load_vec,
-                          prefetch, store_lanes, store_vec, vec_type)
-from .loops import for_range, undef, vector_const, zeros
+                          prefetch, store_vec, vec_type)
+from .loops import for_range, store_prefix, undef, vector_const, zeros
 
 # Reads one packed row of a B panel: (builder, k) -> ceil(lanes / W) vectors, zero past the panel's lanes.
 RowReader = Callable[[ir.IRBuilder, ir.Value], list]
@@ -290,7 +290,7 @@ def store_step(builder: ir.IRBuilder, value: ir.Value, dst: ir.Value, mr: int, l
     AVX2 code, that GEMM 100 -> 110 GFLOP/s, SGEMM n = 512 105 -> 110, the transformer 2-3% faster; AVX-512, whose
     masked stores are native, unchanged."""
     if last and value.type.count > mr:
-        store_lanes(builder, value, dst, mr)
+        store_prefix(builder, value, dst, mr)
     else:
         store_vec(builder, value, dst)
 

@@ -196,6 +196,23 @@ def store(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, index: ir.Valu
     builder.store(value, element_ptr(builder, base, index, element), align=align or _size(element))
 
 
+def store_prefix(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value, count: int) -> None:
+    """Store the first `count` lanes of vector `value` at `ptr` by plain stores of power-of-two pieces (6 lanes:
+    4 + 2), where a masked store is slow: AVX2's vmaskmovps store on AMD cores (gemm_pack.store_step measured it)."""
+    element = value.type.element
+    done = 0
+    while done < count:
+        piece = 1 << ((count - done).bit_length() - 1)
+        at = builder.gep(ptr, [ir.Constant(I64, done)], source_etype=element)
+        if piece == 1:
+            part = builder.extract_element(value, ir.Constant(I32, done))
+        else:
+            part = builder.shuffle_vector(value, undef(value.type),
+                                          vector_const(ir.VectorType(I32, piece), list(range(done, done + piece))))
+        builder.store(part, at, align=_size(element))
+        done += piece
+
+
 def _size(typ: ir.Type) -> int:
     if isinstance(typ, ir.IntType):
         return max(typ.width // 8, 1)

@@ -53,6 +53,12 @@ class Target:
         return is_x86_triple(self.triple)
 
     @property
+    def native_masks(self) -> bool:
+        """Whether a masked vector store is one cheap instruction: AVX-512's mask registers. AVX2's vmaskmovps store
+        is slow on AMD cores, and other targets have none (LLVM stores lane by lane)."""
+        return "+avx512f" in self.features.split(",")
+
+    @property
     def identity(self) -> str:
         """Everything about the target that changes machine code; part of every cache key. Without llvmlite loaded,
         a target read from the host's record gives the identity recorded with it (the same text: codegen/host.py)."""

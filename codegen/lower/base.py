@@ -28,7 +28,8 @@ from braze.ir.types import DType
 
 from ..abi import CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, SHARE_OFFSET, STATUS_OFFSET
 from ..claims import claimed_chunks
-from ..loops import F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat, vector_const, zeros
+from ..loops import (F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat, store_prefix, vector_const,
+                     zeros)
 from ..target import Target
 
 SCRATCH_ALIGN = 64
@@ -240,6 +241,19 @@ def store(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, index: ir.Valu
     builder.call(fn, [value, ptr, ir.Constant(I32, dtype.itemsize), mask])
 
 
+def store_first(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, index: ir.Value | int, dtype: DType,
+                count: int, target: Target) -> None:
+    """Store the first `count` lanes of vector `value` at base[index]: one masked store where the target's are cheap
+    (Target.native_masks), else plain stores of power-of-two pieces."""
+    lanes = lanes_of(value)
+    if target.native_masks:
+        store(builder, value, base, index, dtype, first_lanes(lanes, count))
+        return
+    if dtype.name == "bool":
+        value = builder.zext(value, ir.VectorType(memory_type(dtype), lanes))
+    store_prefix(builder, value, pointer(builder, base, index, dtype), count)
+
+
 def intrinsic(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], ret: ir.Type | None = None) -> ir.Value:
     """Call an LLVM intrinsic (or libm function) declared once per module from the arguments' types."""
     fn = _intrinsic(builder.module, name, ret or args[0].type, [a.type for a in args])
@@ -249,6 +263,11 @@ def intrinsic(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], ret: i
 def iota(dtype: ir.IntType, lanes: int) -> ir.Constant:
     """The vector (0, 1, ..., lanes-1)."""
     return vector_const(ir.VectorType(dtype, lanes), list(range(lanes)))
+
+
+def first_lanes(lanes: int, count: int) -> ir.Constant:
+    """The constant <lanes x i1> mask whose first `count` lanes are set."""
+    return vector_const(ir.VectorType(I1, lanes), [int(i < count) for i in range(lanes)])
 
 
 # --- shapes and strides ---------------------------------------------------------------------------------------

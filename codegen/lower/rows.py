@@ -15,10 +15,11 @@ rows less, which counts when a row outgrows the caches. Results of the reduced s
 
 Axes are coalesced with their kept/reduced labels. When the innermost axis is reduced (softmax over the last axis,
 layer norm, sums over trailing axes), a row's elements are contiguous: passes run W lanes at a time with two
-vector accumulators and a scalar one for the tail, folded by a shuffle tree at the end of the pass. When the
-innermost axis is kept (sums over leading axes, softmax over axis 1 of NCHW), W neighbouring rows are processed
-side by side, one lane each, and the passes walk the reduced axes with strided vector loads: no horizontal work.
-Threads split the rows (groups of W rows in the second case). Row coordinates advance like an odometer.
+vector accumulators, the row's last n % W elements as one vector whose lanes past the row are masked (a lone last
+element as a scalar), folded by a shuffle tree at the end of the pass. When the innermost axis is kept (sums over
+leading axes, softmax over axis 1 of NCHW), W neighbouring rows are processed side by side, one lane each, and the
+passes walk the reduced axes with strided vector loads: no horizontal work. Threads split the rows (groups of W
+rows in the second case). Row coordinates advance like an odometer.
 
 A body the engine cannot run as one nest raises Unfusable (fused.py then lowers the region op by op).
 """
@@ -35,7 +36,8 @@ from braze.ir.ops._common import reduced_shape
 from braze.ir.registry import get_op, reduction_domain
 from braze.ir.types import DType, float32, float64, int64
 
-from .base import Unfusable, broadcast_strides, broadcasts_to, constant, lanes_of, load, register_type, widen
+from .base import (Unfusable, broadcast_strides, broadcasts_to, constant, first_lanes, lanes_of, load, register_type,
+                   widen)
 from .elementwise import ELEMENTWISE, apply_node
 from .reducers import Reducer
 
@@ -247,11 +249,13 @@ class Rows:
     def apply(self, op: str, x: ir.Value, dtype: DType) -> ir.Value:
         return ELEMENTWISE[op](self.builder, [x], {}, dtype)
 
-    def load_input(self, k: int, lanes: int, offset: ir.Value) -> ir.Value:
+    def load_input(self, k: int, lanes: int, offset: ir.Value, mask: ir.Value | None = None) -> ir.Value:
+        """Input k at `offset`: `lanes` elements (only the lanes of `mask`, others 0), or one widened where the input
+        is constant along the row's inner axis."""
         v = self.plan.body.inputs[k]
         if self.steps[k] == 0:
             return widen(self.builder, load(self.builder, self.ptrs[k], offset, v.dtype), lanes)
-        return load(self.builder, self.ptrs[k], offset, v.dtype, lanes)
+        return load(self.builder, self.ptrs[k], offset, v.dtype, lanes, mask)
 
     def compute_ready(self, stage: int) -> None:
         """Compute every row value that is available before pass `stage` and not computed yet."""
@@ -267,12 +271,15 @@ class Rows:
 
 
 class Element:
-    """Values at one element (or lane group) of a pass: loads at the element's offsets, row values widened."""
+    """Values at one element (or lane group) of a pass: loads at the element's offsets, row values widened. A row's
+    last lane group may be partial: its first `valid` lanes are read (`mask`) and written, no others."""
 
     def __init__(self, rows: Rows, offsets: list[ir.Value], lanes: int, index: ir.Value | None,
-                 targets: Sequence[ir.Value] = ()) -> None:
+                 targets: Sequence[ir.Value] = (), valid: int | None = None) -> None:
         self.rows, self.builder, self.offsets, self.lanes, self.index = rows, rows.builder, offsets, lanes, index
         self.targets = targets  # the results' offsets at this element
+        self.valid = valid  # lanes inside the row when the group is partial
+        self.mask = None if valid is None else first_lanes(lanes, valid)
         self.memo: dict[str, ir.Value] = {}
 
     def register(self, dtype: DType) -> ir.Type:
@@ -286,7 +293,7 @@ class Element:
 
     def result(self, n: int, dtype: DType) -> ir.Value:
         """What result n holds at this element (a softmax's exponentials, stored by its sum pass)."""
-        return load(self.builder, self.rows.outs[n], self.targets[n], dtype, self.lanes)
+        return load(self.builder, self.rows.outs[n], self.targets[n], dtype, self.lanes, self.mask)
 
     def value(self, name: str) -> ir.Value:
         if name in self.memo:
@@ -300,7 +307,7 @@ class Element:
                 apply_node(self.builder, node, [self.value(v.name) for v in node.inputs], self.lanes)
         else:
             k = plan.input_index[name]
-            result = self.rows.load_input(k, self.lanes, self.offsets[k])
+            result = self.rows.load_input(k, self.lanes, self.offsets[k], self.mask)
         self.memo[name] = result
         return result
 

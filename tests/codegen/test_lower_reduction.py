@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from braze.ir.errors import BrazeError
 from braze.ir.evaluate import evaluate
 from braze.ir.types import DTYPES, TensorType
-from tests.codegen.lowering_harness import check_node, make_node, shapes, special_array
+from braze.codegen import host_target
+from tests.codegen.lowering_harness import check_node, make_node, random_array, shapes, special_array
 
 DTYPE_NAMES = [d.numpy_name for d in DTYPES]
 NONFINITE = (np.nan, np.inf, -np.inf, 0.0, -0.0)
@@ -130,3 +131,38 @@ def test_softmax_rows_with_nan_or_inf(op: str, dtype: str, n: int) -> None:
     rows_side_by_side = np.ascontiguousarray(x.T)  # the inner axis kept: W rows at a time, one per lane
     got_t = check_node(make_node(op, rows_side_by_side, axis=0), [rows_side_by_side], terms=n, scale=1.0)[0]
     np.testing.assert_array_equal(np.isnan(got_t.T), np.isnan(got))
+
+
+# cpu forced with BRAZE_CPU (None: the host) -> the rows per case: kernels are cached by node, so each cpu's shapes
+# differ; row lengths run over every length up to 2 W + 3 of that cpu's W
+_TAIL_CPUS = {None: 3, "haswell": 2}
+
+
+@pytest.mark.parametrize("cpu", list(_TAIL_CPUS), ids=lambda c: c or "host")
+@pytest.mark.parametrize("op, dtype", [("sum", "float32"), ("sum", "int32"), ("sum", "bool"), ("max", "float64"),
+                                       ("argmax", "float32"), ("softmax", "float32"), ("log_softmax", "float64"),
+                                       ("layer_norm", "float32")])
+def test_rows_of_every_length_reduce_their_tails(cpu, op: str, dtype: str, monkeypatch) -> None:
+    """A contiguous row's last n % W elements: one alone, or a partial vector whose masked lanes neither add to the
+    row's reductions nor are written (AVX-512 stores it through a mask, AVX2 in power-of-two pieces)."""
+    if cpu is not None:
+        if not (host_target().is_x86 and host_target().vector_width >= 8):
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    rng = np.random.default_rng(7)
+    rows, width = _TAIL_CPUS[cpu], host_target().vector_width
+    for n in range(1, 2 * width + 4):
+        x = random_array(rng, (rows, n), dtype)
+        if op == "layer_norm":
+            node = make_node(op, x, normalized_shape=(n,), eps=1e-5)
+            x64 = x.astype(np.float64)
+            scale = (np.abs(x64 - x64.mean(-1, keepdims=True)) + np.abs(x64).mean(-1, keepdims=True)) / \
+                np.sqrt(x64.var(-1, keepdims=True) + 1e-5) + 1.0
+            check_node(node, [x], terms=n, scale=scale)
+        elif op in ("softmax", "log_softmax"):
+            check_node(make_node(op, x, axis=-1), [x], terms=n, scale=np.abs(x.astype(np.float64)) + 10.0)
+        else:
+            got = check_node(make_node(op, x, axes=(1,)) if op != "argmax" else make_node(op, x, axis=1), [x],
+                             terms=n, scale=np.abs(x.astype(np.float64)).sum(-1))
+            if op == "argmax":
+                np.testing.assert_array_equal(got[0], np.argmax(x, axis=1))
