@@ -42,6 +42,13 @@ def test_target_vector_width_follows_features():
     assert host_target().vector_width == expected
 
 
+@pytest.mark.skipif(not host_target().is_x86, reason="x86 CPU names")
+def test_target_native_masks_only_with_avx512_also_for_a_named_cpu():
+    """Masked stores are cheap with AVX-512's mask registers, however the CPU was chosen; AVX2's are not."""
+    assert [host_target(cpu=c).native_masks for c in ("znver4", "skylake-avx512", "znver3", "haswell")] == \
+        [True, True, False, False]
+
+
 def test_target_identity_names_cpu_features_and_llvmlite():
     target = host_target()
     for part in (target.cpu, target.features, llvmlite.__version__):
