@@ -23,16 +23,11 @@ from braze.ir.registry import reduction_domain
 
 from ..loops import I64, alloca, for_range, i64, loop_nest
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
-                   coalesce, contiguous_strides, iota, offset_of, register, store, store_first, unit_loop,
-                   unsupported, widen)
+                   SCALAR_TAIL, coalesce, contiguous_strides, iota, offset_of, register, store, store_first,
+                   unit_loop, unsupported, widen)
 from .rows import ROW_OPS, Element, RowPlan, Rows
 
 BLOCK = 64  # terms an accumulator lane adds in sequence before a fold (module doc)
-# A contiguous row's last n % W elements go one by one up to this many, else as one masked vector. Compiled side by
-# side on one Zen 4 thread (ns per element, rows of 48 + tail, masked / one by one), AVX-512: softmax 0.55 / 0.51 at
-# a tail of 1, 0.57 / 0.57 at 2, 0.56 / 0.57 at 3, 0.52 / 0.90 at 8; layer norm 0.35 / 0.41 at 1, 0.31 / 0.35 at 8.
-# AVX2 code: softmax 0.86 / 0.79 at 1, 0.87 / 0.85 at 2, 0.86 / 0.90 at 3, 0.79 / 1.03 at 6.
-SCALAR_TAIL = 1
 
 
 def single_body(node: Node) -> Graph:

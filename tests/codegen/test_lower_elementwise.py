@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from braze.codegen import host_target
 from braze.ir.errors import BrazeError
 from braze.ir.types import DTYPES, TensorType
 from tests.codegen.lowering_harness import broadcast_operands, check_node, make_node, shapes, special_array
@@ -147,3 +148,29 @@ _PATTERNS = np.arange(0, 2 ** 32, 4099, dtype=np.uint64).astype(np.uint32).view(
 def test_float32_transcendentals_hold_their_accuracy_over_the_whole_range(op: str, attrs) -> None:
     x = np.concatenate([_PATTERNS, np.asarray([np.nan, np.inf, -np.inf, 0.0, -0.0], np.float32)])
     check_node(make_node(op, x, **attrs), [x], inputs=x, threads=False)
+
+
+# cpu forced with BRAZE_CPU (None: the host) -> rows per case (kernels are cached by node: each cpu's shapes differ)
+_TAIL_CPUS = {None: 3, "haswell": 2}
+
+
+@pytest.mark.parametrize("cpu", list(_TAIL_CPUS), ids=lambda c: c or "host")
+@pytest.mark.parametrize("op, dtype", [("add", "float32"), ("mul", "int32"), ("maximum", "float64"), ("lt", "float32"),
+                                       ("pow", "float32"), ("where", "int8")])
+def test_rows_of_every_length_end_in_their_tails(cpu, op: str, dtype: str, monkeypatch) -> None:
+    """An operand broadcast along the rows makes the nest walk row by row: rows of every length from 1 to 2 W + 3
+    end in a lone element or a partial vector, whose lanes past the row are neither read nor written."""
+    if cpu is not None:
+        if not (host_target().is_x86 and host_target().vector_width >= 8):
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    rng = np.random.default_rng(11)
+    rows, width = _TAIL_CPUS[cpu], host_target().vector_width
+    low = 0.0 if op == "pow" else -3.0
+    for n in range(1, 2 * width + 4):
+        x = special_array(rng, (rows, n), dtype, low=low)
+        y = special_array(rng, (n,), dtype, low=low)
+        if op == "where":
+            _run(op, [special_array(rng, (rows, n), "bool"), x, special_array(rng, (rows, 1), dtype)])
+        else:
+            _run(op, [x, y])
