@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import llvmlite.ir as ir
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 from braze.codegen import compile_ir, host_target
@@ -41,6 +42,17 @@ def make_node(op: str, *operands: Any, **attrs: Any) -> Node:
     inputs = tuple(Value(f"in{i}", t) for i, t in enumerate(types))
     outputs = tuple(Value(f"out{i}", t) for i, t in enumerate(outs))
     return Node(op, inputs, outputs, sorted_attrs(checked))
+
+
+def force_cpu(cpu: str | None, monkeypatch: Any) -> int:
+    """Compile for `cpu` (BRAZE_CPU; None: the host), skipping the test where the host cannot run its code (an x86
+    host without AVX2); returns that target's float32 lanes. Kernels are cached by node: a test compiling the same
+    node for two CPUs gives each its own shapes."""
+    if cpu is not None:
+        if not (host_target().is_x86 and host_target().vector_width >= 8):
+            pytest.skip("needs an AVX2 host")
+        monkeypatch.setenv("BRAZE_CPU", cpu)
+    return host_target().vector_width
 
 
 def describe(node: Node) -> str:

@@ -10,10 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braze.codegen import host_target
 from braze.ir.errors import BrazeError
 from braze.ir.types import DTYPES, TensorType
-from tests.codegen.lowering_harness import broadcast_operands, check_node, make_node, shapes, special_array
+from tests.codegen.lowering_harness import broadcast_operands, check_node, force_cpu, make_node, shapes, special_array
 
 DTYPE_NAMES = [d.numpy_name for d in DTYPES]
 FLOATS = ["float32", "float64"]
@@ -150,7 +149,7 @@ def test_float32_transcendentals_hold_their_accuracy_over_the_whole_range(op: st
     check_node(make_node(op, x, **attrs), [x], inputs=x, threads=False)
 
 
-# cpu forced with BRAZE_CPU (None: the host) -> rows per case (kernels are cached by node: each cpu's shapes differ)
+# cpu forced with BRAZE_CPU (None: the host) -> rows per case (lowering_harness.force_cpu)
 _TAIL_CPUS = {None: 3, "haswell": 2}
 
 
@@ -160,12 +159,9 @@ _TAIL_CPUS = {None: 3, "haswell": 2}
 def test_rows_of_every_length_end_in_their_tails(cpu, op: str, dtype: str, monkeypatch) -> None:
     """An operand broadcast along the rows makes the nest walk row by row: rows of every length from 1 to 2 W + 3
     end in a lone element or a partial vector, whose lanes past the row are neither read nor written."""
-    if cpu is not None:
-        if not (host_target().is_x86 and host_target().vector_width >= 8):
-            pytest.skip("needs an AVX2 host")
-        monkeypatch.setenv("BRAZE_CPU", cpu)
+    width = force_cpu(cpu, monkeypatch)
     rng = np.random.default_rng(11)
-    rows, width = _TAIL_CPUS[cpu], host_target().vector_width
+    rows = _TAIL_CPUS[cpu]
     low = 0.0 if op == "pow" else -3.0
     for n in range(1, 2 * width + 4):
         x = special_array(rng, (rows, n), dtype, low=low)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -16,12 +15,10 @@ from braze.codegen.lower.rows import RowPlan
 from braze.ir.builder import GraphBuilder
 from braze.ir.types import TensorType
 from tests.codegen.lowering_harness import (aligned_copy, aligned_empty, assert_close, broadcast_operands,
-                                            compile_node, fused_nodes, random_array, reference, run_node,
+                                            compile_node, force_cpu, fused_nodes, random_array, reference, run_node,
                                             special_array)
 
 F32_EPS = float(np.finfo(np.float32).eps)
-X86 = llvm.get_process_triple().startswith("x86_64")
-HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
 
 
 def regions(build, shapes, dtype: str = "float32", seed: int = 0, kind: str | None = None):
@@ -107,14 +104,6 @@ def test_elementwise_region_may_write_over_its_operand() -> None:
     np.testing.assert_array_equal(shared, want)
 
 
-def _force_cpu(cpu: str | None, monkeypatch) -> None:
-    """Compile for `cpu` (BRAZE_CPU; None: the host), skipping the test where the host cannot run its code."""
-    if cpu is not None:
-        if not X86 or "+avx2" not in HOST_FEATURES:
-            pytest.skip("needs an AVX2 host")
-        monkeypatch.setenv("BRAZE_CPU", cpu)
-
-
 # --- reductions ---------------------------------------------------------------------------------------------
 
 
@@ -174,7 +163,7 @@ _CHANNEL_SHAPES = {None: [(3, 1, 2, 1), (3, 7, 2, 7), (2, 13, 3, 13), (0, 5, 2, 
 def test_reduction_region_reads_a_channel_vector_per_row(cpu, monkeypatch) -> None:
     """A vector of the rows' shape that meets only per-row sums is read once per row, even when numpy would also
     broadcast it along a last axis of the same length: one nest, not op by op."""
-    _force_cpu(cpu, monkeypatch)
+    force_cpu(cpu, monkeypatch)
     for n, c, h, w in _CHANNEL_SHAPES[cpu]:
         for node, operands in regions(_channel_statistics, [(n, c, h, w), (n, c, h, w), (c,)], kind="reduction"):
             check(node, operands, 64 * F32_EPS, 64 * F32_EPS)
@@ -199,7 +188,7 @@ _STORING_SHAPES = {None: [((0, 2, 3), (2, 3, 1, 1)), ((0, 2, 3), (3, 2, 5, 7)), 
 @pytest.mark.parametrize("cpu", list(_STORING_SHAPES), ids=lambda c: c or "host")
 def test_reduction_region_stores_in_its_last_pass(cpu, monkeypatch) -> None:
     """Results that need no sum of the last pass are stored by it, not by a pass of their own."""
-    _force_cpu(cpu, monkeypatch)
+    force_cpu(cpu, monkeypatch)
     for axes, shape in _STORING_SHAPES[cpu]:
         (node, operands), = regions(_normalized_and_its_sum(axes), [shape, shape], kind="reduction")
         plan = RowPlan(tuple(node.attr["shape"]), tuple(node.attr["axes"]), node.attr["body"])
@@ -224,7 +213,7 @@ _SOFTMAX_SHAPES = {None: [(-1, (5, 37)), (-1, (3, 2100)), (0, (19, 21)), (1, (2,
 
 @pytest.mark.parametrize("cpu", list(_SOFTMAX_SHAPES), ids=lambda c: c or "host")
 def test_softmax_result_read_after_its_sum_pass(cpu, monkeypatch) -> None:
-    _force_cpu(cpu, monkeypatch)
+    force_cpu(cpu, monkeypatch)
     for axis, shape in _SOFTMAX_SHAPES[cpu]:
         (node, operands), = regions(_softmax_read_after_its_sum(axis), [shape, shape], kind="reduction")
         assert "softmax" in [n.op for n in node.attr["body"].nodes]

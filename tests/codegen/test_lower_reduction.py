@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from braze.ir.errors import BrazeError
 from braze.ir.evaluate import evaluate
 from braze.ir.types import DTYPES, TensorType
-from braze.codegen import host_target
-from tests.codegen.lowering_harness import check_node, make_node, random_array, shapes, special_array
+from tests.codegen.lowering_harness import check_node, force_cpu, make_node, random_array, shapes, special_array
 
 DTYPE_NAMES = [d.numpy_name for d in DTYPES]
 NONFINITE = (np.nan, np.inf, -np.inf, 0.0, -0.0)
@@ -133,8 +132,7 @@ def test_softmax_rows_with_nan_or_inf(op: str, dtype: str, n: int) -> None:
     np.testing.assert_array_equal(np.isnan(got_t.T), np.isnan(got))
 
 
-# cpu forced with BRAZE_CPU (None: the host) -> the rows per case: kernels are cached by node, so each cpu's shapes
-# differ; row lengths run over every length up to 2 W + 3 of that cpu's W
+# cpu forced with BRAZE_CPU (None: the host) -> rows per case (lowering_harness.force_cpu)
 _TAIL_CPUS = {None: 3, "haswell": 2}
 
 
@@ -145,12 +143,9 @@ _TAIL_CPUS = {None: 3, "haswell": 2}
 def test_rows_of_every_length_reduce_their_tails(cpu, op: str, dtype: str, monkeypatch) -> None:
     """A contiguous row's last n % W elements: one alone, or a partial vector whose masked lanes neither add to the
     row's reductions nor are written (AVX-512 stores it through a mask, AVX2 in power-of-two pieces)."""
-    if cpu is not None:
-        if not (host_target().is_x86 and host_target().vector_width >= 8):
-            pytest.skip("needs an AVX2 host")
-        monkeypatch.setenv("BRAZE_CPU", cpu)
+    width = force_cpu(cpu, monkeypatch)
     rng = np.random.default_rng(7)
-    rows, width = _TAIL_CPUS[cpu], host_target().vector_width
+    rows = _TAIL_CPUS[cpu]
     for n in range(1, 2 * width + 4):
         x = random_array(rng, (rows, n), dtype)
         if op == "layer_norm":
