@@ -17,9 +17,10 @@ Axes are coalesced with their kept/reduced labels. When the innermost axis is re
 layer norm, sums over trailing axes), a row's elements are contiguous: passes run W lanes at a time with two
 vector accumulators, the row's last n % W elements as one vector whose lanes past the row are masked (a lone last
 element as a scalar), folded by a shuffle tree at the end of the pass. When the innermost axis is kept (sums over
-leading axes, softmax over axis 1 of NCHW), W neighbouring rows are processed side by side, one lane each, and the
-passes walk the reduced axes with strided vector loads: no horizontal work. Threads split the rows (groups of W
-rows in the second case). Row coordinates advance like an odometer.
+leading axes, softmax over axis 1 of NCHW), W neighbouring rows are processed side by side, one lane each (the
+last n % W rows too, the group's other lanes masked), and the passes walk the reduced axes with strided vector
+loads: no horizontal work. Threads split the rows (groups of W rows in the second case). Row coordinates advance
+like an odometer.
 
 A body the engine cannot run as one nest raises Unfusable (fused.py then lowers the region op by op).
 """
@@ -241,9 +242,11 @@ class Rows:
     elementwise nodes on them, all computed in straight-line code at row scope so they dominate every pass."""
 
     def __init__(self, builder: ir.IRBuilder, plan: RowPlan, ptrs: list[ir.Value], bases: list[ir.Value],
-                 steps: list[int], lanes: int, outs: Sequence[ir.Value]) -> None:
+                 steps: list[int], lanes: int, outs: Sequence[ir.Value], valid: int | None = None) -> None:
         self.builder, self.plan, self.ptrs, self.bases, self.steps, self.lanes = builder, plan, ptrs, bases, steps, lanes
         self.outs = outs
+        self.valid = valid  # of W rows side by side, how many are rows (the last group; None: all)
+        self.mask = None if valid is None else first_lanes(lanes, valid)
         self.cache: dict[str, ir.Value] = {}
 
     def apply(self, op: str, x: ir.Value, dtype: DType) -> ir.Value:
@@ -262,7 +265,7 @@ class Rows:
         plan, b = self.plan, self.builder
         for k, v in enumerate(plan.body.inputs):
             if plan.info[v.name].row and v.name not in self.cache:
-                self.cache[v.name] = self.load_input(k, self.lanes, self.bases[k])
+                self.cache[v.name] = self.load_input(k, self.lanes, self.bases[k], self.mask)
         for node in plan.body.nodes:
             name = node.outputs[0].name
             info = plan.info[name]

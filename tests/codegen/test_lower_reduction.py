@@ -141,23 +141,27 @@ _TAIL_CPUS = {None: 3, "haswell": 2}
                                        ("argmax", "float32"), ("softmax", "float32"), ("log_softmax", "float64"),
                                        ("layer_norm", "float32")])
 def test_rows_of_every_length_reduce_their_tails(cpu, op: str, dtype: str, monkeypatch) -> None:
-    """A contiguous row's last n % W elements: one alone, or a partial vector whose masked lanes neither add to the
-    row's reductions nor are written (AVX-512 stores it through a mask, AVX2 in power-of-two pieces)."""
+    """Rows of every length n from 1 to 2 W + 3, in both layouts: reduced along the contiguous axis, a row's last
+    n % W elements; reduced along the leading axis (rows side by side, one lane each), the last n % W rows. Either
+    goes one alone or as a partial vector whose masked lanes neither add to a reduction nor are written (AVX-512
+    stores it through a mask, AVX2 in power-of-two pieces)."""
     width = force_cpu(cpu, monkeypatch)
     rng = np.random.default_rng(7)
     rows = _TAIL_CPUS[cpu]
     for n in range(1, 2 * width + 4):
         x = random_array(rng, (rows, n), dtype)
+        x64 = x.astype(np.float64)
         if op == "layer_norm":
             node = make_node(op, x, normalized_shape=(n,), eps=1e-5)
-            x64 = x.astype(np.float64)
             scale = (np.abs(x64 - x64.mean(-1, keepdims=True)) + np.abs(x64).mean(-1, keepdims=True)) / \
                 np.sqrt(x64.var(-1, keepdims=True) + 1e-5) + 1.0
             check_node(node, [x], terms=n, scale=scale)
-        elif op in ("softmax", "log_softmax"):
-            check_node(make_node(op, x, axis=-1), [x], terms=n, scale=np.abs(x.astype(np.float64)) + 10.0)
-        else:
-            got = check_node(make_node(op, x, axes=(1,)) if op != "argmax" else make_node(op, x, axis=1), [x],
-                             terms=n, scale=np.abs(x.astype(np.float64)).sum(-1))
+            continue
+        for axis in (1, 0):
+            if op in ("softmax", "log_softmax"):
+                check_node(make_node(op, x, axis=axis), [x], terms=x.shape[axis], scale=np.abs(x64) + 10.0)
+                continue
+            node = make_node(op, x, axis=axis) if op == "argmax" else make_node(op, x, axes=(axis,))
+            got = check_node(node, [x], terms=x.shape[axis], scale=np.abs(x64).sum(axis))
             if op == "argmax":
-                np.testing.assert_array_equal(got[0], np.argmax(x, axis=1))
+                np.testing.assert_array_equal(got[0], np.argmax(x, axis=axis))
