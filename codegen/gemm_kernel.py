@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from .cache_sizes import CacheSizes, host_cache_sizes
-from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, splat, vector_const, zeros
+from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, lane_mask, splat, zeros
 
 
 @dataclass(frozen=True)
@@ -155,11 +155,6 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type
     if existing is not None:
         return existing
     return ir.Function(module, ir.FunctionType(ret, list(args)), name)
-
-
-def lane_mask(width: int, valid: int) -> ir.Constant:
-    """The constant mask whose first `valid` lanes are set."""
-    return vector_const(ir.VectorType(I1, width), [1 if i < valid else 0 for i in range(width)])
 
 
 def masked_load(builder: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, width: int) -> ir.Value:

@@ -270,12 +270,19 @@ def _nest(builder: ir.IRBuilder, stops: list, name: str, outer: tuple) -> Iterat
             yield indices
 
 
+def lane_mask(width: int, valid: int) -> ir.Constant:
+    """The constant mask whose first `valid` lanes are set."""
+    return vector_const(ir.VectorType(I1, width), [1 if i < valid else 0 for i in range(width)])
+
+
 def vector_loop(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, width: int,
-                body: Callable[[ir.Value, int], None], *, name: str = "v") -> None:
+                body: Callable[..., None], *, name: str = "v", partial: int = 0) -> None:
     """Call body(i, width) for full vectors in [start, stop), then body(i, 1) for the scalar remainder.
 
     The body emits code for `lanes` consecutive elements starting at i (lanes is width or 1), so a lowering writes
-    one body for both the vector main loop and the tail. With width 1 only the scalar loop is emitted.
+    one body for both the vector main loop and the tail. With width 1 only the scalar loop is emitted. With
+    `partial`, the remainder is known to be 0 or `partial` elements, and a nonzero one is a single call
+    body(i, width, partial), whose lanes past the first `partial` the body neither reads nor writes.
     """
     start, stop = i64(start), i64(stop)
     if width > 1:
@@ -283,6 +290,10 @@ def vector_loop(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | i
         full = builder.sub(stop, builder.srem(count, i64(width)), name=f"{name}.full")
         with for_range(builder, start, full, width, name=name) as i:
             body(i, width)
+        if partial:
+            with builder.if_then(builder.icmp_signed("<", full, stop)):
+                body(full, width, partial)
+            return
         start = full
     with for_range(builder, start, stop, 1, name=f"{name}.tail") as i:
         body(i, 1)

@@ -28,8 +28,8 @@ from braze.ir.types import DType
 
 from ..abi import CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, SHARE_OFFSET, STATUS_OFFSET
 from ..claims import claimed_chunks
-from ..loops import (F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, splat, store_prefix, vector_const,
-                     zeros)
+from ..loops import (F32, F64, I1, I8, I32, I64, PTR, alloca, for_range, i64, lane_mask, splat, store_prefix,
+                     vector_const, zeros)
 from ..target import Target
 
 SCRATCH_ALIGN = 64
@@ -249,13 +249,20 @@ def store(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, index: ir.Valu
 SCALAR_TAIL = 1
 
 
+def masked_tail(n: int, width: int) -> int:
+    """How many elements the partial last vector of a row of n holds: n % W, or 0 when the row ends in whole vectors
+    or in a few elements that go one by one (SCALAR_TAIL)."""
+    tail = n % width if width > 1 else 0
+    return tail if tail > SCALAR_TAIL else 0
+
+
 def store_first(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, index: ir.Value | int, dtype: DType,
                 count: int, target: Target) -> None:
     """Store the first `count` lanes of vector `value` at base[index]: one masked store where the target's are cheap
     (Target.native_masks), else plain stores of power-of-two pieces."""
     lanes = lanes_of(value)
     if target.native_masks:
-        store(builder, value, base, index, dtype, first_lanes(lanes, count))
+        store(builder, value, base, index, dtype, lane_mask(lanes, count))
         return
     if dtype.name == "bool":
         value = builder.zext(value, ir.VectorType(memory_type(dtype), lanes))
@@ -271,11 +278,6 @@ def intrinsic(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], ret: i
 def iota(dtype: ir.IntType, lanes: int) -> ir.Constant:
     """The vector (0, 1, ..., lanes-1)."""
     return vector_const(ir.VectorType(dtype, lanes), list(range(lanes)))
-
-
-def first_lanes(lanes: int, count: int) -> ir.Constant:
-    """The constant <lanes x i1> mask whose first `count` lanes are set."""
-    return vector_const(ir.VectorType(I1, lanes), [int(i < count) for i in range(lanes)])
 
 
 # --- shapes and strides ---------------------------------------------------------------------------------------

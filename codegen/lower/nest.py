@@ -4,7 +4,7 @@ strides, which elementwise kernels, fused elementwise regions, batch norm and de
 Axes are coalesced first, so the innermost loop is as long as possible; it is contiguous for every operand that is
 not broadcast along it (the others are loaded once per row and splatted) and runs W lanes at a time, the row's
 last n % W elements as one vector whose lanes past the row are neither read nor written (a lone last element as a
-scalar: base.SCALAR_TAIL). One by one, those elements made gelu(x * bias) over rows of 77 float32 6.5x slower per
+scalar: base.masked_tail). One by one, those elements made gelu(x * bias) over rows of 77 float32 6.5x slower per
 element than over rows of 64, rows of 13 35x (a scalar erf each; AVX-512, one Zen 4 thread: 1.82 and 9.27 ns
 against 0.27); as one vector, 0.28 and 0.38 (AVX2 code: 1.13 and 4.05 -> 0.52 and 0.87, rows of 64 0.53). Rows
 are the units threads split; when there are few long rows, the rows are cut into chunks so every thread gets
@@ -20,9 +20,9 @@ import llvmlite.ir as ir
 
 from braze.ir.types import TensorType
 
-from ..loops import for_range, i64, vector_loop
-from .base import (SCALAR_TAIL, Kernel, broadcast_strides, claimed_unit_loop, coalesce, contiguous_strides, first_lanes,
-                   load, offset_of, store, store_first, widen)
+from ..loops import i64, lane_mask, vector_loop
+from .base import (Kernel, broadcast_strides, claimed_unit_loop, coalesce, contiguous_strides, load, masked_tail,
+                   offset_of, store, store_first, widen)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
 
         def body(i: ir.Value, lanes: int, valid: int | None = None) -> None:
             """`lanes` elements from i, the first `valid` of them only when given (a row's partial last vector)."""
-            mask = None if valid is None else first_lanes(lanes, valid)
+            mask = None if valid is None else lane_mask(lanes, valid)
             values = [widen(b, fixed[n], lanes) if n in fixed else
                       load(b, o.ptr, b.add(bases[n], i), o.type.dtype, lanes, mask) for n, o in enumerate(inputs)]
             results = compute(b, values, lanes)
@@ -79,16 +79,8 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
                     store(b, value, o.ptr, at, o.type.dtype)
                 else:
                     store_first(b, value, o.ptr, at, o.type.dtype, valid, k.target)
-        tail = inner % width
-        if width == 1 or tail <= SCALAR_TAIL:
-            vector_loop(b, start, stop, width, body, name="e")
-            return
         # chunks are whole vectors: only a row's last one ends in the row's tail
-        full = b.sub(stop, b.srem(b.sub(stop, start), i64(width)))
-        with for_range(b, start, full, width, name="e") as i:
-            body(i, width)
-        with b.if_then(b.icmp_signed("<", full, stop)):
-            body(full, width, tail)
+        vector_loop(b, start, stop, width, body, name="e", partial=masked_tail(inner, width))
 
 
 __all__ = ["Operand", "elementwise_nest"]

@@ -21,9 +21,9 @@ from braze.ir.builder import GraphBuilder
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import reduction_domain
 
-from ..loops import I64, alloca, for_range, i64, loop_nest
+from ..loops import I64, alloca, for_range, i64, loop_nest, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
-                   SCALAR_TAIL, coalesce, contiguous_strides, iota, offset_of, register, store, store_first,
+                   coalesce, contiguous_strides, iota, masked_tail, offset_of, register, store, store_first,
                    unit_loop, unsupported, widen)
 from .rows import ROW_OPS, Element, RowPlan, Rows
 
@@ -94,8 +94,8 @@ class _Emitter:
                 one, softmax over axis 0 of 77 columns cost 1.33 ns per element against 0.43 at 64 (AVX-512, one
                 Zen 4 thread), of 13 columns 4.66; as a group 0.52 and 1.08 (AVX2 code 1.16 and 2.11 -> 0.99 and
                 0.91)."""
-                if n - full * width > SCALAR_TAIL:
-                    group(j0, width, n - full * width)
+                if masked_tail(n, width):
+                    group(j0, width, masked_tail(n, width))
                     return
                 with for_range(b, j0, i64(n), name="j") as j:
                     group(j, 1)
@@ -244,7 +244,7 @@ class _Emitter:
     def _split_loop(self, rows: Rows, offsets: list[ir.Value], update,
                     fold: Callable[[], None] | None = None) -> None:
         """The contiguous inner axis of a row: two W-lane accumulators, then one W-lane step into the first, then the
-        last n % W elements into the second as one vector, its lanes masked (or, SCALAR_TAIL, one by one into a
+        last n % W elements into the second as one vector, its lanes masked (or, base.masked_tail, one by one into a
         scalar accumulator). With `fold`, the two-accumulator loop goes in blocks of BLOCK steps, fold() emitted
         after each. One by one, the tail made softmax over rows of 77 float32 2x slower per element than over rows of
         197, and rows of 13 8x slower (AVX-512, one Zen 4 thread): 0.94, 0.45 and 3.6 ns; masked, 0.42, 0.35-0.42 and
@@ -275,8 +275,8 @@ class _Emitter:
     def _scalar_tail(self) -> bool:
         """Whether the last n % W elements of a contiguous row go one by one (a few) rather than as one masked
         vector (split_loop)."""
-        tail = self.dims[-1] % self.k.width
-        return 0 < tail <= SCALAR_TAIL
+        n, width = self.dims[-1], self.k.width
+        return n % width != 0 and not masked_tail(n, width)
 
     def _store_elements(self, rows: Rows, bases: list[ir.Value], lanes: int, full: list[tuple[int, Value]]) -> None:
         """The final pass: the results of the domain's shape (`full`), element by element."""
@@ -284,15 +284,10 @@ class _Emitter:
             return
         with self._walk(bases) as offsets:
             if self.marks[-1] == "r" and lanes == 1:
-                n, width = self.dims[-1], self.k.width
-                whole = n // width * width
-                with for_range(self.b, 0, whole, width, name="s") as i:
-                    self._put(self._element(rows, offsets, i, width), full)
-                if self._scalar_tail():
-                    with for_range(self.b, whole, n, name="s.tail") as i:
-                        self._put(self._element(rows, offsets, i, 1), full)
-                elif n > whole:
-                    self._put(self._element(rows, offsets, i64(whole), width, n - whole), full)
+                def body(i: ir.Value, width: int, valid: int | None = None, offsets=offsets) -> None:
+                    self._put(self._element(rows, offsets, i, width, valid), full)
+                n = self.dims[-1]
+                vector_loop(self.b, 0, n, self.k.width, body, name="s", partial=masked_tail(n, self.k.width))
             else:
                 self._put(self._element(rows, offsets, None, lanes, rows.valid), full)
 

@@ -37,8 +37,8 @@ from braze.ir.ops._common import reduced_shape
 from braze.ir.registry import get_op, reduction_domain
 from braze.ir.types import DType, float32, float64, int64
 
-from .base import (Unfusable, broadcast_strides, broadcasts_to, constant, first_lanes, lanes_of, load, register_type,
-                   widen)
+from ..loops import lane_mask
+from .base import Unfusable, broadcast_strides, broadcasts_to, constant, lanes_of, load, register_type, widen
 from .elementwise import ELEMENTWISE, apply_node
 from .reducers import Reducer
 
@@ -237,6 +237,11 @@ def element_value(e: "Element", node: Node) -> ir.Value:
     return y
 
 
+def mask_of(lanes: int, valid: int | None) -> ir.Constant | None:
+    """The mask of a partial lane group's first `valid` lanes (None when the group is whole)."""
+    return None if valid is None else lane_mask(lanes, valid)
+
+
 class Rows:
     """Values of one row (or W rows side by side): loads of row-constant inputs, reduction results, and the
     elementwise nodes on them, all computed in straight-line code at row scope so they dominate every pass."""
@@ -246,7 +251,6 @@ class Rows:
         self.builder, self.plan, self.ptrs, self.bases, self.steps, self.lanes = builder, plan, ptrs, bases, steps, lanes
         self.outs = outs
         self.valid = valid  # of W rows side by side, how many are rows (the last group; None: all)
-        self.mask = None if valid is None else first_lanes(lanes, valid)
         self.cache: dict[str, ir.Value] = {}
 
     def apply(self, op: str, x: ir.Value, dtype: DType) -> ir.Value:
@@ -265,7 +269,7 @@ class Rows:
         plan, b = self.plan, self.builder
         for k, v in enumerate(plan.body.inputs):
             if plan.info[v.name].row and v.name not in self.cache:
-                self.cache[v.name] = self.load_input(k, self.lanes, self.bases[k], self.mask)
+                self.cache[v.name] = self.load_input(k, self.lanes, self.bases[k], mask_of(self.lanes, self.valid))
         for node in plan.body.nodes:
             name = node.outputs[0].name
             info = plan.info[name]
@@ -282,7 +286,7 @@ class Element:
         self.rows, self.builder, self.offsets, self.lanes, self.index = rows, rows.builder, offsets, lanes, index
         self.targets = targets  # the results' offsets at this element
         self.valid = valid  # lanes inside the row when the group is partial
-        self.mask = None if valid is None else first_lanes(lanes, valid)
+        self.mask = mask_of(lanes, valid)
         self.memo: dict[str, ir.Value] = {}
 
     def register(self, dtype: DType) -> ir.Type:
