@@ -44,7 +44,7 @@ def compile_layer(spec: ConvSpec, kernel: str, target: Target | None = None) -> 
     """A factory: threads -> a call of `spec` on `kernel` (the call takes the thread index; buffers allocated once,
     random input and weight, the weight packed as the kernel reads it)."""
     target = target or host_target()
-    tiling = tiling_for(target.vector_width)
+    tiling = tiling_for(target.vector_width, cpu=target.cpu)
     name = f"tune_conv_{kernel}"
     module = target.new_module(name)
     emit_conv2d(module, name, spec, tiling, chain(bias_rows(0), relu), 1, kernel=kernel)

@@ -14,6 +14,7 @@ import llvmlite.ir as ir
 
 from .cache_sizes import CacheSizes, host_cache_sizes
 from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, lane_mask, splat, zeros
+from .target import host_target
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,15 @@ L1, L2 = 1, 2  # cache levels for prefetch()
 _TILES = {16: (12, 2, True), 8: (6, 2, True), 4: (6, 2, False)}
 
 
-def tiling_for(width: int, caches: CacheSizes | None = None) -> Tiling:
+def tiling_for(width: int, caches: CacheSizes | None = None, cpu: str | None = None) -> Tiling:
     """The tiling for `width` float32 lanes: 12x32 on AVX-512 (24 of 32 zmm registers), 6x16 on AVX2 (12 of 16 ymm),
-    with cache blocks sized from the host's caches (or `caches`)."""
+    with cache blocks sized from the host's caches (or `caches`) for the target's CPU (or `cpu`)."""
     if width not in _TILES:
         raise ValueError(f"unsupported vector width {width}")
     mr, nv, fma = _TILES[width]
     caches = caches or host_cache_sizes()
-    kc, mc, nc = cache_blocks(mr, nv * width, caches)
+    half_width = (cpu if cpu is not None else host_target().cpu) in HALF_WIDTH_CPUS
+    kc, mc, nc = cache_blocks(mr, nv * width, caches, half_width)
     return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma,
                   rows_outer=rows_outer(nv * width, caches), private_bytes=caches.l2)
 
@@ -59,33 +61,46 @@ def rows_outer(nr: int, caches: CacheSizes) -> bool:
     """Whether a block's tile loops take A's micro-panels outer, each one meeting all of B's panels in turn as they
     stream from L2: when B's panel at the L1 block depth (_l1_kc) would take more than half of L1. The AVX-512
     tile's B panel, 32 columns, fills a 32 KB L1 at kc = 256, and with A's outer SGEMM measured 2-6% faster at
-    n = 512-2048 on Zen 4 (the AVX2 tile's 16 columns: no change); its K blocks are then deeper (STREAMED_KC)."""
+    n = 512-2048 on Zen 4 (the AVX2 tile's 16 columns: no change)."""
     return 4 * _l1_kc(caches) * nr > caches.l1d // 2
 
 
-# The deepest K block of the A-outer order (rows_outer). There the micro-panels of A and B are read from L2 anyway:
-# each k step of the AVX-512 tile is 24 FMAs to its 2 vector loads and 12 broadcasts, which L2 keeps up with, so a
-# deeper block only saves work: a pass over C (load, add and store every tile) and a tile's start per K block.
-# SGEMM on one Zen 4 thread, median GFLOP/s at kc = 256 / 512 / 1024 / 2048: n = 1024 108.6 / 109.5 / 110.3 / 110.5,
-# 2048 108.5 / 110.5 / 111.2 / 111.3, 4096 109.9 / 111.1 / 111.9 / 111.7; the transformer's K = 1024 feed-forward
-# GEMM (1024 x 1024 -> 256) 103.6 -> 108.0 at 1024. Past 1024 nothing gains and the packed B block (kc x nc) grows.
+# CPUs whose 512-bit vector operations run as two 256-bit halves (Zen 4). A k step of the AVX-512 tile takes them twice
+# the cycles it takes a core with full-width FMA units (two 512-bit FMA ports), for the same operand bytes: their
+# micro-panels stream from L2, and their B block from L3, at full speed.
+HALF_WIDTH_CPUS = frozenset({"znver4"})
+
+# The deepest K block of the A-outer order (rows_outer) on a half-width core. There the micro-panels of A and B are
+# read from L2 anyway: each k step of the AVX-512 tile is 24 FMAs to its 2 vector loads and 12 broadcasts, which L2
+# keeps up with, so a deeper block only saves work: a pass over C (load, add and store every tile) and a tile's
+# start per K block. SGEMM on one Zen 4 thread, median GFLOP/s at kc = 256 / 512 / 1024 / 2048: n = 1024 108.6 /
+# 109.5 / 110.3 / 110.5, 2048 108.5 / 110.5 / 111.2 / 111.3, 4096 109.9 / 111.1 / 111.9 / 111.7; the transformer's
+# K = 1024 feed-forward GEMM (1024 x 1024 -> 256) 103.6 -> 108.0 at 1024. Past 1024 nothing gains and the packed B
+# block (kc x nc) grows.
 STREAMED_KC = 1024
 
 
-def cache_blocks(mr: int, nr: int, caches: CacheSizes) -> tuple[int, int, int]:
+def cache_blocks(mr: int, nr: int, caches: CacheSizes, half_width: bool = False) -> tuple[int, int, int]:
     """(kc, mc, nc) for an mr x nr register tile (the BLIS analytical model, rounded to what measured best).
 
-    KC steps of a 16-column B panel (64 bytes a step) fill half of L1; in the A-outer order (rows_outer), where
-    the micro-panels stream from L2, KC is as deep as an A micro-panel and a B panel fit in half of L2, at most
-    STREAMED_KC. An MC x KC block of packed A takes a quarter of L2. NC is such that a block of packed B at the L1
-    depth takes half of this core's share of L3, at most 1024 columns (wider blocks measured slower at n = 2048);
-    the deeper blocks measured best at the same width (SGEMM n = 1024 and 2048 at kc = 1024, one Zen 4 thread: 256
-    columns 105-106 GFLOP/s, 512 109, 1024 110-111).
+    KC steps of a 16-column B panel (64 bytes a step) fill half of L1. In the A-outer order (rows_outer), where
+    each A micro-panel meets every B panel of the block in turn, the B block (KC x NC) takes half of L2; on a
+    half-width core, KC is instead as deep as an A micro-panel and a B panel fit in half of L2, at most
+    STREAMED_KC, and NC such that a block of packed B at the L1 depth takes half of this core's share of L3, at
+    most 1024 columns (wider blocks measured slower at n = 2048; the deeper blocks measured best at the same
+    width: SGEMM n = 1024 and 2048 at kc = 1024, one Zen 4 thread: 256 columns 105-106 GFLOP/s, 512 109, 1024
+    110-111). Blocks that outgrow L2 so cost a full-width core a third: SGEMM n = 1024 and 2048 on one thread of
+    a Xeon with 48 KB L1 and 2 MB L2 (two 512-bit FMA ports) ran 102-150 GFLOP/s with them, 159-173 with these.
+    An MC x KC block of packed A takes a quarter of L2.
     """
     depth = _l1_kc(caches)
-    kc = _clamp(caches.l2 // (8 * (mr + nr)) // 32 * 32, 64, STREAMED_KC) if rows_outer(nr, caches) else depth
+    streamed = rows_outer(nr, caches) and half_width
+    kc = _clamp(caches.l2 // (8 * (mr + nr)) // 32 * 32, 64, STREAMED_KC) if streamed else depth
     mc = _clamp(caches.l2 // (16 * kc) // mr * mr, mr, 256 // mr * mr)
-    nc = _clamp(caches.l3_per_core // (8 * depth) // nr * nr, 256 // nr * nr, 1024)
+    if rows_outer(nr, caches) and not half_width:
+        nc = _clamp(caches.l2 // (8 * kc) // nr * nr, 256 // nr * nr, 1024)
+    else:
+        nc = _clamp(caches.l3_per_core // (8 * depth) // nr * nr, 256 // nr * nr, 1024)
     return kc, mc, nc
 
 
@@ -236,6 +251,8 @@ def _step(builder: ir.IRBuilder, a, b, k, acc, shape: KernelShape, tiling: Tilin
     w = tiling.width
     tail_mask = lane_mask(w, shape.tail) if shape.b_masked and shape.tail < w else None
     b_row = builder.mul(k, const64(shape.b_ks))
+    if tiling.rows_outer and not shape.b_masked:
+        _prefetch_b(builder, b, b_row, shape, w)
     bvec = []
     for v in range(shape.nv):
         ptr = elem_ptr(builder, b, builder.add(b_row, const64(v * w)))
@@ -247,6 +264,22 @@ def _step(builder: ir.IRBuilder, a, b, k, acc, shape: KernelShape, tiling: Tilin
         av = splat(builder, scalar, w)
         out.append([mul_add(builder, av, bvec[v], acc[r][v], tiling.fma) for v in range(shape.nv)])
     return out
+
+
+# How many k steps ahead the A-outer order's micro-kernel hints its packed B panel into L1 (2 KB for the AVX-512
+# tile). There each A micro-panel meets all of the block's B panels in turn, so a panel comes from L2 every time, in
+# short streams the hardware prefetchers learn late. One thread of a Xeon with two 512-bit FMA ports, compiled side by
+# side, median of 40 rounds, GFLOP/s without / with: a linear layer's 64 x 784 -> 512 (A read in place, B pre-packed)
+# 158 / 168, 64 x 512 -> 512 176 / 184, SGEMM n = 512-2048 167-171 / 172-176; the B-outer order (the AVX2 tile, whose
+# panel stays in L1) measured 3-5% slower with it, so it has none.
+B_PREFETCH_STEPS = 16
+
+
+def _prefetch_b(builder: ir.IRBuilder, b, b_row, shape: KernelShape, width: int) -> None:
+    """Hint the lines of the B step B_PREFETCH_STEPS ahead into L1 (past the panel's end: a harmless hint)."""
+    ahead = builder.add(b_row, const64(B_PREFETCH_STEPS * shape.b_ks))
+    for line in range(-(-shape.nv * width * 4 // CACHE_LINE)):
+        prefetch(builder, elem_ptr(builder, b, builder.add(ahead, const64(line * CACHE_LINE // 4))), L1)
 
 
 def carried_loop(builder: ir.IRBuilder, start, stop, step: int, init, body, label: str):

@@ -38,7 +38,7 @@ def lower_conv2d_grad(node: Node, ctx: KernelContext) -> KernelSpec:
     spec, weight = _spec(node), node.op != "conv2d_grad_input"
     if node.out.dtype != float32:
         return (_direct_grad_weight if weight else _direct_grad_input)(node, ctx, spec)
-    tiling = tiling_for(ctx.target.vector_width)
+    tiling = tiling_for(ctx.target.vector_width, cpu=ctx.target.cpu)
     k = begin_kernel(ctx, node.outputs, node.inputs)
     if weight:
         scratch = grad_weight_scratch_bytes(spec, tiling, _slices(node))

@@ -145,7 +145,7 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     weight = node.inputs[index[y.name]]
     y_shape, y_strides = _b_operand(anchor)
     spec = matmul_spec(x.shape, y_shape, None, y_strides)
-    tiling = tiling_for(ctx.target.vector_width)
+    tiling = tiling_for(ctx.target.vector_width, cpu=ctx.target.cpu)
     fixed = not reads_y and weight.name in ctx.fixed
     prepared = _prepack_b(ctx, spec, weight, index[y.name], tiling) if fixed else None
     if prepared is not None:
@@ -218,7 +218,7 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     if len(anchor.inputs) == 3:
         bias_slot = slots.setdefault(anchor.inputs[2].name, len(slots))
     epilogue = epilogue_of(body, anchor, mapper, slots, c_name, bias_slot)
-    tiling = tiling_for(ctx.target.vector_width)
+    tiling = tiling_for(ctx.target.vector_width, cpu=ctx.target.cpu)
     weight = node.inputs[index[w.name]]
     prepared = _prepack_conv_weight(ctx, spec, weight, index[w.name], tiling) if weight.name in ctx.fixed else None
     if prepared is not None:

@@ -36,23 +36,37 @@ def test_cache_blocks_of_a_zen3_core() -> None:
 
 
 def test_cache_blocks_of_a_zen4_core() -> None:
-    """The AVX-512 tile reads its micro-panels from L2 (A's outer): K blocks of up to STREAMED_KC steps."""
+    """Zen 4 runs 512-bit FMAs in halves: the AVX-512 tile streams its micro-panels from L2 and its B block from L3
+    (A's outer), with K blocks of up to STREAMED_KC steps."""
     zen4 = CacheSizes(32 * 1024, 1024 * 1024, 16 * 1024 * 1024)
-    assert cache_blocks(12, 32, zen4) == (STREAMED_KC, 60, 1024)
-    assert cache_blocks(6, 16, zen4) == (256, 252, 1024)
+    assert cache_blocks(12, 32, zen4, half_width=True) == (STREAMED_KC, 60, 1024)
+    assert cache_blocks(6, 16, zen4, half_width=True) == (256, 252, 1024)
+    assert tiling_for(16, zen4, cpu="znver4").kc == STREAMED_KC
+
+
+def test_cache_blocks_of_a_full_width_avx512_core() -> None:
+    """Two 512-bit FMA ports (a Xeon with 48 KB L1 and 2 MB L2): K blocks at the L1 depth, the B block that each A
+    micro-panel meets in turn in half of L2."""
+    xeon = CacheSizes(48 * 1024, 2 * 1024 * 1024, 5 * 1024 * 1024)
+    assert cache_blocks(12, 32, xeon) == (384, 252, 672)
+    assert tiling_for(16, xeon, cpu="sapphirerapids").kc == 384
+    assert cache_blocks(6, 16, xeon) == cache_blocks(6, 16, xeon, half_width=True)  # the AVX2 tile: B's panel in L1
 
 
 def test_cache_blocks_fit_their_caches_and_tiles() -> None:
     for caches in (CacheSizes(), CacheSizes(48 * 1024, 1280 * 1024, 2 * 1024 * 1024), CacheSizes(8192, 16384, 65536)):
         for width in (4, 8, 16):
-            t = tiling_for(width, caches)
-            assert t.kc % 32 == 0 and t.mc % t.mr == 0 and t.nc % t.nr == 0
-            if t.rows_outer:  # an A micro-panel and a B panel in half of L2
-                assert 4 * t.kc * (t.mr + t.nr) <= caches.l2 // 2 or t.kc == 64
-                assert t.kc <= STREAMED_KC
-            else:  # a 16-column B panel in half of L1
-                assert 4 * t.kc * 16 <= caches.l1d // 2 or t.kc == 64
-            assert 4 * t.mc * t.kc <= caches.l2 // 4 or t.mc == t.mr
+            for cpu in ("skylake-avx512", "znver4"):
+                t = tiling_for(width, caches, cpu=cpu)
+                assert t.kc % 32 == 0 and t.mc % t.mr == 0 and t.nc % t.nr == 0
+                if t.rows_outer and cpu == "znver4":  # an A micro-panel and a B panel in half of L2
+                    assert 4 * t.kc * (t.mr + t.nr) <= caches.l2 // 2 or t.kc == 64
+                    assert t.kc <= STREAMED_KC
+                else:  # a 16-column B panel in half of L1
+                    assert 4 * t.kc * 16 <= caches.l1d // 2 or t.kc == 64
+                if t.rows_outer and cpu != "znver4":  # the B block each A micro-panel meets in half of L2
+                    assert 4 * t.kc * t.nc <= caches.l2 // 2 or t.nc == 256 // t.nr * t.nr
+                assert 4 * t.mc * t.kc <= caches.l2 // 4 or t.mc == t.mr
 
 
 def test_gemm_with_small_cache_blocks_matches_numpy() -> None:

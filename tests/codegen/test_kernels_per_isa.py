@@ -31,7 +31,7 @@ def _asm(cpu: str, emit) -> tuple[str, int]:
     target = host_target(cpu=cpu)
     name = unique_name("t_isa", cpu, emit.__name__)
     module = target.new_module(name)
-    emit(module, name, tiling_for(target.vector_width))
+    emit(module, name, tiling_for(target.vector_width, cpu=cpu))
     return compile_ir(module, target=target, use_cache=False).asm(), target.vector_width
 
 
