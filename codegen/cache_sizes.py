@@ -1,4 +1,4 @@
-"""The host's data cache sizes, which size the GEMM's cache blocks (see gemm_kernel.tiling_for).
+"""The host's data cache sizes (and the L1's ways), which size the GEMM's cache blocks (see gemm_kernel.tiling_for).
 
 Read once from Linux's sysfs (the caches of CPU 0); where that is unavailable or unreadable, the sizes of a
 typical current x86 core stand in. Blocking only changes speed, never results, so a wrong guess is harmless.
@@ -15,11 +15,12 @@ SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 
 @dataclass(frozen=True)
 class CacheSizes:
-    """Bytes of the L1 data cache and L2 cache of one core, and of the L3 share of one core."""
+    """Bytes of the L1 data cache and L2 cache of one core, and of the L3 share of one core; the L1's ways."""
 
     l1d: int = 32 * 1024
     l2: int = 512 * 1024
     l3_per_core: int = 2 * 1024 * 1024
+    l1d_ways: int = 8
 
 
 def _parse_size(text: str) -> int | None:
@@ -28,6 +29,12 @@ def _parse_size(text: str) -> int | None:
     scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(text[-1:], 1)
     digits = text[:-1] if scale > 1 else text
     return int(digits) * scale if digits.isdigit() and int(digits) > 0 else None
+
+
+def _count(path: Path) -> int | None:
+    """A positive count written in a sysfs file, or None (absent or anything else)."""
+    text = path.read_text().strip() if path.exists() else ""
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def _shared_by(cpu_list: str) -> int:
@@ -53,6 +60,9 @@ def read_cache_sizes(root: Path = SYSFS) -> CacheSizes:
                 continue
             if level == "1":
                 found["l1d"] = size
+                ways = _count(entry / "ways_of_associativity")
+                if ways is not None:
+                    found["l1d_ways"] = ways
             elif level == "2":
                 found["l2"] = size
             elif level == "3":

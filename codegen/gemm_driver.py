@@ -26,7 +26,8 @@ two threads the other way, with no operand packed more often then, carries that 
 threads (Plan.pair; the kernel branches on its thread count).
 Every tile sits at the same place in the blocking whoever computes it, so the result does not depend on the thread
 count.
-Small problems (M <= MR) read A in place and, when B's rows are contiguous, B as well: nothing is packed.
+Small problems (M <= MR) read A in place and, when B's rows are contiguous, B as well: nothing is packed. A row-major
+A is read in place at any size where the L1 holds a micro-panel's rows even when they alias (Tiling.a_in_place).
 K is blocked whenever an operand is packed or pre-packed, also with A read in place: a linear layer's A micro-panel
 then stays in L1 while the weight's panels stream past it (64 x 784 -> 512 on one thread of a Xeon with 48 KB L1,
 two 512-bit FMA ports: 149 -> 161 GFLOP/s; 128 x 1024 -> 256: 168 -> 180).
@@ -152,7 +153,7 @@ def make_plan(p: Problem, t: Tiling) -> Plan:
     small = p.m <= t.mr
     if isinstance(p.a, Prepacked):
         a_mode = "prepacked"
-    elif isinstance(p.a, Strided) and (small or _cached(p.m, p.k)):
+    elif isinstance(p.a, Strided) and (small or _cached(p.m, p.k) or (t.a_in_place and p.a.cs == 1)):
         a_mode = "direct"
     else:
         a_mode = "pack"

@@ -29,6 +29,7 @@ class Tiling:
     nc: int
     fma: bool = True
     rows_outer: bool = False  # tile loops: A's micro-panels outer (each meets all of B's in turn), else B's
+    a_in_place: bool = False  # a row-major A is read where it lies, not packed (a_in_place())
     private_bytes: int = 512 * 1024  # the largest operand packed whole that each thread keeps a copy of: one L2
 
     @property
@@ -54,7 +55,19 @@ def tiling_for(width: int, caches: CacheSizes | None = None, cpu: str | None = N
     half_width = (cpu if cpu is not None else host_target().cpu) in HALF_WIDTH_CPUS
     kc, mc, nc = cache_blocks(mr, nv * width, caches, half_width)
     return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma,
-                  rows_outer=rows_outer(nv * width, caches), private_bytes=caches.l2)
+                  rows_outer=rows_outer(nv * width, caches), a_in_place=a_in_place(mr, nv * width, caches),
+                  private_bytes=caches.l2)
+
+
+def a_in_place(mr: int, nr: int, caches: CacheSizes) -> bool:
+    """Whether a row-major A is better read in place than packed: in the A-outer order (rows_outer), where each A
+    micro-panel is read once per B block and then from L1, when a set of the L1 holds the micro-panel's MR rows even
+    where they alias (rows a multiple of 4 KB apart map to one set). Packing then only adds a copy of A. One thread
+    of a Xeon with two 512-bit FMA ports and a 12-way L1, GFLOP/s packed / in place: the models' 1024 x 256 -> 768
+    173 / 176, -> 256 171 / 178, 1024 x 1024 -> 256 (rows 4 KB apart) 164 / 177, SGEMM n = 512-2048 169-173 /
+    174-178. Zen 4's 8-way L1 ran that 1024 x 1024 -> 256 at 109 packed, 103 in place on the AVX-512 tile (12 rows);
+    the B-outer order (AVX2's) reads A's block once per B panel, and lost 2-8% in place on the same Xeon."""
+    return rows_outer(nr, caches) and mr <= caches.l1d_ways
 
 
 def rows_outer(nr: int, caches: CacheSizes) -> bool:

@@ -9,24 +9,26 @@ from braze.codegen.gemm_kernel import STREAMED_KC, cache_blocks, tiling_for
 from tests.codegen.test_gemm import check
 
 
-def _cache(root: Path, index: int, level: int, kind: str, size: str, shared: str = "0") -> None:
+def _cache(root: Path, index: int, level: int, kind: str, size: str, shared: str = "0", ways: str = "") -> None:
     entry = root / f"index{index}"
     entry.mkdir(parents=True)
     for name, text in (("level", str(level)), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
         (entry / name).write_text(text + "\n")
+    if ways:
+        (entry / "ways_of_associativity").write_text(ways + "\n")
 
 
 def test_cache_sizes_read_from_sysfs(tmp_path) -> None:
-    _cache(tmp_path, 0, 1, "Data", "48K")
-    _cache(tmp_path, 1, 1, "Instruction", "32K")
-    _cache(tmp_path, 2, 2, "Unified", "1280K")
+    _cache(tmp_path, 0, 1, "Data", "48K", ways="12")
+    _cache(tmp_path, 1, 1, "Instruction", "32K", ways="8")
+    _cache(tmp_path, 2, 2, "Unified", "1280K", ways="10")
     _cache(tmp_path, 3, 3, "Unified", "30M", "0-5,12-17")
-    assert read_cache_sizes(tmp_path) == CacheSizes(48 * 1024, 1280 * 1024, 30 * 1024 * 1024 // 12)
+    assert read_cache_sizes(tmp_path) == CacheSizes(48 * 1024, 1280 * 1024, 30 * 1024 * 1024 // 12, 12)
 
 
 def test_cache_sizes_default_where_sysfs_is_missing_or_garbled(tmp_path) -> None:
     assert read_cache_sizes(tmp_path / "absent") == CacheSizes()
-    _cache(tmp_path, 0, 1, "Data", "lots")
+    _cache(tmp_path, 0, 1, "Data", "lots", ways="many")
     _cache(tmp_path, 2, 2, "Unified", "2M")
     assert read_cache_sizes(tmp_path) == CacheSizes(l2=2 * 1024 * 1024)
 
@@ -51,6 +53,16 @@ def test_cache_blocks_of_a_full_width_avx512_core() -> None:
     assert cache_blocks(12, 32, xeon) == (384, 252, 672)
     assert tiling_for(16, xeon, cpu="sapphirerapids").kc == 384
     assert cache_blocks(6, 16, xeon) == cache_blocks(6, 16, xeon, half_width=True)  # the AVX2 tile: B's panel in L1
+
+
+def test_a_is_read_in_place_where_the_l1_holds_a_micro_panels_aliasing_rows() -> None:
+    """Only in the A-outer order (the AVX-512 tile at these L1 sizes), and only where a set of the L1 has a way for
+    each of the tile's rows: a 12-way L1 for the 12-row tile, not Zen 4's 8-way one."""
+    xeon = CacheSizes(48 * 1024, 2 * 1024 * 1024, 5 * 1024 * 1024, l1d_ways=12)
+    zen4 = CacheSizes(32 * 1024, 1024 * 1024, 16 * 1024 * 1024, l1d_ways=8)
+    assert tiling_for(16, xeon, cpu="sapphirerapids").a_in_place
+    assert not tiling_for(16, zen4, cpu="znver4").a_in_place
+    assert not tiling_for(8, xeon, cpu="haswell").a_in_place  # B's outer: A's block is reread for every B panel
 
 
 def test_cache_blocks_fit_their_caches_and_tiles() -> None:

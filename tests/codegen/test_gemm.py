@@ -138,11 +138,28 @@ def test_gemm_packed_a_on_every_edge_row_count(width, monkeypatch) -> None:
     transposed A one step at a time. Each step's store spills onto the next step's slots (rewritten right after),
     the panel's last step does not."""
     monkeypatch.setattr(gemm_driver, "CACHED_BYTES", 0)
-    tiling = tiling_for(width)
+    tiling = replace(tiling_for(width), a_in_place=False)
     for m in range(tiling.mr + 1, 2 * tiling.mr + 1):
         assert gemm_plan(GemmSpec.contiguous(m, 40, 2 * width + 3), tiling).a_mode == "pack"
         check(m, 40, 2 * width + 3, tiling=tiling)
         check_transposed_a(m, 40, 2 * width + 3, tiling=tiling)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_gemm_reads_a_row_major_a_in_place_where_the_tiling_says(width, monkeypatch) -> None:
+    """Tiling.a_in_place: a row-major A of any size is read where it lies (not packed), over several K blocks and
+    with each possible row count of the last panel, its rows 4 KB apart or not; on 1 and 3 threads. A transposed A
+    is still packed (its k steps would be a stride apart)."""
+    monkeypatch.setattr(gemm_driver, "CACHED_BYTES", 0)
+    tiling = replace(tiling_for(width), a_in_place=True, kc=64)
+    for m in range(tiling.mr + 1, 2 * tiling.mr + 1):
+        for k in (1024, 2 * width + 3):
+            spec = GemmSpec.contiguous(m, 40, k)
+            assert gemm_plan(spec, tiling).a_mode == "direct"
+            check(m, 40, k, tiling=tiling)
+    check(3 * tiling.mr + 1, 3 * tiling.nr + 5, 200, tiling=tiling, nthreads=3)
+    transposed = GemmSpec(50, 40, 30, Strided(1, 50), Strided(40, 1), Strided(40, 1))
+    assert gemm_plan(transposed, tiling).a_mode == "pack"
 
 
 def test_gemm_transposed_b_large() -> None:
@@ -296,7 +313,8 @@ def test_gemm_operand_packed_whole_gives_the_same_bits(width, m, n, k, kept, how
     once per call into the shared area, claiming its panels, before any tile is computed. Several K blocks and edge
     panels: the bits of one thread (which packs block by block), for 2-4 threads claiming at once and one after
     another, and numpy's result. A batched problem keeps and shares nothing (its chunks mostly span whole batches)."""
-    tiling, batch = replace(tiling_for(width), kc=256, private_bytes=16 << 20 if how == "kept" else 0), ()
+    tiling, batch = replace(tiling_for(width), kc=256, private_bytes=16 << 20 if how == "kept" else 0,
+                            a_in_place=False), ()
     m = m or (n // tiling.nr + 2) * tiling.mr + 1  # more row panels than column panels: rows are split
     spec = GemmSpec.contiguous(m, n, k, batch)
     plan = gemm_plan(spec, tiling)
