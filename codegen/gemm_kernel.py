@@ -30,6 +30,7 @@ class Tiling:
     fma: bool = True
     rows_outer: bool = False  # tile loops: A's micro-panels outer (each meets all of B's in turn), else B's
     a_in_place: bool = False  # a row-major A is read where it lies, not packed (a_in_place())
+    prefetch_b: bool = False  # the micro-kernel hints packed B B_PREFETCH_STEPS ahead into L1
     private_bytes: int = 512 * 1024  # the largest operand packed whole that each thread keeps a copy of: one L2
 
     @property
@@ -56,6 +57,7 @@ def tiling_for(width: int, caches: CacheSizes | None = None, cpu: str | None = N
     kc, mc, nc = cache_blocks(mr, nv * width, caches, half_width)
     return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma,
                   rows_outer=rows_outer(nv * width, caches), a_in_place=a_in_place(mr, nv * width, caches),
+                  prefetch_b=rows_outer(nv * width, caches) and not half_width,
                   private_bytes=caches.l2)
 
 
@@ -273,7 +275,7 @@ def _step(builder: ir.IRBuilder, a, b, k, acc, shape: KernelShape, tiling: Tilin
     w = tiling.width
     tail_mask = lane_mask(w, shape.tail) if shape.b_masked and shape.tail < w else None
     b_row = builder.mul(k, const64(shape.b_ks))
-    if tiling.rows_outer and not shape.b_masked:
+    if tiling.prefetch_b and not shape.b_masked:
         _prefetch_b(builder, b, b_row, shape, w)
     bvec = []
     for v in range(shape.nv):
@@ -288,12 +290,13 @@ def _step(builder: ir.IRBuilder, a, b, k, acc, shape: KernelShape, tiling: Tilin
     return out
 
 
-# How many k steps ahead the A-outer order's micro-kernel hints its packed B panel into L1 (2 KB for the AVX-512
-# tile). There each A micro-panel meets all of the block's B panels in turn, so a panel comes from L2 every time, in
-# short streams the hardware prefetchers learn late. One thread of a Xeon with two 512-bit FMA ports, compiled side by
-# side, median of 40 rounds, GFLOP/s without / with: a linear layer's 64 x 784 -> 512 (A read in place, B pre-packed)
-# 158 / 168, 64 x 512 -> 512 176 / 184, SGEMM n = 512-2048 167-171 / 172-176; the B-outer order (the AVX2 tile, whose
-# panel stays in L1) measured 3-5% slower with it, so it has none.
+# How many k steps ahead the micro-kernel hints its packed B panel into L1 (2 KB for the AVX-512 tile), in the A-outer
+# order of a full-width core (Tiling.prefetch_b). There each A micro-panel meets all of the block's B panels in turn,
+# so a panel comes from L2 every time, in short streams the hardware prefetchers learn late. One thread of a Xeon with
+# two 512-bit FMA ports, compiled side by side, median of 40 rounds, GFLOP/s without / with: a linear layer's 64 x 784
+# -> 512 (A read in place, B pre-packed) 158 / 168, 64 x 512 -> 512 176 / 184, SGEMM n = 512-2048 167-171 / 172-176.
+# The B-outer order (the AVX2 tile, whose panel stays in L1) measured 3-5% slower with it; Zen 4's streamed blocks
+# were not measured with it and keep their code.
 B_PREFETCH_STEPS = 16
 
 

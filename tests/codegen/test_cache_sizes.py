@@ -65,6 +65,13 @@ def test_a_is_read_in_place_where_the_l1_holds_a_micro_panels_aliasing_rows() ->
     assert not tiling_for(8, xeon, cpu="haswell").a_in_place  # B's outer: A's block is reread for every B panel
 
 
+def test_b_is_hinted_into_l1_only_in_the_a_outer_order_of_a_full_width_core() -> None:
+    xeon = CacheSizes(48 * 1024, 2 * 1024 * 1024, 5 * 1024 * 1024, l1d_ways=12)
+    assert tiling_for(16, xeon, cpu="sapphirerapids").prefetch_b
+    assert not tiling_for(16, xeon, cpu="znver4").prefetch_b
+    assert not tiling_for(8, xeon, cpu="haswell").prefetch_b
+
+
 def test_cache_blocks_fit_their_caches_and_tiles() -> None:
     for caches in (CacheSizes(), CacheSizes(48 * 1024, 1280 * 1024, 2 * 1024 * 1024), CacheSizes(8192, 16384, 65536)):
         for width in (4, 8, 16):

@@ -185,3 +185,17 @@ def test_channel_tiles_keep_their_accumulators_in_registers(cpu) -> None:
     asm, _ = _asm(cpu, _conv_stride2_tile)
     loops = _fma_loops(asm)
     assert loops and not any("(%rsp)" in body for body in loops)
+
+
+def _linear_layer(module, name, tiling) -> None:
+    """A linear layer at batch 64: A read in place or packed, B pre-packed (a model's weight)."""
+    emit_gemm(module, name, GemmSpec.contiguous(64, 512, 784, prepacked_b=True, tiling=tiling), tiling)
+
+
+@pytest.mark.parametrize("cpu, hinted", [("sapphirerapids", True), ("znver4", False), ("haswell", False)])
+def test_micro_kernel_hints_b_into_l1_in_the_a_outer_order_of_a_full_width_core(cpu, hinted) -> None:
+    """Tiling.prefetch_b: the k loop of a full-width AVX-512 core's micro-kernel hints the B step ahead into L1 (its
+    B panels stream from L2); Zen 4's (half-width) and the AVX2 tile's (B's panel in L1) k loops hint nothing."""
+    asm, _ = _asm(cpu, _linear_layer)
+    loops = _fma_loops(asm)
+    assert loops and any("prefetcht0" in body for body in loops) == hinted
