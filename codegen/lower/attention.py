@@ -5,7 +5,7 @@ The units are (batch point, block of query rows), claimed by the threads (codege
 keys in blocks of `cols` (a multiple of the vector width W, at most 8 W, fewer where the transposed block would pass
 BLOCK_BYTES, so that it stays in L1 beside the value rows): it copies the block of k transposed into its scratch
 (E x cols, so the scores of one query row are W keys wide), then takes its rows a group of G at a time (TILES: 4
-rows; the rows left over one by one). For a group it computes the block's scores up to P key vectors per pass over E
+rows, 6 on a full-width AVX-512 core; the rows left over one by one). For a group it computes the block's scores up to P key vectors per pass over E
 (4 with 32 vector registers, 3 with 16; the passes as even as P allows, since a pass of one vector leaves only G FMA
 chains), in G x P vector accumulators (each key vector loaded once feeds an FMA for every row of the group), scales
 them, applies the mask, the causal mask and the end of the keys as -inf lanes and stores them before the next pass,
@@ -46,8 +46,10 @@ from braze.ir.registry import get_op
 from braze.ir.types import DType
 from braze.ir.views import View, contiguous, follow, follow_back, unit_last
 
+from ..gemm_kernel import HALF_WIDTH_CPUS
 from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, vector_const, vector_loop, vector_registers
 from ..vecmath import exp2_nonpositive
+from ..target import Target
 from ..vecmath_emit import VectorEmit
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
                    constant, iota, load, offset_of, register, register_type, store, unsupported, widen)
@@ -66,15 +68,20 @@ MIN_ROWS = 32
 KEY_VECTORS = 8      # key block width in vectors, at most: the scores of one row folded at a time
 # (rows G, vectors P) of a group's register tile per vector register count: G x P accumulators, P key (value)
 # vectors and a broadcast. With 16 registers (AVX2), 2 x 4 tiles left the FMAs short of independent chains and
-# loaded 6 vectors per 8 FMAs: 4 x 3 ran the transformer's attention 1.2x faster.
+# loaded 6 vectors per 8 FMAs: 4 x 3 ran the transformer's attention 1.2x faster. A core with two full-width 512-bit
+# FMA ports takes 6 x 4 (24 of 32 registers, 4 vector loads per 24 FMAs): on such a Xeon, one thread, GFLOP/s 4 x 4 /
+# 6 x 4, heads of 64 dimensions at L = S = 128 108 / 118, 512 130 / 140, 197 90 / 96, 77 65 / 67, and of 128 at 128
+# 110 / 116. Zen 4 (half-width, gemm_kernel.HALF_WIDTH_CPUS) keeps the 4 x 4 it was measured with.
 TILES = {32: (4, 4), 16: (4, 3)}
+FULL_WIDTH_TILE = (6, 4)
 BLOCK_BYTES = 16 * 1024   # the transposed key block stays within half of a 32 KB L1 beside the value rows
 
 
 class _Shapes:
     """The static sizes of one attention node and the blocking chosen for them."""
 
-    def __init__(self, node: Node, width: int) -> None:
+    def __init__(self, node: Node, target: Target) -> None:
+        width = target.vector_width
         q, k, v = node.inputs[:3]
         self.dtype: DType = q.dtype
         self.batch = q.shape[:-2]
@@ -82,7 +89,7 @@ class _Shapes:
         self.S, self.Ev = k.shape[-2], v.shape[-1]
         self.W = max(width * 4 // self.dtype.itemsize, 1)
         # G rows share each loaded key or value vector; P vectors of each row per pass
-        self.G, self.P = TILES[vector_registers(width)]
+        self.G, self.P = group_tile(target)
         fits = BLOCK_BYTES // max(self.E * self.dtype.itemsize * self.W, 1)
         cols = min(max(fits, 1), KEY_VECTORS) * self.W
         self.cols = min(cols, max(-(-self.S // self.W), 1) * self.W)
@@ -106,6 +113,13 @@ class _Shapes:
     def scratch_elements(self) -> int:
         """Transposed key block, a group's rows of scores, and per row of a unit its accumulator, maximum and sum."""
         return self.E * self.cols + self.G * self.cols + self.rows * (self.Ev + 2)
+
+
+def group_tile(target: Target) -> tuple[int, int]:
+    """(G, P): the rows of a group and the key (value) vectors of a pass, by the target's registers and FMA units."""
+    registers = vector_registers(target.vector_width)
+    full_width = registers == 32 and target.is_x86 and target.cpu not in HALF_WIDTH_CPUS
+    return FULL_WIDTH_TILE if full_width else TILES[registers]
 
 
 def unit_rows(points: int, length: int, row_bytes: int, group: int) -> int:
@@ -186,7 +200,7 @@ def _chain_from(body: Graph, start: Value, end: Value) -> list[Node]:
 
 
 def _kernel(k: Kernel, node: Node, operands: list[_Operand], out: _Operand, op: str) -> KernelSpec:
-    shapes = _Shapes(node, k.target.vector_width)
+    shapes = _Shapes(node, k.target)
     if not shapes.dtype.is_float or shapes.dtype.itemsize not in (4, 8):
         raise unsupported(node, "attention compiles in float32 and float64")
     if node.out.type.size:

@@ -13,7 +13,7 @@ import pytest
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.lower.attention import passes, unit_rows
+from braze.codegen.lower.attention import group_tile, passes, unit_rows
 from braze.ir.errors import ParseError
 from braze.ir.interpret import interpret
 from braze.ir.passes import optimize
@@ -95,7 +95,14 @@ def test_attention_scale_of_any_sign_with_and_without_masks(scale: float, mask: 
 # The last three: a last key block narrower than the others, on code of its own width (130 keys in blocks of 128;
 # 107 keys of 64 dimensions in blocks of 64 (float32) or 32 (float64), the last block several vectors and passes).
 GROUPED = [((2,), 70, 70, 8, 69), ((1,), 66, 37, 5, 31), ((1,), 131, 9, 2, 4), ((1,), 531, 40, 6, 7),
-           ((3,), 7, 130, 17, 15), ((1,), 9, 107, 64, 16), ((2,), 13, 77, 64, 64)]
+           ((3,), 7, 130, 17, 15), ((1,), 9, 107, 64, 16), ((2,), 13, 77, 64, 64), ((1,), 14, 33, 16, 20)]
+
+
+@pytest.mark.parametrize("cpu, tile", [("sapphirerapids", (6, 4)), ("znver4", (4, 4)), ("haswell", (4, 3))])
+def test_attention_row_group_tile_per_core(cpu: str, tile: tuple[int, int]) -> None:
+    """6 rows by 4 vectors on a core with full-width 512-bit FMA units, 4 by 4 on Zen 4's halves, 4 by 3 with 16
+    registers (AVX2): the GROUPED shapes leave every count of rows over from none to 5 of 6 (and of 4)."""
+    assert group_tile(host_target(cpu=cpu)) == tile
 
 
 def test_attention_score_passes_are_as_few_and_as_even_as_the_registers_allow() -> None:
@@ -169,6 +176,19 @@ def test_attention_forced_avx2_and_sse_match_reference(cpu: str, width: int, mon
                                                  ("float64", 6, width * 4 + 3, 2, width + 1),
                                                  ("float32", 67, 70, 5, 4 * width + 3)]):
         check(_operands(10 + seed, (2,), l, s, e, ev, dtype, "bool", (l, s)), causal=seed in (1, 3))
+
+
+@pytest.mark.parametrize("tile", [(4, 4), (6, 4)])
+def test_attention_on_either_wide_register_tile_matches_reference(tile: tuple[int, int], monkeypatch) -> None:
+    """Both tiles of 32-register targets on the host (whichever its core takes): rows left over from groups of G and
+    passes of up to P key vectors, float32 and float64, causal or not. Shapes no other test compiles (the harness
+    caches kernels by node)."""
+    import braze.codegen.lower.attention as attention
+    monkeypatch.setattr(attention, "FULL_WIDTH_TILE", tile)
+    monkeypatch.setitem(attention.TILES, 32, tile)
+    width = host_target().vector_width
+    for seed, (dtype, l, e, ev) in enumerate([("float32", 29 + tile[0], 64, 64), ("float64", 11 + tile[0], 7, 9)]):
+        check(_operands(20 + seed, (2,), l, 5 * width + 3, e, ev, dtype), causal=seed == 1)
 
 
 def test_attention_matches_torch_sdpa() -> None:
