@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 
 from .cache_sizes import CacheSizes, host_cache_sizes
 from .loops import F32, I1, I32, I64, PTR, define_function, entry_builder, lane_mask, splat, zeros
-from .target import host_target
+from .target import HALF_WIDTH_CPUS, host_target
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,9 @@ def tiling_for(width: int, caches: CacheSizes | None = None, cpu: str | None = N
     caches = caches or host_cache_sizes()
     half_width = (cpu if cpu is not None else host_target().cpu) in HALF_WIDTH_CPUS
     kc, mc, nc = cache_blocks(mr, nv * width, caches, half_width)
-    return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma,
-                  rows_outer=rows_outer(nv * width, caches), a_in_place=a_in_place(mr, nv * width, caches),
-                  prefetch_b=rows_outer(nv * width, caches) and not half_width,
+    outer = rows_outer(nv * width, caches)
+    return Tiling(width=width, mr=mr, nv=nv, kc=kc, mc=mc, nc=nc, fma=fma, rows_outer=outer,
+                  a_in_place=a_in_place(mr, nv * width, caches), prefetch_b=outer and not half_width,
                   private_bytes=caches.l2)
 
 
@@ -80,12 +80,8 @@ def rows_outer(nr: int, caches: CacheSizes) -> bool:
     return 4 * _l1_kc(caches) * nr > caches.l1d // 2
 
 
-# CPUs whose 512-bit vector operations run as two 256-bit halves (Zen 4). A k step of the AVX-512 tile takes them twice
-# the cycles it takes a core with full-width FMA units (two 512-bit FMA ports), for the same operand bytes: their
-# micro-panels stream from L2, and their B block from L3, at full speed.
-HALF_WIDTH_CPUS = frozenset({"znver4"})
-
-# The deepest K block of the A-outer order (rows_outer) on a half-width core. There the micro-panels of A and B are
+# The deepest K block of the A-outer order (rows_outer) on a half-width core (target.HALF_WIDTH_CPUS), whose
+# micro-panels stream from L2, and its B block from L3, at full speed. There the micro-panels of A and B are
 # read from L2 anyway: each k step of the AVX-512 tile is 24 FMAs to its 2 vector loads and 12 broadcasts, which L2
 # keeps up with, so a deeper block only saves work: a pass over C (load, add and store every tile) and a tile's
 # start per K block. SGEMM on one Zen 4 thread, median GFLOP/s at kc = 256 / 512 / 1024 / 2048: n = 1024 108.6 /
@@ -108,11 +104,10 @@ def cache_blocks(mr: int, nr: int, caches: CacheSizes, half_width: bool = False)
     a Xeon with 48 KB L1 and 2 MB L2 (two 512-bit FMA ports) ran 102-150 GFLOP/s with them, 159-173 with these.
     An MC x KC block of packed A takes a quarter of L2.
     """
-    depth = _l1_kc(caches)
-    streamed = rows_outer(nr, caches) and half_width
-    kc = _clamp(caches.l2 // (8 * (mr + nr)) // 32 * 32, 64, STREAMED_KC) if streamed else depth
+    depth, outer = _l1_kc(caches), rows_outer(nr, caches)
+    kc = _clamp(caches.l2 // (8 * (mr + nr)) // 32 * 32, 64, STREAMED_KC) if outer and half_width else depth
     mc = _clamp(caches.l2 // (16 * kc) // mr * mr, mr, 256 // mr * mr)
-    if rows_outer(nr, caches) and not half_width:
+    if outer and not half_width:
         nc = _clamp(caches.l2 // (8 * kc) // nr * nr, 256 // nr * nr, 1024)
     else:
         nc = _clamp(caches.l3_per_core // (8 * depth) // nr * nr, 256 // nr * nr, 1024)

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 CPU_ENV = "BRAZE_CPU"
 OPT_LEVEL = 3
+# CPUs whose 512-bit vector operations run as two 256-bit halves (Zen 4): a k step of a GEMM's or an attention's
+# AVX-512 tile takes them twice the cycles it takes a core with full-width FMA units (two 512-bit FMA ports), for the
+# same operand bytes, so their kernels are tuned apart (gemm_kernel.cache_blocks, lower/attention.group_tile).
+HALF_WIDTH_CPUS = frozenset({"znver4"})
 
 _lock = threading.RLock()
 _probed_widths: dict[tuple[str, str, str], int] = {}
@@ -58,6 +62,11 @@ class Target:
         x86, also for a CPU named without its features). AVX2's vmaskmovps store is slow on AMD cores, and other
         targets have none (LLVM stores lane by lane)."""
         return self.is_x86 and self.vector_width >= 16
+
+    @property
+    def half_width(self) -> bool:
+        """Whether this CPU runs 512-bit vector operations as two 256-bit halves (HALF_WIDTH_CPUS)."""
+        return self.cpu in HALF_WIDTH_CPUS
 
     @property
     def identity(self) -> str:

@@ -5,17 +5,17 @@ The units are (batch point, block of query rows), claimed by the threads (codege
 keys in blocks of `cols` (a multiple of the vector width W, at most 8 W, fewer where the transposed block would pass
 BLOCK_BYTES, so that it stays in L1 beside the value rows): it copies the block of k transposed into its scratch
 (E x cols, so the scores of one query row are W keys wide), then takes its rows a group of G at a time (TILES: 4
-rows, 6 on a full-width AVX-512 core; the rows left over one by one). For a group it computes the block's scores up to P key vectors per pass over E
-(4 with 32 vector registers, 3 with 16; the passes as even as P allows, since a pass of one vector leaves only G FMA
-chains), in G x P vector accumulators (each key vector loaded once feeds an FMA for every row of the group), scales
-them, applies the mask, the causal mask and the end of the keys as -inf lanes and stores them before the next pass,
-and folds each row's scores into its online softmax: the running maximum m, the running sum l of exp(s - m) and the
-output accumulator (Ev elements), both rescaled by exp(m_old - m_new) when the maximum grows; the rows' folds run side
-by side, not one after another. In float32 the exponentials are powers of two, 2^((s - m) log2 e)
-(vecmath.exp2_nonpositive: 12 instructions a vector against 16 through exp), and a positive scale without a float mask
-goes into that factor, so the scores are stored unscaled (the transformer's attention ran 2-3% faster). The group's
-p @ v then runs P output vectors at a time with G rows of accumulators, so each value vector is loaded once per group.
-Only the group's rows of scores (G x cols elements) are ever in memory.
+rows, 6 on a full-width AVX-512 core; the rows left over one by one). For a group it computes the block's scores up
+to P key vectors per pass over E (4 with 32 vector registers, 3 with 16; the passes as even as P allows, since a pass
+of one vector leaves only G FMA chains), in G x P vector accumulators (each key vector loaded once feeds an FMA for
+every row of the group), scales them, applies the mask, the causal mask and the end of the keys as -inf lanes and
+stores them before the next pass, and folds each row's scores into its online softmax: the running maximum m, the
+running sum l of exp(s - m) and the output accumulator (Ev elements), both rescaled by exp(m_old - m_new) when the
+maximum grows; the rows' folds run side by side, not one after another. In float32 the exponentials are powers of
+two, 2^((s - m) log2 e) (vecmath.exp2_nonpositive: 12 instructions a vector against 16 through exp), and a positive
+scale without a float mask goes into that factor, so the scores are stored unscaled (the transformer's attention ran
+2-3% faster). The group's p @ v then runs P output vectors at a time with G rows of accumulators, so each value vector
+is loaded once per group. Only the group's rows of scores (G x cols elements) are ever in memory.
 With `causal`, key blocks wholly above the diagonal of a unit are never visited, and a row skips the blocks that
 start past it. Where S is not a multiple of the block, the last block runs on code of its own width, its scores and
 exponentials covering its keys rounded up to a vector rather than a whole block: 197 keys of 64 dimensions (a
@@ -46,10 +46,9 @@ from braze.ir.registry import get_op
 from braze.ir.types import DType
 from braze.ir.views import View, contiguous, follow, follow_back, unit_last
 
-from ..gemm_kernel import HALF_WIDTH_CPUS
 from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, vector_const, vector_loop, vector_registers
-from ..vecmath import exp2_nonpositive
 from ..target import Target
+from ..vecmath import exp2_nonpositive
 from ..vecmath_emit import VectorEmit
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claimed_unit_loop,
                    constant, iota, load, offset_of, register, register_type, store, unsupported, widen)
@@ -71,7 +70,7 @@ KEY_VECTORS = 8      # key block width in vectors, at most: the scores of one ro
 # loaded 6 vectors per 8 FMAs: 4 x 3 ran the transformer's attention 1.2x faster. A core with two full-width 512-bit
 # FMA ports takes 6 x 4 (24 of 32 registers, 4 vector loads per 24 FMAs): on such a Xeon, one thread, GFLOP/s 4 x 4 /
 # 6 x 4, heads of 64 dimensions at L = S = 128 108 / 118, 512 130 / 140, 197 90 / 96, 77 65 / 67, and of 128 at 128
-# 110 / 116. Zen 4 (half-width, gemm_kernel.HALF_WIDTH_CPUS) keeps the 4 x 4 it was measured with.
+# 110 / 116. Zen 4 (half-width, Target.half_width) keeps the 4 x 4 it was measured with.
 TILES = {32: (4, 4), 16: (4, 3)}
 FULL_WIDTH_TILE = (6, 4)
 BLOCK_BYTES = 16 * 1024   # the transposed key block stays within half of a 32 KB L1 beside the value rows
@@ -118,7 +117,7 @@ class _Shapes:
 def group_tile(target: Target) -> tuple[int, int]:
     """(G, P): the rows of a group and the key (value) vectors of a pass, by the target's registers and FMA units."""
     registers = vector_registers(target.vector_width)
-    full_width = registers == 32 and target.is_x86 and target.cpu not in HALF_WIDTH_CPUS
+    full_width = registers == 32 and target.is_x86 and not target.half_width
     return FULL_WIDTH_TILE if full_width else TILES[registers]
 
 
