@@ -1,25 +1,39 @@
 """Dynamic work claiming: the threads of a call take chunks of a kernel's units from a shared counter.
 
 A kernel whose work splits into many independent units (rows, planes, GEMM panels) does not cut them into one
-fixed share per thread: each thread repeatedly claims the next `chunk` units from an atomic counter until none
+fixed share per thread: each thread repeatedly claims a chunk of the units left from an atomic counter until none
 are left, so a thread that lost its core or runs slower simply claims fewer. Each unit is still computed by exactly
 one thread, and what a unit computes does not depend on which thread computes it, so results are bit-identical for
 every thread count.
 
 A loop's claim words are two i64 in the call's sync block (codegen/abi.py, CLAIM_OFFSET; one slot per claimed loop
-of a kernel): the next unclaimed unit, and how many threads have left the loop. Every thread of a call runs every
-kernel, so the last of them to leave knows that nobody reads the counter any more and zeroes both words; it does so
-before it arrives at the barrier that precedes the next kernel, so the next kernel (and the first kernel of the next
-call, which starts only after every thread has finished this one) finds them zero without a barrier of its own.
-Two loops of one kernel, with no barrier between them, need two slots. With one thread, or without claim words (a
-null pointer), each thread takes its static share of the units in one chunk and touches no shared memory.
+of a kernel): the units claimed so far (from either end, see below), and how many threads have left the loop. Every
+thread of a call runs every kernel, so the last of them to leave knows that nobody reads the counter any more and
+zeroes both words; it does so before it arrives at the barrier that precedes the next kernel, so the next kernel
+(and the first kernel of the next call, which starts only after every thread has finished this one) finds them zero
+without a barrier of its own. Two loops of one kernel, with no barrier between them, need two slots. With one
+thread, or without claim words (a null pointer), each thread takes its static share of the units in one chunk and
+touches no shared memory.
 
 How big a chunk is: the units left over CLAIMS_PER_THREAD times the thread count, so that chunks shrink as the loop
 nears its end and the threads finish together, but never more than the first chunk nor less than a TAIL_SPLIT-th
 of it, so that a loop costs a few dozen claims however many units it has. With a fixed chunk, the last one could
 leave a thread idle for most of a chunk: SGEMM n = 512 on two threads claimed its 43 row panels 6 at a time, one
 thread computing 24 and the other 19 (188-191 GFLOP/s; with shrinking chunks 209-216).
-A claim reads the counter and compare-and-swaps it forward by the chunk that what is left asks for.
+A claim reads the counter word and compare-and-swaps it forward by the chunk that what is left asks for.
+
+Which end: the counter word holds two counts, the units taken from the front (its low half) and from the back (its
+high half); threads of even id claim from the front, of odd id from the back. So on two threads, thread 0 computes
+a prefix of every loop and thread 1 a suffix, whose border moves only as far as the threads' speeds differ: the
+split is the static one where both run alike, and one kernel's thread finds in its own caches what the same thread
+wrote of the previous kernel's output (a kernel's units walk the output in memory order), or the part of a weight
+it read in the previous call. Claimed from one end, which thread took which chunk changed from call to call, and the
+data followed it between the cores: on a Xeon with two 512-bit FMA ports, two threads, medians side by side, one
+end / two ends: the benchmark CNN's three convs alone at batch 1 13.7 / 11.8, 38.7 / 37.1, 37.8 / 35.0 us, whole
+models (benchmarks/models.py) CNN b1 104 / 100 us, MLP b64 325 / 317 us, CNN b64 4.38 / 4.23 ms, transformer b8
+6.56 / 6.33 ms. On more threads the even ones share the front and the odd ones the back, which keeps less of that
+affinity (a counter per thread would keep it all, at a cache line per thread in every claim slot). Loops of more
+than HALF_MASK units (a count the low half cannot hold) are claimed from the front.
 """
 from __future__ import annotations
 
@@ -35,6 +49,7 @@ from .loops import I64, PTR, i64
 CLAIMS_PER_THREAD = 4
 TAIL_SPLIT = 4  # the last chunks are at least the first one's size over this
 LEAVERS_BYTE = 8  # the leavers word, after the counter
+HALF_MASK = 0xFFFFFFFF  # the counter word's low half: the units taken from the front
 
 
 @contextmanager
@@ -54,6 +69,7 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     valid = b.and_(b.icmp_signed(">=", tid, i64(0)), b.icmp_signed("<", tid, nthreads))
     b.cbranch(valid, setup, done)
     b.position_at_end(setup)
+    two_ends = units <= HALF_MASK
     shared = b.and_(b.icmp_signed(">", nthreads, i64(1)), b.icmp_unsigned("!=", claim, ir.Constant(PTR, None)))
     claims = b.mul(nthreads, i64(CLAIMS_PER_THREAD))
     chunk = b.sdiv(b.add(i64(units), b.sub(claims, i64(1))), claims)
@@ -67,18 +83,23 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     b.position_at_end(take)
     first_seen = b.load_atomic(claim, "monotonic", 8, typ=I64)
     b.branch(attempt)
-    b.position_at_end(attempt)  # seen: the counter as last read; all taken once it reaches the units
+    b.position_at_end(attempt)  # seen: the counter word as last read
     seen = b.phi(I64, name=f"{name}.seen")
     seen.add_incoming(first_seen, take)
-    wanted = b.sdiv(b.add(b.sub(i64(units), seen), b.sub(claims, i64(1))), claims)
+    front, back = (b.and_(seen, i64(HALF_MASK)), b.lshr(seen, i64(32))) if two_ends else (seen, i64(0))
+    left = b.sub(b.sub(i64(units), front), back, name=f"{name}.left")
+    wanted = b.sdiv(b.add(left, b.sub(claims, i64(1))), claims)
     wanted = b.select(b.icmp_signed(">", wanted, chunk), chunk, wanted)
-    wanted = b.select(b.icmp_signed("<", wanted, least), least, wanted, name=f"{name}.wanted")
-    b.cbranch(b.icmp_signed(">=", seen, i64(units)), got, swap)
+    wanted = b.select(b.icmp_signed("<", wanted, least), least, wanted)
+    wanted = b.select(b.icmp_signed(">", wanted, left), left, wanted, name=f"{name}.wanted")
+    b.cbranch(b.icmp_signed("<=", left, i64(0)), got, swap)
     b.position_at_end(swap)
-    swapped = b.cmpxchg(claim, seen, b.add(seen, wanted), "monotonic", "monotonic")
+    from_back = b.icmp_signed("!=", b.and_(tid, i64(1)), i64(0)) if two_ends else ir.Constant(ir.IntType(1), 0)
+    step = b.select(from_back, b.shl(wanted, i64(32)), wanted)
+    swapped = b.cmpxchg(claim, seen, b.add(seen, step), "monotonic", "monotonic")
     seen.add_incoming(b.extract_value(swapped, 0), swap)
-    end = b.add(seen, wanted)
-    claimed_stop = b.select(b.icmp_signed("<", end, i64(units)), end, i64(units))
+    claimed = b.select(from_back, b.sub(b.sub(i64(units), back), wanted), front, name=f"{name}.claimed")
+    claimed_stop = b.add(claimed, wanted)
     b.cbranch(b.extract_value(swapped, 1), got, attempt)
     b.position_at_end(own)
     share = b.sdiv(b.mul(tid, i64(units)), nthreads)
@@ -87,7 +108,8 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     b.branch(got)
     b.position_at_end(got)
     start, stop = b.phi(I64, name=f"{name}.start"), b.phi(I64, name=f"{name}.stop")
-    for value, bound, block in ((seen, i64(units), attempt), (seen, claimed_stop, swap), (own_start, own_stop, own)):
+    for value, bound, block in ((i64(units), i64(units), attempt), (claimed, claimed_stop, swap),
+                                (own_start, own_stop, own)):
         start.add_incoming(value, block)
         stop.add_incoming(bound, block)
     b.cbranch(b.icmp_signed("<", start, stop), body, leave)

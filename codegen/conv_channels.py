@@ -20,7 +20,8 @@ Where an output row is at most half of P, a tile takes as many whole rows as fit
 a 2x2 output in one tile), its pixels one run in each output plane. Threads claim units of (image, group, channel
 tile, row block), row blocks innermost, so consecutive units read one weight tile; where a group's weight is larger
 than half of L2, units of (group, channel tile, image, row block), so that the weight tile serves every image
-before the next is read.
+before the next is read; at batch 1 with a weight of at most half of L2, units of (row block, group, channel tile),
+so that a thread's units are a band of rows (conv_direct.rows_first).
 
 emit_channels has conv.py's signature; it reads the weight pre-packed (conv.py picks it only then).
 """
@@ -33,10 +34,10 @@ import llvmlite.ir as ir
 
 from .cache_sizes import host_cache_sizes
 from .claims import claimed_chunks
-from .conv_direct import elem_vec, rows_inside, zero_row_constant
+from .conv_direct import elem_vec, rows_first, rows_inside, zero_row_constant
 from .gemm_kernel import (F32, I32, I64, PTR, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask, load_vec,
                           mul_add, store_vec, vec_type)
-from .loops import (alloca, define_function, entry_builder, for_range, opaque, splat, undef, vector_const,
+from .loops import (alloca, define_function, entry_builder, for_range, opaque, splat, undef, unflatten, vector_const,
                     vector_registers, zeros)
 
 if TYPE_CHECKING:
@@ -108,6 +109,16 @@ class ChannelLayout:
         L2 would otherwise stream from L3 or memory once per image (ResNet's 512-channel layers: 9.4 MB, against
         8 KB of input per image), where one image's rows are the smaller thing to read again."""
         return 4 * self.weight_floats // self.spec.groups > self.l2 // 2
+
+    @property
+    def unit_order(self) -> tuple[tuple[str, int], ...]:
+        """The digits of a unit and their counts, outermost first (the module doc)."""
+        s, tiles, rows = self.spec, ("channel tile", self.channel_tiles), ("row block", self.row_blocks)
+        if rows_first(s, 4 * self.weight_floats, self.l2):
+            return ("image", s.n), rows, ("group", s.groups), tiles
+        if self.images_inner:
+            return ("group", s.groups), tiles, ("image", s.n), rows
+        return ("image", s.n), ("group", s.groups), tiles, rows
 
     @property
     def rows(self) -> int:
@@ -209,19 +220,9 @@ def _unit(builder: ir.IRBuilder, layout: ChannelLayout, tile_fn, ptrs, unit, ext
     s = layout.spec
     x, w, out = ptrs
     _, c_out, oh_count, ow_count = s.out_shape
-    block_index = builder.urem(unit, const64(layout.row_blocks))
+    digits = unflatten(builder, unit, layout.unit_order)
+    image, group, ctile, block_index = (digits[d] for d in ("image", "group", "channel tile", "row block"))
     oh = builder.mul(block_index, const64(layout.rows))
-    rest = builder.udiv(unit, const64(layout.row_blocks))
-    if layout.images_inner:
-        image = builder.urem(rest, const64(s.n))
-        rest = builder.udiv(rest, const64(s.n))
-        ctile = builder.urem(rest, const64(layout.channel_tiles))
-        group = builder.udiv(rest, const64(layout.channel_tiles))
-    else:
-        ctile = builder.urem(rest, const64(layout.channel_tiles))
-        rest = builder.udiv(rest, const64(layout.channel_tiles))
-        group = builder.urem(rest, const64(s.groups))
-        image = builder.udiv(rest, const64(s.groups))
     x_group = elem_ptr(builder, x, builder.mul(builder.add(builder.mul(image, const64(s.c)),
                                                             builder.mul(group, const64(layout.spec.group_in))),
                                                 const64(s.h * s.w)))

@@ -12,7 +12,8 @@ constant mask (a plain load where none does). Rows are not: a kernel row over th
 constant row of zeros instead, its pointer chosen by one select per input channel, so one tile function serves
 every row block (a variant with masked loads for the row blocks at the padding doubled the kernel's code).
 Threads claim units of (image, group, channel block, row block), row blocks innermost, so a thread's consecutive
-units reuse one weight block from L1.
+units reuse one weight block from L1; at batch 1, units of (row block, group, channel block) where the weight is
+small (rows_first).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import llvmlite.ir as ir
 from .claims import claimed_chunks
 from .gemm_kernel import (F32, I1, I32, I64, PTR, Epilogue, Tiling, TilePos, const64, elem_ptr, lane_mask,
                           load_vec, masked_load, mul_add, store_vec, vec_type)
-from .loops import alloca, define_function, entry_builder, for_range, splat, undef, vector_const, zeros
+from .loops import alloca, define_function, entry_builder, for_range, splat, undef, unflatten, vector_const, zeros
 
 if TYPE_CHECKING:
     from .conv import ConvSpec
@@ -91,6 +92,14 @@ class Layout:
         return -(-self.spec.out_shape[2] // self.rows)
 
     @property
+    def unit_order(self) -> tuple[tuple[str, int], ...]:
+        """The digits of a unit and their counts, outermost first (the module doc, rows_first)."""
+        s = self.spec
+        if rows_first(s, 4 * s.c_out * s.k, self.tiling.private_bytes):
+            return ("image", s.n), ("row block", self.row_blocks), ("group", s.groups), ("block", self.blocks)
+        return ("image", s.n), ("group", s.groups), ("block", self.blocks), ("row block", self.row_blocks)
+
+    @property
     def weight(self) -> tuple[int, int, int]:
         """(block stride, channel stride, k stride) of the weight, plain or pre-packed (the GEMM's A panels)."""
         mr = self.tiling.mr
@@ -112,6 +121,22 @@ def rows_inside(s: ConvSpec) -> bool:
     reach = (s.kh - 1) * dh - ph  # bottom tap offset from oh*sh
     last_row = (s.h - 1 - reach) // sh  # the last output row whose bottom tap is a real row
     return first <= 0 and last_row >= s.out_shape[2] - 1
+
+
+def rows_first(spec: ConvSpec, weight_bytes: int, l2: int) -> bool:
+    """Whether a conv's units take the output rows outermost: at batch 1, with a weight of at most half of L2.
+
+    The threads of a call claim a loop's units from its two ends (codegen/claims.py), so on two threads each computes
+    one contiguous run of them. With the rows outermost that run is a band of output rows in every channel, and the
+    next conv's band of rows reads mostly the band of its input that the same thread wrote, in its own caches; with
+    the channels outermost each thread wrote half the channels, and every pixel of the next conv reads all of them,
+    half from the other core. Each unit then reads its channel block's weights anew, from L2 where all of the weight
+    fits there. On a Xeon with two 512-bit FMA ports, medians side by side: the benchmark CNN at batch 1 (weights of
+    3.4-295 KB) on two threads 100 -> 92 and 101 -> 95 us, the same on one thread; convs alone at batch 1, one and
+    two threads: 64 -> 64 channels at 56 x 56, 128 -> 128 at 28 x 28 (590 KB), the CNN's layers within the noise;
+    256 -> 256 at 14 x 14 (2.4 MB of weight) 1.29x slower, 512 -> 512 at 7 x 7 (9.4 MB) 1.75x slower, so large
+    weights keep their channel blocks outermost."""
+    return spec.n == 1 and 2 * weight_bytes <= l2
 
 
 def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, epilogue: Epilogue | None,
@@ -154,12 +179,8 @@ def _unit(builder: ir.IRBuilder, layout: Layout, tile_fn, ptrs, unit, extra) -> 
     """Unit (image, group, block, row block): call the tile function for its channel count and rows."""
     s, t = layout.spec, layout.tiling
     x, w, out = ptrs
-    rb = builder.urem(unit, const64(layout.row_blocks))
-    rest = builder.udiv(unit, const64(layout.row_blocks))
-    block = builder.urem(rest, const64(layout.blocks))
-    rest = builder.udiv(rest, const64(layout.blocks))
-    group = builder.urem(rest, const64(s.groups))
-    image = builder.udiv(rest, const64(s.groups))
+    digits = unflatten(builder, unit, layout.unit_order)
+    image, group, block, rb = digits["image"], digits["group"], digits["block"], digits["row block"]
     plane = s.h * s.w
     x_group = elem_ptr(builder, x, builder.mul(builder.add(builder.mul(image, const64(s.c)),
                                                             builder.mul(group, const64(layout.spec.group_in))),

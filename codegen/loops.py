@@ -260,6 +260,18 @@ def loop_nest(builder: ir.IRBuilder, stops: Sequence[ir.Value | int], *, name: s
         yield indices
 
 
+def unflatten(builder: ir.IRBuilder, index: ir.Value, counts: Sequence[tuple[str, int]]) -> dict[str, ir.Value]:
+    """The digits of a flat `index` over the named `counts`, the last one varying fastest, by name (the first one
+    is not reduced: an index past the end gives it past its count)."""
+    digits = {}
+    for name, count in reversed(counts[1:]):
+        digits[name] = builder.urem(index, i64(count))
+        index = builder.udiv(index, i64(count))
+    if counts:
+        digits[counts[0][0]] = index
+    return digits
+
+
 @contextmanager
 def _nest(builder: ir.IRBuilder, stops: list, name: str, outer: tuple) -> Iterator[tuple[ir.Value, ...]]:
     if not stops:

@@ -116,3 +116,44 @@ def test_claims_chunks_shrink_towards_the_end() -> None:
     sizes = chunk_sizes(43, 2)
     assert sum(sizes) == 43 and sizes == sorted(sizes, reverse=True)
     assert sizes[:4] == [6, 5, 4, 4] and sizes[-1] == 1 and min(sizes[:-1]) == 2
+
+
+def test_claims_two_threads_take_a_prefix_and_a_suffix() -> None:
+    """Thread 0 claims from the front and thread 1 from the back, so each computes one contiguous run of the units
+    (the same run from call to call where both run alike: the data a thread wrote stays in its caches)."""
+    for _ in range(5):
+        counts, owners, words = run_marking(1001, 2)
+        assert (counts == 1).all() and not words.any()
+        assert (np.diff(owners) >= 0).all()
+
+
+def test_claims_an_odd_thread_alone_takes_everything_from_the_back() -> None:
+    _, owners, words = run_marking(1001, 2, delays={0: 0.05})
+    assert (owners == 2).all() and not words.any()
+
+
+def first_claim(units: int, tid: int, nthreads: int) -> tuple[int, int]:
+    """(start, stop) of the first chunk thread `tid` claims when it runs alone."""
+    name = f"t_claims_first_{units}_{tid}_{nthreads}"
+    module = host_target().new_module(name)
+    fn = define_function(module, name, [("first", PTR), ("claim", PTR)])
+    first, claim = fn.args
+    b = entry_builder(fn)
+    with claimed_chunks(b, claim, i64(tid), i64(nthreads), units) as (start, stop):
+        taken = b.load(b.gep(first, [i64(2)], source_etype=I64), typ=I64)
+        with b.if_then(b.icmp_signed("==", taken, i64(0))):
+            b.store(start, b.gep(first, [i64(0)], source_etype=I64))
+            b.store(stop, b.gep(first, [i64(1)], source_etype=I64))
+            b.store(i64(1), b.gep(first, [i64(2)], source_etype=I64))
+    b.ret_void()
+    library = compile_ir(module, use_cache=False)
+    out, words = np.zeros(3, np.int64), np.zeros(8, np.int64)
+    library.cfunc(name, None, ctypes.c_void_p, ctypes.c_void_p)(out.ctypes.data, words.ctypes.data)
+    return int(out[0]), int(out[1])
+
+
+def test_claims_from_the_back_end_at_the_last_unit_and_a_loop_too_long_for_it_claims_from_the_front() -> None:
+    assert first_claim(43, 1, 2) == (37, 43)
+    assert first_claim(43, 3, 4) == (40, 43)
+    huge = 3 << 32  # more units than the counter word's halves count: every thread takes from the front
+    assert first_claim(huge, 1, 2) == (0, huge // 8)
