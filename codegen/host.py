@@ -29,25 +29,26 @@ _CPU_FIELDS = frozenset({"vendor_id", "cpu family", "model", "model name", "step
 _MAX_CPUINFO_BYTES = 1 << 16  # one processor's block is a few kilobytes
 
 _lock = threading.Lock()
-_known: dict[str, Target] = {}
+_known: dict[tuple[str, bool], Target] = {}
 _identities: dict[Target, str] = {}  # the identity recorded with each target read from a record
 
 
-def recorded_target(requested: str, ask: Callable[[str], Target]) -> Target:
-    """The target for the CPU named `requested` (empty: the host's own), from this host's record, else `ask`ed of
-    LLVM and recorded; the same Target object for the rest of the process."""
+def recorded_target(requested: str, ask: Callable[[str], Target], *, runnable: bool = False) -> Target:
+    """The target for the CPU named `requested` (empty: the host's own; `runnable`: limited to what this host runs,
+    codegen/target.py's runnable_features), from this host's record, else `ask`ed of LLVM and recorded; the same
+    Target object for the rest of the process."""
     with _lock:
-        known = _known.get(requested)
+        known = _known.get((requested, runnable))
     if known is not None:
         return known
-    key = _record_key(requested)
+    key = _record_key(requested + (" runnable here" if runnable else ""))
     target = _read_record(key) if key is not None and cache.enabled() else None
     if target is None:
         target = ask(requested)
         if key is not None and cache.enabled():
             cache.store(key, b"", (), _record_meta(target), counted=False)
     with _lock:
-        return _known.setdefault(requested, target)
+        return _known.setdefault((requested, runnable), target)
 
 
 def recorded_identity(target: Target) -> str | None:

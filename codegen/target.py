@@ -172,21 +172,49 @@ def _tuned_features(triple: str, features: str) -> str:
 
 
 def host_target(cpu: str | None = None) -> Target:
-    """The target to compile for: the host CPU, or the CPU named by `cpu` or the BRAZE_CPU environment variable;
-    from this host's record in the disk cache when there is one (codegen/host.py), else asked of LLVM."""
+    """The target to compile for: the host CPU, or the CPU named by `cpu`, or by the BRAZE_CPU environment variable
+    without the instructions this host lacks (runnable_features); from this host's record in the disk cache when
+    there is one (codegen/host.py), else asked of LLVM."""
     from .host import recorded_target
-    return recorded_target(cpu or os.environ.get(CPU_ENV, "").strip(), llvm_target)
+    if cpu:
+        return recorded_target(cpu, llvm_target)
+    forced = os.environ.get(CPU_ENV, "").strip()
+    return recorded_target(forced, functools.partial(llvm_target, runnable=True), runnable=bool(forced))
 
 
-def llvm_target(requested: str) -> Target:
-    """The target LLVM gives for the CPU named `requested`, or for the host's own CPU when it is empty."""
+def llvm_target(requested: str, runnable: bool = False) -> Target:
+    """The target LLVM gives for the CPU named `requested` (with `runnable`, limited to what this host can run), or
+    for the host's own CPU when it is empty."""
     import llvmlite.binding as llvm
     init_llvm()
     triple = llvm.get_process_triple()
-    if requested:
-        features = _tuned_features(triple, "")
-        return Target(triple, requested, features, _probe_width(triple, requested, features))
-    return _native_target()
+    if not requested:
+        return _native_target()
+    features = _tuned_features(triple, "")
+    width = _probe_width(triple, requested, features)
+    return Target(triple, requested, runnable_features(triple, requested, width) if runnable else features, width)
+
+
+def runnable_features(triple: str, cpu: str, width: int) -> str:
+    """The feature string of CPU `cpu`'s code without every instruction set this host lacks, so that the code a
+    process generates for BRAZE_CPU runs in it: a Zen 3's code may use SSE4a, which LLVM takes for some byte
+    shuffles and Intel cores do not have (forced on a Xeon, such a kernel died of an illegal instruction). A CPU
+    whose float32 vectors (`width` lanes) the host cannot run is refused with a CodegenError naming what is missing,
+    rather than given narrower code than it names."""
+    import llvmlite.binding as llvm
+    try:
+        host = llvm.get_host_cpu_features()
+    except RuntimeError:  # LLVM cannot read this host's features: the named CPU's own code
+        return _tuned_features(triple, "")
+    lacking = sorted(name for name, present in host.items() if not present)
+    features = _tuned_features(triple, ",".join(f"-{name}" for name in lacking))
+    if _probe_width(triple, cpu, features) < width:
+        core = {16: "avx512f", 8: "avx2"}.get(width)
+        missing = [core] if core in lacking else [name for name in lacking if name.startswith(("avx", "fma"))][:4]
+        raise CodegenError(f"{CPU_ENV}={cpu} asks for code with {width} float32 lanes, which this CPU "
+                           f"({llvm.get_host_cpu_name()}) cannot run: it lacks {', '.join(missing) or 'them'}; "
+                           f"name a CPU whose vector instructions it has (haswell for AVX2 code)")
+    return features
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,7 +5,8 @@ import llvmlite
 import llvmlite.binding as llvm
 import pytest
 
-from braze.codegen import cache, compile_ir, host_target, init_llvm
+from braze.codegen import cache, compile_ir, host, host_target, init_llvm
+from braze.ir.errors import CodegenError
 from tests.codegen.test_jit import add_module, run_add, unique_name
 
 
@@ -79,6 +80,34 @@ def test_target_generic_cpu_code_runs_here(monkeypatch):
     assert library.target.cpu == "x86-64"
     assert "zmm" not in library.asm() and "ymm" not in library.asm()
     run_add(library, name, n=33)
+
+
+@pytest.mark.skipif(not host_target().is_x86 or host_target().vector_width < 8, reason="x86 AVX2 CPU names")
+def test_target_env_cpu_leaves_out_what_this_host_lacks(monkeypatch):
+    """BRAZE_CPU's code runs in this process, so the instructions the host lacks are taken out of it (a Zen 3's SSE4a
+    on an Intel host); a CPU named with cpu= (code to read, not run) keeps all of its own."""
+    monkeypatch.setattr(host, "_known", {})
+    monkeypatch.setenv("BRAZE_CPU", "znver3")
+    forced = host_target()
+    lacking = [name for name, present in llvm.get_host_cpu_features().items() if not present]
+    assert forced.cpu == "znver3" and forced.vector_width == 8
+    assert all(f"-{name}" in forced.features.split(",") for name in lacking)
+    assert host_target(cpu="znver3").features == "-prefer-256-bit"
+    name = unique_name()
+    run_add(compile_ir(add_module(name, forced)), name, n=37)
+
+
+@pytest.mark.skipif(not host_target().is_x86, reason="x86 CPU names")
+def test_target_env_cpu_whose_vectors_this_host_cannot_run_is_refused(monkeypatch):
+    """Named an AVX-512 CPU on a host without AVX-512 (faked here), BRAZE_CPU is refused with the reason, not given
+    narrower code than it names."""
+    real = llvm.get_host_cpu_features()
+    without = {name: present and not name.startswith("avx512") for name, present in real.items()}
+    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: without)
+    monkeypatch.setattr(host, "_known", {})
+    monkeypatch.setenv("BRAZE_CPU", "skylake-avx512")
+    with pytest.raises(CodegenError, match=r"BRAZE_CPU=skylake-avx512 asks for code with 16 float32 lanes.*avx512f"):
+        host_target()
 
 
 def test_target_new_module_carries_triple_and_layout():
