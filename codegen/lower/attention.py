@@ -271,7 +271,8 @@ def _key_block(u: _Unit, node: Node, kb: ir.Value, vectors: int) -> None:
     """Fold key block kb, whose scores take `vectors` vectors a row, into the unit's rows: its keys transposed,
     then its rows G at a time and the rows left over in one group (with causal, from the block's diagonal on, the
     rows left over one by one). On one thread of a Xeon with two 512-bit FMA ports, 8 x 4 heads of 64 dimensions,
-    one by one / in a group, GFLOP/s: L = S = 128 (2 rows left over) 120.0 / 121.9, 197 101.1 / 104.3, 77 63.8 / 68.3."""
+    one by one / in a group, GFLOP/s: L = S = 128 (2 rows left over) 120.0 / 121.9, 197 101.1 / 104.3, 77 63.8 /
+    68.3."""
     b, sh = u.b, u.sh
     j0 = b.mul(kb, i64(sh.cols))
     _transpose_keys(u, j0)

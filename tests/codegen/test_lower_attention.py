@@ -90,8 +90,9 @@ def test_attention_scale_of_any_sign_with_and_without_masks(scale: float, mask: 
 
 
 # Rows taken a group at a time (4 or 6 with 32 vector registers, 4 with 16) and the rest in a group of their own
-# (with causal, one by one): unit row counts that leave 1-5 rows over, in the last of several units too, causal groups starting at a row that is no multiple of the group, head widths past
-# GROUP vectors and scalar tails of Ev longer than GROUP.
+# (with causal, one by one): unit row counts that leave 1-5 rows over, in the last of several units too, causal
+# groups starting at a row that is no multiple of the group, head widths past GROUP vectors and scalar tails of Ev
+# longer than GROUP.
 # The last three: a last key block narrower than the others, on code of its own width (130 keys in blocks of 128;
 # 107 keys of 64 dimensions in blocks of 64 (float32) or 32 (float64), the last block several vectors and passes).
 GROUPED = [((2,), 70, 70, 8, 69), ((1,), 66, 37, 5, 31), ((1,), 131, 9, 2, 4), ((1,), 531, 40, 6, 7),
