@@ -10,7 +10,8 @@ import pytest
 
 from braze.codegen import compile_ir, host_target
 from braze.codegen.conv import ConvSpec, conv2d_scratch_bytes, conv_kernel, emit_conv2d
-from braze.codegen.conv_direct import pixel_order
+from braze.codegen.conv_channels import ChannelLayout
+from braze.codegen.conv_direct import Layout, pixel_order, rows_first
 from braze.codegen.gemm import bias_rows, chain, relu, residual, tiling_for
 from tests.codegen.native import assert_close, dot_tolerance, unique_name
 from tests.codegen.test_conv import HOST, RNG, WIDTHS, check, reference, run_conv
@@ -83,6 +84,32 @@ def test_direct_kernels_claiming_at_once_match_one_thread_bit_for_bit(case, whic
     for nthreads in (2, 3):
         got = run_conv(spec, x, w, nthreads=nthreads, concurrent=True, which=which)
         assert got.tobytes() == one.tobytes(), f"{nthreads} threads"
+
+
+@pytest.mark.parametrize("which", DIRECT_KERNELS)
+@pytest.mark.parametrize("case", [EDGES[3], EDGES[6], EDGES[9]], ids=["padded", "stride2", "grouped"])
+def test_direct_kernels_at_batch_1_take_rows_first_and_match_the_reference_on_any_thread_count(case, which) -> None:
+    """At batch 1 a small weight puts the row blocks outermost in the units' order (rows_first: a thread's run of
+    units is a band of rows); every output is still computed once, the same bytes on one thread and on several
+    claiming at once."""
+    spec = ConvSpec(**{**case, "n": 1}, prepacked_weight=True)
+    layout = Layout(spec, HOST) if which == "direct" else ChannelLayout(spec, W)
+    assert [name for name, _ in layout.unit_order][:2] == ["image", "row block"]
+    x, w = (RNG.standard_normal(shape).astype(np.float32) for shape in (spec.input_shape, spec.weight_shape))
+    one = run_conv(spec, x, w, which=which, tag="rows-first")
+    scale = reference(spec, np.abs(x), np.abs(w), None)
+    assert_close(one, reference(spec, x, w, None), dot_tolerance(spec.gemm_dims[2], scale), "rows first")
+    for nthreads in (2, 3):
+        got = run_conv(spec, x, w, nthreads=nthreads, concurrent=True, which=which, tag="rows-first")
+        assert got.tobytes() == one.tobytes(), f"{nthreads} threads"
+
+
+def test_rows_first_only_at_batch_1_with_a_weight_within_half_of_l2() -> None:
+    spec = ConvSpec(1, 64, 14, 14, 64, 3, 3, padding=(1, 1))
+    weight = 4 * 64 * 64 * 9  # 147 KB
+    assert rows_first(spec, weight, 2 << 20) and rows_first(spec, weight, 2 * weight)
+    assert not rows_first(spec, weight, 2 * weight - 4)
+    assert not rows_first(ConvSpec(2, 64, 14, 14, 64, 3, 3, padding=(1, 1)), weight, 2 << 20)
 
 
 @pytest.mark.parametrize("which", DIRECT_KERNELS)
