@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import subprocess
 import sys
 import threading
 import weakref
@@ -179,7 +180,9 @@ def host_target(cpu: str | None = None) -> Target:
     if cpu:
         return recorded_target(cpu, llvm_target)
     forced = os.environ.get(CPU_ENV, "").strip()
-    return recorded_target(forced, functools.partial(llvm_target, runnable=True), runnable=bool(forced))
+    if not forced:
+        return recorded_target("", llvm_target)
+    return recorded_target(forced, functools.partial(llvm_target, runnable=True), runnable=True)
 
 
 def llvm_target(requested: str, runnable: bool = False) -> Target:
@@ -190,9 +193,36 @@ def llvm_target(requested: str, runnable: bool = False) -> Target:
     triple = llvm.get_process_triple()
     if not requested:
         return _native_target()
+    check_cpu_name(triple, requested)
     features = _tuned_features(triple, "")
     width = _probe_width(triple, requested, features)
     return Target(triple, requested, runnable_features(triple, requested, width) if runnable else features, width)
+
+
+# A child process asks LLVM for a named CPU's code: of a name it does not know LLVM only warns, and on x86-64 it then
+# aborts the whole process when it generates code ("64-bit code requested on a subtarget that doesn't support it").
+_TRY_CPU = """import sys
+import llvmlite.binding as llvm
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+machine = llvm.Target.from_triple(sys.argv[1]).create_target_machine(cpu=sys.argv[2])
+machine.emit_assembly(llvm.parse_assembly("define void @f() {\\n  ret void\\n}"))
+"""
+CPU_CHECK_SECONDS = 60
+
+
+def check_cpu_name(triple: str, cpu: str) -> None:
+    """Raise a CodegenError unless LLVM knows the CPU named `cpu` for `triple` (asked in a child process, once per
+    name and host: the target is then recorded, codegen/host.py)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _TRY_CPU, triple, cpu], capture_output=True, text=True,
+                              timeout=CPU_CHECK_SECONDS)
+        known = done.returncode == 0 and "not a recognized processor" not in done.stderr
+    except (OSError, subprocess.TimeoutExpired):
+        known = False
+    if not known:
+        raise CodegenError(f"{cpu!r} is not a CPU LLVM knows for {triple}: name one such as haswell, "
+                           f"skylake-avx512 or znver4 (`llc -mcpu=help` lists them), or leave {CPU_ENV} unset")
 
 
 def runnable_features(triple: str, cpu: str, width: int) -> str:

@@ -110,6 +110,20 @@ def test_target_env_cpu_whose_vectors_this_host_cannot_run_is_refused(monkeypatc
         host_target()
 
 
+@pytest.mark.parametrize("how", ["env", "argument"])
+def test_target_unknown_cpu_name_is_refused_not_fatal(monkeypatch, how):
+    """LLVM only warns of a CPU name it does not know, and on x86-64 then aborts the process when it generates code:
+    the name is refused with a CodegenError first, and the process goes on."""
+    monkeypatch.setattr(host, "_known", {})
+    if how == "env":
+        monkeypatch.setenv("BRAZE_CPU", "no-such-cpu")
+    with pytest.raises(CodegenError, match="'no-such-cpu' is not a CPU LLVM knows"):
+        host_target() if how == "env" else host_target(cpu="no-such-cpu")
+    name = unique_name()
+    monkeypatch.delenv("BRAZE_CPU", raising=False)
+    run_add(compile_ir(add_module(name)), name)
+
+
 def test_target_new_module_carries_triple_and_layout():
     module = host_target().new_module("m")
     assert module.triple == llvm.get_process_triple()
