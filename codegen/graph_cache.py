@@ -30,6 +30,7 @@ from braze.ir.registry import is_leaf
 from . import cache, described, shared_object
 from .described import Described
 from .library import CompiledLibrary, dump, known_library, pack_objects, register, unpack_objects
+from .batch_chunks import chunk_rows
 from .module_layout import BuiltModule, KernelPart, built_from_meta, graph_digest, layout_meta, module_key, \
     module_names, part_from_meta, part_meta
 from .target import Target, host_target
@@ -44,18 +45,21 @@ PARALLEL_KERNELS = 3  # graphs with fewer computing nodes compile in this proces
 
 def compile_module(graph: Graph, *, target: Target | None = None, use_cache: bool | None = None,
                    lower: Lowering | None = None, timings: dict[str, float] | None = None,
-                   beside: Callable[[], Sequence[Described]] | None = None
+                   beside: Callable[[], Sequence[Described]] | None = None, threads: int = 1
                    ) -> tuple[BuiltModule, CompiledLibrary]:
     """The built module and linked library of an optimized graph, from the cache where it can (see the module
     doc). When its kernels are compiled on the compile workers, the runtime modules `beside()` lists that are not
-    compiled yet (described.wanted) are compiled with them, for compile_described to link when the runtime asks."""
+    compiled yet (described.wanted) are compiled with them, for compile_described to link when the runtime asks.
+    `threads` is the thread count the module will most likely run on: it sizes the batch's chunks
+    (codegen/batch_chunks.py)."""
     timings = {} if timings is None else timings
     target = target or host_target()
     if lower is not None:
         return _compile_custom(graph, target, use_cache, lower, timings)
     caching = cache.enabled() if use_cache is None else use_cache
     start = time.perf_counter()
-    digest = graph_digest(graph, target)
+    rows = chunk_rows(graph, threads)
+    digest = graph_digest(graph, target, rows)
     key = module_key(digest)
     timings["cache key"] = time.perf_counter() - start
     found = _linked(graph, target, key, digest, caching, timings)
@@ -68,7 +72,8 @@ def compile_module(graph: Graph, *, target: Target | None = None, use_cache: boo
         compile_workers.warm_up()  # the workers start while the first kernels are lowered
     stored: dict[str, bytes] = {}
     runtime = described.wanted(beside(), target) if parallel and beside is not None else []
-    built, new, entry = _build_and_compile(graph, target, _known_parts(caching, stored), timings, parallel, runtime)
+    built, new, entry = _build_and_compile(graph, target, _known_parts(caching, stored), timings, parallel, rows,
+                                           runtime)
     objects = {p.key: (p.symbols, stored[p.key]) for p in built.parts if p.key in stored}
     objects.update((key, (result.symbols, result.payload)) for key, result in new.items())
     ordered = [objects[p.key] for p in built.parts] + [(entry.symbols, entry.payload)]
@@ -121,8 +126,8 @@ def _known_parts(caching: bool, stored: dict[str, bytes]) -> Callable[[str], Ker
 
 
 def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], KernelPart | None],
-                       timings: dict[str, float], parallel: bool, runtime: Sequence[tuple[str, Described]] = ()
-                       ) -> tuple[BuiltModule, dict[str, Result], Result]:
+                       timings: dict[str, float], parallel: bool, rows: int | None,
+                       runtime: Sequence[tuple[str, Described]] = ()) -> tuple[BuiltModule, dict[str, Result], Result]:
     """Build the graph's module, the costliest new kernels first, each lowered here and compiled here or in a
     worker, or lowered and compiled whole by a worker (compile_workers.run_tasks), then compile the entry: the built
     module, the new kernels' compile results by part key, and the entry's. The `runtime` modules (with their keys)
@@ -180,7 +185,7 @@ def _build_and_compile(graph: Graph, target: Target, known: Callable[[str], Kern
         spent[0] += time.perf_counter() - start
         return {part.key: part for part, _ in done}
     start = time.perf_counter()
-    built = build_module(graph, target=target, known=known, lower_parts=lower_parts)
+    built = build_module(graph, target=target, known=known, lower_parts=lower_parts, rows=rows)
     timings["build IR"] = timings.get("build IR", 0.0) + time.perf_counter() - start - spent[0]
     if parallel:
         timings["waiting for workers"] = max(0.0, spent[0] - spent[1])
@@ -260,7 +265,7 @@ def _linked(graph: Graph, target: Target, key: str, digest: str, caching: bool,
                                                       entry.meta)
         if library is None:
             from .jit import link_objects
-            library = link_objects(built.name, key, target, objects, lambda: _source_ir(graph, target),
+            library = link_objects(built.name, key, target, objects, lambda: _source_ir(graph, target, built.rows),
                                    from_cache=True, timings=timings, meta=entry.meta)
     except Exception:  # noqa: BLE001 - an entry that does not fit, open or link is rebuilt, never called
         cache.discard(key)
@@ -279,7 +284,7 @@ def _opened(graph: Graph, built: BuiltModule, key: str, target: Target, shared: 
             code = shared_object.open_shared(shared, symbols, cache.cache_dir(), built.name)
         except OSError:
             return None
-    library = CompiledLibrary(built.name, key, target, lambda: _source_ir(graph, target), symbols,
+    library = CompiledLibrary(built.name, key, target, lambda: _source_ir(graph, target, built.rows), symbols,
                               (code, code.addresses), True, None, timings, meta)
     dump(register(library))
     return library
@@ -349,13 +354,13 @@ def _sources(graph: Graph, target: Target, built: BuiltModule) -> Callable[[], l
     kernel declared from the cache or lowered by a worker has none, so then the whole graph is built again)."""
     if all(p.module is not None for p in built.parts):
         return lambda: [str(p.module) for p in built.parts] + [str(built.module)]
-    return lambda: _source_ir(graph, target)
+    return lambda: _source_ir(graph, target, built.rows)
 
 
-def _source_ir(graph: Graph, target: Target) -> list[str]:
+def _source_ir(graph: Graph, target: Target, rows: int | None) -> list[str]:
     """The LLVM IR of every module of a graph, built again when a library linked from the cache is inspected."""
     from .module_builder import build_module
-    built = build_module(graph, target=target)
+    built = build_module(graph, target=target, rows=rows)
     return [str(p.module) for p in built.parts] + [str(built.module)]
 
 

@@ -76,10 +76,11 @@ from .abi import ENTRY, PREPARE, STATUS_OFFSET
 from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, KernelPart,  # noqa: F401 (re-exported)
                             PreparedForm, PreparedSlot, WeightSlot, graph_digest, kernel_part_key, memory_plan,
                             module_names, weight_slots)
+from .batch_chunks import chunk_graph
 from .sync import declare, emit_barrier
 from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_arguments
 from .lower.checks import module_checks
-from .loops import I1, I8, I64, PTR, VOID, i64, mark_explicit
+from .loops import I1, I8, I64, PTR, VOID, for_range, i64, mark_explicit
 from .target import Target, host_target
 
 # Work (the registry's estimate: multiply-adds plus elements touched) below which a kernel runs on thread 0 alone:
@@ -129,19 +130,24 @@ def kernel_name(part_key: str, node: Node) -> str:
 
 def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering | None = None,
                  reuse: bool = True, known: KnownParts | None = None,
-                 lower_parts: LowerParts | None = None) -> BuiltModule:
+                 lower_parts: LowerParts | None = None, rows: int | None = None) -> BuiltModule:
     """Lower every node of an optimized graph into a kernel part and emit the entry module (see the module doc);
     with `reuse`, nodes with equal kernel_key share one kernel. `known(key)` may return a part whose object is
     already compiled (the disk cache): that kernel is then declared, not lowered. `lower_parts(pending,
     lower_here)` (default lowering with reuse only) takes over lowering the parts no cache knows, e.g. spreading
-    them over worker processes while this process lowers some with `lower_here`."""
+    them over worker processes while this process lowers some with `lower_here`. With `rows` (batch_chunks.chunk_rows
+    allowed it) the kernels compute chunks of that many rows of the batch and the entry loops over them."""
     target = target or host_target()
     default = lower is None
     if lower is None:
         from .lower import lower_node as lower
-    digest = graph_digest(graph, target)
+    digest = graph_digest(graph, target, rows)
     module = target.new_module(module_names(digest)[0])
     _check_leaves(graph)
+    whole = graph
+    if rows is not None:  # the kernels compute a chunk of the batch; the entry loops over the chunks
+        graph = chunk_graph(graph, rows)
+    chunks = 1 if rows is None else whole.inputs[0].shape[0] // rows
     places, weights = _places(graph, module)
     # params a training step rewrites every call are not fixed: a prepared form of them would be redone each call
     updated = updated_leaves(graph)
@@ -184,15 +190,15 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     # two lowerings of one graph never share an exported symbol.
     code = digest if default and reuse else _digest_of(digest, reuse, done)
     module.name, entry, prepare_name = module_names(code)
-    _emit_entry(module, entry, target, kernels, places, copies, stride, packed)
+    _emit_entry(module, entry, target, kernels, places, copies, stride, packed, _Chunks.of(graph, chunks))
     prepare = None
     if prepared:
         prepare = prepare_name
         _emit_prepare(module, prepare, prepared)
     arena_bytes, _ = memory_plan(graph)
-    return BuiltModule(module.name, entry, module, target, graph, graph.inputs, graph.outputs, tuple(weights),
+    return BuiltModule(module.name, entry, module, target, whole, whole.inputs, whole.outputs, tuple(weights),
                        arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare,
-                       _all_checks(module, done), tuple(done))
+                       _all_checks(module, done), tuple(done), chunks)
 
 
 def kernel_key(node: Node, fixed: frozenset[str]) -> str:
@@ -420,8 +426,34 @@ def _output_copies(graph: Graph, places: dict[str, _Place]) -> list[tuple[int, V
     return copies
 
 
+@dataclass(frozen=True)
+class _Chunks:
+    """How the entry runs the batch: `count` chunks, input k's and output k's pointers advanced by their
+    `inputs[k]` and `outputs[k]` bytes (a chunk's) from one chunk to the next (codegen/batch_chunks.py)."""
+
+    count: int = 1
+    inputs: tuple[int, ...] = ()
+    outputs: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, graph: Graph, count: int) -> _Chunks:
+        """The chunks of a graph cut to one chunk's rows, `count` of them."""
+        return cls(count, tuple(v.type.nbytes for v in graph.inputs), tuple(v.type.nbytes for v in graph.outputs))
+
+    def pointer(self, b: ir.IRBuilder, args: dict[str, ir.Argument], place: _Place, label: str,
+                chunk: ir.Value | None) -> ir.Value:
+        """The data pointer of a value at its place, in chunk `chunk` when it is an input or output."""
+        base = _pointer(b, args, place, label)
+        strides = {"inputs": self.inputs, "outputs": self.outputs}.get(place.where)
+        if chunk is None or strides is None:
+            return base
+        return b.gep(base, [b.mul(chunk, i64(strides[place.at]))], inbounds=True, source_etype=I8,
+                     name=f"{base.name}.chunk")
+
+
 def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Kernel], places: dict[str, _Place],
-                copies: list[tuple[int, Value]], stride: int, packed: dict[str, _Place]) -> None:
+                copies: list[tuple[int, Value]], stride: int, packed: dict[str, _Place],
+                chunks: _Chunks = _Chunks()) -> None:
     mark_explicit(module)  # calls, barriers and copies: nothing for LLVM's loop passes
     fn = ENTRY.define(module, entry)
     b = ir.IRBuilder(fn.entry_basic_block)
@@ -430,13 +462,31 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
     scratch = b.gep(args["scratch"], [b.mul(tid, i64(stride))], inbounds=True, source_etype=I8, name="scratch.t")
     status = b.gep(args["sync"], [i64(STATUS_OFFSET)], inbounds=True, source_etype=I8, name="status")
     barrier = emit_barrier(module, target)
+    if chunks.count == 1:
+        _emit_calls(b, module, args, kernels, places, copies, packed, barrier, scratch, status, chunks, None)
+    else:
+        with for_range(b, 0, chunks.count, name="chunk") as chunk:
+            if kernels and not (kernels[0].alone and kernels[-1].alone):  # the last chunk's results are read
+                with b.if_then(b.icmp_signed("!=", chunk, i64(0))):
+                    b.call(barrier, [args["sync"], nthreads])
+            _emit_calls(b, module, args, kernels, places, copies, packed, barrier, scratch, status, chunks, chunk)
+    b.ret_void()
+
+
+def _emit_calls(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Argument], kernels: list[_Kernel],
+                places: dict[str, _Place], copies: list[tuple[int, Value]], packed: dict[str, _Place],
+                barrier: ir.Function, scratch: ir.Value, status: ir.Value, chunks: _Chunks,
+                chunk: ir.Value | None) -> None:
+    """Every kernel's call in order, barriers between them, then the copies: the whole batch, or one chunk."""
+    tid, nthreads = args["tid"], args["nthreads"]
     for k, kernel in enumerate(kernels):
         if k and not (kernel.alone and kernels[k - 1].alone):  # thread 0 alone reads only what it wrote
             b.call(barrier, [args["sync"], nthreads])
         where = [places[v.name] for v in (*kernel.outputs, *kernel.inputs)]
         for p, key in kernel.prepared:
             where[len(kernel.outputs) + p.operand] = packed[key]
-        pointers = [_pointer(b, args, place, v.name) for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
+        pointers = [chunks.pointer(b, args, place, v.name, chunk)
+                    for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
         function = module.get_global(kernel.info.name)
         if kernel.alone:
             with b.if_then(b.icmp_signed("==", tid, i64(0))):
@@ -446,8 +496,7 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
     if copies:
         if kernels and not kernels[-1].alone:
             b.call(barrier, [args["sync"], nthreads])
-        _emit_copies(b, module, args, places, copies)
-    b.ret_void()
+        _emit_copies(b, module, args, places, copies, chunks, chunk)
 
 
 def _pointer(b: ir.IRBuilder, args: dict[str, ir.Argument], place: _Place, label: str) -> ir.Value:
@@ -462,7 +511,7 @@ def _pointer(b: ir.IRBuilder, args: dict[str, ir.Argument], place: _Place, label
 
 
 def _emit_copies(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Argument], places: dict[str, _Place],
-                 copies: list[tuple[int, Value]]) -> None:
+                 copies: list[tuple[int, Value]], chunks: _Chunks, chunk: ir.Value | None) -> None:
     """Thread 0 copies each listed value into its output buffer."""
     memcpy = declare(module, "llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
     fn = b.function
@@ -471,8 +520,8 @@ def _emit_copies(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Argument
     b.position_at_end(copy_block)
     for k, v in copies:
         if v.type.nbytes:
-            dst = _pointer(b, args, _Place("outputs", k), f"out{k}")
-            src = _pointer(b, args, places[v.name], v.name)
+            dst = chunks.pointer(b, args, _Place("outputs", k), f"out{k}", chunk)
+            src = chunks.pointer(b, args, places[v.name], v.name, chunk)
             b.call(memcpy, [dst, src, i64(v.type.nbytes), ir.Constant(I1, 0)])
     b.branch(done)
     b.position_at_end(done)

@@ -164,6 +164,13 @@ class BuiltModule:
     prepare: str | None = None   # the exported prepare function, None when nothing is prepared
     checks: tuple[tuple[int, str], ...] = ()  # the run-time checks' numbers and messages (codegen/lower/checks.py)
     parts: tuple[KernelPart, ...] = ()
+    chunks: int = 1  # the entry runs the batch in this many chunks, the kernels and arena sized for one
+    # (codegen/batch_chunks.py); `graph`, `inputs` and `outputs` are the whole batch's
+
+    @property
+    def rows(self) -> int | None:
+        """The rows of one chunk of the batch, or None when the entry runs it whole."""
+        return None if self.chunks == 1 else self.inputs[0].shape[0] // self.chunks
 
     @property
     def shared_bytes(self) -> int:
@@ -244,11 +251,13 @@ def builder_version() -> str:
     return f"{BUILDER_VERSION}:" + sources_digest(Path(__file__).resolve().parent, ("*.py", "lower/*.py"))
 
 
-def graph_digest(graph: Graph, target: Target) -> str:
+def graph_digest(graph: Graph, target: Target, rows: int | None = None) -> str:
     """A hex digest naming everything the module depends on: the graph text (with its memory plan, without param
-    ids), the target, the builder version and, while tuning is on, the conv kernel choices (conv_tuning.digest)."""
+    ids), the target, the builder version, the rows of the batch's chunks (codegen/batch_chunks.py; None: whole)
+    and, while tuning is on, the conv kernel choices (conv_tuning.digest)."""
+    chunks = () if rows is None else (f"rows {rows}",)
     return _digest(f"braze-module {builder_version()}", target.identity, conv_tuning.digest(target.identity),
-                   str(with_leaf_ids(graph)))
+                   *chunks, str(with_leaf_ids(graph)))
 
 
 def with_leaf_ids(graph: Graph, ids: Mapping[str, int] | None = None) -> Graph:
@@ -283,7 +292,7 @@ def kernel_part_key(kernel_key: str, target: Target) -> str:
 def layout_meta(built: BuiltModule) -> dict[str, Any]:
     """The layout of a built module as JSON data, for its cache entry (weights are left out: see the module doc)."""
     return {"name": built.name, "entry": built.entry, "prepare": built.prepare,
-            "scratch_stride": built.scratch_stride,
+            "scratch_stride": built.scratch_stride, "chunks": built.chunks, "arena_bytes": built.arena_bytes,
             "prepared": [[p.slot, p.source, p.function, p.nbytes, p.key] for p in built.prepared],
             "kernels": [[k.name, k.index, k.op, list(k.results), k.scratch_bytes, k.loc] for k in built.kernels],
             "checks": [[number, message] for number, message in built.checks],
@@ -297,6 +306,7 @@ def built_from_meta(graph: Graph, target: Target, meta: dict[str, Any]) -> Built
         kernels = tuple(KernelInfo(k[0], k[1], k[2], tuple(_strings(k[3])), k[4], k[5])
                         for k in (_typed(k, (str, int, str, list, int, str)) for k in meta["kernels"]))
         name, entry, stride = _typed([meta["name"], meta["entry"], meta["scratch_stride"]], (str, str, int))
+        chunks, arena_bytes = _typed([meta["chunks"], meta["arena_bytes"]], (int, int))
         prepare = meta["prepare"]
         checks = tuple(tuple(_typed(c, (int, str))) for c in meta["checks"])
         parts = tuple(part_from_meta(*_typed(p, (str, dict))) for p in meta["parts"])
@@ -306,9 +316,12 @@ def built_from_meta(graph: Graph, target: Target, meta: dict[str, Any]) -> Built
         return None
     if not (prepare is None or isinstance(prepare, str)) or stride < 0 or bool(prepared) != (prepare is not None):
         return None
-    arena_bytes, _ = memory_plan(graph)
+    whole, _ = memory_plan(graph)
+    batch = graph.inputs[0].shape[0] if graph.inputs and graph.inputs[0].shape else 1
+    if chunks < 1 or batch % chunks or arena_bytes < 0 or (chunks == 1 and arena_bytes != whole):
+        return None
     return BuiltModule(name, entry, None, target, graph, graph.inputs, graph.outputs, weight_slots(graph),
-                       arena_bytes, stride, kernels, prepared, prepare, checks, parts)  # type: ignore[arg-type]
+                       arena_bytes, stride, kernels, prepared, prepare, checks, parts, chunks)  # type: ignore[arg-type]
 
 
 def _typed(items: Any, types: tuple[type, ...]) -> list[Any]:

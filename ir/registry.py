@@ -8,7 +8,8 @@ own table of lowerings keyed by the same names; nothing here knows about it.
 An OpDef also states the facts passes, codegen and the runtime ask about an op, as data with defaults, so no
 consumer keeps a list of op names: whether it is a leaf (category "leaf"), the axes it reduces
 (`reduced_axes(node)`), whether fusion treats it as elementwise, whether it preserves values (reshape/cast-like),
-which operands are indices and their bound, the fusion kernel family it anchors, and a work estimate.
+which operands are indices and their bound, the fusion kernel family it anchors, a work estimate, and whether it
+computes its result row by row along axis 0 (`rows_attrs`, for running a batch in chunks: ir/rows.py).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from .attrs import AttrSpec, check_attrs
 from .errors import BrazeError, ShapeError, UnknownOpError
+from .row_rules import RowsRule, broadcast_rows, first_rows
 from .types import TensorType
 
 if TYPE_CHECKING:
@@ -65,6 +67,10 @@ class OpDef:
          affine positions of its operand (slice, transpose, the reshapes), or None where the node needs a copy.
     unview: (node, the result's View) -> the operand's View, for such an op that is a bijection (a kernel writing
          the op's result through it writes the operand: transpose, the reshapes).
+    rows: (node, which operands carry rows, a chunk's row count) -> the node's attributes for a chunk of that many
+         rows, or None where result row i is not computed from row i of the row-carrying operands alone
+         (ir/row_rules.py); None as the trait means the category's rule: elementwise ops broadcast rows, a
+         reduction keeps them unless it reduces axis 0, every other op mixes them.
     """
 
     name: str
@@ -87,6 +93,7 @@ class OpDef:
     vjp_reads: tuple[int, ...] | None = None
     view: Callable[["Node", Any], Any] | None = None
     unview: Callable[["Node", Any], Any] | None = None
+    rows: RowsRule | None = None
     attr_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -117,6 +124,20 @@ class OpDef:
         if self.work is not None:
             return int(self.work(node))
         return 0 if self.is_leaf else sum(v.type.size for v in node.outputs)
+
+    def rows_attrs(self, node: Node, carried: tuple[bool, ...], rows: int) -> dict[str, Any] | None:
+        """The node's attributes for a chunk of `rows` rows when it computes its result row by row from the
+        operands flagged in `carried` (its `rows` rule, else its category's), or None."""
+        if self.rows is not None:
+            found = self.rows(node, carried, rows)
+        elif self.category == "elementwise":
+            found = broadcast_rows(node, carried, rows)
+        elif self.reduces is not None and first_rows(node, carried, rows) is not None:
+            rank = len(node.inputs[0].shape)
+            found = node.attr if rank and all(a % rank for a in self.reduced_axes(node) or ()) else None
+        else:
+            found = None
+        return None if found is None else dict(found)
 
     @property
     def declares_type(self) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import DTypeError, ShapeError
 from ..registry import defop
+from ..row_rules import shared
 from ..types import TensorType, bool_
 from ._common import require_float, same_dtype, unbroadcast
 from ._window import dims
@@ -131,9 +132,20 @@ def _attention_work(node) -> int:
     return rows * k.shape[-2] * (q.shape[-1] + v.shape[-1]) + node.out.type.size
 
 
+def _attention_rows(node, carried: tuple[bool, ...], rows: int):
+    """Row by row along a batch axis that queries, keys and values all carry; a mask carries it too or broadcasts."""
+    rank = len(node.out.shape)
+    q, k, v, *mask = zip(node.inputs, carried)
+    if rank < 3 or not all(c and len(x.shape) == rank for x, c in (q, k, v)):
+        return None
+    if mask and not (len(mask[0][0].shape) == rank if mask[0][1] else shared(mask[0][0], rank)):
+        return None
+    return node.attr
+
+
 attention = defop(
     "attention", ("q", "k", "v", "mask?"), infer=_attention_infer, impl=_attention_impl, vjp=_attention_vjp,
-    attrs=_ATTRS, work=_attention_work,
+    attrs=_ATTRS, work=_attention_work, rows=_attention_rows,
     doc="softmax(q @ k^T * scale + mask) @ v over (..., L, E) queries, (..., S, E) keys and (..., S, Ev) values; "
         "a bool mask keeps scores where True, a float mask is added, causal keeps j <= i; rows with every score "
         "-inf give NaN, or 0 with zero_masked_rows (torch's F.scaled_dot_product_attention).")

@@ -18,6 +18,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
+from ..row_rules import batched_rows
 from ..types import TensorType, check_bytes
 from ._common import require_float, same_dtype
 from ._window import (Pair, check_padded, conv_out, crop, dims, needed, pad_spatial, pair, scatter_windows, span,
@@ -135,7 +136,7 @@ def _grad_work(node) -> int:
 
 conv2d = defop(
     "conv2d", ("x", "w", "b?"), infer=_conv2d_infer, impl=_conv2d_impl, vjp=_conv2d_vjp, attrs=_GEOMETRY,
-    category="conv", anchor="conv", work=_conv2d_work,
+    category="conv", anchor="conv", work=_conv2d_work, rows=batched_rows(4),
     doc="Cross-correlation of an NCHW input with a (C_out, C_in/groups, kH, kW) weight plus an optional bias, "
         "as torch.nn.functional.conv2d.")
 

@@ -27,6 +27,7 @@ from ..errors import DTypeError, ShapeError
 from ..graph import Graph
 from ..interpret import interpret
 from ..registry import defop, get_op, is_leaf, reduction_domain
+from ..rows import cut_rows
 from ..types import TensorType
 
 FUSION_KINDS = ("elementwise", "reduction", "gemm", "conv", "attention")
@@ -98,10 +99,21 @@ def _fused_work(node) -> int:
     return sum(get_op(n.op).work_estimate(n) for n in node.attr["body"].nodes)
 
 
+def _fused_rows(node, carried: tuple[bool, ...], rows: int):
+    """Row by row when the body is, every result carrying rows: the body cut to the chunk, the domain's first
+    axis with it when that is the batch's."""
+    batch = next(v.shape[0] for v, c in zip(node.inputs, carried) if c and v.shape)
+    cut = cut_rows(node.attr["body"], carried, batch, rows)
+    if cut is None or not all(cut[1]):
+        return None
+    shape = tuple(node.attr["shape"])
+    return {**node.attr, "body": cut[0], "shape": (rows, *shape[1:]) if shape[:1] == (batch,) else shape}
+
+
 fused = defop(
     "fused", ("*xs",), infer=_fused_infer, impl=_fused_impl, vjp=None,
     attrs=(AttrSpec("kind", "str", choices=FUSION_KINDS), AttrSpec("body", "graph"), AttrSpec("shape", "shape"),
            AttrSpec("axes", "ints", ())),
-    work=_fused_work,
+    work=_fused_work, rows=_fused_rows,
     doc="A fusion region: the nested graph `body` applied to the operands over the domain `shape` (reduced over "
         "`axes`); one result per body output.")

@@ -53,10 +53,18 @@ def _slice_vjp(e, g, out, x, *, starts, stops, steps):
     return (e.slice_scatter(g, shape=tuple(x.shape), starts=starts, stops=stops, steps=steps),)
 
 
+def _slice_rows(node, carried: tuple[bool, ...], rows: int):
+    """Row by row when axis 0 is kept whole: its rows become the chunk's."""
+    starts, stops, steps = (node.attr[k] for k in ("starts", "stops", "steps"))
+    if not starts or starts[0] != 0 or steps[0] != 1 or stops[0] != node.inputs[0].shape[0]:
+        return None
+    return {**node.attr, "stops": (rows, *stops[1:])}
+
+
 slice = defop("slice", ("x",), vjp_reads=(), infer=_slice_infer,
               impl=lambda x, *, starts, stops, steps: np.array(x[_index(starts, stops, steps)]),
               vjp=_slice_vjp, attrs=_SLICE_ATTRS, category="movement",
-              view=lambda node, view: sliced(view, node.attr["starts"], node.attr["steps"]),
+              view=lambda node, view: sliced(view, node.attr["starts"], node.attr["steps"]), rows=_slice_rows,
               doc="x[start:stop:step] on every axis, with normalized bounds.")
 
 
@@ -129,6 +137,7 @@ def _pad_vjp(e, g, out, x, *, pads, value):
 
 pad = defop("pad", ("x",), vjp_reads=(), infer=_pad_infer, impl=_pad_impl, vjp=_pad_vjp,
             attrs=(AttrSpec("pads", "ints"), AttrSpec("value", "float", 0.0)), category="movement",
+            rows=lambda node, carried, rows: node.attr if tuple(node.attr["pads"][:2]) == (0, 0) else None,
             doc="Constant padding: pads holds (before, after) for each axis in order.")
 
 
@@ -277,12 +286,22 @@ def _index_select_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.n
     return np.take(x, indices, axis=ax)
 
 
+def _index_select_rows(node, carried: tuple[bool, ...], rows: int):
+    """Row by row when x's rows are picked from along another axis, or when the indices' rows pick along axis 0 of
+    an x read whole (an embedding)."""
+    x, indices = node.inputs
+    along_rows = bool(x.shape) and node.attr["axis"] % len(x.shape) == 0
+    if carried == (True, False) and not along_rows:
+        return node.attr
+    return node.attr if carried == (False, True) and along_rows and indices.shape else None
+
+
 index_select = defop("index_select", ("x", "indices"), vjp_reads=(1,),
                       infer=_index_select_infer, impl=_index_select_impl,
                      vjp=lambda e, g, out, x, indices, *, axis: (
                          e.index_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
                      attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),
-                     doc="Pick whole slices of x along `axis` by an index tensor of any shape (numpy.take); "
+                     rows=_index_select_rows, doc="Pick whole slices of x along `axis` by an index tensor of any shape (numpy.take); "
                          "the embedding lookup.")
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..registry import defop
+from ..row_rules import linear_rows
 from ..types import TensorType, bool_
 from ._common import require_rank, same_dtype, shapes_text, unbroadcast
 
@@ -57,8 +58,21 @@ def _matmul_work(node) -> int:
     return node.out.type.size * (node.inputs[0].shape[-1] if node.inputs[0].shape else 1)
 
 
+def _matmul_rows(node, carried: tuple[bool, ...], rows: int):
+    """Row by row when the rows come from x's first axis (rows of the product, or its batch) or from a batch axis
+    of both or of y, each operand without rows read whole: a weight of two axes, or one broadcast along axis 0."""
+    rank = len(node.out.shape)
+    for v, has_rows, is_x in zip(node.inputs, carried, (True, False)):
+        r = len(v.shape)
+        if has_rows and not (r == rank and (is_x or rank >= 3)):
+            return None
+        if not has_rows and not (r < rank or (r >= 3 and v.shape[0] == 1) or (not is_x and r == 2 == rank)):
+            return None
+    return node.attr if rank >= 2 else None
+
+
 matmul = defop("matmul", ("x", "y"), infer=_matmul_infer, impl=np.matmul, vjp=_matmul_vjp, category="matmul",
-               anchor="gemm", work=_matmul_work,
+               anchor="gemm", work=_matmul_work, rows=_matmul_rows,
                doc="numpy.matmul: 1-D operands are promoted to matrices and the added axis removed; "
                    "leading batch dimensions broadcast.")
 
@@ -90,7 +104,7 @@ def _rows(shape) -> int:
 
 
 linear = defop("linear", ("x", "weight"), infer=_linear_infer, impl=_linear_impl, vjp=_linear_vjp,
-               category="matmul", anchor="gemm", work=_matmul_work,
+               category="matmul", anchor="gemm", work=_matmul_work, rows=linear_rows,
                doc="x @ weight.T with the weight stored (out_features, in_features), as torch.nn.functional.linear "
                    "without bias; simplify writes matmul(x, transpose(param)) this way so codegen reads the "
                    "stored weight directly.")

@@ -12,6 +12,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
+from ..row_rules import all_rows_along, first_entry, first_rows, keeps_axis
 from ..types import TensorType
 from ..views import permuted, reshaped
 from ._common import broadcast_shapes, normalize_axis, same_dtype, shapes_text, unbroadcast
@@ -42,12 +43,12 @@ def _same_order_unview(node, view):
 reshape = defop("reshape", ("x",), vjp_reads=(), infer=_reshape_infer, impl=lambda x, *, shape: np.reshape(x, shape),
                 vjp=lambda e, g, out, x, *, shape: (e.reshape(g, shape=tuple(x.shape)),),
                 attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
-                view=_same_order_view, unview=_same_order_unview,
+                view=_same_order_view, unview=_same_order_unview, rows=first_entry("shape"),
                 doc="The same elements in row-major order under a new shape of equal size.")
 
 
 copy = defop("copy", ("x",), vjp_reads=(), infer=lambda x: x, impl=lambda x: np.array(x, copy=True),
-             vjp=lambda e, g, out, x: (g,),
+             vjp=lambda e, g, out, x: (g,), rows=first_rows,
              category="movement", preserves_values=True,
              doc="A copy of the operand: what moving a tensor to another device records.")
 
@@ -86,6 +87,7 @@ transpose = defop("transpose", ("x",), vjp_reads=(), infer=_transpose_infer,
                   vjp=_transpose_vjp, attrs=(AttrSpec("perm", "ints"),), category="movement", preserves_values=True,
                   view=lambda node, view: permuted(view, node.attr["perm"]),
                   unview=lambda node, view: permuted(view, [int(i) for i in np.argsort(node.attr["perm"])]),
+                  rows=lambda node, carried, rows: node.attr if node.attr["perm"][:1] == (0,) else None,
                   doc="Permute the axes: result axis i is operand axis perm[i].")
 
 
@@ -97,7 +99,8 @@ def _flip_infer(x: TensorType, *, axes: tuple[int, ...]) -> TensorType:
 
 flip = defop("flip", ("x",), vjp_reads=(), infer=_flip_infer, impl=lambda x, *, axes: np.flip(x, axes).copy(),
              vjp=lambda e, g, out, x, *, axes: (e.flip(g, axes=axes),), attrs=(AttrSpec("axes", "ints"),),
-             category="movement", preserves_values=True, doc="The elements in reverse order along each of `axes`.")
+             category="movement", preserves_values=True, rows=keeps_axis("axes"),
+             doc="The elements in reverse order along each of `axes`.")
 
 
 # --- broadcast_to -----------------------------------------------------------------------------------------
@@ -115,7 +118,7 @@ broadcast_to = defop("broadcast_to", ("x",), vjp_reads=(), infer=_broadcast_to_i
                      impl=lambda x, *, shape: np.array(np.broadcast_to(x, shape)),
                      vjp=lambda e, g, out, x, *, shape: (unbroadcast(e, g, tuple(x.shape)),),
                      attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
-                     elementwise_like=True,
+                     elementwise_like=True, rows=first_entry("shape", same_rank=True),
                      doc="Repeat size-1 and missing leading dimensions to reach `shape` (numpy rules).")
 
 
@@ -153,12 +156,14 @@ def _reshape_back(e, g, out, x, *, axes):
 squeeze = defop("squeeze", ("x",), vjp_reads=(), infer=_squeeze_infer,
                 impl=lambda x, *, axes: np.reshape(x, _squeeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                 vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
-                view=_same_order_view, unview=_same_order_unview, doc="Remove the listed size-1 axes.")
+                view=_same_order_view, unview=_same_order_unview, rows=keeps_axis("axes"),
+                doc="Remove the listed size-1 axes.")
 unsqueeze = defop("unsqueeze", ("x",), vjp_reads=(), infer=_unsqueeze_infer,
                   impl=lambda x, *, axes: np.reshape(
                       x, _unsqueeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                   vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
                   view=_same_order_view, unview=_same_order_unview,
+                  rows=keeps_axis("axes", rank_of=lambda node: len(node.out.shape)),
                   doc="Insert size-1 axes; `axes` index the result, as numpy.expand_dims with a tuple.")
 
 
@@ -192,7 +197,7 @@ def _concat_vjp(e, g, out, *xs, axis):
 
 concat = defop("concat", ("*xs",), vjp_reads=(), infer=_concat_infer,
                impl=lambda *xs, axis: np.concatenate(xs, axis=axis), vjp=_concat_vjp,
-               attrs=(AttrSpec("axis", "int"),), category="movement",
+               attrs=(AttrSpec("axis", "int"),), category="movement", rows=all_rows_along("axis"),
                doc="Join tensors of one dtype along an existing axis.")
 
 
@@ -217,5 +222,5 @@ def _stack_vjp(e, g, out, *xs, axis):
 
 
 stack = defop("stack", ("*xs",), vjp_reads=(), infer=_stack_infer, impl=lambda *xs, axis: np.stack(xs, axis=axis),
-              vjp=_stack_vjp, attrs=(AttrSpec("axis", "int"),), category="movement",
+              vjp=_stack_vjp, attrs=(AttrSpec("axis", "int"),), category="movement", rows=all_rows_along("axis", 1),
               doc="Join equal-shaped tensors along a new axis `axis` of the result.")

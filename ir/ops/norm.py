@@ -11,6 +11,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
+from ..row_rules import first_rows
 from ..types import TensorType
 from ._common import require_bool, require_float, require_rank, same_dtype
 from ._window import dims
@@ -144,7 +145,7 @@ def _batch_norm_vjp(e, g, out, x, running_mean, running_var, weight, bias, *, ep
 
 batch_norm = defop(
     "batch_norm", ("x", "running_mean", "running_var", "weight", "bias"), infer=_batch_norm_infer,
-    impl=_batch_norm_impl, vjp=_batch_norm_vjp, attrs=_EPS, category="normalization",
+    impl=_batch_norm_impl, vjp=_batch_norm_vjp, attrs=_EPS, category="normalization", rows=first_rows,
     doc="Batch norm at inference: normalize channel axis 1 with the running statistics, then scale and shift.")
 
 

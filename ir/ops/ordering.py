@@ -13,6 +13,7 @@ import numpy as np
 
 from ..attrs import AttrSpec
 from ..registry import defop
+from ..row_rules import keeps_axis
 from ..types import TensorType, int64
 from ._common import normalize_axis, require_dtype_kind
 
@@ -43,7 +44,7 @@ def _sort_vjp(e, g, out, x, *, axis, descending):
 
 
 sort = defop("sort", ("x",), infer=_sort_infer, impl=_sort_impl, vjp=_sort_vjp, num_results=2,
-             attrs=(AttrSpec("axis", "int"), AttrSpec("descending", "bool", False)),
+             attrs=(AttrSpec("axis", "int"), AttrSpec("descending", "bool", False)), rows=keeps_axis("axis"),
              doc="(values sorted along `axis`, their int64 positions in x); stable, NaN largest.")
 
 
@@ -70,7 +71,7 @@ def _cumsum_vjp(e, g, out, x, *, axis):
 
 
 cumsum = defop("cumsum", ("x",), infer=_scan_infer("cumsum"), impl=_scan_impl(np.cumsum), vjp=_cumsum_vjp,
-               attrs=(AttrSpec("axis", "int"),), doc="Running sums along `axis`, added in index order.")
+               attrs=(AttrSpec("axis", "int"),), rows=keeps_axis("axis"), doc="Running sums along `axis`, added in index order.")
 
 
 def _cumprod_vjp(e, g, out, x, *, axis):
@@ -91,4 +92,4 @@ def _cumprod_vjp(e, g, out, x, *, axis):
 
 
 cumprod = defop("cumprod", ("x",), infer=_scan_infer("cumprod"), impl=_scan_impl(np.cumprod), vjp=_cumprod_vjp,
-                attrs=(AttrSpec("axis", "int"),), doc="Running products along `axis`, multiplied in index order.")
+                attrs=(AttrSpec("axis", "int"),), rows=keeps_axis("axis"), doc="Running products along `axis`, multiplied in index order.")

@@ -13,6 +13,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import ShapeError
 from ..registry import defop
+from ..row_rules import first_rows
 from ..types import TensorType
 from ._common import require_float, same_dtype
 from ._window import (Pair, check_output, check_padded, crop, dims, needed, pad_spatial, pair, pool_out,
@@ -89,7 +90,7 @@ def _max_pool2d_infer(x: TensorType, **attrs) -> TensorType:
 max_pool2d = defop(
     "max_pool2d", ("x",), infer=_max_pool2d_infer, impl=lambda x, **attrs: _take_at(x, x, attrs),
     vjp=lambda e, g, out, x, **attrs: (e.max_pool2d_grad(g, x, **attrs),), attrs=_MAX_ATTRS, category="pool",
-    doc="The maximum of each (dilated) window of the -inf-padded input, as torch.nn.functional.max_pool2d.")
+    rows=first_rows, doc="The maximum of each (dilated) window of the -inf-padded input, as torch.nn.functional.max_pool2d.")
 
 
 def _max_grad_infer(g: TensorType, x: TensorType, **attrs) -> TensorType:
@@ -172,7 +173,8 @@ def _avg_pool2d_vjp(e, g, out, x, **attrs):
 
 avg_pool2d = defop(
     "avg_pool2d", ("x",), infer=_avg_pool2d_infer, impl=_avg_pool2d_impl, vjp=_avg_pool2d_vjp, attrs=_AVG_ATTRS,
-    category="pool", doc="The mean of each window of the zero-padded input, as torch.nn.functional.avg_pool2d.")
+    category="pool", rows=first_rows,
+    doc="The mean of each window of the zero-padded input, as torch.nn.functional.avg_pool2d.")
 
 
 def _avg_grad_infer(g: TensorType, *, input_shape, **attrs) -> TensorType:
@@ -234,5 +236,5 @@ def _adaptive_vjp(e, g, out, x, *, output_size):
 
 adaptive_avg_pool2d = defop(
     "adaptive_avg_pool2d", ("x",), infer=_adaptive_infer, impl=_adaptive_impl, vjp=_adaptive_vjp,
-    attrs=(AttrSpec("output_size", "ints"),), category="pool",
+    attrs=(AttrSpec("output_size", "ints"),), category="pool", rows=first_rows,
     doc="Average pooling to a fixed output size with torch's adaptive bins.")

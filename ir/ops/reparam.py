@@ -32,6 +32,7 @@ import numpy as np
 from ..attrs import AttrSpec
 from ..errors import DTypeError, ShapeError
 from ..registry import defop
+from ..row_rules import linear_rows
 from ..types import TensorType, float32, int8, uint8
 from ._common import require_float, same_dtype, shapes_text
 
@@ -176,7 +177,8 @@ def _quantized_work(node) -> int:
 
 # What the two packed products share: dequantize's attributes, a GEMM region's anchor, the multiply-adds as work,
 # and a VJP reading only the codes and scales.
-_PACKED = dict(attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_work, vjp_reads=(1, 2))
+_PACKED = dict(attrs=dequantize.attrs, category="matmul", anchor="gemm", work=_quantized_work, vjp_reads=(1, 2),
+               rows=linear_rows)
 
 quantized_linear = defop(
     "quantized_linear", ("x", "codes", "scales"), infer=_quantized_linear_infer, impl=_quantized_linear_impl,

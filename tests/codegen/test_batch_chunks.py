@@ -1,0 +1,148 @@
+"""A batch run in chunks (codegen/batch_chunks.py): the entry loops over chunks of rows, each through every kernel,
+and gives the whole batch's results on any thread count; when the chunks pay, how many, and the cache keeping
+chunked and whole modules apart."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import braze
+from braze import ir, nn
+from braze.codegen.batch_chunks import MAX_CHUNKS, ROWS_VARIABLE, chunk_rows, peak_bytes, rows_for
+from braze.codegen.graph_cache import compile_module
+from braze.ir.errors import CodegenError
+from braze.ir.passes import optimize
+from braze.ir.rows import rows_graph
+from braze.runtime.executable import Executable
+
+F32 = ir.float32
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = nn.functional.relu(self.c2(nn.functional.relu(self.c1(x))))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def _inputs(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _compiled(monkeypatch: pytest.MonkeyPatch, model, x: np.ndarray, rows: int, threads: int):
+    monkeypatch.setenv(ROWS_VARIABLE, str(rows))
+    return braze.compile(model, x, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_cnn_in_chunks_gives_the_whole_batch(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    braze.manual_seed(0)
+    model, x = SmallCNN().eval(), _inputs((6, 3, 10, 10))
+    whole = _compiled(monkeypatch, model, x, 0, threads)
+    chunked = _compiled(monkeypatch, model, x, 2, threads)
+    assert whole.executable.built.chunks == 1 and chunked.executable.built.chunks == 3
+    assert chunked.executable.built.arena_bytes < whole.executable.built.arena_bytes
+    reference = ir.interpret(whole.graph, [x])[0]
+    for _ in range(2):  # the second call reuses the arena and the claim words of the first
+        got = chunked(x)
+        np.testing.assert_allclose(got, whole(x), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_transformer_layer_in_chunks_of_one_row(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    braze.manual_seed(1)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+    x = _inputs((4, 9, 32), seed=1)
+    whole = _compiled(monkeypatch, layer, x, 0, threads)
+    chunked = _compiled(monkeypatch, layer, x, 1, threads)
+    assert chunked.executable.built.chunks == 4
+    np.testing.assert_allclose(chunked(x), whole(x), rtol=1e-5, atol=1e-5)
+
+
+def _copies_graph() -> ir.Graph:
+    """y = relu(x + w) returned twice beside the input: two of the three outputs are copies, each per chunk."""
+    b = ir.GraphBuilder("copies")
+    x = b.input("x", ir.TensorType((6, 4), F32))
+    w = b.param("w", ir.TensorType((1, 4), F32), id=0)
+    y = b.relu(b.add(x, w))
+    weights = {"w": np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4)}
+    return optimize(b.finish([y, x, y], weights=weights), ["plan_memory"])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_outputs_copied_per_chunk(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    monkeypatch.setenv(ROWS_VARIABLE, "2")
+    graph = _copies_graph()
+    built, library = compile_module(graph, use_cache=False, threads=threads)
+    assert built.chunks == 3
+    x = _inputs((6, 4))
+    got = Executable(built, library, threads=threads).run([x])
+    for a, b in zip(got, ir.interpret(graph, [x])):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_cache_keeps_chunked_and_whole_modules_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = _copies_graph()
+    monkeypatch.setenv(ROWS_VARIABLE, "0")
+    whole, _ = compile_module(graph)
+    monkeypatch.setenv(ROWS_VARIABLE, "3")
+    chunked, _ = compile_module(graph)
+    again, library = compile_module(graph)  # linked before: the layout comes from the cache entry's meta
+    assert (whole.chunks, chunked.chunks, again.chunks) == (1, 2, 2)
+    assert whole.entry != chunked.entry == again.entry and again.arena_bytes == chunked.arena_bytes
+    assert again.rows == 3 and whole.rows is None
+    x = _inputs((6, 4), seed=2)
+    for a, b in zip(Executable(again, library, threads=1).run([x]), ir.interpret(graph, [x])):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("value, rows", [("0", None), ("3", 3), ("4", None), ("6", None), ("", None)])
+def test_the_rows_variable(monkeypatch: pytest.MonkeyPatch, value: str, rows: int | None) -> None:
+    """A count dividing the batch into several chunks is taken; 0, or one that does not, keeps the batch whole; unset,
+    a graph this small stays whole."""
+    monkeypatch.setenv(ROWS_VARIABLE, value)
+    assert chunk_rows(_copies_graph()) == rows
+
+
+def test_a_bad_rows_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ROWS_VARIABLE, "four")
+    with pytest.raises(CodegenError, match=ROWS_VARIABLE):
+        chunk_rows(_copies_graph())
+
+
+def test_a_training_step_keeps_its_batch_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ROWS_VARIABLE, "2")
+    graph = _copies_graph()
+    step = graph.replace(attributes={**graph.attributes, "outputs": ["output", "input", "param_update:w"]})
+    assert chunk_rows(graph) == 2 and chunk_rows(step) is None
+
+
+def _big_cnn() -> ir.Graph:
+    """The benchmark CNN's shape at batch 64 (32 x 32 images): its first conv writes 8 MB."""
+    braze.manual_seed(2)
+    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, stride=2, padding=1),
+                          nn.ReLU()).eval()
+    return braze.optimize(braze.trace(model, np.zeros((64, 3, 32, 32), np.float32)))
+
+
+def test_chunks_bring_the_activations_to_half_the_caches() -> None:
+    graph = _big_cnn()
+    peak = peak_bytes(graph)
+    assert peak == 4 * 64 * (32 * 32 * 32 + 64 * 16 * 16)  # the second conv reads 8 MB and writes 4 MB
+    assert rows_for(graph, peak) is None  # it fits: no chunks
+    for threads in (1, 2):
+        for l2 in (peak // 4, peak // 16, 2 * 1024 * 1024):
+            rows = rows_for(graph, l2, threads)
+            chunks = 64 // rows
+            assert chunks <= MAX_CHUNKS // threads and rows_graph(graph, rows) is not None
+            # the fewest chunks that fit, or the most allowed
+            assert peak // chunks <= l2 * threads // 2 or chunks == MAX_CHUNKS // threads
+            assert chunks == 2 or peak // (chunks // 2) > l2 * threads // 2
+    assert rows_for(graph, 2 * 1024 * 1024, 1) == 4 and rows_for(graph, 2 * 1024 * 1024, 2) == 8
+    weights = sum(p.type.nbytes for p in graph.params())
+    assert rows_for(graph, 2 * weights - 64) is None  # the weights would not stay beside a chunk
