@@ -4,14 +4,17 @@ A graph whose every node computes its rows independently (ir/rows.py) can run it
 chunk through every kernel before the next begins: the entry point loops over the chunks, offsetting the inputs'
 and outputs' pointers, and the activations of one chunk, planned in an arena of the chunk's size, stay in the L2
 cache from one kernel to the next instead of going out to L3 or memory. The CNN at batch 64 writes 8.4 MB after
-its first conv, and reads it back for the second: compiled at batch 4 and called 16 times it ran 7.65 ms on one
-thread of the Xeon (2 MB L2) against 8.98 ms at batch 64 at once (medians, alternating).
+its first conv, and reads it back for the second: in 16 chunks of 4 rows it ran 6.76 ms on one thread of a Xeon (2
+MB L2) against 7.07 ms whole, in 8 chunks of 8 rows on two threads 3.58 against 3.66 ms (medians, alternating).
+Smaller chunks cost two threads more than they save (a barrier per kernel and chunk: 4 rows 3.98 against 3.85 ms,
+2 rows 4.18); graphs whose weights do not fit beside a chunk lost (the MLP at batch 64 in chunks of 16 rows, 0.485
+-> 0.525 ms) or gained nothing (a transformer layer at batch 8, chunks of 1 to 4 rows).
 
 It pays where the batch's activations overflow the L2 while the weights fit beside a chunk's (each chunk reads
 them all again). chunk_rows takes the fewest chunks that bring the largest node's operands and results to half
-the L2, at most MAX_CHUNKS (each chunk costs a barrier per kernel on several threads). BRAZE_BATCH_ROWS overrides
+of the L2 caches of the threads the module will run on, at most MAX_CHUNKS / threads. BRAZE_BATCH_ROWS overrides
 the choice: 0 keeps every batch whole, a positive count cuts into chunks of that many rows where the graph allows.
-Chunks change which rows a kernel computes at once, never a row's arithmetic: results are the same bytes.
+A kernel built for fewer rows may block its work differently, so results match the whole batch's to rounding.
 """
 from __future__ import annotations
 

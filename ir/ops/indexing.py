@@ -301,7 +301,8 @@ index_select = defop("index_select", ("x", "indices"), vjp_reads=(1,),
                      vjp=lambda e, g, out, x, indices, *, axis: (
                          e.index_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
                      attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),
-                     rows=_index_select_rows, doc="Pick whole slices of x along `axis` by an index tensor of any shape (numpy.take); "
+                     rows=_index_select_rows,
+                     doc="Pick whole slices of x along `axis` by an index tensor of any shape (numpy.take); "
                          "the embedding lookup.")
 
 

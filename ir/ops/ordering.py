@@ -71,7 +71,8 @@ def _cumsum_vjp(e, g, out, x, *, axis):
 
 
 cumsum = defop("cumsum", ("x",), infer=_scan_infer("cumsum"), impl=_scan_impl(np.cumsum), vjp=_cumsum_vjp,
-               attrs=(AttrSpec("axis", "int"),), rows=keeps_axis("axis"), doc="Running sums along `axis`, added in index order.")
+               attrs=(AttrSpec("axis", "int"),), rows=keeps_axis("axis"),
+               doc="Running sums along `axis`, added in index order.")
 
 
 def _cumprod_vjp(e, g, out, x, *, axis):
@@ -92,4 +93,5 @@ def _cumprod_vjp(e, g, out, x, *, axis):
 
 
 cumprod = defop("cumprod", ("x",), infer=_scan_infer("cumprod"), impl=_scan_impl(np.cumprod), vjp=_cumprod_vjp,
-                attrs=(AttrSpec("axis", "int"),), rows=keeps_axis("axis"), doc="Running products along `axis`, multiplied in index order.")
+                attrs=(AttrSpec("axis", "int"),), rows=keeps_axis("axis"),
+                doc="Running products along `axis`, multiplied in index order.")

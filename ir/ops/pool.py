@@ -90,7 +90,8 @@ def _max_pool2d_infer(x: TensorType, **attrs) -> TensorType:
 max_pool2d = defop(
     "max_pool2d", ("x",), infer=_max_pool2d_infer, impl=lambda x, **attrs: _take_at(x, x, attrs),
     vjp=lambda e, g, out, x, **attrs: (e.max_pool2d_grad(g, x, **attrs),), attrs=_MAX_ATTRS, category="pool",
-    rows=first_rows, doc="The maximum of each (dilated) window of the -inf-padded input, as torch.nn.functional.max_pool2d.")
+    rows=first_rows,
+    doc="The maximum of each (dilated) window of the -inf-padded input, as torch.nn.functional.max_pool2d.")
 
 
 def _max_grad_infer(g: TensorType, x: TensorType, **attrs) -> TensorType:
