@@ -45,20 +45,18 @@ PARALLEL_KERNELS = 3  # graphs with fewer computing nodes compile in this proces
 
 def compile_module(graph: Graph, *, target: Target | None = None, use_cache: bool | None = None,
                    lower: Lowering | None = None, timings: dict[str, float] | None = None,
-                   beside: Callable[[], Sequence[Described]] | None = None, threads: int = 1
+                   beside: Callable[[], Sequence[Described]] | None = None
                    ) -> tuple[BuiltModule, CompiledLibrary]:
     """The built module and linked library of an optimized graph, from the cache where it can (see the module
     doc). When its kernels are compiled on the compile workers, the runtime modules `beside()` lists that are not
-    compiled yet (described.wanted) are compiled with them, for compile_described to link when the runtime asks.
-    `threads` is the thread count the module will most likely run on: it sizes the batch's chunks
-    (codegen/batch_chunks.py)."""
+    compiled yet (described.wanted) are compiled with them, for compile_described to link when the runtime asks."""
     timings = {} if timings is None else timings
     target = target or host_target()
     if lower is not None:
         return _compile_custom(graph, target, use_cache, lower, timings)
     caching = cache.enabled() if use_cache is None else use_cache
     start = time.perf_counter()
-    rows = chunk_rows(graph, threads)
+    rows = chunk_rows(graph)
     digest = graph_digest(graph, target, rows)
     key = module_key(digest)
     timings["cache key"] = time.perf_counter() - start

@@ -58,6 +58,7 @@ and dtype, aligned to the dtype; all but the graph's inputs (the caller's arrays
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -72,11 +73,12 @@ from braze.ir.printer import format_attrs
 from braze.ir.registry import get_op, is_leaf
 from braze.ir.train_step import updated_leaves
 
-from .abi import ENTRY, PREPARE, STATUS_OFFSET
+from .abi import CLAIM_OFFSET, ENTRY, PREPARE, STATUS_OFFSET
 from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, KernelPart,  # noqa: F401 (re-exported)
                             PreparedForm, PreparedSlot, WeightSlot, graph_digest, kernel_part_key, memory_plan,
                             module_names, weight_slots)
 from .batch_chunks import chunk_graph
+from .claims import claimed_chunks
 from .sync import declare, emit_barrier
 from .lower.base import KernelContext, KernelSpec, PreparedWeight, kernel_arguments
 from .lower.checks import module_checks
@@ -190,7 +192,8 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     # two lowerings of one graph never share an exported symbol.
     code = digest if default and reuse else _digest_of(digest, reuse, done)
     module.name, entry, prepare_name = module_names(code)
-    _emit_entry(module, entry, target, kernels, places, copies, stride, packed, _Chunks.of(graph, chunks))
+    _emit_entry(module, entry, target, kernels, places, copies, stride, packed,
+                _Chunks.of(graph, chunks, memory_plan(graph)[0]))
     prepare = None
     if prepared:
         prepare = prepare_name
@@ -429,18 +432,21 @@ def _output_copies(graph: Graph, places: dict[str, _Place]) -> list[tuple[int, V
 @dataclass(frozen=True)
 class _Chunks:
     """How the entry runs the batch: `count` chunks, input k's and output k's pointers advanced by their
-    `inputs[k]` and `outputs[k]` bytes (a chunk's) from one chunk to the next (codegen/batch_chunks.py)."""
+    `inputs[k]` and `outputs[k]` bytes (a chunk's) from one chunk to the next (codegen/batch_chunks.py); a thread
+    running chunks of its own keeps their activations at `arena` bytes (one chunk's arena) times its id."""
 
     count: int = 1
     inputs: tuple[int, ...] = ()
     outputs: tuple[int, ...] = ()
+    arena: int = 0
 
     @classmethod
-    def of(cls, graph: Graph, count: int) -> _Chunks:
+    def of(cls, graph: Graph, count: int, arena_bytes: int) -> _Chunks:
         """The chunks of a graph cut to one chunk's rows, `count` of them."""
-        return cls(count, tuple(v.type.nbytes for v in graph.inputs), tuple(v.type.nbytes for v in graph.outputs))
+        return cls(count, tuple(v.type.nbytes for v in graph.inputs), tuple(v.type.nbytes for v in graph.outputs),
+                   _round64(arena_bytes))
 
-    def pointer(self, b: ir.IRBuilder, args: dict[str, ir.Argument], place: _Place, label: str,
+    def pointer(self, b: ir.IRBuilder, args: dict[str, ir.Value], place: _Place, label: str,
                 chunk: ir.Value | None) -> ir.Value:
         """The data pointer of a value at its place, in chunk `chunk` when it is an input or output."""
         base = _pointer(b, args, place, label)
@@ -462,25 +468,41 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
     scratch = b.gep(args["scratch"], [b.mul(tid, i64(stride))], inbounds=True, source_etype=I8, name="scratch.t")
     status = b.gep(args["sync"], [i64(STATUS_OFFSET)], inbounds=True, source_etype=I8, name="status")
     barrier = emit_barrier(module, target)
+    calls = functools.partial(_emit_calls, b, module, kernels, places, copies, packed, barrier, scratch, status,
+                              chunks)
     if chunks.count == 1:
-        _emit_calls(b, module, args, kernels, places, copies, packed, barrier, scratch, status, chunks, None)
-    else:
-        with for_range(b, 0, chunks.count, name="chunk") as chunk:
-            if kernels and not (kernels[0].alone and kernels[-1].alone):  # the last chunk's results are read
-                with b.if_then(b.icmp_signed("!=", chunk, i64(0))):
-                    b.call(barrier, [args["sync"], nthreads])
-            _emit_calls(b, module, args, kernels, places, copies, packed, barrier, scratch, status, chunks, chunk)
+        calls(args, None)
+        b.ret_void()
+        return
+    # with at least two chunks per thread, each thread runs the chunks it claims through every kernel by itself,
+    # in its own slot of the arena: no barriers, and a chunk's activations stay in one core's cache
+    own = b.and_(b.icmp_signed(">", nthreads, i64(1)), b.icmp_signed("<=", b.mul(nthreads, i64(2)), i64(chunks.count)))
+    with b.if_else(own) as (by_thread, together):
+        with by_thread:
+            arena = b.gep(args["arena"], [b.mul(tid, i64(chunks.arena))], inbounds=True, source_etype=I8,
+                          name="arena.t")
+            claim = b.gep(args["sync"], [i64(CLAIM_OFFSET)], inbounds=True, source_etype=I8, name="chunk.claim")
+            with claimed_chunks(b, claim, tid, nthreads, chunks.count, name="chunks") as (start, stop):
+                with for_range(b, start, stop, name="chunk") as chunk:
+                    calls({**args, "arena": arena}, chunk, alone=True)
+        with together:  # every thread takes part in every kernel of each chunk in turn
+            with for_range(b, 0, chunks.count, name="chunk") as chunk:
+                if kernels and not (kernels[0].alone and kernels[-1].alone):  # the last chunk's results are read
+                    with b.if_then(b.icmp_signed("!=", chunk, i64(0))):
+                        b.call(barrier, [args["sync"], nthreads])
+                calls(args, chunk)
     b.ret_void()
 
 
-def _emit_calls(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Argument], kernels: list[_Kernel],
-                places: dict[str, _Place], copies: list[tuple[int, Value]], packed: dict[str, _Place],
-                barrier: ir.Function, scratch: ir.Value, status: ir.Value, chunks: _Chunks,
-                chunk: ir.Value | None) -> None:
-    """Every kernel's call in order, barriers between them, then the copies: the whole batch, or one chunk."""
+def _emit_calls(b: ir.IRBuilder, module: ir.Module, kernels: list[_Kernel], places: dict[str, _Place],
+                copies: list[tuple[int, Value]], packed: dict[str, _Place], barrier: ir.Function, scratch: ir.Value,
+                status: ir.Value, chunks: _Chunks, args: dict[str, ir.Value], chunk: ir.Value | None, *,
+                alone: bool = False) -> None:
+    """Every kernel's call in order, barriers between them, then the copies: the whole batch, or one chunk; with
+    `alone`, a chunk this thread runs by itself (each kernel on one thread, no barriers, its own copies)."""
     tid, nthreads = args["tid"], args["nthreads"]
     for k, kernel in enumerate(kernels):
-        if k and not (kernel.alone and kernels[k - 1].alone):  # thread 0 alone reads only what it wrote
+        if k and not alone and not (kernel.alone and kernels[k - 1].alone):  # thread 0 alone reads what it wrote
             b.call(barrier, [args["sync"], nthreads])
         where = [places[v.name] for v in (*kernel.outputs, *kernel.inputs)]
         for p, key in kernel.prepared:
@@ -488,18 +510,20 @@ def _emit_calls(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Argument]
         pointers = [chunks.pointer(b, args, place, v.name, chunk)
                     for place, v in zip(where, (*kernel.outputs, *kernel.inputs))]
         function = module.get_global(kernel.info.name)
-        if kernel.alone:
+        if alone:
+            b.call(function, [*pointers, scratch, i64(0), i64(1), status])
+        elif kernel.alone:
             with b.if_then(b.icmp_signed("==", tid, i64(0))):
                 b.call(function, [*pointers, scratch, i64(0), i64(1), status])
         else:
             b.call(function, [*pointers, scratch, tid, nthreads, status])
     if copies:
-        if kernels and not kernels[-1].alone:
+        if kernels and not alone and not kernels[-1].alone:
             b.call(barrier, [args["sync"], nthreads])
-        _emit_copies(b, module, args, places, copies, chunks, chunk)
+        _emit_copies(b, module, args, places, copies, chunks, chunk, alone)
 
 
-def _pointer(b: ir.IRBuilder, args: dict[str, ir.Argument], place: _Place, label: str) -> ir.Value:
+def _pointer(b: ir.IRBuilder, args: dict[str, ir.Value], place: _Place, label: str) -> ir.Value:
     """The data pointer of a value at its place."""
     name = "p." + re.sub(r"[^A-Za-z0-9_.]", "_", label)
     if place.where == "arena":
@@ -510,13 +534,13 @@ def _pointer(b: ir.IRBuilder, args: dict[str, ir.Argument], place: _Place, label
     return b.load(slot, typ=PTR, align=8, name=name)
 
 
-def _emit_copies(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Argument], places: dict[str, _Place],
-                 copies: list[tuple[int, Value]], chunks: _Chunks, chunk: ir.Value | None) -> None:
-    """Thread 0 copies each listed value into its output buffer."""
+def _emit_copies(b: ir.IRBuilder, module: ir.Module, args: dict[str, ir.Value], places: dict[str, _Place],
+                 copies: list[tuple[int, Value]], chunks: _Chunks, chunk: ir.Value | None, alone: bool) -> None:
+    """Thread 0 (or, `alone`, the thread running the chunk) copies each listed value into its output buffer."""
     memcpy = declare(module, "llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
     fn = b.function
     copy_block, done = fn.append_basic_block("copy"), fn.append_basic_block("copied")
-    b.cbranch(b.icmp_signed("==", args["tid"], i64(0)), copy_block, done)
+    b.cbranch(ir.Constant(I1, 1) if alone else b.icmp_signed("==", args["tid"], i64(0)), copy_block, done)
     b.position_at_end(copy_block)
     for k, v in copies:
         if v.type.nbytes:

@@ -164,8 +164,13 @@ class BuiltModule:
     prepare: str | None = None   # the exported prepare function, None when nothing is prepared
     checks: tuple[tuple[int, str], ...] = ()  # the run-time checks' numbers and messages (codegen/lower/checks.py)
     parts: tuple[KernelPart, ...] = ()
-    chunks: int = 1  # the entry runs the batch in this many chunks, the kernels and arena sized for one
+    chunks: int = 1  # the entry runs the batch in this many chunks, the kernels and arena_bytes sized for one
     # (codegen/batch_chunks.py); `graph`, `inputs` and `outputs` are the whole batch's
+
+    def arena_for(self, threads: int) -> int:
+        """The arena a call on `threads` threads needs: with chunks, one chunk's (rounded to 64 bytes) per thread,
+        since each thread may run chunks of its own."""
+        return self.arena_bytes if self.chunks == 1 else -(-self.arena_bytes // 64) * 64 * max(1, threads)
 
     @property
     def rows(self) -> int | None:

@@ -103,7 +103,8 @@ class CallFrame:
         self.words[self._outputs_at + RECORD_WORDS * spec.index + 3] = spec.staging_address
 
     def set(self, field: str, value: int) -> None:
-        """Change one of the entry's arguments (the scratch area or the thread count, when the count changed)."""
+        """Change one of the entry's arguments (the scratch area, the arena or the thread count, when the count
+        changed)."""
         self.words[TASK_FIELDS.index(field)] = value
 
     def set_pool(self, words: Sequence[int]) -> None:

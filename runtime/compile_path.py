@@ -158,15 +158,10 @@ def _runtime_modules(graph: Graph, threads: int | None) -> list[Described]:
     """The runtime's own modules an executable of `graph` will call: the call stub, and the worker pool when it
     runs on more than one thread."""
     from . import call_frame, pool
-    stub = call_frame.stub_module()
-    parallel = _expected_threads(graph, threads) > 1
-    return [*([stub] if stub is not None else []), *([pool.pool_module()] if parallel else [])]
-
-
-def _expected_threads(graph: Graph, threads: int | None) -> int:
-    """The threads an executable of `graph` asked for `threads` will run on (runtime/threads.py)."""
     from .threads import choose_threads, estimate_work
-    return choose_threads(estimate_work(graph), threads)
+    stub = call_frame.stub_module()
+    parallel = choose_threads(estimate_work(graph), threads) > 1
+    return [*([stub] if stub is not None else []), *([pool.pool_module()] if parallel else [])]
 
 
 def compile_graph(graph: Graph, *, pipeline: str | Sequence[str] | None = "inference", threads: int | None = None,
@@ -202,8 +197,7 @@ def _compiled(graph: Graph, pipeline: str | Sequence[str] | None, threads: int |
     # one LLVM module (a kernel per distinct node and the entry point of the whole graph, codegen/abi.py) compiled
     # for the host, or its object found in the disk cache by the graph's text
     steps: dict[str, float] = {}
-    built, library = compile_module(graph, timings=steps, beside=lambda: _runtime_modules(graph, threads),
-                                    threads=_expected_threads(graph, threads))
+    built, library = compile_module(graph, timings=steps, beside=lambda: _runtime_modules(graph, threads))
     timings.update(steps)
     timings.cache_hit = built.module is None
     # the runtime object: aligned weights, prepared weights (large ones found in the disk cache when the pass key

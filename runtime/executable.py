@@ -95,7 +95,7 @@ class Executable:
         self._entry = ENTRY.cfunc(library, built.entry)
         self._weights = map_bytes(self._weight, built.weights, [slot.type.nbytes for slot in built.weights])
         self._prepared = self._prepared_buffers(prepared)
-        self._arena = resident_block(built.arena_bytes)
+        self._arena = resident_block(built.arena_for(self._threads))
         self._scratch = resident_block(built.scratch_stride * self._threads)
         self._sync = aligned_block(SYNC_BYTES)
         self._status = self._sync[STATUS_OFFSET:STATUS_OFFSET + 8 * STATUS_WORDS].view(np.int64)
@@ -170,6 +170,7 @@ class Executable:
         if self._frame is not None:
             on_pool = parallel and self._stub_parallel
             self._frame.set("scratch", words["scratch"])
+            self._frame.set("arena", words["arena"])
             self._frame.set("nthreads", self._calls if on_pool else 1)
             self._frame.set_pool(self._pool_words() if on_pool else [0] * POOL_WORDS)
 
@@ -212,6 +213,8 @@ class Executable:
         count = self._chosen_threads()
         if self.built.scratch_stride * count > self._scratch.nbytes:
             self._scratch = resident_block(self.built.scratch_stride * count)
+        if self.built.arena_for(count) > self._arena.nbytes:  # a batch in chunks: an arena slot per thread
+            self._arena = resident_block(self.built.arena_for(count))
         self._threads, self._threads_version = count, _threads.version
         self._share_area()
         self._bind_call()

@@ -3,17 +3,22 @@ and gives the whole batch's results on any thread count; when the chunks pay, ho
 chunked and whole modules apart."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 import braze
 from braze import ir, nn
+from braze.codegen.abi import CLAIM_OFFSET
 from braze.codegen.batch_chunks import MAX_CHUNKS, ROWS_VARIABLE, chunk_rows, peak_bytes, rows_for
 from braze.codegen.graph_cache import compile_module
 from braze.ir.errors import CodegenError
 from braze.ir.passes import optimize
 from braze.ir.rows import rows_graph
 from braze.runtime.executable import Executable
+
+from .native import at_once
 
 F32 = ir.float32
 
@@ -38,13 +43,19 @@ def _compiled(monkeypatch: pytest.MonkeyPatch, model, x: np.ndarray, rows: int, 
     return braze.compile(model, x, threads=threads)
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_a_cnn_in_chunks_gives_the_whole_batch(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+# (batch, rows, threads): with two chunks a thread or more, each thread runs the chunks it claims by itself; with
+# fewer, all the threads run each chunk together
+CASES = [(6, 2, 1), (6, 2, 2), (6, 2, 3), (6, 1, 2), (6, 1, 3), (8, 2, 2)]
+
+
+@pytest.mark.parametrize("batch, rows, threads", CASES)
+def test_a_cnn_in_chunks_gives_the_whole_batch(monkeypatch: pytest.MonkeyPatch, batch: int, rows: int,
+                                               threads: int) -> None:
     braze.manual_seed(0)
-    model, x = SmallCNN().eval(), _inputs((6, 3, 10, 10))
+    model, x = SmallCNN().eval(), _inputs((batch, 3, 10, 10))
     whole = _compiled(monkeypatch, model, x, 0, threads)
-    chunked = _compiled(monkeypatch, model, x, 2, threads)
-    assert whole.executable.built.chunks == 1 and chunked.executable.built.chunks == 3
+    chunked = _compiled(monkeypatch, model, x, rows, threads)
+    assert whole.executable.built.chunks == 1 and chunked.executable.built.chunks == batch // rows
     assert chunked.executable.built.arena_bytes < whole.executable.built.arena_bytes
     reference = ir.interpret(whole.graph, [x])[0]
     for _ in range(2):  # the second call reuses the arena and the claim words of the first
@@ -74,16 +85,41 @@ def _copies_graph() -> ir.Graph:
     return optimize(b.finish([y, x, y], weights=weights), ["plan_memory"])
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_outputs_copied_per_chunk(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
-    monkeypatch.setenv(ROWS_VARIABLE, "2")
+@pytest.mark.parametrize("rows, threads", [(2, 1), (2, 2), (1, 2), (1, 3)])
+def test_outputs_copied_per_chunk(monkeypatch: pytest.MonkeyPatch, rows: int, threads: int) -> None:
+    monkeypatch.setenv(ROWS_VARIABLE, str(rows))
     graph = _copies_graph()
-    built, library = compile_module(graph, use_cache=False, threads=threads)
-    assert built.chunks == 3
+    built, library = compile_module(graph, use_cache=False)
+    assert built.chunks == 6 // rows
     x = _inputs((6, 4))
     got = Executable(built, library, threads=threads).run([x])
     for a, b in zip(got, ir.interpret(graph, [x])):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("rows, threads", [(1, 2), (1, 3), (2, 2), (2, 3)])
+def test_threads_entering_at_once_each_run_their_chunks(monkeypatch: pytest.MonkeyPatch, rows: int,
+                                                        threads: int) -> None:
+    """The entry called on every thread id at the same moment (as the pool does when all workers come): with two
+    chunks a thread or more each thread claims chunks and runs them alone in its arena slot, else they share each
+    chunk's kernels; either way each output row is written once, with the whole batch's values."""
+    braze.manual_seed(3)
+    model, x = SmallCNN().eval(), _inputs((6, 3, 40, 40), seed=3)  # chunks long enough for the threads to meet
+    want = _compiled(monkeypatch, model, x, 0, 1)(x)
+    exe = _compiled(monkeypatch, model, x, rows, threads).executable
+    assert exe._arena.nbytes >= exe.built.arena_for(threads) > exe.built.arena_bytes
+    inputs, weights, outputs, arena, scratch, _, _, sync = exe._one_thread
+    start = threading.Barrier(threads)
+
+    def enter(tid: int) -> None:
+        start.wait()
+        exe._entry(inputs, weights, outputs, arena, scratch, tid, threads, sync)
+    for _ in range(5):
+        got = np.full_like(want, np.nan)
+        exe._input_ptrs[0], exe._output_ptrs[0] = x.ctypes.data, got.ctypes.data
+        at_once(enter, threads)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert not exe._sync[CLAIM_OFFSET:CLAIM_OFFSET + 16].any(), "the chunks' claim words are left zero"
 
 
 def test_the_cache_keeps_chunked_and_whole_modules_apart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,19 +166,18 @@ def _big_cnn() -> ir.Graph:
     return braze.optimize(braze.trace(model, np.zeros((64, 3, 32, 32), np.float32)))
 
 
-def test_chunks_bring_the_activations_to_half_the_caches() -> None:
+def test_chunks_bring_the_activations_to_half_the_cache() -> None:
     graph = _big_cnn()
     peak = peak_bytes(graph)
     assert peak == 4 * 64 * (32 * 32 * 32 + 64 * 16 * 16)  # the second conv reads 8 MB and writes 4 MB
     assert rows_for(graph, peak) is None  # it fits: no chunks
-    for threads in (1, 2):
-        for l2 in (peak // 4, peak // 16, 2 * 1024 * 1024):
-            rows = rows_for(graph, l2, threads)
-            chunks = 64 // rows
-            assert chunks <= MAX_CHUNKS // threads and rows_graph(graph, rows) is not None
-            # the fewest chunks that fit, or the most allowed
-            assert peak // chunks <= l2 * threads // 2 or chunks == MAX_CHUNKS // threads
-            assert chunks == 2 or peak // (chunks // 2) > l2 * threads // 2
-    assert rows_for(graph, 2 * 1024 * 1024, 1) == 4 and rows_for(graph, 2 * 1024 * 1024, 2) == 8
+    for l2 in (peak // 2, peak // 8, peak // 64, 2 * 1024 * 1024):
+        rows = rows_for(graph, l2)
+        chunks = 64 // rows
+        assert chunks <= MAX_CHUNKS and rows_graph(graph, rows) is not None
+        # the fewest chunks that fit, or the most allowed
+        assert peak // chunks <= l2 // 2 or chunks == MAX_CHUNKS
+        assert chunks == 2 or peak // (chunks // 2) > l2 // 2
+    assert rows_for(graph, 2 * 1024 * 1024) == 4
     weights = sum(p.type.nbytes for p in graph.params())
     assert rows_for(graph, 2 * weights - 64) is None  # the weights would not stay beside a chunk
