@@ -8,18 +8,20 @@ chunks per thread, each thread claims chunks (codegen/claims.py) and runs them t
 a slot of the arena of its own (the runtime allocates one per thread): no barrier between kernels, and each core
 keeps its own chunk's activations. With fewer chunks all threads run each chunk's kernels together.
 
-The CNN at batch 64 writes 8.4 MB after its first conv and reads it back for the second. On a Xeon (2 MB L2),
-medians side by side: one thread, 16 chunks of 4 rows, 6.07 -> 5.67 ms; two threads running their own chunks
-3.38 -> 3.16 and 3.13 -> 2.96 ms, where running each chunk (of 8 rows) on both threads together had gained 2% and
-smaller shared chunks lost (a barrier per kernel and chunk: 4 rows 3.98 against 3.85 ms whole). Graphs whose
-weights do not fit beside a chunk lost (the MLP at batch 64 in chunks of 16 rows, 0.485 -> 0.525 ms) or gained
-nothing (a transformer layer at batch 8, chunks of 1 to 4 rows).
+It pays where the batch's activations overflow the L2. chunk_rows takes the fewest chunks that bring the largest
+node's operands and results to half of one L2, at most MAX_CHUNKS; where the weights do not fit in the other half,
+each chunk streams them all again, so a chunk must do REUSE work per byte of them. Measured on a Xeon (2 MB L2),
+medians side by side, whole batch against chunks: the CNN at batch 64 (8.4 MB written by its first conv, weights
+0.4 MB), 16 chunks of 4 rows, 6.07 -> 5.67 ms on one thread, 3.38 -> 3.16 and 3.13 -> 2.96 ms on two running their
+own chunks (running each chunk of 8 rows on both threads together had gained 2%, smaller shared chunks lost: a
+barrier per kernel and chunk, 4 rows 3.98 against 3.85 ms). A transformer layer at batch 8 (6.3 MB of activations
+around its feed-forward layers, 3.2 MB of weights, 35 work per weight byte and row), chunks of one row: 9.48 ->
+9.37 ms on one thread, 4.92 -> 4.79 and 5.04 -> 4.90 on two. The MLP at batch 64 (0.3 work per weight byte and row)
+in chunks of 16 rows: 0.485 -> 0.525 ms; its activations fit in the L2, so it runs whole.
 
-It pays where the batch's activations overflow the L2 while the weights fit beside a chunk's (each chunk reads
-them all again). chunk_rows takes the fewest chunks that bring the largest node's operands and results to half
-of one L2, at most MAX_CHUNKS. BRAZE_BATCH_ROWS overrides
-the choice: 0 keeps every batch whole, a positive count cuts into chunks of that many rows where the graph allows.
-A kernel built for fewer rows may block its work differently, so results match the whole batch's to rounding.
+BRAZE_BATCH_ROWS overrides the choice: 0 keeps every batch whole, a positive count cuts into chunks of that many
+rows where the graph allows. A kernel built for fewer rows may block its work differently, so results match the
+whole batch's to rounding.
 """
 from __future__ import annotations
 
@@ -28,13 +30,16 @@ import os
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph
 from braze.ir.passes import optimize
-from braze.ir.registry import is_leaf
+from braze.ir.registry import get_op, is_leaf
 from braze.ir.rows import batch_of, rows_graph
 from braze.ir.train_step import updated_leaves
 
 from .cache_sizes import host_cache_sizes
 
 MAX_CHUNKS = 16
+# Work (the registry's estimate: multiply-adds and elements written) a chunk does per byte of the weights it streams
+# again when they do not stay in the L2: at 16, weights read at about 8 GB/s keep a core at 240 GFLOP/s busy.
+REUSE = 16
 ROWS_VARIABLE = "BRAZE_BATCH_ROWS"
 
 
@@ -62,18 +67,21 @@ def chunk_graph(graph: Graph, rows: int) -> Graph:
 
 def rows_for(graph: Graph, l2: int) -> int | None:
     """The rows of the fewest chunks that bring the largest node's activations (peak_bytes) to half of an L2 cache
-    of `l2` bytes, at most MAX_CHUNKS chunks; None when the activations fit in it whole, or the weights do not fit
-    in its other half."""
+    of `l2` bytes, at most MAX_CHUNKS chunks, each doing at least REUSE work per byte of weights where the weights
+    do not fit in the L2's other half; None when the activations fit in the L2 whole, or no chunk does enough work."""
     batch = batch_of(graph)
     if batch is None or batch < 2:
         return None
     peak, budget = peak_bytes(graph), l2 // 2
-    if peak <= l2 or sum(p.type.nbytes for p in graph.params()) > budget:
+    if peak <= l2:
         return None
-    divisors = [c for c in range(2, min(batch, MAX_CHUNKS) + 1) if batch % c == 0]
-    if not divisors:
+    weights = sum(p.type.nbytes for p in graph.params())
+    work = sum(get_op(n.op).work_estimate(n) for n in graph.ops())
+    allowed = [c for c in range(2, min(batch, MAX_CHUNKS) + 1)
+               if batch % c == 0 and (weights <= budget or work // c >= REUSE * weights)]
+    if not allowed:
         return None
-    return batch // next((c for c in divisors if peak // c <= budget), divisors[-1])
+    return batch // next((c for c in allowed if peak // c <= budget), allowed[-1])
 
 
 def peak_bytes(graph: Graph) -> int:

@@ -11,7 +11,7 @@ import pytest
 import braze
 from braze import ir, nn
 from braze.codegen.abi import CLAIM_OFFSET
-from braze.codegen.batch_chunks import MAX_CHUNKS, ROWS_VARIABLE, chunk_rows, peak_bytes, rows_for
+from braze.codegen.batch_chunks import MAX_CHUNKS, REUSE, ROWS_VARIABLE, chunk_rows, peak_bytes, rows_for
 from braze.codegen.graph_cache import compile_module
 from braze.ir.errors import CodegenError
 from braze.ir.passes import optimize
@@ -179,5 +179,17 @@ def test_chunks_bring_the_activations_to_half_the_cache() -> None:
         assert peak // chunks <= l2 // 2 or chunks == MAX_CHUNKS
         assert chunks == 2 or peak // (chunks // 2) > l2 // 2
     assert rows_for(graph, 2 * 1024 * 1024) == 4
-    weights = sum(p.type.nbytes for p in graph.params())
-    assert rows_for(graph, 2 * weights - 64) is None  # the weights would not stay beside a chunk
+
+
+def test_chunks_streaming_the_weights_again_must_do_enough_work_with_them() -> None:
+    """Where the weights do not fit in the L2 beside a chunk, every chunk reads them all again: only chunks doing
+    REUSE work per weight byte are taken."""
+    cnn = _big_cnn()
+    weights = sum(p.type.nbytes for p in cnn.params())
+    work = sum(ir.get_op(n.op).work_estimate(n) for n in cnn.ops())
+    rows = rows_for(cnn, 2 * weights - 64)
+    assert rows is not None and work // (64 // rows) >= REUSE * weights  # a conv does thousands
+    braze.manual_seed(3)
+    layer = nn.Linear(1024, 1024).eval()  # 4 MB of weights, 8 work per weight byte at 64 rows
+    linear = braze.optimize(braze.trace(layer, np.zeros((64, 1024), np.float32)))
+    assert peak_bytes(linear) > 256 * 1024 and rows_for(linear, 256 * 1024) is None
