@@ -34,7 +34,10 @@ runtime allocates beside the scratch and whose address it stores at SHARE_AREA o
 are a cache line of their own at SHARE_OFFSET: the pack loop's claim words (SHARE_OFFSET, two i64 as a claim slot)
 and the count of units packed (SHARE_DONE), which the threads of the GEMM zero as they leave it, as they do their
 claim words; so a kernel that uses them needs a barrier before the next kernel does, and a kernel uses them once.
-Kernels reach them from the status pointer, SHARE_BYTES bytes of which then lie after it.
+The word after them (CALLS) counts the calls that have ended, advanced by thread 0 at the end of each: a kernel
+streaming a weight too large to stay in its cache walks it forward on even calls and backward on odd ones
+(codegen/gemv.py), reading the count through its share words pointer. Kernels reach all of these from the status
+pointer, SHARE_BYTES bytes of which then lie after it.
 """
 from __future__ import annotations
 
@@ -105,7 +108,8 @@ CLAIM_BYTES = CLAIM_OFFSET - STATUS_OFFSET + CLAIM_SLOTS * CLAIM_SLOT_BYTES  # f
 SHARE_OFFSET = CLAIM_OFFSET + 64  # the share words: a claim slot, then the done count
 SHARE_DONE = SHARE_OFFSET + CLAIM_SLOT_BYTES
 SHARE_AREA = SHARE_OFFSET + 32  # the address of the call's shared area (0 when the module needs none)
-SHARE_BYTES = SHARE_AREA + 8 - STATUS_OFFSET  # from the status pointer to the end of the share words
+CALLS = SHARE_AREA + 8  # the count of calls ended (see the module doc)
+SHARE_BYTES = CALLS + 8 - STATUS_OFFSET  # from the status pointer to the end of the share words and the call count
 
 # An entry call as words, the way the worker pool and the call stub pass it on: the entry's address, then every
 # entry argument but the thread id, which each thread supplies itself (nthreads: the most threads the call may use).

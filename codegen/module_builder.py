@@ -73,7 +73,7 @@ from braze.ir.printer import format_attrs
 from braze.ir.registry import get_op, is_leaf
 from braze.ir.train_step import updated_leaves
 
-from .abi import CLAIM_OFFSET, ENTRY, PREPARE, STATUS_OFFSET
+from .abi import CALLS, CLAIM_OFFSET, ENTRY, PREPARE, STATUS_OFFSET
 from .module_layout import (INLINE_CONSTANT_BYTES, BuiltModule, KernelInfo, KernelPart,  # noqa: F401 (re-exported)
                             PreparedForm, PreparedSlot, WeightSlot, graph_digest, kernel_part_key, memory_plan,
                             module_names, weight_slots)
@@ -472,6 +472,7 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
                               chunks)
     if chunks.count == 1:
         calls(args, None)
+        _count_call(b, args)
         b.ret_void()
         return
     # with at least two chunks per thread, each thread runs the chunks it claims through every kernel by itself,
@@ -491,7 +492,16 @@ def _emit_entry(module: ir.Module, entry: str, target: Target, kernels: list[_Ke
                     with b.if_then(b.icmp_signed("!=", chunk, i64(0))):
                         b.call(barrier, [args["sync"], nthreads])
                 calls(args, chunk)
+    _count_call(b, args)
     b.ret_void()
+
+
+def _count_call(b: ir.IRBuilder, args: dict[str, ir.Argument]) -> None:
+    """Thread 0 advances the count of calls ended (codegen/abi.py: CALLS) as it leaves the entry; threads still in a
+    kernel may read either count, which only sets the order the kernel walks its weight in."""
+    with b.if_then(b.icmp_signed("==", args["tid"], i64(0))):
+        word = b.gep(args["sync"], [i64(CALLS)], inbounds=True, source_etype=I8, name="calls")
+        b.atomic_rmw("add", word, i64(1), "monotonic")
 
 
 def _emit_calls(b: ir.IRBuilder, module: ir.Module, kernels: list[_Kernel], places: dict[str, _Place],

@@ -170,13 +170,15 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     fn.linkage = "internal"
     scratch, shared = gemm_scratch_bytes(spec, tiling), gemm_shared_bytes(spec, tiling)
     return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, (scratch, shared),
-                 node.op, () if prepared is None else (prepared[1],))
+                 node.op, () if prepared is None else (prepared[1],), counts_calls=uses_gemv(spec))
 
 
 def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict[str, int], c_name: str | None,
-          anchor: Node, sizes: tuple[int, int], op: str, prepared: tuple[PreparedWeight, ...] = ()) -> KernelSpec:
+          anchor: Node, sizes: tuple[int, int], op: str, prepared: tuple[PreparedWeight, ...] = (), *,
+          counts_calls: bool = False) -> KernelSpec:
     """Call the GEMM/conv function with C, the scratch, the share words and the extra pointers in slot order;
-    `sizes` are the bytes of scratch per thread and of the shared area it needs."""
+    `sizes` are the bytes of scratch per thread and of the shared area it needs. A GEMV (`counts_calls`) gets the
+    share words for the call count beside them (codegen/abi.py: CALLS)."""
     b = k.builder
     scratch, shared = sizes
     where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
@@ -187,7 +189,7 @@ def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict
         total = round_up(scratch) + anchor.out.type.nbytes
     else:
         c = where[c_name]
-    share = share_words(k) if shared else ir.Constant(PTR, None)
+    share = share_words(k) if shared or counts_calls else ir.Constant(PTR, None)
     b.call(fn, operands + [c, k.scratch, k.tid, k.nthreads, claim_words(k), share] + extras)
     return k.finish(op, total, prepared, shared)
 

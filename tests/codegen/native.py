@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from braze.codegen import compile_ir, host_target
-from braze.codegen.abi import SHARE_AREA, SHARE_OFFSET
+from braze.codegen.abi import CALLS, SHARE_AREA, SHARE_OFFSET
 
 KERNEL_ARGS = (ctypes.c_void_p,) * 4 + (ctypes.c_int64,) * 2 + (ctypes.c_void_p,) * 2
 
@@ -56,16 +56,18 @@ def require(array: np.ndarray, elements: int | None, label: str) -> int:
 
 
 def run_threads(fn: Callable, pointers: Sequence[int], extras: Sequence[int], scratch_bytes: int,
-                nthreads: int, *, claims: bool = True, concurrent: bool = False, shared_bytes: int = 0) -> None:
+                nthreads: int, *, claims: bool = True, concurrent: bool = False, shared_bytes: int = 0,
+                calls: int = 0) -> None:
     """Call the kernel for tid 0..nthreads-1, each with its own scratch area and all with one block of claim words
-    and share words beside a shared area of `shared_bytes` (null pointers without `claims`): one after another, or
-    at once on Python threads (a ctypes call releases the GIL), so that the threads claim their work from each
-    other."""
+    and share words beside a shared area of `shared_bytes` (null pointers without `claims`), and a count of `calls`
+    ended: one after another, or at once on Python threads (a ctypes call releases the GIL), so that the threads
+    claim their work from each other."""
     scratch = [aligned(max(scratch_bytes // 4, 1)) for _ in range(nthreads)]
     words = aligned(16)
     share_words = aligned(16).view(np.uint64)
     area = aligned(max(shared_bytes // 4, 1))
     share_words[(SHARE_AREA - SHARE_OFFSET) // 8] = area.ctypes.data
+    share_words[(CALLS - SHARE_OFFSET) // 8] = calls
     claim, share = (words.ctypes.data, share_words.ctypes.data) if claims else (None, None)
 
     def call(tid: int) -> None:

@@ -8,9 +8,9 @@ import numpy as np
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.abi import (CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_QUIT, POOL_RUN,
-                               POOL_WORK, PREPARE, SHARE_AREA, SHARE_BYTES, SHARE_DONE, SHARE_OFFSET, STATUS_OFFSET,
-                               STATUS_WORDS, TASK_FIELDS)
+from braze.codegen.abi import (CALLS, CLAIM_BYTES, CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, ENTRY, POOL_QUIT,
+                               POOL_RUN, POOL_WORK, PREPARE, SHARE_AREA, SHARE_BYTES, SHARE_DONE, SHARE_OFFSET,
+                               STATUS_OFFSET, STATUS_WORDS, TASK_FIELDS)
 from braze.codegen.module_builder import build_module
 from braze.codegen.pool_code import emit_pool_module
 from braze.codegen.sync_layout import GENERATION_OFFSET, SYNC_BYTES
@@ -68,7 +68,9 @@ def test_abi_claim_words_have_a_cache_line_of_their_own_within_reach_of_the_stat
 
 
 def test_abi_share_words_have_a_cache_line_of_their_own_within_reach_of_the_status_pointer() -> None:
-    """A claim slot and the done count, then the shared area's address, on a line of their own inside the block."""
+    """A claim slot and the done count, then the shared area's address and the count of calls ended, on a line of
+    their own inside the block."""
     assert SHARE_OFFSET % 64 == 0 and SHARE_OFFSET >= CLAIM_OFFSET + 64
     assert SHARE_DONE == SHARE_OFFSET + CLAIM_SLOT_BYTES and SHARE_DONE + 8 <= SHARE_AREA < SHARE_OFFSET + 64
-    assert SHARE_AREA + 8 <= SYNC_BYTES and SHARE_BYTES == SHARE_AREA + 8 - STATUS_OFFSET
+    assert CALLS == SHARE_AREA + 8 and CALLS + 8 <= min(SYNC_BYTES, SHARE_OFFSET + 64)
+    assert SHARE_BYTES == CALLS + 8 - STATUS_OFFSET

@@ -42,9 +42,10 @@ def count_writes(arg: int, m: int, n: int):
 
 
 def run(spec: GemmSpec, a: np.ndarray, b: np.ndarray, *, tiling=HOST, epilogue=None, tag: str = "",
-        extras=(), nthreads: int = 1, b_source: Strided | None = None, concurrent: bool = False) -> np.ndarray:
+        extras=(), nthreads: int = 1, b_source: Strided | None = None, concurrent: bool = False,
+        calls: int = 0) -> np.ndarray:
     """C for `spec` from flat operand buffers a, b (b in the layout b_source describes when spec.b is Prepacked),
-    the threads called one after another or, `concurrent`, at once."""
+    the threads called one after another or, `concurrent`, at once, `calls` calls having ended before."""
     n_extra = len(extras)
 
     def emit(module, name):
@@ -64,7 +65,7 @@ def run(spec: GemmSpec, a: np.ndarray, b: np.ndarray, *, tiling=HOST, epilogue=N
     pointers = [require(a, a_extent, "a"), require(b, b_extent, "b"), require(c, c_extent, "c")]
     run_threads(kernel(library, name, n_extra), pointers, [require(x, None, "extra") for x in extras],
                 gemm_scratch_bytes(spec, tiling), nthreads, concurrent=concurrent,
-                shared_bytes=gemm_shared_bytes(spec, tiling))
+                shared_bytes=gemm_shared_bytes(spec, tiling), calls=calls)
     return c
 
 

@@ -50,6 +50,23 @@ def test_gemv_threads_cover_c_exactly_once_and_agree_with_one_thread(nthreads: i
     np.testing.assert_array_equal(c, alone)  # a row of C is one dot product whichever thread computes it
 
 
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
+@pytest.mark.parametrize("m, n, k", [(1, 43, 37), (2, 4, 16), (3, 1, 5), (1, 1030, 200)])
+def test_gemv_walks_w_backward_on_odd_calls_to_the_same_bytes(nthreads: int, m: int, n: int, k: int) -> None:
+    """On odd calls (the count of calls ended, codegen/abi.py) each thread walks its groups of W's rows backward:
+    every row of C is still written once, with the same dot product."""
+    spec = GemmSpec.contiguous(m, n, k, trans_b=True)
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    w = RNG.standard_normal((n, k)).astype(np.float32)
+    forward = run(spec, a.ravel(), w.ravel(), nthreads=nthreads)
+    for calls in (1, 3, 2 ** 40 + 1):
+        counts = np.zeros((m, n), np.float32)
+        backward = run(spec, a.ravel(), w.ravel(), epilogue=count_writes(0, 1, n), tag="count",
+                       extras=(counts.ravel(),), nthreads=nthreads, concurrent=True, calls=calls)
+        assert (counts == 1).all()
+        np.testing.assert_array_equal(backward, forward)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_gemv_bias_relu_residual_epilogue(width: int) -> None:
     m, n, k = 3, 2 * width + 3, 3 * width - 1
@@ -78,3 +95,25 @@ def test_gemv_rows_of_a_from_batch_dimensions(x_shape) -> None:
     c = run(spec, x.ravel(), w.ravel(), nthreads=2)[:want.size].reshape(want.shape)
     scale_ = np.abs(x.astype(np.float64)) @ np.abs(w.T.astype(np.float64))
     assert_close(c, want, dot_tolerance(k, scale_), f"x {x_shape} @ W^T")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_each_call_advances_the_count_and_gives_the_same_bytes(threads: int) -> None:
+    """The entry's thread 0 counts the calls that ended (codegen/abi.py: CALLS); a layer at batch 1 walks its weight
+    the other way on each call and gives the same bytes every time."""
+    import braze
+    from braze import nn
+    from braze.codegen.abi import CALLS
+
+    braze.manual_seed(0)
+    model = nn.Sequential(nn.Linear(300, 200), nn.ReLU(), nn.Linear(200, 70)).eval()
+    x = RNG.standard_normal((1, 300)).astype(np.float32)
+    compiled = braze.compile(model, x, threads=threads)
+    count = compiled.executable._sync[CALLS:CALLS + 8].view(np.int64)
+    first = compiled(x)
+    for _ in range(3):
+        before = int(count[0])
+        np.testing.assert_array_equal(compiled(x), first)
+        assert int(count[0]) == before + 1
+    want = np.asarray(model(braze.tensor(x)))
+    np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-5)
