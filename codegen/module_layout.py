@@ -168,9 +168,11 @@ class BuiltModule:
     # (codegen/batch_chunks.py); `graph`, `inputs` and `outputs` are the whole batch's
 
     def arena_for(self, threads: int) -> int:
-        """The arena a call on `threads` threads needs: with chunks, one chunk's (rounded to 64 bytes) per thread,
-        since each thread may run chunks of its own."""
-        return self.arena_bytes if self.chunks == 1 else -(-self.arena_bytes // 64) * 64 * max(1, threads)
+        """The arena a call on `threads` threads needs: with chunks, one chunk's (rounded to 64 bytes) per thread
+        that may run chunks of its own (the entry lets each do so with two chunks a thread or more), else one."""
+        if self.chunks == 1:
+            return self.arena_bytes
+        return -(-self.arena_bytes // 64) * 64 * max(1, min(threads, self.chunks // 2))
 
     @property
     def rows(self) -> int | None:
