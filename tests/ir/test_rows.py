@@ -7,13 +7,17 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from braze import ir
+from braze.ir.errors import BrazeError
 from braze.ir.interpret import interpret
 from braze.ir.registry import get_op
 from braze.ir.rows import batch_of, rows_graph
 
 from .samples import Sample, all_samples
+from .test_roundtrip_hypothesis import OPS, attributes, broadcastable_shape
 
 SAMPLES = all_samples()
 
@@ -204,3 +208,39 @@ def test_a_cut_graph_states_the_chunks_rows_everywhere() -> None:
     cut = rows_graph(ir.parse(CNN), 2)
     assert str(cut) == CNN_ROWS_2
     assert str(ir.parse(str(cut))) == CNN_ROWS_2  # and it verifies
+
+
+@st.composite
+def batched_graphs(draw: st.DrawFn) -> tuple[ir.Graph, list[np.ndarray]]:
+    """A random verified DAG (the round-trip tests' ops and attributes) over inputs of four rows and params that
+    broadcast along them, or that do not (a param of four rows, which must keep the batch whole)."""
+    base = (4, *draw(st.lists(st.integers(1, 3), max_size=2)))
+    b = ir.GraphBuilder("batched")
+    pool = [b.input(f"in{i}", ir.TensorType(base, ir.float64)) for i in range(draw(st.integers(1, 2)))]
+    weights = {}
+    for k in range(draw(st.integers(0, 2))):
+        shape = draw(broadcastable_shape(base)) if draw(st.integers(0, 4)) else base
+        weights[f"w{k}"] = np.random.default_rng(k).standard_normal(shape)
+        pool.append(b.param(f"w{k}", ir.TensorType(shape, ir.float64), id=k, trainable=False))
+    for step in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(OPS))
+        low, high = op.arity_range()
+        operands = [draw(st.sampled_from(pool)) for _ in range(draw(st.integers(low, high or low + 2)))]
+        try:
+            pool.extend(b.add_node(op.name, operands, draw(attributes(op))))
+        except BrazeError:
+            continue  # operands or attributes the op rejects: draw another node
+    outputs = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    return b.finish(outputs, weights=weights), [rng.standard_normal(v.shape) for v in b.inputs]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batched_graphs())
+def test_a_random_graph_cut_into_chunks_gives_the_whole_batch(case: tuple[ir.Graph, list[np.ndarray]]) -> None:
+    graph, inputs = case
+    cut = rows_graph(graph, 2)
+    if cut is None:
+        return
+    with np.errstate(all="ignore"):
+        _check_chunks(graph, cut, inputs, str(graph))
