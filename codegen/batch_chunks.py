@@ -5,7 +5,7 @@ chunk through every kernel before the next begins: the entry point loops over th
 and outputs' pointers, and the activations of one chunk, planned in an arena of the chunk's size, stay in the L2
 cache from one kernel to the next instead of going out to L3 or memory. On several threads, with at least two
 chunks per thread, each thread claims chunks (codegen/claims.py) and runs them through every kernel by itself, in
-a slot of the arena of its own (the runtime allocates one per thread): no barrier between kernels, and each core
+a slot of the arena of its own (BuiltModule.arena_for): no barrier between kernels, and each core
 keeps its own chunk's activations. With fewer chunks all threads run each chunk's kernels together.
 
 It pays where the batch's activations overflow the L2. chunk_rows takes the fewest chunks that bring the largest
