@@ -15,9 +15,11 @@ without a barrier of its own. Two loops of one kernel, with no barrier between t
 thread, or without claim words (a null pointer), each thread takes its static share of the units in one chunk and
 touches no shared memory.
 
-How big a chunk is: the units left over CLAIMS_PER_THREAD times the thread count, so that chunks shrink as the loop
-nears its end and the threads finish together, but never more than the first chunk nor less than a TAIL_SPLIT-th
-of it, so that a loop costs a few dozen claims however many units it has. With a fixed chunk, the last one could
+How big a chunk is: a thread's first chunk is the units over CLAIMS_PER_THREAD times the thread count, each later one
+the units left over as many, so that chunks shrink as the loop nears its end and the threads finish together, but
+never more than the first chunk nor less than a TAIL_SPLIT-th of it, so that a loop costs a few dozen claims however
+many units it has. A kernel that knows its work cuts it into no more chunks than CHUNK_WORK-sized pieces (one a thread
+at least): a short conv's two threads then each claim their half at once. With a fixed chunk, the last one could
 leave a thread idle for most of a chunk: SGEMM n = 512 on two threads claimed its 43 row panels 6 at a time, one
 thread computing 24 and the other 19 (188-191 GFLOP/s; with shrinking chunks 209-216).
 A claim reads the counter word and compare-and-swaps it forward by the chunk that what is left asks for.
@@ -47,6 +49,12 @@ from .loops import I64, PTR, i64
 # Chunks per thread when all run at the same speed: enough that a thread running at half speed ends at most one
 # small chunk after the others, few enough that the atomic claims cost nothing next to the work.
 CLAIMS_PER_THREAD = 4
+# The least work (floating-point operations) a chunk is cut to: about 20 us of one AVX-512 core, 70 of an AVX2 one.
+# A claim moves the counter's cache line between the cores; the benchmark CNN at batch 1 on two threads spent 5-8 us
+# of 75 in its convs' claims (9-10 claims each on loops of 20-50 units), and a thread that loses its core inside a
+# chunk holds the others up by at most the chunk's work once it runs again (runtime/cpu_load.py then gives the next
+# calls fewer threads), so a short kernel gains nothing from small chunks.
+CHUNK_WORK = 1 << 22
 TAIL_SPLIT = 4  # the last chunks are at least the first one's size over this
 LEAVERS_BYTE = 8  # the leavers word, after the counter
 HALF_MASK = 0xFFFFFFFF  # the counter word's low half: the units taken from the front
@@ -54,13 +62,16 @@ HALF_MASK = 0xFFFFFFFF  # the counter word's low half: the units taken from the 
 
 @contextmanager
 def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir.Value, units: int, *,
-                   name: str = "claim", also: Sequence[ir.Value] = ()) -> Iterator[tuple[ir.Value, ir.Value]]:
+                   name: str = "claim", also: Sequence[ir.Value] = (), work: float | None = None
+                   ) -> Iterator[tuple[ir.Value, ir.Value]]:
     """Emit a loop over the chunks [start, stop) of [0, units) this thread claims, the body once (yielded).
 
     `claim` points at the claim words. With one thread or a null `claim` the thread takes its static share instead:
     units [tid*units/nthreads, (tid+1)*units/nthreads), contiguous, in one chunk. An invalid tid (outside
     [0, nthreads)) takes nothing and leaves the words alone. The last thread to leave also zeroes the i64 words in
     `also` (words every thread is done with once it has entered this loop: codegen/gemm_driver.py's done count).
+    `work` (floating-point operations of the whole loop, where the kernel knows them) caps the chunks at one per
+    CHUNK_WORK of it, at least one a thread.
     """
     fn = b.function
     setup, head, take, attempt, swap, own, got, body, leave, depart, reset, done = (
@@ -72,6 +83,10 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     two_ends = units <= HALF_MASK
     shared = b.and_(b.icmp_signed(">", nthreads, i64(1)), b.icmp_unsigned("!=", claim, ir.Constant(PTR, None)))
     claims = b.mul(nthreads, i64(CLAIMS_PER_THREAD))
+    if work is not None:  # no more chunks than CHUNK_WORK-sized pieces of the work, one a thread at least
+        pieces = i64(max(1, -(-int(work) // CHUNK_WORK)))
+        claims = b.select(b.icmp_signed("<", pieces, claims), pieces, claims)
+        claims = b.select(b.icmp_signed("<", claims, nthreads), nthreads, claims, name=f"{name}.claims")
     chunk = b.sdiv(b.add(i64(units), b.sub(claims, i64(1))), claims)
     chunk = b.select(b.icmp_signed("<", chunk, i64(1)), i64(1), chunk, name=f"{name}.chunk")
     least = b.sdiv(b.add(chunk, i64(TAIL_SPLIT - 1)), i64(TAIL_SPLIT), name=f"{name}.least")
@@ -90,6 +105,7 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     left = b.sub(b.sub(i64(units), front), back, name=f"{name}.left")
     wanted = b.sdiv(b.add(left, b.sub(claims, i64(1))), claims)
     wanted = b.select(b.icmp_signed(">", wanted, chunk), chunk, wanted)
+    wanted = b.select(b.icmp_signed("==", turn, i64(0)), chunk, wanted)  # a thread's first chunk: a whole one
     wanted = b.select(b.icmp_signed("<", wanted, least), least, wanted)
     wanted = b.select(b.icmp_signed(">", wanted, left), left, wanted, name=f"{name}.wanted")
     b.cbranch(b.icmp_signed("<=", left, i64(0)), got, swap)
@@ -131,4 +147,4 @@ def claimed_chunks(b: ir.IRBuilder, claim: ir.Value, tid: ir.Value, nthreads: ir
     b.position_at_end(done)
 
 
-__all__ = ["CLAIMS_PER_THREAD", "TAIL_SPLIT", "claimed_chunks"]
+__all__ = ["CHUNK_WORK", "CLAIMS_PER_THREAD", "TAIL_SPLIT", "claimed_chunks"]

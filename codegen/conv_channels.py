@@ -208,7 +208,7 @@ def emit_channels(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, 
         if key not in tiles:
             tiles[key] = _emit_tile(module, f"{name}.t{len(tiles)}", layout, key, zeros_row, store_fn, n_extra)
         return tiles[key]
-    with claimed_chunks(builder, claim, tid, nthreads, units, name="tiles") as (u0, u1):
+    with claimed_chunks(builder, claim, tid, nthreads, units, name="tiles", work=spec.flops) as (u0, u1):
         with for_range(builder, u0, u1, name="unit") as unit:
             _unit(builder, layout, tile_fn, (x, w, out), unit, tuple(extra))
     builder.ret_void()

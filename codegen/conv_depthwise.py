@@ -43,7 +43,8 @@ def emit_depthwise(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling,
     fn = define_function(module, name, conv2d_arguments(n_extra))
     x, w, out, _, tid, nthreads, claim, _, *extra = fn.args
     builder = entry_builder(fn)
-    with claimed_chunks(builder, claim, tid, nthreads, spec.n * spec.c_out, name="planes") as (u0, u1):
+    with claimed_chunks(builder, claim, tid, nthreads, spec.n * spec.c_out, name="planes",
+                        work=spec.flops) as (u0, u1):
         with for_range(builder, u0, u1, name="plane") as unit:
             _plane(builder, spec, tiling, (x, w, out), unit, tuple(extra), epilogue)
     builder.ret_void()

@@ -159,7 +159,7 @@ def emit_direct(module: ir.Module, name: str, spec: ConvSpec, tiling: Tiling, ep
             tiles[channels, rows] = _emit_tile(module, f"{name}.t{channels}r{rows}", layout, channels, rows, zero_row,
                                                epilogue, n_extra)
         return tiles[channels, rows]
-    with claimed_chunks(builder, claim, tid, nthreads, units, name="tiles") as (u0, u1):
+    with claimed_chunks(builder, claim, tid, nthreads, units, name="tiles", work=s.flops) as (u0, u1):
         with for_range(builder, u0, u1, name="unit") as unit:
             _unit(builder, layout, tile_fn, (x, w, out), unit, tuple(extra))
     builder.ret_void()

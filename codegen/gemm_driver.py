@@ -294,12 +294,12 @@ def _claimed(ctx: _Ctx, operands, tid, nthreads, claim, share) -> None:
     plan shares one and the call runs on several threads with share words (an invalid tid, which takes nothing,
     does not wait for the packing either)."""
     builder, plan, p = ctx.builder, ctx.plan, ctx.p
-    units = p.count * plan.panels
+    units, work = p.count * plan.panels, 2 * p.m * p.n * p.k * p.count
     if plan.share is None:
         if plan.keep_a or plan.keep_b:  # the batch whose kept operand this thread's scratch holds (-1: none yet)
             ctx.kept = alloca(builder, I64, "kept")
             builder.store(const64(-1), ctx.kept)
-        with claimed_chunks(builder, claim, tid, nthreads, units, name="panels") as chunk:
+        with claimed_chunks(builder, claim, tid, nthreads, units, name="panels", work=work) as chunk:
             _units(ctx, *operands, *chunk)
         return
     valid = builder.and_(builder.icmp_signed(">=", tid, const64(0)), builder.icmp_signed("<", tid, nthreads))
@@ -310,10 +310,10 @@ def _claimed(ctx: _Ctx, operands, tid, nthreads, claim, share) -> None:
             area = builder.load(_word(builder, share, SHARE_AREA), typ=PTR, name="area")
             done = _word(builder, share, SHARE_DONE)
             _pack_shared(ctx, operands, area, tid, nthreads, share, done)
-            with claimed_chunks(builder, claim, tid, nthreads, units, name="panels", also=(done,)) as chunk:
+            with claimed_chunks(builder, claim, tid, nthreads, units, name="panels", also=(done,), work=work) as chunk:
                 _units(replace(ctx, area=area), *operands, *chunk)
         with alone:
-            with claimed_chunks(builder, claim, tid, nthreads, units, name="panels") as chunk:
+            with claimed_chunks(builder, claim, tid, nthreads, units, name="panels", work=work) as chunk:
                 _units(ctx, *operands, *chunk)
 
 

@@ -89,7 +89,7 @@ def emit_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: tuple
     finish = emit_tile_epilogue(module, f"{name}.epilogue", tiling.width, 0, True, epilogue, n_extra, default_pos) \
         if epilogue is not None else None
     groups = -(-n // shape.rows)
-    with claimed_chunks(builder, claim, tid, nthreads, groups, name="rows") as (g0, g1):
+    with claimed_chunks(builder, claim, tid, nthreads, groups, name="rows", work=2 * len(rows) * n * k) as (g0, g1):
         first = builder.mul(g0, const64(shape.rows))
         last = smin(builder, builder.mul(g1, const64(shape.rows)), const64(n))
         whole = smin(builder, g1, const64(n // shape.rows))
