@@ -49,12 +49,14 @@ from .loops import I64, PTR, i64
 # Chunks per thread when all run at the same speed: enough that a thread running at half speed ends at most one
 # small chunk after the others, few enough that the atomic claims cost nothing next to the work.
 CLAIMS_PER_THREAD = 4
-# The least work (floating-point operations) a chunk is cut to: about 20 us of one AVX-512 core, 70 of an AVX2 one.
+# The least work (floating-point operations) a chunk is cut to: about 40 us of one AVX-512 core, 130 of an AVX2 one.
 # A claim moves the counter's cache line between the cores; the benchmark CNN at batch 1 on two threads spent 5-8 us
 # of 75 in its convs' claims (9-10 claims each on loops of 20-50 units), and a thread that loses its core inside a
 # chunk holds the others up by at most the chunk's work once it runs again (runtime/cpu_load.py then gives the next
-# calls fewer threads), so a short kernel gains nothing from small chunks.
-CHUNK_WORK = 1 << 22
+# calls fewer threads), so a short kernel gains nothing from small chunks. That CNN, medians side by side, at 2**21 /
+# 2**22 / 2**23 / 2**25: 75 / 74 / 71 / 70 us (its 9.4 MFLOP convs in 3 chunks at 2**22, 2 at 2**23); the MLP at
+# batch 64 and the transformer at batch 1 (GEMMs of 34-50 MFLOP) within the noise.
+CHUNK_WORK = 1 << 23
 TAIL_SPLIT = 4  # the last chunks are at least the first one's size over this
 LEAVERS_BYTE = 8  # the leavers word, after the counter
 HALF_MASK = 0xFFFFFFFF  # the counter word's low half: the units taken from the front
