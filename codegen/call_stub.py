@@ -6,11 +6,11 @@
 array's type, dtype, rank, shape, flags and data pointer straight from its object, at the offsets of an ObjectLayout
 the runtime measured on this process's numpy (runtime/objects.py), checks them against the frame, and returns k + 1
 at the first array k (inputs first, then outputs) that is not exactly what the entry expects (another type, dtype or
-shape, not C-contiguous, an input not aligned to its dtype, an output not writable, or an output not 64-byte
-aligned without a staging buffer), before any native code of the graph runs; the runtime then takes its general
-path for that call, with full checks, conversions and error messages. Inputs are read in place (kernels claim only
-element alignment: copying a large input to a 64-byte boundary cost 5-10% of a 256-512 SGEMM on two threads); an
-output not 64-byte aligned is written through its staging buffer and copied out after the entry returns. The stub then
+shape, not C-contiguous, not aligned to its dtype, or an output not writable), before any native code of the graph
+runs; the runtime then takes its general path for that call, with full checks, conversions and error messages.
+Inputs are read and outputs written in place, wherever they start (kernels claim only element alignment: copying a
+large input to a 64-byte boundary cost 5-10% of a 256-512 SGEMM on two threads, and writing a result 16 bytes past
+one through an aligned buffer and copying it out 3% of an SGEMM of n = 512-1024 on one). The stub then
 calls the entry with tid 0 and returns 0 or, when the frame allows more than one thread and names a worker pool,
 runs the call on the pool (braze_pool_run, codegen/pool_code.py), so that a parallel call is one foreign call too.
 It runs without the GIL: the caller's tuples keep every object alive. It holds the frame's busy word (FRAME_BUSY,
@@ -23,19 +23,17 @@ order (the entry's address, then every argument but the thread id; nthreads the 
 then FRAME_ARRAY_TYPE (the address of the numpy.ndarray type object), the input and output counts, the busy word,
 the POOL_WORDS of the worker pool at FRAME_POOL (braze_pool_run's address, 0 for none, then its task block, its
 control addresses, the gate's and the join's spin budgets), and RECORD_WORDS per input and then per output: the
-expected dtype object, rank, address of the expected dims as i64s, staging buffer (an output's; 0 for an input
-and for none) and byte size (codegen/stub_layout.py holds the offsets).
+expected dtype object, rank and address of the expected dims as i64s (codegen/stub_layout.py holds the offsets).
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from .abi import CALL, FRAME_CLAIM, FRAME_RELEASE, POOL_RUN, TASK_FIELDS, emit_entry_call
-from .loops import I1, I32, I64, I8, PTR, VOID, for_range, i64, mark_explicit
+from .loops import I32, I64, I8, PTR, for_range, i64, mark_explicit
 from .stub_layout import (ALIGNED, C_CONTIGUOUS, FRAME_ARRAY_TYPE, FRAME_BUSY, FRAME_HEADER, FRAME_INPUTS,
                           FRAME_OUTPUTS, FRAME_POOL, POOL_WORDS, RECORD_WORDS, STUB_BUSY, WRITEABLE, ObjectLayout,
                           frame_words)
-from .sync import declare
 from .target import Target
 
 __all__ = ["C_CONTIGUOUS", "FRAME_ARRAY_TYPE", "FRAME_BUSY", "FRAME_HEADER", "FRAME_INPUTS", "FRAME_OUTPUTS",
@@ -45,19 +43,18 @@ __all__ = ["C_CONTIGUOUS", "FRAME_ARRAY_TYPE", "FRAME_BUSY", "FRAME_HEADER", "FR
 
 def emit_call_stub(target: Target, layout: ObjectLayout) -> ir.Module:
     """The module exporting `braze_call` for objects of this layout (see the module doc)."""
-    module = target.new_module(f"braze_call_v2_{layout.data}_{layout.descr}_{layout.tuple_items}")
+    module = target.new_module(f"braze_call_v3_{layout.data}_{layout.descr}_{layout.tuple_items}")
     mark_explicit(module)
     fn = CALL.define(module, "braze_call")
     frame, inputs, outputs = fn.args
     b = ir.IRBuilder(fn.entry_basic_block)
-    stub = _Stub(b, module, layout, frame)
+    stub = _Stub(b, layout, frame)
     free = fn.append_basic_block("free")
     b.cbranch(_claim(b, frame), free, stub.refuse(i64(STUB_BUSY), release=False))
     b.position_at_end(free)
     stub.gather_inputs(inputs)
     stub.gather_outputs(outputs)
     stub.call_entry()
-    stub.copy_outputs(outputs)
     _release(b, frame)
     b.ret(i64(0))
     _emit_claim_functions(module)
@@ -91,9 +88,8 @@ def _emit_claim_functions(module: ir.Module) -> None:
 class _Stub:
     """Emits the stub's steps into one function."""
 
-    def __init__(self, b: ir.IRBuilder, module: ir.Module, layout: ObjectLayout, frame: ir.Value) -> None:
+    def __init__(self, b: ir.IRBuilder, layout: ObjectLayout, frame: ir.Value) -> None:
         self.b, self.layout, self.frame = b, layout, frame
-        self.memcpy = declare(module, "llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
 
     def word(self, index: ir.Value | int, typ: ir.Type = I64) -> ir.Value:
         return self.b.load(self.b.gep(self.frame, [i64(index)], source_etype=I64), typ=typ, align=8)
@@ -122,9 +118,6 @@ class _Stub:
             b.ret(answer)
         return block
 
-    def aligned(self, data: ir.Value) -> ir.Value:
-        return self.b.icmp_unsigned("==", self.b.and_(self.b.ptrtoint(data, I64), i64(63)), i64(0))
-
     def check(self, obj: ir.Value, rec: ir.Value, flags_needed: int, answer: ir.Value) -> ir.Value:
         """Return `answer` unless `obj` is an ndarray with the record's dtype, rank and dims and the flags; its
         data pointer."""
@@ -151,31 +144,14 @@ class _Stub:
             b.store(data, b.gep(pointers, [k], source_etype=PTR), align=8)
 
     def gather_outputs(self, outputs: ir.Value) -> None:
-        """Check every output like an input (and writable); place it, or its staging buffer when unaligned (an
-        unaligned output without one is left to the general path, which makes one)."""
-        b = self.b
-        count = self.word(FRAME_INPUTS)
-        with for_range(b, 0, self.word(FRAME_OUTPUTS), name="out") as k:
-            rec, answer = self.output_record(k), b.add(count, k)
-            data = self.check(self.item(outputs, k), rec, C_CONTIGUOUS | WRITEABLE, answer)
-            staging = self.word(b.add(rec, i64(3)), PTR)
-            self.require(b.or_(self.aligned(data), b.icmp_unsigned("!=", b.ptrtoint(staging, I64), i64(0))), answer)
-            where = b.select(self.aligned(data), data, staging)
-            b.store(where, b.gep(self.word(TASK_FIELDS.index("outputs"), PTR), [k], source_etype=PTR), align=8)
-
-    def output_record(self, k: ir.Value) -> ir.Value:
+        """Check every output like an input, and writable."""
         b = self.b
         first = b.add(i64(FRAME_HEADER), b.mul(self.word(FRAME_INPUTS), i64(RECORD_WORDS)))
-        return b.add(first, b.mul(k, i64(RECORD_WORDS)), name="orec")
-
-    def copy_outputs(self, outputs: ir.Value) -> None:
-        """Copy each output written through its staging buffer into the array."""
-        b = self.b
-        with for_range(b, 0, self.word(FRAME_OUTPUTS), name="copy") as k:
-            rec, data = self.output_record(k), self.field(self.item(outputs, k), self.layout.data, PTR)
-            with b.if_then(b.not_(self.aligned(data))):
-                b.call(self.memcpy, [data, self.word(b.add(rec, i64(3)), PTR), self.word(b.add(rec, i64(4))),
-                                     ir.Constant(I1, 0)])
+        pointers = self.word(TASK_FIELDS.index("outputs"), PTR)
+        with for_range(b, 0, self.word(FRAME_OUTPUTS), name="out") as k:
+            rec, answer = b.add(first, b.mul(k, i64(RECORD_WORDS)), name="orec"), b.add(self.word(FRAME_INPUTS), k)
+            data = self.check(self.item(outputs, k), rec, C_CONTIGUOUS | ALIGNED | WRITEABLE, answer)
+            b.store(data, b.gep(pointers, [k], source_etype=PTR), align=8)
 
     def call_entry(self) -> None:
         """Run the entry on this thread alone, or on the frame's worker pool when the frame allows more threads."""

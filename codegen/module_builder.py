@@ -53,8 +53,8 @@ layers (transformer blocks, ResNet stages) then cost one kernel per distinct sha
 compiled (`known`, the disk cache) is declared without being lowered at all.
 
 Promise to kernels: every buffer pointer they receive refers to a dense row-major array of the value's static shape
-and dtype, aligned to the dtype; all but the graph's inputs (the caller's arrays, read in place) are 64-byte aligned
-(the runtime allocates the arena, weights, scratch and outputs, or stages an output).
+and dtype, aligned to the dtype; the arena, weights and scratch are 64-byte aligned (the runtime allocates them), the
+graph's inputs and outputs may be the caller's arrays, used in place wherever they start.
 """
 from __future__ import annotations
 

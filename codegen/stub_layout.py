@@ -13,7 +13,7 @@ FRAME_BUSY = FRAME_ARRAY_TYPE + 3
 FRAME_POOL = FRAME_ARRAY_TYPE + 4
 POOL_WORDS = 5  # braze_pool_run's address and its task, controls, enter_budget and join_budget arguments
 FRAME_HEADER = FRAME_POOL + POOL_WORDS
-RECORD_WORDS = 5
+RECORD_WORDS = 3  # per array: the expected dtype object, rank and address of the expected dims
 STUB_BUSY = -1  # what the stub returns when another thread holds the frame
 # numpy's NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_ALIGNED (data aligned to its dtype) and NPY_ARRAY_WRITEABLE flags
 C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400

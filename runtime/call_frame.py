@@ -1,12 +1,12 @@
 """The one-foreign-call path of a call: the native call stub and one executable's frame for it.
 
 `call_stub()(frame.pointer, inputs, outputs)` hands the caller's tuple of input arrays and the tuple of output
-arrays to the native stub (codegen/call_stub.py), which checks every input against the frame, stages what is not
-aligned and runs the entry on the calling thread, or on the worker pool the frame names when it allows more than one
+arrays to the native stub (codegen/call_stub.py), which checks every array against the frame and runs the entry,
+with the arrays' own data, on the calling thread, or on the worker pool the frame names when it allows more than one
 thread (runtime/pool.py): no Python work per input and no ctypes conversion per argument.
 It returns k + 1, before any native code of the graph has run, when array k (inputs, then outputs) is not exactly
 what the entry reads or writes (another type, dtype or shape, not C-contiguous, an input whose index range must be
-checked, an `out=` array that is read-only or unaligned without a staging buffer): the executable's general path
+checked, an `out=` array that is read-only or not aligned to its dtype): the executable's general path
 then takes the call. Without a confirmed object layout (runtime/objects.py) there is no stub and
 `call_stub()` is None.
 """
@@ -92,15 +92,8 @@ class CallFrame:
             # an input whose values must be range-checked gets no dtype here, so the stub always declines it
             checked = isinstance(spec, InputSpec) and spec.bound is not None
             at = FRAME_HEADER + RECORD_WORDS * k
-            staging = spec.staging_address if isinstance(spec, OutputSpec) else 0  # the stub reads inputs in place
-            self.words[at:at + RECORD_WORDS] = (0 if checked else id(dtype), len(spec.shape), address(dims),
-                                                staging, spec.nbytes)
-        self._outputs_at = FRAME_HEADER + RECORD_WORDS * len(inputs)
+            self.words[at:at + RECORD_WORDS] = (0 if checked else id(dtype), len(spec.shape), address(dims))
         self.pointer = ctypes.c_void_p(address(self.words))  # the stub's first argument
-
-    def set_output_staging(self, spec: OutputSpec) -> None:
-        """Record an output's staging buffer (given once, when a large output first arrives unaligned)."""
-        self.words[self._outputs_at + RECORD_WORDS * spec.index + 3] = spec.staging_address
 
     def set(self, field: str, value: int) -> None:
         """Change one of the entry's arguments (the scratch area, the arena or the thread count, when the count

@@ -5,7 +5,8 @@ themselves where they are aligned and nothing can change them, memory.unchangeab
 an artifact's tensors; the first write_weights or swap_weights of one copies it), the prepared forms
 of weights that some kernels read instead (a GEMM's packed B, filled once by the module's prepare function right
 after the weights are copied, at load time), the arena (sized by the memory plan), per-thread scratch, the
-barrier's sync block and an aligned staging buffer per input and per small output. Everything a first call would
+barrier's sync block and an aligned staging buffer per input (and per output given an out= array not aligned to
+its dtype). Everything a first call would
 otherwise set up (the worker pool's native code and threads, the call stub) is made at load time, and warm() makes
 calls on zero inputs (braze.compile does, for a graph whose call is short) so that the first call finds the code,
 the weights and the worker threads in the state later calls find them: the first call costs what the later ones do.
@@ -474,13 +475,7 @@ class Executable:
         """The caller's out= arrays, one per output, each validated (with the errors the stub cannot give)."""
         if len(given) != len(self._out_specs):
             raise BrazeError(f"@{self.graph.name} has {len(self._out_specs)} output(s); out= gives {len(given)}")
-        accepted = []
-        for spec, array in zip(self._out_specs, given):
-            staged = spec.staging_address
-            accepted.append(spec.accept(array))
-            if spec.staging_address != staged and self._frame is not None:
-                self._frame.set_output_staging(spec)
-        return tuple(accepted)
+        return tuple(spec.accept(array) for spec, array in zip(self._out_specs, given))
 
     def _raise_check(self) -> None:
         """Raise the error of the run-time check that fired in the last call, after clearing its status words."""

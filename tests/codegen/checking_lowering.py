@@ -3,7 +3,7 @@
 It lowers add, mul, relu and neg over float32 operands of one shape (or a one-element operand, splatted): each
 kernel takes a share of the flattened elements for (tid, nthreads), a share that differs between kernels (it follows
 the kernel's content-derived name), so a missing barrier shows up as wrong results. `asserting_lowering` also checks
-the module builder's promise at run time (results and scratch 64-byte aligned, operands, which may be the caller's
+the module builder's promise at run time (scratch 64-byte aligned; results and operands, which may be the caller's
 arrays, aligned to their float32 elements): a kernel receiving a misaligned pointer writes NaN everywhere instead.
 """
 from __future__ import annotations
@@ -60,13 +60,13 @@ def checking_lower(node: Node, ctx: KernelContext, scratch_bytes: int = 0, check
 
 
 def _poison_if_misaligned(b: ir.IRBuilder, fn: ir.Function, size: int) -> None:
-    """If the output or scratch is not 64-byte aligned, or an operand not 4-byte aligned, fill the output with NaN
-    and return."""
+    """If the scratch is not 64-byte aligned, or the output or an operand not 4-byte aligned, fill the output with
+    NaN and return."""
     misaligned = ir.Constant(ir.IntType(1), 0)
     buffers = fn.args[:-3]
     for k, arg in enumerate(buffers):
-        operand = 0 < k < len(buffers) - 1
-        low = b.and_(b.ptrtoint(arg, I64), i64(3 if operand else 63))
+        scratch = k == len(buffers) - 1
+        low = b.and_(b.ptrtoint(arg, I64), i64(63 if scratch else 3))
         misaligned = b.or_(misaligned, b.icmp_signed("!=", low, i64(0)))
     poison, aligned = fn.append_basic_block("misaligned"), fn.append_basic_block("aligned")
     b.cbranch(misaligned, poison, aligned)

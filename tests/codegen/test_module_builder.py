@@ -120,18 +120,19 @@ def test_module_builder_barrier_spins_for_a_time_not_a_count() -> None:
     assert "llvm.x86.rdtsc" in barrier and "llvm.x86.sse2.pause" in barrier
 
 
-def test_module_builder_results_and_scratch_are_64_byte_aligned_and_inputs_read_in_place() -> None:
-    """The promise: results and scratch 64-byte aligned, operands aligned to their elements, also when the caller's
-    input lies off a 64-byte boundary (read in place: tests/runtime/test_call_path.py)."""
+def test_module_builder_scratch_is_64_byte_aligned_and_the_callers_arrays_are_used_in_place() -> None:
+    """The promise: scratch 64-byte aligned, results and operands aligned to their elements, also when the caller's
+    input and out= array lie off a 64-byte boundary (used in place: tests/runtime/test_call_path.py)."""
     g = chain_graph(shape=(3, 11))
     exe = Executable.build(g, threads=2, lower=asserting_lowering)
     x, y = random_inputs(g)
-    block = np.zeros(x.size + 1, np.float32)
-    unaligned = block[1:].reshape(x.shape)  # 4 bytes past a numpy allocation: never 64-byte aligned
+    block = np.zeros(2 * x.size + 2, np.float32)
+    unaligned = block[1:x.size + 1].reshape(x.shape)  # 4 bytes past a numpy allocation: never 64-byte aligned
     unaligned[...] = x
-    assert unaligned.ctypes.data % 64
-    out = exe(unaligned, y)
-    assert not np.isnan(out[0]).any()
+    given = block[x.size + 2:].reshape(x.shape)
+    assert unaligned.ctypes.data % 64 and given.ctypes.data % 64
+    out = exe(unaligned, y, out=(given, *(np.empty_like(o) for o in exe(unaligned, y)[1:])))
+    assert out[0] is given and not np.isnan(given).any()
     check(exe, g, [unaligned, y])
 
 
