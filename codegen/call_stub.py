@@ -10,13 +10,13 @@ shape, not C-contiguous, not aligned to its dtype, or an output not writable), b
 runs; the runtime then takes its general path for that call, with full checks, conversions and error messages.
 Inputs are read and outputs written in place, wherever they start (kernels claim only element alignment: copying a
 large input to a 64-byte boundary cost 5-10% of a 256-512 SGEMM on two threads, and writing a result 16 bytes past
-one through an aligned buffer and copying it out 3% of an SGEMM of n = 512-1024 on one). The stub then
-calls the entry with tid 0 and returns 0 or, when the frame allows more than one thread and names a worker pool,
-runs the call on the pool (braze_pool_run, codegen/pool_code.py), so that a parallel call is one foreign call too.
-It runs without the GIL: the caller's tuples keep every object alive. It holds the frame's busy word (FRAME_BUSY,
-taken by a compare-and-swap) from its start to its return, so that two threads calling one executable never share
-its buffers: a stub that finds the frame busy returns STUB_BUSY at once, and `braze_frame_claim(frame)` /
-`braze_frame_release(frame)`, exported beside it, take and give back the same word for the runtime's general path.
+one through an aligned buffer and copying it out 5-6% of an SGEMM of n = 512-1024 on one thread, 9% on two). The
+stub then calls the entry with tid 0 and returns 0 or, when the frame allows more than one thread and names a worker
+pool, runs the call on the pool (braze_pool_run, codegen/pool_code.py), so that a parallel call is one foreign call
+too. It runs without the GIL: the caller's tuples keep every object alive. It holds the frame's busy word
+(FRAME_BUSY, taken by a compare-and-swap) from its start to its return, so that two threads calling one executable
+never share its buffers: a stub that finds the frame busy returns STUB_BUSY at once, and `braze_frame_claim(frame)`
+/ `braze_frame_release(frame)`, exported beside it, take and give back the same word for the runtime's general path.
 
 The frame is an array of i64 words the runtime owns per executable: first the entry's arguments in TASK_FIELDS
 order (the entry's address, then every argument but the thread id; nthreads the most threads a call may use),

@@ -2,14 +2,14 @@
 
 An Executable owns everything its entry point touches: 64-byte-aligned copies of the weights (or the weight arrays
 themselves where they are aligned and nothing can change them, memory.unchangeable: a cache entry's derived weights,
-an artifact's tensors; the first write_weights or swap_weights of one copies it), the prepared forms
-of weights that some kernels read instead (a GEMM's packed B, filled once by the module's prepare function right
-after the weights are copied, at load time), the arena (sized by the memory plan), per-thread scratch, the
-barrier's sync block and an aligned staging buffer per input (and per output given an out= array not aligned to
-its dtype). Everything a first call would
-otherwise set up (the worker pool's native code and threads, the call stub) is made at load time, and warm() makes
-calls on zero inputs (braze.compile does, for a graph whose call is short) so that the first call finds the code,
-the weights and the worker threads in the state later calls find them: the first call costs what the later ones do.
+an artifact's tensors; the first write_weights or swap_weights of one copies it), the prepared forms of weights that
+some kernels read instead (a GEMM's packed B, filled once by the module's prepare function right after the weights
+are copied, at load time), the arena (sized by the memory plan), per-thread scratch, the barrier's sync block and an
+aligned staging buffer per input (and per output given an out= array not aligned to its dtype). Everything a first
+call would otherwise set up (the worker pool's native code and threads, the call stub) is made at load time, and
+warm() makes calls on zero inputs (braze.compile does, for a graph whose call is short) so that the first call finds
+the code, the weights and the worker threads in the state later calls find them: the first call costs what the later
+ones do.
 
 A call validates every input before any native code runs (count, then each input's type, rank, shape and dtype)
 and allocates the outputs (or takes the caller's `out=` arrays, checked). A one-thread call whose inputs are

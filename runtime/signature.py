@@ -141,8 +141,8 @@ class OutputSpec:
 
     def pointer(self, out: np.ndarray) -> int:
         """Where the native code writes this output: the array itself when aligned to its dtype (a numpy array 16
-        bytes past a cache line is written in place: staged, a 4 MB result's copy cost 3% of an SGEMM of n = 1024),
-        else the staging buffer."""
+        bytes past a cache line is written in place: staged, the copy of a 4 MB result cost 5% of an SGEMM of
+        n = 1024 on one thread), else the staging buffer."""
         return address(out) if out.flags.aligned else self.staging_address
 
     def finish(self, out: np.ndarray, pointer: int) -> None:
