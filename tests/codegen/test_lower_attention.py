@@ -13,7 +13,7 @@ import pytest
 
 from braze import ir
 from braze.codegen import host_target
-from braze.codegen.lower.attention import group_tile, passes, unit_rows
+from braze.codegen.lower.attention import copied_values, group_tile, passes, unit_rows
 from braze.ir.errors import ParseError
 from braze.ir.interpret import interpret
 from braze.ir.passes import optimize
@@ -238,7 +238,9 @@ def _region(graph, arrays):
 
 @pytest.mark.parametrize("batch,length,heads,head,causal,mask", [
     (1, 1, 1, 1, False, False), (2, 5, 2, 4, False, False), (2, 17, 3, 16, True, False), (1, 70, 2, 33, False, True),
-    (3, 9, 4, 8, True, True)])
+    (3, 9, 4, 8, True, True),
+    # value rows 3 KB apart, copied per key block (copied_values); 70 and 67 keys end on a narrower block
+    (1, 70, 4, 64, False, False), (2, 67, 4, 64, True, True), (1, 128, 4, 64, False, False)])
 def test_attention_region_reads_and_writes_through_views(batch, length, heads, head, causal, mask) -> None:
     rng = np.random.default_rng(3)
     arrays = [rng.standard_normal((batch, length, 3 * heads * head)).astype(np.float32)]
@@ -250,11 +252,19 @@ def test_attention_region_reads_and_writes_through_views(batch, length, heads, h
     check_node(node, operands, terms=max(head, length), scale=magnitude)
 
 
+def test_attention_copies_value_rows_whose_stride_is_a_multiple_of_a_kilobyte() -> None:
+    assert copied_values(768, 64, 4) and copied_values(384, 64, 8)  # MultiheadAttention's 256- and 128-wide QKV
+    assert not copied_values(64, 64, 4)  # contiguous rows: read in place
+    assert not copied_values(216, 72, 4) and not copied_values(100, 64, 4)
+
+
 def test_attention_region_in_float64_and_forced_avx2(monkeypatch) -> None:
     rng = np.random.default_rng(4)
-    arrays = [rng.standard_normal((2, 11, 3 * 2 * 5))]
-    node, operands = _region(heads_graph(2, 11, 2, 5, dtype="f64"), arrays)
-    check_node(node, operands, terms=11, scale=_largest(arrays[0]) * (1.0 + 0.375 * 5 * _largest(arrays[0]) ** 2))
+    for length, heads, head in ((11, 2, 5), (70, 2, 64)):  # the second's value rows are copied
+        arrays = [rng.standard_normal((2, length, 3 * heads * head))]
+        node, operands = _region(heads_graph(2, length, heads, head, dtype="f64"), arrays)
+        check_node(node, operands, terms=max(head, length),
+                   scale=_largest(arrays[0]) * (1.0 + 0.375 * head * _largest(arrays[0]) ** 2))
     if X86:
         monkeypatch.setenv("BRAZE_CPU", "haswell")
         arrays = [rng.standard_normal((2, 11, 3 * 2 * 9)).astype(np.float32)]
