@@ -80,32 +80,35 @@ def rows_outer(nr: int, caches: CacheSizes) -> bool:
     return 4 * _l1_kc(caches) * nr > caches.l1d // 2
 
 
-# The deepest K block of the A-outer order (rows_outer) on a half-width core (target.HALF_WIDTH_CPUS), whose
-# micro-panels stream from L2, and its B block from L3, at full speed. There the micro-panels of A and B are
-# read from L2 anyway: each k step of the AVX-512 tile is 24 FMAs to its 2 vector loads and 12 broadcasts, which L2
-# keeps up with, so a deeper block only saves work: a pass over C (load, add and store every tile) and a tile's
-# start per K block. SGEMM on one Zen 4 thread, median GFLOP/s at kc = 256 / 512 / 1024 / 2048: n = 1024 108.6 /
-# 109.5 / 110.3 / 110.5, 2048 108.5 / 110.5 / 111.2 / 111.3, 4096 109.9 / 111.1 / 111.9 / 111.7; the transformer's
-# K = 1024 feed-forward GEMM (1024 x 1024 -> 256) 103.6 -> 108.0 at 1024. Past 1024 nothing gains and the packed B
-# block (kc x nc) grows.
+# The deepest K block of the A-outer order (rows_outer), whose micro-panels stream from L2. There the micro-panels
+# of A and B are read from L2 anyway: each k step of the AVX-512 tile is 24 FMAs to its 2 vector loads and 12
+# broadcasts, which L2 keeps up with, so a deeper block only saves work: a pass over C (load, add and store every
+# tile) and a tile's start per K block. SGEMM on one Zen 4 thread (half-width, its B block from L3), median GFLOP/s at
+# kc = 256 / 512 / 1024 / 2048: n = 1024 108.6 / 109.5 / 110.3 / 110.5, 2048 108.5 / 110.5 / 111.2 / 111.3, 4096
+# 109.9 / 111.1 / 111.9 / 111.7; the transformer's K = 1024 feed-forward GEMM (1024 x 1024 -> 256) 103.6 -> 108.0 at
+# 1024. Past 1024 nothing gains and the packed B block (kc x nc) grows. A Xeon with two 512-bit FMA ports (its B
+# block kept in half of its 2 MB L2: 256 columns at this depth), compiled side by side, medians, kc = 384 / 1024:
+# that GEMM, B pre-packed, 189.8 / 198.2 GFLOP/s, 128 x 1024 -> 256 195.3 / 197.9; SGEMM n = 512-2048 on one thread
+# 186.7-193.2 / 188.7-194.4, on two 348.7-356.4 / 349.6-359.6; whole models on one thread MLP b64 444 / 439 us,
+# transformer b1 1.183 / 1.172 ms, b8 9.91 / 9.79 ms, CNN b64 6.79 / 6.72 ms (on two threads within the noise).
 STREAMED_KC = 1024
 
 
 def cache_blocks(mr: int, nr: int, caches: CacheSizes, half_width: bool = False) -> tuple[int, int, int]:
     """(kc, mc, nc) for an mr x nr register tile (the BLIS analytical model, rounded to what measured best).
 
-    KC steps of a 16-column B panel (64 bytes a step) fill half of L1. In the A-outer order (rows_outer), where
-    each A micro-panel meets every B panel of the block in turn, the B block (KC x NC) takes half of L2; on a
-    half-width core, KC is instead as deep as an A micro-panel and a B panel fit in half of L2, at most
-    STREAMED_KC, and NC such that a block of packed B at the L1 depth takes half of this core's share of L3, at
-    most 1024 columns (wider blocks measured slower at n = 2048; the deeper blocks measured best at the same
-    width: SGEMM n = 1024 and 2048 at kc = 1024, one Zen 4 thread: 256 columns 105-106 GFLOP/s, 512 109, 1024
-    110-111). Blocks that outgrow L2 so cost a full-width core a third: SGEMM n = 1024 and 2048 on one thread of
-    a Xeon with 48 KB L1 and 2 MB L2 (two 512-bit FMA ports) ran 102-150 GFLOP/s with them, 159-173 with these.
-    An MC x KC block of packed A takes a quarter of L2.
+    KC steps of a 16-column B panel (64 bytes a step) fill half of L1, except in the A-outer order (rows_outer),
+    where each A micro-panel meets every B panel of the block in turn, streamed from L2: there KC is as deep as an A
+    micro-panel and a B panel fit in half of L2, at most STREAMED_KC. The B block (KC x NC) then takes half of L2
+    on a full-width core; on a half-width one, NC is such that a block of packed B at the L1 depth takes half of this
+    core's share of L3, at most 1024 columns (wider blocks measured slower at n = 2048; the deeper blocks measured
+    best at the same width: SGEMM n = 1024 and 2048 at kc = 1024, one Zen 4 thread: 256 columns 105-106 GFLOP/s, 512
+    109, 1024 110-111). Blocks that outgrow L2 cost a full-width core a third: SGEMM n = 1024 and 2048 on one thread
+    of a Xeon with 48 KB L1 and 2 MB L2 (two 512-bit FMA ports) ran 102-150 GFLOP/s with them, 159-173 with blocks
+    in half of it. An MC x KC block of packed A takes a quarter of L2.
     """
     depth, outer = _l1_kc(caches), rows_outer(nr, caches)
-    kc = _clamp(caches.l2 // (8 * (mr + nr)) // 32 * 32, 64, STREAMED_KC) if outer and half_width else depth
+    kc = _clamp(caches.l2 // (8 * (mr + nr)) // 32 * 32, 64, STREAMED_KC) if outer else depth
     mc = _clamp(caches.l2 // (16 * kc) // mr * mr, mr, 256 // mr * mr)
     if outer and not half_width:
         nc = _clamp(caches.l2 // (8 * kc) // nr * nr, 256 // nr * nr, 1024)

@@ -47,11 +47,12 @@ def test_cache_blocks_of_a_zen4_core() -> None:
 
 
 def test_cache_blocks_of_a_full_width_avx512_core() -> None:
-    """Two 512-bit FMA ports (a Xeon with 48 KB L1 and 2 MB L2): K blocks at the L1 depth, the B block that each A
-    micro-panel meets in turn in half of L2."""
+    """Two 512-bit FMA ports (a Xeon with 48 KB L1 and 2 MB L2): K blocks of up to STREAMED_KC steps, the B block
+    that each A micro-panel meets in turn in half of L2."""
     xeon = CacheSizes(48 * 1024, 2 * 1024 * 1024, 5 * 1024 * 1024)
-    assert cache_blocks(12, 32, xeon) == (384, 252, 672)
-    assert tiling_for(16, xeon, cpu="sapphirerapids").kc == 384
+    assert cache_blocks(12, 32, xeon) == (STREAMED_KC, 120, 256)
+    assert 4 * STREAMED_KC * 256 == xeon.l2 // 2
+    assert tiling_for(16, xeon, cpu="sapphirerapids").kc == STREAMED_KC
     assert cache_blocks(6, 16, xeon) == cache_blocks(6, 16, xeon, half_width=True)  # the AVX2 tile: B's panel in L1
 
 
@@ -78,7 +79,7 @@ def test_cache_blocks_fit_their_caches_and_tiles() -> None:
             for cpu in ("skylake-avx512", "znver4"):
                 t = tiling_for(width, caches, cpu=cpu)
                 assert t.kc % 32 == 0 and t.mc % t.mr == 0 and t.nc % t.nr == 0
-                if t.rows_outer and cpu == "znver4":  # an A micro-panel and a B panel in half of L2
+                if t.rows_outer:  # an A micro-panel and a B panel in half of L2
                     assert 4 * t.kc * (t.mr + t.nr) <= caches.l2 // 2 or t.kc == 64
                     assert t.kc <= STREAMED_KC
                 else:  # a 16-column B panel in half of L1
