@@ -192,13 +192,12 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     # two lowerings of one graph never share an exported symbol.
     code = digest if default and reuse else _digest_of(digest, reuse, done)
     module.name, entry, prepare_name = module_names(code)
-    _emit_entry(module, entry, target, kernels, places, copies, stride, packed,
-                _Chunks.of(graph, chunks, memory_plan(graph)[0]))
+    arena_bytes, _ = memory_plan(graph)
+    _emit_entry(module, entry, target, kernels, places, copies, stride, packed, _Chunks.of(graph, chunks, arena_bytes))
     prepare = None
     if prepared:
         prepare = prepare_name
         _emit_prepare(module, prepare, prepared)
-    arena_bytes, _ = memory_plan(graph)
     return BuiltModule(module.name, entry, module, target, whole, whole.inputs, whole.outputs, tuple(weights),
                        arena_bytes, stride, tuple(k.info for k in kernels), tuple(prepared), prepare,
                        _all_checks(module, done), tuple(done), chunks)
