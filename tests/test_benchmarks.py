@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import braze
 from benchmarks import peak, report, run
 
 
@@ -117,3 +118,18 @@ def test_benchmarks_gemm_models_times_compiled_linear_layers_against_numpy() -> 
     assert all(r["max_rel_diff"] < 1e-5 and r["braze_gflops"] > 0 and r["numpy_gflops"] > 0 for r in rows)
     text = gemm.linear_table(rows, peak=100.0)
     assert "| 13x40x17 | 1 (braze: 1) |" in text and "% of peak" in text
+
+
+def test_benchmarks_attention_pairs_the_fused_kernel_with_the_chain() -> None:
+    """benchmarks.attention times the attention kernel (alone or anchoring a fused region) against the unfused
+    chain of the same model; both compute the same result."""
+    from benchmarks import attention
+
+    def sdpa(q, k, v):
+        return braze.softmax((q @ k.transpose(-2, -1)) * 0.125, -1) @ v
+    inputs = tuple(np.random.default_rng(i).standard_normal((1, 2, 24, 16)).astype(np.float32) for i in range(3))
+    systems = attention._pair(sdpa, inputs, threads=1)
+    assert set(systems) == {"fused", "chain"}
+    np.testing.assert_allclose(systems["fused"](), systems["chain"](), rtol=1e-4, atol=1e-5)
+    assert attention._runs_attention("fused:attention") and attention._runs_attention("attention")
+    assert not attention._runs_attention("fused:gemm")
