@@ -1,4 +1,4 @@
-"""Sorting and running sums and products along one dim: sort, argsort, topk (registered sort, then a narrow),
+"""Sorting and running sums and products along one dim: sort, argsort, topk (the registered ops of those names),
 cumsum and cumprod."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 from braze.ir.types import int64
 
 from .dispatch import apply
-from .movement import narrow, normalize_dim
+from .movement import normalize_dim
 from .promotion import as_tensor, cast, to_dtype
 from .tensor import Tensor
 
@@ -33,16 +33,17 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
 
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> SortResult:
-    """The k largest (smallest, with largest=False) values along `dim` and their positions, in sorted order."""
+    """The k largest (smallest, with largest=False) values along `dim` and their positions, in sorted order (ties by
+    the lower position, NaN largest, as sort's first k)."""
     x = as_tensor(input)
     d = normalize_dim(dim, x.ndim)
     size = x.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
         raise IndexError(f"topk: k={k} is out of range for dimension {dim} of size {size}")
-    values, indices = sort(x, d, descending=largest)
     if not x.ndim:
-        return SortResult(values, indices)
-    return SortResult(narrow(values, d, 0, k), narrow(indices, d, 0, k))
+        return sort(x, d, descending=largest)
+    values, indices = apply("topk", x, axis=d, k=int(k), largest=bool(largest))
+    return SortResult(values, indices)
 
 
 def _scan(name: str, input: Tensor, dim: int, dtype: Any) -> Tensor:

@@ -1,6 +1,7 @@
 """Ops along the lines of one axis: running sums and products (cumsum, cumprod: out[j] = out[j - 1] op x[j] in index
-order, as numpy computes them, so float results round identically) and sort (a stable merge sort in per-thread
-scratch). The (outer, inner) lines are the units threads split."""
+order, as numpy computes them, so float results round identically), sort (a stable merge sort in per-thread
+scratch) and topk (sort's first k: kept by insertion in one pass for small k). The (outer, inner) lines are the units
+threads split."""
 from __future__ import annotations
 
 from math import prod
@@ -11,7 +12,7 @@ from braze.ir.graph import Node
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType, int64
 
-from ..loops import I8, I64, alloca, for_range, i64
+from ..loops import I1, I8, I64, alloca, for_range, i64
 from .base import KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, load, register, store
 from .elementwise import compare
 
@@ -55,13 +56,36 @@ def _before(b: ir.IRBuilder, a: ir.Value, c: ir.Value, dtype: DType, descending:
 def lower_sort(node: Node, ctx: KernelContext) -> KernelSpec:
     """A stable bottom-up merge sort of each line: the line and its positions are copied into scratch, runs of 1, 2,
     4, ... merged between two scratch copies (ceil(log2 n) passes of n steps: O(n log n)), the result copied out."""
+    x = node.inputs[0]
+    axis = normalize_axis("sort", node.attr["axis"], x.type.rank) if x.shape else 0
+    return _sorted_lines(node, ctx, axis, x.shape[axis] if x.shape else 1, node.attr["descending"])
+
+
+# The largest k whose top k of a line are kept by insertion: each value is compared with the k-th kept and, where it
+# sorts before it, moved into place (k steps), which random lines need about k log(n / k) times in n. Past it, and
+# where k is more than a quarter of the line, the line is merge-sorted whole and its first k copied out.
+SELECT_MOST = 64
+
+
+@register("topk")
+def lower_topk(node: Node, ctx: KernelContext) -> KernelSpec:
+    """The first k of each line in sort's order (stable, NaN largest): kept by insertion for small k (one
+    comparison per value that does not enter), else from a merge sort of the line."""
+    x, count, descending = node.inputs[0], node.attr["k"], node.attr["largest"]
+    axis = normalize_axis("topk", node.attr["axis"], x.type.rank)
+    if count > SELECT_MOST or 4 * count > x.shape[axis]:
+        return _sorted_lines(node, ctx, axis, count, descending)
+    return _selected_lines(node, ctx, axis, count, descending)
+
+
+def _sorted_lines(node: Node, ctx: KernelContext, axis: int, count: int, descending: bool) -> KernelSpec:
+    """Each line merge-sorted in scratch, its first `count` values and positions written out."""
     x, positions = node.inputs[0], node.outputs[1].dtype
     shape = x.shape or (1,)
-    axis = normalize_axis("sort", node.attr["axis"], x.type.rank) if x.shape else 0
     outer, size, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
     k = begin_kernel(ctx, node.outputs, node.inputs)
     b = k.builder
-    if x.type.size == 0:
+    if node.outputs[0].type.size == 0:
         return k.finish(node.op)
     src, dst = _line_buffers(b, k.scratch, size, x.dtype, positions)
     with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
@@ -71,13 +95,59 @@ def lower_sort(node: Node, ctx: KernelContext) -> KernelSpec:
             store(b, i, src[1], i, positions)
         width = 1
         while width < size:
-            _merge_pass(b, src, dst, size, width, x.dtype, node.attr["descending"])
+            _merge_pass(b, src, dst, size, width, x.dtype, descending)
             src, dst, width = dst, src, 2 * width
-        with for_range(b, 0, size, name="o") as i:
-            at = b.add(start, b.mul(i, i64(inner)))
-            store(b, load(b, src[0], i, x.dtype), k.outs[0], at, x.dtype)
-            store(b, load(b, src[1], i, positions), k.outs[1], at, positions)
+        _write_line(b, k, p, q, count, inner, src, x.dtype, positions)
     return k.finish(node.op, 2 * size * (positions.itemsize + x.dtype.itemsize))
+
+
+def _selected_lines(node: Node, ctx: KernelContext, axis: int, count: int, descending: bool) -> KernelSpec:
+    """Each line's first `count` in sort's order, kept sorted in scratch while the line is read once: a value enters
+    while fewer are kept or where it sorts strictly before the last kept one (so an equal later value never displaces
+    an earlier one: sort's stable order), and moves up past those it sorts before."""
+    x, positions = node.inputs[0], node.outputs[1].dtype
+    outer, size, inner = prod(x.shape[:axis]), x.shape[axis], prod(x.shape[axis + 1:])
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    b = k.builder
+    if node.outputs[0].type.size == 0:
+        return k.finish(node.op)
+    kept = (b.gep(k.scratch, [i64(count * positions.itemsize)], source_etype=I8), k.scratch)  # values, positions
+    held, placed = alloca(b, I64, "held"), alloca(b, I1, "placed")
+    with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
+        start = b.add(b.mul(p, i64(size * inner)), q)
+        b.store(i64(0), held)
+        with for_range(b, 0, size, name="i") as i:
+            value = load(b, k.ins[0], b.add(start, b.mul(i, i64(inner))), x.dtype)
+            n = b.load(held, typ=I64)
+            full = b.icmp_signed("==", n, i64(count))
+            last = load(b, kept[0], b.select(full, i64(count - 1), i64(0)), x.dtype)
+            with b.if_then(b.or_(b.not_(full), _before(b, value, last, x.dtype, descending))):
+                slots = b.select(full, i64(count), b.add(n, i64(1)))
+                b.store(slots, held)
+                b.store(ir.Constant(I1, 0), placed)
+                with for_range(b, 0, slots, name="slot") as r:   # from the last slot up: shift, then place once
+                    j = b.sub(b.sub(slots, i64(1)), r)
+                    above = b.select(b.icmp_signed(">", j, i64(0)), b.sub(j, i64(1)), i64(0))
+                    previous = load(b, kept[0], above, x.dtype)
+                    free = b.not_(b.load(placed, typ=I1))
+                    shift = b.and_(free, b.and_(b.icmp_signed(">", j, i64(0)),
+                                                _before(b, value, previous, x.dtype, descending)))
+                    with b.if_then(free):
+                        store(b, b.select(shift, previous, value), kept[0], j, x.dtype)
+                        store(b, b.select(shift, load(b, kept[1], above, positions), i), kept[1], j, positions)
+                        b.store(b.not_(shift), placed)
+        _write_line(b, k, p, q, count, inner, kept, x.dtype, positions)
+    return k.finish(node.op, count * (positions.itemsize + x.dtype.itemsize))
+
+
+def _write_line(b: ir.IRBuilder, k, p: ir.Value, q: ir.Value, count: int, inner: int,
+                line: tuple[ir.Value, ir.Value], dtype: DType, positions: DType) -> None:
+    """The first `count` (values, positions) of a line in scratch to line (p, q) of the results."""
+    start = b.add(b.mul(p, i64(count * inner)), q)
+    with for_range(b, 0, count, name="o") as i:
+        at = b.add(start, b.mul(i, i64(inner)))
+        store(b, load(b, line[0], i, dtype), k.outs[0], at, dtype)
+        store(b, load(b, line[1], i, positions), k.outs[1], at, positions)
 
 
 def _line_buffers(b: ir.IRBuilder, scratch: ir.Value, size: int, dtype: DType, positions: DType

@@ -1,8 +1,10 @@
-"""Ops along one axis in order: sort (values and the permutation that sorts them), cumsum and cumprod (running sums
-and products).
+"""Ops along one axis in order: sort (values and the permutation that sorts them), topk (the first k of that
+order), cumsum and cumprod (running sums and products).
 
 sort is stable in both directions, and NaN sorts as the largest value, as torch.sort(stable=True); its gradient
-sends each value's cotangent back to the position it came from. cumsum adds in index order, so its float results
+sends each value's cotangent back to the position it came from. topk(x, k, largest) is exactly the first k values
+and positions of sort(x, descending=largest), ties by the lower position as torch.topk and ONNX TopK break them; an
+op of its own so that a kernel finds k of n values without sorting all n. cumsum adds in index order, so its float results
 round exactly like numpy.cumsum's; cumprod multiplies in index order likewise. cumprod's gradient is exact at
 zeros too (it never divides by x): for each position i it takes the running products with x_i replaced by 1, an
 n x n intermediate per line of n elements.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..attrs import AttrSpec
+from ..errors import ShapeError
 from ..registry import defop
 from ..row_rules import keeps_axis
 from ..types import TensorType, int64
@@ -46,6 +49,37 @@ def _sort_vjp(e, g, out, x, *, axis, descending):
 sort = defop("sort", ("x",), infer=_sort_infer, impl=_sort_impl, vjp=_sort_vjp, num_results=2,
              attrs=(AttrSpec("axis", "int"), AttrSpec("descending", "bool", False)), rows=keeps_axis("axis"),
              doc="(values sorted along `axis`, their int64 positions in x); stable, NaN largest.")
+
+
+def _topk_infer(x: TensorType, *, axis: int, k: int, largest: bool) -> tuple[TensorType, TensorType]:
+    require_dtype_kind("topk", x, ("float", "int", "uint", "bool"), "the operand")
+    if x.rank == 0:
+        raise ShapeError(f"topk: the operand must have an axis, got {x}")
+    ax = normalize_axis("topk", axis, x.rank)
+    if not 0 <= k <= x.shape[ax]:
+        raise ShapeError(f"topk: k={k} is out of range for axis {axis} of size {x.shape[ax]}")
+    shape = x.shape[:ax] + (k,) + x.shape[ax + 1:]
+    return x.with_shape(shape), x.with_shape(shape).with_dtype(int64)
+
+
+def _topk_impl(x: np.ndarray, *, axis: int, k: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    values, order = _sort_impl(x, axis=axis, descending=largest)
+    kept = [slice(None)] * x.ndim
+    kept[axis % x.ndim] = slice(0, k)
+    return values[tuple(kept)], order[tuple(kept)]
+
+
+def _topk_vjp(e, g, out, x, *, axis, k, largest):
+    g_values = g[0]
+    if g_values is None:
+        return (g_values,)
+    return (e.scatter_add(g_values, out[1], axis=axis, shape=tuple(x.shape)),)
+
+
+topk = defop("topk", ("x",), infer=_topk_infer, impl=_topk_impl, vjp=_topk_vjp, num_results=2,
+             attrs=(AttrSpec("axis", "int"), AttrSpec("k", "int"), AttrSpec("largest", "bool", True)),
+             rows=keeps_axis("axis"),
+             doc="The first k of sort(x, axis, descending=largest): (values, their int64 positions in x).")
 
 
 def _scan_infer(name: str):

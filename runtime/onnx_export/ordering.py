@@ -1,9 +1,9 @@
-"""ONNX rules for sort and cumprod (ir/ops/ordering.py), which have no ONNX operator of their own.
+"""ONNX rules for sort, topk and cumprod (ir/ops/ordering.py), which have no ONNX operator of their own.
 
 sort is TopK with k = the axis length: ONNX specifies that TopK breaks ties by the lower index, in both
 directions, which is the stable order braze and torch.sort(stable=True) give. NaN, the largest value to braze, has
 no order in TopK: a first TopK sorts with NaN read as 0, then a second, stable TopK of isnan over that order moves
-the NaNs last (first when descending), keeping their order.
+the NaNs last (first when descending), keeping their order. topk is that order's first k (a Slice).
 
 cumprod is a Loop-free scan (Hillis-Steele: log2(n) steps of y = y * y shifted by 1, 2, 4, ... with ones shifted
 in), exact for zeros, signs, infinities and NaN, and for integers; float products associate differently from
@@ -28,7 +28,23 @@ def _sort(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
         e.emit("Identity", ins, [outs[0]])
         e.emit("Reshape", [e.const(0, np.dtype(np.int64)), e.ints([])], [outs[1]])   # helper constants are 1-d
         return
-    axis, largest = node.attr["axis"] % x.type.rank, int(node.attr["descending"])
+    values, order = _sorted(e, node, ins, node.attr["axis"] % x.type.rank, int(node.attr["descending"]))
+    e.emit("Identity", [values], [outs[0]])
+    e.emit("Identity", [order], [outs[1]])
+
+
+@register("topk")
+def _topk(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
+    """sort's order, then its first k: one TopK of k alone would order NaN, which braze sorts largest, at random."""
+    axis = node.attr["axis"] % node.inputs[0].type.rank
+    values, order = _sorted(e, node, ins, axis, int(node.attr["largest"]))
+    for source, out in ((values, outs[0]), (order, outs[1])):
+        e.emit("Slice", [source, e.ints([0]), e.ints([node.attr["k"]]), e.ints([axis])], [out])
+
+
+def _sorted(e: OnnxBuilder, node: Node, ins: list[str], axis: int, largest: int) -> tuple[str, str]:
+    """(values, positions) of the operand sorted along `axis` in braze's order (stable, NaN largest)."""
+    x = node.inputs[0]
     key = ins[0] if x.dtype.name in _TOPK_KEY else e.emit("Cast", ins, to=onnx.TensorProto.INT32)
     nan = e.emit("IsNaN", ins) if x.dtype.is_float else None
     if nan is not None:
@@ -38,8 +54,7 @@ def _sort(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
         nan_in_order = e.emit("Cast", [e.emit("GatherElements", [nan, order], axis=axis)], to=onnx.TensorProto.FLOAT)
         order = e.emit("GatherElements", [order, _topk_order(e, nan_in_order, x.shape[axis], axis, largest)],
                        axis=axis)
-    e.emit("GatherElements", [ins[0], order], [outs[0]], axis=axis)
-    e.emit("Identity", [order], [outs[1]])
+    return e.emit("GatherElements", [ins[0], order], axis=axis), order
 
 
 def _topk_order(e: OnnxBuilder, key: str, n: int, axis: int, largest: int) -> str:

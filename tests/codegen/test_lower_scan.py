@@ -1,5 +1,6 @@
-"""The merge-sort lowering of sort against the numpy reference (a stable argsort, NaN largest), bit for bit: values
-and positions, on edge lengths, ties, NaN, both directions, inner axes, integer and bool lines, 1 and 3 threads."""
+"""The merge-sort lowering of sort, and topk's (by insertion, or from the merge sort), against the numpy reference (a
+stable argsort, NaN largest), bit for bit: values and positions, on edge lengths, ties, NaN, both directions, inner
+axes, integer and bool lines, 1 and 3 threads."""
 from __future__ import annotations
 
 import numpy as np
@@ -50,3 +51,29 @@ def test_sort_lowering_of_a_scalar_and_of_long_lines():
     check_node(make_node("sort", np.float32(4.0), axis=0), [np.float32(4.0)])
     x = np.random.default_rng(3).standard_normal((2, 5000)).astype(np.float32)
     check_node(make_node("sort", x, axis=1), [x])
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("n, k", [(1, 1), (5, 1), (33, 3), (33, 8), (200, 5), (200, 64), (200, 65), (40, 40), (7, 0)])
+def test_topk_lowering_is_sorts_first_k(n, k, largest):
+    """Ties keep the lower position and NaN is largest, as in sort: by insertion (k <= 64 and at most a quarter of
+    the line) and from the merge sort (beyond), whose boundaries these k straddle."""
+    x = np.stack([_line(n, seed) for seed in range(3)])
+    check_node(make_node("topk", x, axis=1, k=k, largest=largest), [x])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32", "uint8", "bool"])
+def test_topk_lowering_of_an_inner_axis_and_other_dtypes(dtype):
+    x = np.random.default_rng(4).integers(0, 5, (3, 50, 4)).astype(dtype)
+    check_node(make_node("topk", x, axis=1, k=6), [x])
+    check_node(make_node("topk", x, axis=-1, k=2, largest=False), [x])
+
+
+def test_topk_lowering_of_ordered_lines_and_all_ties():
+    """Ascending lines make every value enter (each moving up past all kept), descending ones none after the first
+    k; a line of equal values keeps its first k positions."""
+    x = np.stack([np.arange(300, dtype=np.float32), np.arange(300, 0, -1, dtype=np.float32),
+                  np.full(300, 2.0, np.float32)])
+    values, positions = check_node(make_node("topk", x, axis=1, k=10), [x])
+    np.testing.assert_array_equal(positions[2], np.arange(10))
+    np.testing.assert_array_equal(values[0], np.arange(299, 289, -1, dtype=np.float32))

@@ -1,4 +1,4 @@
-"""Samples for sort, cumsum and cumprod."""
+"""Samples for sort, topk, cumsum and cumprod."""
 import numpy as np
 
 from . import Sample, normal
@@ -13,6 +13,13 @@ def _naive_sort(x, axis, descending):
                                                     -1 if descending and np.isnan(r[i]) else 0, i)) for r in rows]
     order = np.array(orders, np.int64).reshape(x.shape)
     return np.moveaxis(np.take_along_axis(x, order, -1), -1, axis), np.moveaxis(order, -1, axis)
+
+
+def _naive_topk(x, axis, k, largest):
+    values, order = _naive_sort(x, axis, largest)
+    first = [slice(None)] * x.ndim
+    first[axis] = slice(0, k)
+    return values[tuple(first)], order[tuple(first)]
 
 
 def _naive_scan(x, axis, product=False):
@@ -35,6 +42,14 @@ SAMPLES = [
            grad_args=(), label="ties-descending"),
     Sample("sort", (np.array([[4, 1, 4, 0]], np.int32),), {"axis": 1}, expected=lambda x: _naive_sort(x, 1, False),
            label="int"),
+    Sample("topk", (normal((3, 5)),), {"axis": 1, "k": 2}, expected=lambda x: _naive_topk(x, 1, 2, True),
+           torch=lambda x: tuple(x.topk(2, dim=1))),
+    Sample("topk", (normal((4, 2, 3), 1),), {"axis": 0, "k": 3, "largest": False},
+           expected=lambda x: _naive_topk(x, 0, 3, False), label="smallest-axis0"),
+    Sample("topk", (_TIES,), {"axis": -1, "k": 4}, expected=lambda x: _naive_topk(x, 1, 4, True), grad_args=(),
+           label="ties"),
+    Sample("topk", (np.array([[4, 1, 4, 0]], np.int32),), {"axis": 1, "k": 0},
+           expected=lambda x: _naive_topk(x, 1, 0, True), label="int-k0"),
     Sample("cumsum", (normal((3, 4)),), {"axis": 1}, expected=lambda x: _naive_scan(x, 1),
            torch=lambda x: x.cumsum(1)),
     Sample("cumsum", (normal((5, 2, 3), 1),), {"axis": 0}, expected=lambda x: _naive_scan(x, 0), label="axis0"),
