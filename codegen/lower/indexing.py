@@ -106,7 +106,9 @@ def lower_scatter(node: Node, ctx: KernelContext) -> KernelSpec:
 
 @register("index_select")
 def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
-    """out[p, i, q] = x[p, indices[i], q]: one contiguous copy of the q block per (p, i)."""
+    """out[p, i, q] = x[p, indices[i], q]: one contiguous copy of the q block per (p, i); along the last axis (one
+    element per index) each unit is a row p, the indices one loop, which left per (p, i) paid a unit's overhead per
+    element: reflect padding 5x and nearest upsampling (both index_select along the last two axes) 4.9x slower."""
     x, indices = node.inputs
     axis = normalize_axis("index_select", node.attr["axis"], x.type.rank)
     outer, size, inner = prod(x.shape[:axis]), x.shape[axis], prod(x.shape[axis + 1:])
@@ -118,6 +120,14 @@ def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
     check = index_check(k, node, 1, size, axis_subject(node.attr["axis"]))
     if size == 0:
         check_every_index(k, check, 1, count, indices.dtype)
+        return k.finish(node.op)
+    if inner == 1:   # selecting along the last axis: one element per index, a row of them per unit
+        with claimed_unit_loop(k, [outer], name="row") as (p,):
+            src, dst = b.mul(p, i64(size)), b.mul(p, i64(count))
+            with for_range(b, 0, count, name="i") as i:
+                chosen = check.index(load(b, k.ins[1], i, indices.dtype))
+                store(b, load(b, k.ins[0], b.add(src, chosen), x.dtype), k.outs[0], b.add(dst, i), x.dtype)
+        check.finish()
         return k.finish(node.op)
     with claimed_unit_loop(k, [outer, count], name="sel") as (p, i):
         chosen = check.index(load(b, k.ins[1], i, indices.dtype))

@@ -42,6 +42,15 @@ def test_index_select_matches_reference(data, shape, index_shape, dtype: str, in
     check_node(make_node("index_select", x, indices, axis=axis), [x, indices])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_index_select_along_the_last_axis_takes_rows_of_indices(dtype: str) -> None:
+    """Reflect padding's and nearest upsampling's index lists over a last axis, and repeated and reversed ones."""
+    x = special_array(np.random.default_rng(5), (2, 3, 5, 56), dtype)
+    for indices in (np.asarray([1, *range(56), 54]), np.repeat(np.arange(56), 2), np.arange(55, -1, -1, dtype=np.int32),
+                    np.asarray([7])):
+        check_node(make_node("index_select", x, indices, axis=3), [x, indices])
+
+
 @EXAMPLES
 @given(data=st.data(), shape=shapes(min_rank=1), index_shape=shapes(max_rank=2), dtype=st.sampled_from(DTYPE_NAMES),
        index_dtype=index_dtypes, seed=st.integers(0, 2 ** 32 - 1))
