@@ -18,6 +18,7 @@ from math import sqrt
 from typing import Any, Callable, Sequence
 
 import llvmlite.ir as ir
+import numpy as np
 
 from braze.ir.graph import Graph, Node
 from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI
@@ -59,13 +60,22 @@ def _suffix(value: ir.Value) -> str:
 
 
 def _uniform(value: ir.Value) -> float | None:
-    """The number in every lane of a constant, or None when the value is not such a constant."""
+    """The number in every lane of a constant, or None when the value is not such a constant. A float lane's number
+    is rounded to float: vector constants are shared by their text (loops.vector_const), so a splat of 0.5 may hold
+    the lanes of an earlier 0.50000001201, which print alike."""
     if not isinstance(value, ir.Constant):
         return None
     if isinstance(value.type, ir.VectorType):
-        lanes = {c.constant for c in value.constant} if isinstance(value.constant, list) else set()
+        lanes = {_number(c) for c in value.constant} if isinstance(value.constant, list) else set()
         return lanes.pop() if len(lanes) == 1 else None
-    return value.constant if isinstance(value.constant, (int, float)) else None
+    return _number(value)
+
+
+def _number(constant: ir.Constant) -> float | None:
+    number = constant.constant
+    if not isinstance(number, (int, float)):
+        return None
+    return float(np.float32(number)) if isinstance(constant.type, ir.FloatType) else number
 
 
 # --- arithmetic -----------------------------------------------------------------------------------------------
@@ -95,10 +105,43 @@ def _div(b, args, attrs, dtype):
 
 @_emitter("pow")
 def _pow(b, args, attrs, dtype):
+    """x ** y: the exponents code writes most (x ** 3 in GPT-2's gelu, (v + eps) ** -0.5 in hand-written norms)
+    as multiplies, divisions and square roots, within pow's 4 ulp and with its special values (a libm powf per lane
+    took 5x numpy's time on 1e6 values); any other exponent through libm."""
     x, y = args
-    if _uniform(y) == 2.0:
-        return b.fmul(x, x)
+    n = _uniform(y)
+    if n in _POWERS:
+        return _POWERS[n](b, x)
     return libm(b, "powf" if dtype.name == "f32" else "pow", x, y)
+
+
+def _root(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return intrinsic(b, f"llvm.sqrt.{_suffix(x)}", [x])
+
+
+def _reciprocal_root(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """pow(x, -0.5) = 1 / sqrt(x), but +inf for -0 and +0 for -inf (where that gives -inf and NaN). numpy's power
+    takes ** 0.5 as sqrt itself (-0 and NaN there), C's pow does not, and ** -0.5 keeps C's values."""
+    root = b.fadd(_root(b, x), _constant_like(x, 0.0))   # -0 + 0 = +0
+    root = b.select(b.fcmp_ordered("==", x, _constant_like(x, float("-inf"))), _constant_like(x, float("inf")), root)
+    return _reciprocal(b, root)
+
+
+def _reciprocal(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fdiv(_constant_like(x, 1.0), x)
+
+
+_POWERS: dict[float, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
+    0.0: lambda b, x: _constant_like(x, 1.0),                      # NaN ** 0 = 1 too
+    1.0: lambda b, x: x,
+    2.0: lambda b, x: b.fmul(x, x),
+    3.0: lambda b, x: b.fmul(b.fmul(x, x), x),
+    4.0: lambda b, x: b.fmul(b.fmul(x, x), b.fmul(x, x)),
+    -1.0: _reciprocal,
+    -2.0: lambda b, x: b.fmul(_reciprocal(b, x), _reciprocal(b, x)),   # 1 / x**2 would overflow first
+    0.5: _root,
+    -0.5: _reciprocal_root,
+}
 
 
 def fmax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

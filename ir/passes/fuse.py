@@ -40,7 +40,8 @@ A region's operands are the values its members read but do not define, in order 
 the member values read outside the region or returned by the graph, in graph order. The fused node states the
 region's domain: `shape` (the iteration space, a reduction's operand shape or the anchor's result shape) and
 `axes` (the reduced axes; empty unless the region reduces). A region of one node (or
-one whose values are all unused) stays as plain nodes. The pass never changes weights.
+one whose values are all unused) stays as plain nodes, except an elementwise node reading a scalar constant beside
+another operand: as a region its body holds the constant, which the kernel then uses as a number. The pass never changes weights.
 """
 from __future__ import annotations
 
@@ -326,13 +327,23 @@ class _Fuser:
 
     # --- rebuilding -------------------------------------------------------------------------------------------
     def fused_regions(self) -> list[_Region]:
-        """Regions that become fused nodes: more than one member and at least one value leaving."""
+        """Regions that become fused nodes: more than one member and at least one value leaving, or one elementwise
+        node that reads a scalar constant beside an operand (its body then holds the constant, which the kernel
+        computes with as a number: x ** 3 as multiplies, where a plain pow node read 3 from memory and called libm's
+        powf per element)."""
         out = []
         for region in self.regions.values():
             member_set = set(region.members)
-            if len(region.members) > 1 and any(self._escapes(m, member_set) for m in region.members):
+            if not any(self._escapes(m, member_set) for m in region.members):
+                continue
+            if len(region.members) > 1 or (region.kind == "elementwise" and self._with_scalar(region.members[0])):
                 out.append(region)
         return sorted(out, key=lambda r: r.members[0])
+
+    def _with_scalar(self, i: int) -> bool:
+        """Whether node i reads a scalar constant and some other operand."""
+        scalars = [self._scalar_constant(v) is not None for v in self.nodes[i].inputs]
+        return any(scalars) and not all(scalars)
 
     def emission_order(self, regions: list[_Region]) -> list[frozenset[int]]:
         """Groups of node indices (a region, or one node) in a topological order of the graph of groups, the ready

@@ -144,6 +144,20 @@ def test_fuse_non_scalar_constants_are_operands() -> None:
     assert [v.name for v in out.nodes[1].inputs] == ["x", "0"]
 
 
+def test_fuse_gives_a_lone_op_the_scalar_constant_it_reads() -> None:
+    """x ** 3 alone becomes a region holding 3.0, so that its kernel multiplies instead of calling powf; an op whose
+    operands are all scalar constants, and a lone op reading no constant, stay plain."""
+    b = GraphBuilder("cube")
+    x = b.input("x", F48)
+    three = b.constant(np.float32(3.0))
+    g = b.finish([b.pow(x, three), b.add(three, three)])
+    out = fused(g)
+    assert [n.op for n in out.nodes] == ["constant", "fused", "add"]
+    body = out.nodes[1].attr["body"]
+    assert [n.op for n in body.nodes] == ["constant", "pow"] and [v.name for v in out.nodes[1].inputs] == ["x"]
+    assert_equivalent(g, out, rtol=0)
+
+
 def test_fuse_single_op_stays_plain() -> None:
     b = GraphBuilder("one")
     x = b.input("x", F48)
@@ -222,13 +236,15 @@ PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 def _check_regions(out: Graph) -> None:
-    """Every region verifies, holds no param or flag leaf, and starts with its anchor when it has one."""
+    """Every region verifies, holds no param or flag leaf, starts with its anchor when it has one, and holds more
+    than one op or one elementwise op and the scalar constant it reads."""
     for node in out.nodes:
         if node.op != "fused":
             continue
         body = verify(node.attr["body"])
         ops = [n.op for n in body.nodes if n.op != "constant"]
-        assert len(ops) > 1 and not {"param", "flag"} & set(ops)
+        alone = node.attr["kind"] == "elementwise" and len(ops) == 1 and len(body.nodes) > 1
+        assert (len(ops) > 1 or alone) and not {"param", "flag"} & set(ops)
         assert (ops[0] in ("matmul", "conv2d")) == (node.attr["kind"] in ("gemm", "conv"))
 
 
