@@ -165,3 +165,30 @@ def test_rows_of_every_length_reduce_their_tails(cpu, op: str, dtype: str, monke
             got = check_node(node, [x], terms=x.shape[axis], scale=np.abs(x64).sum(axis))
             if op == "argmax":
                 np.testing.assert_array_equal(got[0], np.argmax(x, axis=axis))
+
+
+@pytest.mark.parametrize("cpu", list(_TAIL_CPUS), ids=lambda c: c or "host")
+@pytest.mark.parametrize("op, dtype", [("sum", "float32"), ("sum", "int32"), ("mean", "float32"), ("max", "float64"),
+                                       ("min", "float32"), ("argmax", "float32"), ("argmin", "int8")])
+def test_leading_axis_reductions_take_wide_groups_of_rows(cpu, op: str, dtype: str, monkeypatch) -> None:
+    """A one-pass reduction over leading axes takes WIDE_GROUP vectors of rows side by side, then the rows left in
+    groups of W and the last n % W masked: every boundary of those, the reduced axes inner or outer of a kept one."""
+    from braze.codegen.lower.reduction import WIDE_GROUP
+    width = force_cpu(cpu, monkeypatch)
+    wide = WIDE_GROUP * width
+    rng = np.random.default_rng(12)
+    for n in (wide - 1, wide, wide + 1, wide + width, 2 * wide + width + 3):
+        for shape, axis in (((9, n), 0), ((3, 5, n), 1), ((4, 3, n), (0, 1))):
+            x = random_array(rng, shape, dtype)
+            x64 = x.astype(np.float64)
+            axes = axis if isinstance(axis, tuple) else (axis,)
+            terms = int(np.prod([shape[a] for a in axes]))
+            if op in ("argmax", "argmin"):
+                if len(axes) > 1:
+                    continue
+                got = check_node(make_node(op, x, axis=axis), [x], terms=terms, scale=np.abs(x64).sum(axes))
+                want = (np.argmax if op == "argmax" else np.argmin)(x, axis=axis)
+                np.testing.assert_array_equal(got[0], want)
+                continue
+            scale = np.abs(x64).sum(axes) / (terms if op == "mean" else 1)
+            check_node(make_node(op, x, axes=axes), [x], terms=terms, scale=scale)
