@@ -60,8 +60,8 @@ def _suffix(value: ir.Value) -> str:
 
 
 def _uniform(value: ir.Value) -> float | None:
-    """The number in every lane of a constant, or None when the value is not such a constant. A float lane's number
-    is rounded to float: vector constants are shared by their text (loops.vector_const), so a splat of 0.5 may hold
+    """The number in every lane of a constant, or None when the value is not such a constant. A float32 lane's number
+    is rounded to float32: vector constants are shared by their text (loops.vector_const), so a splat of 0.5 may hold
     the lanes of an earlier 0.50000001201, which print alike."""
     if not isinstance(value, ir.Constant):
         return None
@@ -116,6 +116,7 @@ def _pow(b, args, attrs, dtype):
 
 
 def _root(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """pow(x, 0.5) as numpy's power computes it: sqrt(x) (-0 for -0, NaN for -inf)."""
     return intrinsic(b, f"llvm.sqrt.{_suffix(x)}", [x])
 
 

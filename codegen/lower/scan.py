@@ -13,7 +13,7 @@ from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType, int64
 
 from ..loops import I1, I8, I64, alloca, for_range, i64
-from .base import KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, load, register, store
+from .base import Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, load, register, store
 from .elementwise import compare
 
 
@@ -140,7 +140,7 @@ def _selected_lines(node: Node, ctx: KernelContext, axis: int, count: int, desce
     return k.finish(node.op, count * (positions.itemsize + x.dtype.itemsize))
 
 
-def _write_line(b: ir.IRBuilder, k, p: ir.Value, q: ir.Value, count: int, inner: int,
+def _write_line(b: ir.IRBuilder, k: Kernel, p: ir.Value, q: ir.Value, count: int, inner: int,
                 line: tuple[ir.Value, ir.Value], dtype: DType, positions: DType) -> None:
     """The first `count` (values, positions) of a line in scratch to line (p, q) of the results."""
     start = b.add(b.mul(p, i64(count * inner)), q)

@@ -4,8 +4,8 @@ order), cumsum and cumprod (running sums and products).
 sort is stable in both directions, and NaN sorts as the largest value, as torch.sort(stable=True); its gradient
 sends each value's cotangent back to the position it came from. topk(x, k, largest) is exactly the first k values
 and positions of sort(x, descending=largest), ties by the lower position as torch.topk and ONNX TopK break them; an
-op of its own so that a kernel finds k of n values without sorting all n. cumsum adds in index order, so its float results
-round exactly like numpy.cumsum's; cumprod multiplies in index order likewise. cumprod's gradient is exact at
+op of its own so that a kernel finds k of n values without sorting all n. cumsum adds in index order, so its float
+results round exactly like numpy.cumsum's; cumprod multiplies in index order likewise. cumprod's gradient is exact at
 zeros too (it never divides by x): for each position i it takes the running products with x_i replaced by 1, an
 n x n intermediate per line of n elements.
 """

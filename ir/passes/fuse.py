@@ -39,9 +39,9 @@ A merge is legal when the merged region satisfies its kind's rule and creates no
 A region's operands are the values its members read but do not define, in order of first use; its results are
 the member values read outside the region or returned by the graph, in graph order. The fused node states the
 region's domain: `shape` (the iteration space, a reduction's operand shape or the anchor's result shape) and
-`axes` (the reduced axes; empty unless the region reduces). A region of one node (or
-one whose values are all unused) stays as plain nodes, except an elementwise node reading a scalar constant beside
-another operand: as a region its body holds the constant, which the kernel then uses as a number. The pass never changes weights.
+`axes` (the reduced axes; empty unless the region reduces). A region of one node (or one whose values are all
+unused) stays as plain nodes, except an elementwise node reading a scalar constant beside another operand: as a
+region its body holds the constant, which the kernel then uses as a number. The pass never changes weights.
 """
 from __future__ import annotations
 

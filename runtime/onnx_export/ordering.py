@@ -28,8 +28,7 @@ def _sort(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
         e.emit("Identity", ins, [outs[0]])
         e.emit("Reshape", [e.const(0, np.dtype(np.int64)), e.ints([])], [outs[1]])   # helper constants are 1-d
         return
-    values, order = _sorted(e, node, ins, node.attr["axis"] % x.type.rank, int(node.attr["descending"]))
-    e.emit("Identity", [values], [outs[0]])
+    _, order = _sorted(e, node, ins, node.attr["axis"] % x.type.rank, int(node.attr["descending"]), outs[0])
     e.emit("Identity", [order], [outs[1]])
 
 
@@ -42,8 +41,10 @@ def _topk(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
         e.emit("Slice", [source, e.ints([0]), e.ints([node.attr["k"]]), e.ints([axis])], [out])
 
 
-def _sorted(e: OnnxBuilder, node: Node, ins: list[str], axis: int, largest: int) -> tuple[str, str]:
-    """(values, positions) of the operand sorted along `axis` in braze's order (stable, NaN largest)."""
+def _sorted(e: OnnxBuilder, node: Node, ins: list[str], axis: int, largest: int,
+            values: str | None = None) -> tuple[str, str]:
+    """(values, positions) of the operand sorted along `axis` in braze's order (stable, NaN largest), the values
+    named `values` when given."""
     x = node.inputs[0]
     key = ins[0] if x.dtype.name in _TOPK_KEY else e.emit("Cast", ins, to=onnx.TensorProto.INT32)
     nan = e.emit("IsNaN", ins) if x.dtype.is_float else None
@@ -54,7 +55,7 @@ def _sorted(e: OnnxBuilder, node: Node, ins: list[str], axis: int, largest: int)
         nan_in_order = e.emit("Cast", [e.emit("GatherElements", [nan, order], axis=axis)], to=onnx.TensorProto.FLOAT)
         order = e.emit("GatherElements", [order, _topk_order(e, nan_in_order, x.shape[axis], axis, largest)],
                        axis=axis)
-    return e.emit("GatherElements", [ins[0], order], axis=axis), order
+    return e.emit("GatherElements", [ins[0], order], None if values is None else [values], axis=axis), order
 
 
 def _topk_order(e: OnnxBuilder, key: str, n: int, axis: int, largest: int) -> str:
