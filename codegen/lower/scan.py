@@ -1,5 +1,6 @@
 """Ops along the lines of one axis: running sums and products (cumsum, cumprod: out[j] = out[j - 1] op x[j] in index
-order, as numpy computes them, so float results round identically), sort (a stable merge sort in per-thread
+order, as numpy computes them, so float results round identically; along a leading axis W neighbouring lines side
+by side), sort (a stable merge sort in per-thread
 scratch) and topk (sort's first k: kept by insertion in one pass for small k). The (outer, inner) lines are the units
 threads split."""
 from __future__ import annotations
@@ -31,14 +32,34 @@ def lower_scan(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if x.type.size == 0:
         return k.finish(node.op)
-    with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
+    width = k.width if inner >= k.width else 1
+    groups, full = -(-inner // width), inner // width
+
+    def lines(p: ir.Value, q: ir.Value, lanes: int) -> None:
+        """`lanes` neighbouring lines from column q side by side: out[j] = out[j - 1] op x[j], the running value
+        kept in registers."""
         start = b.add(b.mul(p, i64(size * inner)), q)
-        store(b, load(b, k.ins[0], start, x.dtype), k.outs[0], start, x.dtype)
-        with for_range(b, 1, size, name="j") as j:  # out[j] = out[j - 1] + x[j]
+        first = load(b, k.ins[0], start, x.dtype, lanes)
+        running = alloca(b, first.type, "running")
+        b.store(first, running)
+        store(b, first, k.outs[0], start, x.dtype)
+        with for_range(b, 1, size, name="j") as j:
             at = b.add(start, b.mul(j, i64(inner)))
-            previous = load(b, k.outs[0], b.sub(at, i64(inner)), x.dtype)
-            value = load(b, k.ins[0], at, x.dtype)
-            store(b, getattr(b, combine)(previous, value), k.outs[0], at, x.dtype)
+            value = getattr(b, combine)(b.load(running), load(b, k.ins[0], at, x.dtype, lanes))
+            b.store(value, running)
+            store(b, value, k.outs[0], at, x.dtype)
+
+    with claimed_unit_loop(k, [outer, groups], name="line") as (p, g):
+        q0 = b.mul(g, i64(width))
+        if full == groups:
+            lines(p, q0, width)
+        else:   # the last inner % W lines one at a time
+            with b.if_else(b.icmp_signed("<", g, i64(full))) as (then, otherwise):
+                with then:
+                    lines(p, q0, width)
+                with otherwise:
+                    with for_range(b, q0, inner, name="q") as q:
+                        lines(p, q, 1)
     return k.finish(node.op)
 
 

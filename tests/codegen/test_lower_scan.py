@@ -77,3 +77,13 @@ def test_topk_lowering_of_ordered_lines_and_all_ties():
     values, positions = check_node(make_node("topk", x, axis=1, k=10), [x])
     np.testing.assert_array_equal(positions[2], np.arange(10))
     np.testing.assert_array_equal(values[0], np.arange(299, 289, -1, dtype=np.float32))
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_scans_along_a_leading_axis_take_lines_side_by_side(op, dtype):
+    """W neighbouring lines at once, the last inner % W one at a time: every element in numpy's order, bit for bit."""
+    rng = np.random.default_rng(6)
+    for shape, axis in (((7, 37), 0), ((3, 9, 40), 1), ((5, 16), 0), ((4, 3), 0), ((2, 6, 1), 1)):
+        x = rng.uniform(0.5, 1.5, shape).astype(dtype) if dtype != "int64" else rng.integers(-3, 4, shape)
+        check_node(make_node(op, x, axis=axis), [x])
