@@ -1,8 +1,7 @@
 """Ops along the lines of one axis: running sums and products (cumsum, cumprod: out[j] = out[j - 1] op x[j] in index
 order, as numpy computes them, so float results round identically; along a leading axis W neighbouring lines side
-by side), sort (a stable merge sort in per-thread
-scratch) and topk (sort's first k: kept by insertion in one pass for small k). The (outer, inner) lines are the units
-threads split."""
+by side), sort (a stable merge sort in per-thread scratch) and topk (sort's first k: kept by insertion in one pass
+for small k). The (outer, inner) lines are the units threads split."""
 from __future__ import annotations
 
 from math import prod
