@@ -133,3 +133,20 @@ def test_benchmarks_attention_pairs_the_fused_kernel_with_the_chain() -> None:
     np.testing.assert_allclose(systems["fused"](), systems["chain"](), rtol=1e-4, atol=1e-5)
     assert attention._runs_attention("fused:attention") and attention._runs_attention("attention")
     assert not attention._runs_attention("fused:gemm")
+
+
+def test_benchmarks_ops_vs_torch_checks_results_before_timing_them() -> None:
+    """Each case runs on braze and torch with the same inputs and must agree; a case that disagrees is reported, not
+    timed."""
+    pytest.importorskip("torch")
+    from benchmarks import ops_vs_torch
+    small = [ops_vs_torch.Case("cube", lambda t, x: x ** 3, ops_vs_torch._arrays(ops_vs_torch._normal(40))),
+             ops_vs_torch.Case("top 2", lambda t, x: t.topk(x, 2)[1], ops_vs_torch._arrays(ops_vs_torch._normal(3, 9)))]
+    rows = ops_vs_torch.measure(small, threads=1, rounds=1)
+    assert [r["case"] for r in rows] == ["cube", "top 2"]
+    assert all(r["braze"] > 0 and r["torch"] > 0 and r["ratio"] == r["torch"] / r["braze"] for r in rows)
+    assert "| cube | 1 |" in ops_vs_torch.table(rows, 1)
+    wrong = ops_vs_torch.Case("wrong", lambda t, x: x + 1 if t.__name__ == "braze" else x,
+                              ops_vs_torch._arrays(ops_vs_torch._normal(4)))
+    with pytest.raises(AssertionError, match="wrong: braze and torch disagree"):
+        ops_vs_torch.measure([wrong], threads=1, rounds=1)

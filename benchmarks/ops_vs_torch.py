@@ -1,0 +1,123 @@
+"""Single ops and layers outside the benchmark models, braze compiled against torch eager on the same inputs, as
+ratios from one run: where a kernel is far behind, this table shows it (a masked softmax, topk, x ** 3, reflect
+padding and the leading-axis reductions and scans were 3-50x behind before they got kernels of their own).
+
+Run: python -m benchmarks.ops_vs_torch [--threads 1] [--rounds 7] [--only softmax,topk]   (needs torch)
+
+Each case is a function written once against a module of the torch API and called with `braze` and with `torch`;
+both get the same numpy inputs and their results must agree (rtol and atol 1e-4) before anything is timed. Each
+figure is the median over `rounds` rounds of the two systems interleaved (benchmarks.run), torch held to the same
+thread count.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Case:
+    """A function of (module, *tensors) and the arrays it is called with."""
+
+    name: str
+    fn: Callable[..., Any]
+    make: Callable[[np.random.Generator], list[np.ndarray]]
+
+
+def _normal(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.standard_normal(shape).astype(np.float32)
+
+
+def _arrays(*makers: Callable[[np.random.Generator], np.ndarray]) -> Callable[[np.random.Generator], list]:
+    return lambda rng: [make(rng) for make in makers]
+
+
+def _causal(n: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: np.triu(np.ones((n, n), bool), 1)
+
+
+CASES = [
+    Case("masked softmax 12 x 128 x 128", lambda t, s, m: t.softmax(s.masked_fill(m, float("-inf")), -1),
+         _arrays(_normal(12, 128, 128), _causal(128))),
+    Case("sdpa causal 4 x 1024 x 64", lambda t, q, k, v: t.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True), _arrays(_normal(1, 4, 1024, 64), _normal(1, 4, 1024, 64), _normal(1, 4, 1024, 64))),
+    Case("topk 5 of 64 x 1000", lambda t, x: t.topk(x, 5)[0], _arrays(_normal(64, 1000))),
+    Case("topk 50 of 1 x 50257", lambda t, x: t.topk(x, 50)[1], _arrays(_normal(1, 50257))),
+    Case("x ** 3, 1e6", lambda t, x: x ** 3, _arrays(_normal(1 << 20))),
+    Case("x @ y.T 512 x 768 x 3072", lambda t, x, y: x @ y.t(), _arrays(_normal(512, 768), _normal(3072, 768))),
+    Case("pad reflect 64 x 56 x 56", lambda t, x: t.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"),
+         _arrays(_normal(1, 64, 56, 56))),
+    Case("interpolate nearest x2", lambda t, x: t.nn.functional.interpolate(x, scale_factor=2, mode="nearest"),
+         _arrays(_normal(1, 64, 56, 56))),
+    Case("sum over axis 0, 4096 x 256", lambda t, x: x.sum(0), _arrays(_normal(4096, 256))),
+    Case("mean over tokens 8 x 512 x 768", lambda t, x: x.mean(1), _arrays(_normal(8, 512, 768))),
+    Case("cumsum over axis 0, 4096 x 256", lambda t, x: t.cumsum(x, 0), _arrays(_normal(4096, 256))),
+    Case("expm1 1e6", lambda t, x: t.expm1(x), _arrays(_normal(1 << 20))),
+    Case("tanh 1e6", lambda t, x: t.tanh(x), _arrays(_normal(1 << 20))),
+    Case("group_norm 32 of 4 x 64 x 56 x 56", lambda t, x: t.nn.functional.group_norm(x, 32),
+         _arrays(_normal(4, 64, 56, 56))),
+    Case("repeat 2 x 2 of 512 x 512", lambda t, x: x.repeat(2, 2), _arrays(_normal(512, 512))),
+    Case("roll by 3, 64 x 4096", lambda t, x: t.roll(x, 3, -1), _arrays(_normal(64, 4096))),
+    Case("argsort 64 x 1000", lambda t, x: t.argsort(x, dim=1), _arrays(_normal(64, 1000))),
+    Case("layer_norm 16 x 4096", lambda t, x: t.nn.functional.layer_norm(x, (4096,)), _arrays(_normal(16, 4096))),
+    Case("max_pool2d 2 of 4 x 64 x 112 x 112", lambda t, x: t.nn.functional.max_pool2d(x, 2),
+         _arrays(_normal(4, 64, 112, 112))),
+]
+
+
+def measure(cases: list[Case], threads: int, rounds: int) -> list[dict[str, Any]]:
+    """Per case: braze's and torch's median seconds per call and torch's over braze's (above 1: braze is faster)."""
+    import torch
+
+    import braze
+    from benchmarks.run import interleaved
+    torch.set_num_threads(threads)
+    rows = []
+    for number, case in enumerate(cases):
+        arrays = case.make(np.random.default_rng(number))
+        compiled = braze.compile(lambda *a, fn=case.fn: fn(braze, *a), *arrays, threads=threads)
+        tensors = [torch.from_numpy(a) for a in arrays]
+
+        def theirs(fn=case.fn, tensors=tensors) -> Any:
+            with torch.no_grad():
+                return fn(torch, *tensors)
+        got, want = np.asarray(compiled(*arrays)), theirs().numpy()
+        if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-4, atol=1e-4):
+            raise AssertionError(f"{case.name}: braze and torch disagree (largest difference "
+                                 f"{np.max(np.abs(got.astype(np.float64) - want)):.3g})")
+        times = interleaved({"braze": lambda c=compiled, a=arrays: c(*a), "torch": theirs}, rounds, 0.05)
+        rows.append({"case": case.name, "braze": times["braze"], "torch": times["torch"],
+                     "ratio": times["torch"] / times["braze"]})
+    return rows
+
+
+def table(rows: list[dict[str, Any]], threads: int) -> str:
+    """The markdown table of measure's rows."""
+    lines = ["| case | threads | braze | torch eager | torch / braze |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {threads} | {r['braze'] * 1e6:.1f} us | {r['torch'] * 1e6:.1f} us | "
+                     f"{r['ratio']:.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", help="comma-separated words a case's name must contain one of")
+    args = parser.parse_args(argv)
+    from benchmarks.report import machine, target_text
+
+    words = [w.strip() for w in args.only.split(",")] if args.only else None
+    cases = [c for c in CASES if words is None or any(w in c.name for w in words)]
+    info = machine()
+    print(f"CPU: {info['cpu_model']} ({target_text(info)}, {info['cpus']} cpus); {args.threads} thread(s), median "
+          f"of {args.rounds} rounds")
+    print(table(measure(cases, args.threads, args.rounds), args.threads))
+
+
+if __name__ == "__main__":
+    main()
