@@ -69,29 +69,36 @@ CASES = [
 
 
 def measure(cases: list[Case], threads: int, rounds: int) -> list[dict[str, Any]]:
-    """Per case: braze's and torch's median seconds per call and torch's over braze's (above 1: braze is faster)."""
+    """Per case: braze's and torch's median seconds per call and torch's over braze's (above 1: braze is faster);
+    torch runs on `threads` threads meanwhile."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return [_measure(case, np.random.default_rng(number), threads, rounds) for number, case in enumerate(cases)]
+    finally:
+        torch.set_num_threads(before)
+
+
+def _measure(case: Case, rng: np.random.Generator, threads: int, rounds: int) -> dict[str, Any]:
     import torch
 
     import braze
     from benchmarks.run import interleaved
-    torch.set_num_threads(threads)
-    rows = []
-    for number, case in enumerate(cases):
-        arrays = case.make(np.random.default_rng(number))
-        compiled = braze.compile(lambda *a, fn=case.fn: fn(braze, *a), *arrays, threads=threads)
-        tensors = [torch.from_numpy(a) for a in arrays]
+    arrays = case.make(rng)
+    compiled = braze.compile(lambda *a: case.fn(braze, *a), *arrays, threads=threads)
+    tensors = [torch.from_numpy(a) for a in arrays]
 
-        def theirs(fn=case.fn, tensors=tensors) -> Any:
-            with torch.no_grad():
-                return fn(torch, *tensors)
-        got, want = np.asarray(compiled(*arrays)), theirs().numpy()
-        if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-4, atol=1e-4):
-            raise AssertionError(f"{case.name}: braze and torch disagree (largest difference "
-                                 f"{np.max(np.abs(got.astype(np.float64) - want)):.3g})")
-        times = interleaved({"braze": lambda c=compiled, a=arrays: c(*a), "torch": theirs}, rounds, 0.05)
-        rows.append({"case": case.name, "braze": times["braze"], "torch": times["torch"],
-                     "ratio": times["torch"] / times["braze"]})
-    return rows
+    def theirs() -> Any:
+        with torch.no_grad():
+            return case.fn(torch, *tensors)
+    got, want = np.asarray(compiled(*arrays)).astype(np.float64), theirs().numpy().astype(np.float64)
+    if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
+        raise AssertionError(f"{case.name}: braze and torch disagree (largest difference "
+                             f"{np.max(np.abs(got - want)):.3g})")
+    times = interleaved({"braze": lambda: compiled(*arrays), "torch": theirs}, rounds, 0.05)
+    return {"case": case.name, "braze": times["braze"], "torch": times["torch"],
+            "ratio": times["torch"] / times["braze"]}
 
 
 def table(rows: list[dict[str, Any]], threads: int) -> str:

@@ -115,10 +115,16 @@ def _exp(m: VectorEmit, x: ir.Value) -> ir.Value:
     r = m.fma(n, -_LN2_HI, xc)
     r = m.fma(n, -_LN2_LO, r)
     p = m.add(m.fma(m.mul(r, r), m.horner(r, _EXP_P), r), 1.0)
+    return m.select(zero, 0.0, _times_pow2(m, p, n, n_int))
+
+
+def _times_pow2(m: VectorEmit, p: ir.Value, n: ir.Value, n_int: ir.Value) -> ir.Value:
+    """p 2^n for an integer n in [-150, 129] (as float n and as integer n_int), rounded once: AVX-512's vscalefps in
+    one instruction, else two exact powers of two, each factor normal."""
     if m.can_scale():
-        return m.select(zero, 0.0, m.scale(p, n))        # p 2^n in one instruction (AVX-512's vscalefps)
-    half = m.b.ashr(n_int, m.ki(1))                      # n in [-150, 128]: two factors keep 2^k normal
-    return m.select(zero, 0.0, m.mul(m.mul(p, m.pow2(half)), m.pow2(m.b.sub(n_int, half))))
+        return m.scale(p, n)
+    half = m.b.ashr(n_int, m.ki(1))
+    return m.mul(m.mul(p, m.pow2(half)), m.pow2(m.b.sub(n_int, half)))
 
 
 # 2^f = 1 + f P(f) on [-1/2, 1/2]: P's coefficients, highest degree first (a weighted least-squares fit of the
@@ -139,11 +145,7 @@ def exp2_nonpositive(m: VectorEmit, y: ir.Value) -> ir.Value:
     n = m.sub(t, _ROUND_MAGIC)                            # y rounded to an integer, exactly: |y| <= 150
     f = m.sub(y, n)
     p = m.fma(m.horner(f, _EXP2_P), f, 1.0)
-    if m.can_scale():
-        return m.select(zero, 0.0, m.scale(p, n))
-    n_int = m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))
-    half = m.b.ashr(n_int, m.ki(1))                        # n in [-150, 0]: two factors keep 2^k normal
-    return m.select(zero, 0.0, m.mul(m.mul(p, m.pow2(half)), m.pow2(m.b.sub(n_int, half))))
+    return m.select(zero, 0.0, _times_pow2(m, p, n, m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))))
 
 
 def _log(m: VectorEmit, x: ir.Value) -> ir.Value:
@@ -249,12 +251,7 @@ def _expm1(m: VectorEmit, x: ir.Value) -> ir.Value:
     p = m.fma(m.mul(r, r), m.fma(m.horner(r, _EXPM1_Q), r, 0.5), r)   # expm1(r)
     two_n = m.pow2(n_int)                                # only used where |n| <= 24
     near = m.fma(two_n, p, m.sub(two_n, 1.0))
-    whole = m.add(p, 1.0)
-    if m.can_scale():
-        whole = m.scale(whole, n)                        # (1 + expm1(r)) 2^n in one instruction (vscalefps)
-    else:
-        half = m.b.ashr(n_int, m.ki(1))                  # n in [-29, 128]: two factors keep 2^k normal
-        whole = m.mul(m.mul(whole, m.pow2(half)), m.pow2(m.b.sub(n_int, half)))
+    whole = _times_pow2(m, m.add(p, 1.0), n, n_int)      # n in [-29, 128]
     r = m.select(m.cmp("<=", m.abs(n), _EXPM1_EXACT_N), near, m.sub(whole, 1.0))
     return m.copysign(r, x)                              # expm1 has x's sign: keeps expm1(-0) = -0
 

@@ -132,14 +132,18 @@ def _reciprocal(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.fdiv(_constant_like(x, 1.0), x)
 
 
+def _square(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fmul(x, x)
+
+
 _POWERS: dict[float, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
     0.0: lambda b, x: _constant_like(x, 1.0),                      # NaN ** 0 = 1 too
     1.0: lambda b, x: x,
-    2.0: lambda b, x: b.fmul(x, x),
-    3.0: lambda b, x: b.fmul(b.fmul(x, x), x),
-    4.0: lambda b, x: b.fmul(b.fmul(x, x), b.fmul(x, x)),
+    2.0: _square,
+    3.0: lambda b, x: b.fmul(_square(b, x), x),
+    4.0: lambda b, x: _square(b, _square(b, x)),
     -1.0: _reciprocal,
-    -2.0: lambda b, x: b.fmul(_reciprocal(b, x), _reciprocal(b, x)),   # 1 / x**2 would overflow first
+    -2.0: lambda b, x: _square(b, _reciprocal(b, x)),              # 1 / x**2 would overflow first
     0.5: _root,
     -0.5: _reciprocal_root,
 }

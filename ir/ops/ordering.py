@@ -70,10 +70,8 @@ def _topk_impl(x: np.ndarray, *, axis: int, k: int, largest: bool) -> tuple[np.n
 
 
 def _topk_vjp(e, g, out, x, *, axis, k, largest):
-    g_values = g[0]
-    if g_values is None:
-        return (g_values,)
-    return (e.scatter_add(g_values, out[1], axis=axis, shape=tuple(x.shape)),)
+    """sort's: each kept value's cotangent goes back to its position, the others' positions get 0."""
+    return _sort_vjp(e, g, out, x, axis=axis, descending=largest)
 
 
 topk = defop("topk", ("x",), infer=_topk_infer, impl=_topk_impl, vjp=_topk_vjp, num_results=2,
