@@ -70,6 +70,7 @@ import numpy as np
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.printer import format_attrs
+from braze.ir.passes.plan_memory import names_storage, storage_aliases
 from braze.ir.registry import get_op, is_leaf
 from braze.ir.train_step import updated_leaves
 
@@ -150,7 +151,8 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     if rows is not None:  # the kernels compute a chunk of the batch; the entry loops over the chunks
         graph = chunk_graph(graph, rows)
     chunks = 1 if rows is None else whole.inputs[0].shape[0] // rows
-    places, weights = _places(graph, module)
+    storage = storage_aliases(graph)
+    places, weights = _places(graph, module, storage)
     # params a training step rewrites every call are not fixed: a prepared form of them would be redone each call
     updated = updated_leaves(graph)
     fixed = frozenset(p.out.name for p in graph.params() if p.path not in updated)
@@ -158,7 +160,7 @@ def build_module(graph: Graph, *, target: Target | None = None, lower: Lowering 
     parts: dict[str, KernelPart | None] = {}
     pending: list[PendingPart] = []
     for index, node in enumerate(graph.nodes):
-        if is_leaf(node):
+        if is_leaf(node) or names_storage(node, storage):
             continue
         key = kernel_key(node, fixed) + ("" if reuse else f" #{index}")
         if not default:  # another lowering's code is not named by the kernel key: keep its names apart
@@ -239,8 +241,9 @@ def _check_leaves(graph: Graph) -> None:
                            f"(the specialize_flags pass of the inference pipeline) before building its module")
 
 
-def _places(graph: Graph, module: ir.Module) -> tuple[dict[str, _Place], list[WeightSlot]]:
-    """Where every top-level value lives, and the weight slots in order."""
+def _places(graph: Graph, module: ir.Module, storage: dict[str, str]) -> tuple[dict[str, _Place], list[WeightSlot]]:
+    """Where every top-level value lives (an alias where its storage does: plan_memory.storage_aliases), and the
+    weight slots in order."""
     arena_bytes, offsets = memory_plan(graph)
     places: dict[str, _Place] = {v.name: _Place("inputs", k) for k, v in enumerate(graph.inputs)}
     weights = list(weight_slots(graph))
@@ -253,6 +256,9 @@ def _places(graph: Graph, module: ir.Module) -> tuple[dict[str, _Place], list[We
     for node in graph.nodes:
         for v in node.outputs:
             if v.name in places:
+                continue
+            if v.name in storage:
+                places[v.name] = places[storage[v.name]]
                 continue
             if v.name not in offsets:
                 raise CodegenError(f"graph @{graph.name}: the memory plan has no offset for %{v.name} "

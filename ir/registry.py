@@ -67,6 +67,9 @@ class OpDef:
          affine positions of its operand (slice, transpose, the reshapes), or None where the node needs a copy.
     unview: (node, the result's View) -> the operand's View, for such an op that is a bijection (a kernel writing
          the op's result through it writes the operand: transpose, the reshapes).
+    aliases: the result is its one operand's bytes as they stand (the same dtype and row-major order under another
+         shape: the reshapes), so a compiled graph may give it the operand's storage instead of a copy
+         (plan_memory).
     rows: (node, which operands carry rows, a chunk's row count) -> the node's attributes for a chunk of that many
          rows, or None where result row i is not computed from row i of the row-carrying operands alone
          (ir/row_rules.py); None as the trait means the category's rule: elementwise ops broadcast rows, a
@@ -93,6 +96,7 @@ class OpDef:
     vjp_reads: tuple[int, ...] | None = None
     view: Callable[["Node", Any], Any] | None = None
     unview: Callable[["Node", Any], Any] | None = None
+    aliases: bool = False
     rows: RowsRule | None = None
     attr_names: frozenset[str] = field(init=False)
 

@@ -43,7 +43,7 @@ def _same_order_unview(node, view):
 reshape = defop("reshape", ("x",), vjp_reads=(), infer=_reshape_infer, impl=lambda x, *, shape: np.reshape(x, shape),
                 vjp=lambda e, g, out, x, *, shape: (e.reshape(g, shape=tuple(x.shape)),),
                 attrs=(AttrSpec("shape", "shape"),), category="movement", preserves_values=True,
-                view=_same_order_view, unview=_same_order_unview, rows=first_entry("shape"),
+                view=_same_order_view, unview=_same_order_unview, aliases=True, rows=first_entry("shape"),
                 doc="The same elements in row-major order under a new shape of equal size.")
 
 
@@ -156,13 +156,13 @@ def _reshape_back(e, g, out, x, *, axes):
 squeeze = defop("squeeze", ("x",), vjp_reads=(), infer=_squeeze_infer,
                 impl=lambda x, *, axes: np.reshape(x, _squeeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                 vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
-                view=_same_order_view, unview=_same_order_unview, rows=keeps_axis("axes"),
+                view=_same_order_view, unview=_same_order_unview, aliases=True, rows=keeps_axis("axes"),
                 doc="Remove the listed size-1 axes.")
 unsqueeze = defop("unsqueeze", ("x",), vjp_reads=(), infer=_unsqueeze_infer,
                   impl=lambda x, *, axes: np.reshape(
                       x, _unsqueeze_infer(TensorType(x.shape, x.dtype), axes=axes).shape),
                   vjp=_reshape_back, attrs=(AttrSpec("axes", "ints"),), category="movement", preserves_values=True,
-                  view=_same_order_view, unview=_same_order_unview,
+                  view=_same_order_view, unview=_same_order_unview, aliases=True,
                   rows=keeps_axis("axes", rank_of=lambda node: len(node.out.shape)),
                   doc="Insert size-1 axes; `axes` index the result, as numpy.expand_dims with a tuple.")
 

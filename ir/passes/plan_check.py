@@ -4,8 +4,8 @@ A plan decides where native code writes, and one that arrives with a graph (IR t
 malformed or hostile, so before codegen uses it the plan must be well formed and safe:
 - a dict of exactly alignment (64), arena_bytes, naive_bytes and offsets (value name -> byte offset), each count
   a non-negative int and the arena within the tensor size limit (BRAZE_MAX_TENSOR_BYTES);
-- offsets for exactly the graph's intermediate buffers (`intermediate_buffers`), each aligned and inside the arena,
-  and naive_bytes their total;
+- offsets for exactly the graph's intermediate buffers (`intermediate_buffers`: an alias of another value's storage,
+  which the graph's nodes decide, has none), each aligned and inside the arena, and naive_bytes their total;
 - no two buffers live at the same time share a byte, except a result written in place over an operand that dies
   at its node, with plan_memory's rule (`in_place_capable`, the same element count and bytes, the same offset).
 The sweep keeps the live buffers' byte ranges sorted and disjoint, so each new buffer is compared with its two
@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from ..errors import VerifyError
 from ..graph import Graph, Node
 from ..types import max_tensor_bytes
-from .plan_memory import ALIGNMENT, Buffer, in_place_capable, intermediate_buffers
+from .plan_memory import ALIGNMENT, Buffer, in_place_capable, intermediate_buffers, storage_aliases
 
 _KEYS = ("alignment", "arena_bytes", "naive_bytes", "offsets")
 
@@ -38,7 +38,8 @@ def check_memory_plan(graph: Graph) -> dict[str, Any]:
     if arena > limit:
         _fail(graph, f"arena_bytes {arena} is more than the limit of {limit} bytes (BRAZE_MAX_TENSOR_BYTES)")
     offsets = _offsets(graph, plan["offsets"])
-    buffers = intermediate_buffers(graph)
+    storage = storage_aliases(graph)
+    buffers = intermediate_buffers(graph, storage)
     _check_coverage(graph, buffers, offsets)
     total = sum(b.nbytes for b in buffers.values())
     if naive != total:
@@ -48,7 +49,7 @@ def check_memory_plan(graph: Graph) -> dict[str, Any]:
         if offset % ALIGNMENT or offset + buffer.nbytes > arena:
             _fail(graph, f"%{name} ({buffer.nbytes} bytes) at offset {offset} is not a {ALIGNMENT}-byte aligned "
                          f"place inside the {arena}-byte arena")
-    _check_disjoint(graph, buffers, offsets)
+    _check_disjoint(graph, buffers, offsets, storage)
     return plan
 
 
@@ -83,7 +84,7 @@ def _check_coverage(graph: Graph, buffers: dict[str, Buffer], offsets: dict[str,
         _fail(graph, f"has no offset for the intermediate value(s) {', '.join('%' + n for n in missing)}")
     if extra:
         _fail(graph, f"places {', '.join('%' + n for n in extra)}, which are not intermediate values of the graph "
-                     f"(inputs, outputs and leaves live outside the arena)")
+                     f"(inputs, outputs, leaves and aliases of another value's storage have no place of their own)")
 
 
 class _LiveBytes:
@@ -118,7 +119,8 @@ class _LiveBytes:
             del self.starts[k], self.ranges[k]
 
 
-def _check_disjoint(graph: Graph, buffers: dict[str, Buffer], offsets: dict[str, int]) -> None:
+def _check_disjoint(graph: Graph, buffers: dict[str, Buffer], offsets: dict[str, int],
+                    storage: dict[str, str]) -> None:
     """Walk the nodes: each node's results take their bytes while its operands are still live, then the buffers
     whose live range ends at the node leave."""
     ending: dict[int, list[Buffer]] = {}
@@ -132,7 +134,7 @@ def _check_disjoint(graph: Graph, buffers: dict[str, Buffer], offsets: dict[str,
                 continue
             start = offsets[v.name]
             donor = live.owner(start)
-            if donor is not None and _writes_in_place(node, i, buffers[donor], buffer):
+            if donor is not None and _writes_in_place(node, i, buffers[donor], buffer, storage):
                 live.rename(start, v.name)
                 continue
             other = live.insert(start, start + buffer.nbytes, v.name)
@@ -143,9 +145,11 @@ def _check_disjoint(graph: Graph, buffers: dict[str, Buffer], offsets: dict[str,
             live.remove(offsets[buffer.name], buffer.name)
 
 
-def _writes_in_place(node: Node, index: int, operand: Buffer, result: Buffer) -> bool:
-    """plan_memory's in-place rule: an elementwise result over an operand of the same size that dies here."""
-    return (in_place_capable(node) and operand.last == index and operand.name in {v.name for v in node.inputs}
+def _writes_in_place(node: Node, index: int, operand: Buffer, result: Buffer, storage: dict[str, str]) -> bool:
+    """plan_memory's in-place rule: an elementwise result over an operand of the same size (read by its name or an
+    alias) that dies here."""
+    read = {storage.get(v.name, v.name) for v in node.inputs}
+    return (in_place_capable(node) and operand.last == index and operand.name in read
             and operand.nbytes == result.nbytes and operand.elements == result.elements)
 
 

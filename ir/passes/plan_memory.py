@@ -12,6 +12,13 @@ count and byte size (equal bytes alone would let a broadcast operand be overwrit
 That is safe for kernels that read element i of every operand before writing element i of their results, which
 is how elementwise kernels work.
 
+Aliases: the result of an aliasing node (the registry's `aliases` trait: the reshapes) is no buffer of its own
+but a second name for its operand's storage (`storage_aliases`): the operand's buffer, if it is one, stays live
+through the last read of either name, and codegen gives the result the operand's place and runs no kernel for the
+node, so a reshape between two kernels moves no bytes. Where the result is a graph output, the operand (when it
+is computed by the graph and not an output itself) is written straight into the output's buffer instead of the
+arena. An elementwise node reading an alias may write in place over the storage when every name of it dies there.
+
 Blocks are multiples of 64 bytes at 64-byte-aligned offsets. A new block takes the smallest free block that
 fits (best fit; the lowest offset among equals), else grows a free block that ends the arena, else starts at the
 end of the arena; released blocks merge with free neighbours. Zero-byte buffers get offset 0 and no block.
@@ -44,16 +51,49 @@ class Buffer:
     last: int
 
 
-def intermediate_buffers(graph: Graph) -> dict[str, Buffer]:
-    """Every intermediate buffer of the graph by value name, with its live range over the top-level nodes."""
+def storage_aliases(graph: Graph) -> dict[str, str]:
+    """Value name -> the value whose storage it takes, for the results of aliasing nodes (the registry's `aliases`
+    trait; a chain of them leads to the first value that is none) and for values computed to be aliased as a graph
+    output: where an output is such a result, its operand's storage (when computed here, not an output and not
+    taken yet) is the output's buffer instead."""
+    returned = {v.name for v in graph.outputs}
+    computed = {v.name for node in graph.nodes if not is_leaf(node) for v in node.outputs}
+    storage: dict[str, str] = {}
+    for node in graph.nodes:
+        if is_leaf(node) or not get_op(node.op).aliases or len(node.inputs) != 1 or len(node.outputs) != 1:
+            continue
+        operand, result = node.inputs[0], node.out
+        if (result.type.dtype, result.type.nbytes) != (operand.type.dtype, operand.type.nbytes):
+            continue
+        root = storage.get(operand.name, operand.name)
+        if result.name not in returned:
+            storage[result.name] = root
+        elif root in computed and root not in returned:
+            storage.update((name, result.name) for name, at in list(storage.items()) if at == root)
+            storage[root] = result.name
+    return storage
+
+
+def names_storage(node: Node, storage: dict[str, str]) -> bool:
+    """Whether the node computes nothing, its result naming its operand's storage (see storage_aliases)."""
+    if is_leaf(node) or not get_op(node.op).aliases:
+        return False
+    result = node.outputs[0].name
+    return result in storage or storage.get(node.inputs[0].name) == result
+
+
+def intermediate_buffers(graph: Graph, storage: dict[str, str] | None = None) -> dict[str, Buffer]:
+    """Every intermediate buffer of the graph by value name, with its live range over the top-level nodes (a read
+    of an alias reads its storage's buffer); `storage` is storage_aliases(graph), computed when not given."""
+    storage = storage_aliases(graph) if storage is None else storage
     returned = {v.name for v in graph.outputs}
     last_read: dict[str, int] = {}
     for i, node in enumerate(graph.nodes):
         for v in node.inputs:
-            last_read[v.name] = i
+            last_read[storage.get(v.name, v.name)] = i
     return {v.name: Buffer(v.name, v.type.nbytes, v.type.size, i, max(i, last_read.get(v.name, i)))
             for i, node in enumerate(graph.nodes) if not is_leaf(node)
-            for v in node.outputs if v.name not in returned}
+            for v in node.outputs if v.name not in returned and v.name not in storage}
 
 
 def _aligned(nbytes: int) -> int:
@@ -102,11 +142,13 @@ class _Arena:
 
 def plan(graph: Graph) -> tuple[dict[str, Any], int]:
     """The memory plan of `graph` (the `memory_plan` attribute) and how many results were placed in place."""
-    buffers = intermediate_buffers(graph)
+    storage = storage_aliases(graph)
+    buffers = intermediate_buffers(graph, storage)
     arena, offsets, in_place = _Arena(), {}, 0
     blocks: dict[str, int] = {}  # the live buffers that own a block, by name -> block size
     for i, node in enumerate(graph.nodes):
-        dying = list(dict.fromkeys(v.name for v in node.inputs if v.name in blocks and buffers[v.name].last == i))
+        read = (storage.get(v.name, v.name) for v in node.inputs)
+        dying = list(dict.fromkeys(name for name in read if name in blocks and buffers[name].last == i))
         for v in node.outputs:
             buffer = buffers.get(v.name)
             if buffer is None:

@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from braze import ir
 from braze.codegen import PTR, define_function
@@ -21,6 +23,7 @@ from braze.ir.passes import optimize
 from braze.runtime.executable import Executable
 from braze.runtime.memory import aligned_empty
 
+from ..ir.passes.random_dags import STEPS, random_dags
 from .checking_lowering import asserting_lowering, checking_lower
 
 F32 = ir.float32
@@ -269,3 +272,52 @@ def test_module_builder_weights_are_private_aligned_copies() -> None:
 def test_module_builder_aligned_empty_is_aligned() -> None:
     for n in range(0, 40, 3):
         assert aligned_empty((n,), np.float32).ctypes.data % 64 == 0
+
+
+def _kernel_ops(exe: Executable) -> list[str]:
+    return [k.op for k in exe.built.kernels]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_module_builder_reshapes_between_kernels_run_no_kernel(threads: int) -> None:
+    """A reshape that is not an output names its operand's bytes (plan_memory.storage_aliases): no kernel, no copy;
+    a returned reshape has its operand computed into the output, unless the operand is an input."""
+    n = SPLIT_WORK + 3  # large enough to split over the threads
+    b = ir.GraphBuilder("aliases")
+    x = b.input("x", ir.TensorType((n, 2), F32))
+    e = b.exp(x)
+    flat = b.reshape(e, shape=(2 * n,))
+    late = b.neg(b.reshape(b.transpose(x, perm=(1, 0)), shape=(2 * n,)))  # placed while e lives on through flat
+    both = b.add(flat, late)
+    g = planned(b.finish([b.reshape(both, shape=(n, 2)), b.unsqueeze(b.tanh(x), axes=(0,)), b.squeeze(b.unsqueeze(
+        x, axes=(1,)), axes=(1,))]))
+    exe = Executable.build(g, threads=threads)
+    assert _kernel_ops(exe) == ["exp", "transpose", "neg", "add", "tanh", "squeeze"]
+    for got, want in zip(exe.run(random_inputs(g)), ir.interpret(g, random_inputs(g))):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # exp's few ulps
+
+
+def test_module_builder_a_reshape_of_a_param_reads_the_weight() -> None:
+    b = ir.GraphBuilder("param_view")
+    x = b.input("x", ir.TensorType((3, 12), F32))
+    w = b.param("w", ir.TensorType((4, 3, 4), F32), id=1)
+    weights = {"w": np.random.default_rng(1).standard_normal((4, 3, 4)).astype(np.float32)}
+    g = planned(b.finish([b.tanh(b.matmul(x, b.reshape(w, shape=(12, 4))))], weights=weights))
+    exe = Executable.build(g, threads=1)
+    assert "reshape" not in _kernel_ops(exe)
+    got, = exe.run(random_inputs(g))
+    np.testing.assert_allclose(got, ir.interpret(g, random_inputs(g))[0], rtol=1e-5, atol=1e-6)
+
+
+RANDOM = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@RANDOM
+@given(random_dags(max_steps=16, steps=STEPS + ["reshape"] * 4), st.sampled_from([1, 2]))
+def test_module_builder_random_graphs_with_reshapes_match_the_interpreter(g: ir.Graph, threads: int) -> None:
+    """Random DAGs (reshapes among their steps) planned and compiled, against the reference interpreter."""
+    g = optimize(g, ["fuse", "plan_memory"])
+    inputs = [np.random.default_rng(3).standard_normal(v.shape) for v in g.inputs]
+    got, want = Executable.build(g, threads=threads).run(inputs), ir.interpret(g, inputs)
+    for a, w in zip(got, want):
+        np.testing.assert_allclose(a, w, rtol=1e-9, atol=1e-12)

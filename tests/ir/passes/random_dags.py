@@ -1,5 +1,6 @@
 """Random DAGs for the fuse and plan_memory property tests: elementwise ops, broadcasts, reductions, softmax,
-matmuls, opaque movement ops, scalar constants and param leaves over a few broadcast-compatible shapes."""
+matmuls, opaque movement ops, reshapes (aliases of their operand's storage), scalar constants and param leaves over
+a few broadcast-compatible shapes."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +13,10 @@ from braze.ir import Graph, GraphBuilder, TensorType, Value, float64, get_op
 SHAPES = [(4, 8), (8,), (4, 1), (1, 8), (8, 8)]
 UNARY = ["neg", "tanh", "relu", "sigmoid", "abs"]
 BINARY = ["add", "mul", "sub", "maximum"]
-STEPS = ["unary", "binary", "broadcast", "reduce", "softmax", "matmul", "transpose", "scale", "param"]
+STEPS = ["unary", "binary", "broadcast", "reduce", "softmax", "matmul", "transpose", "scale", "param", "reshape"]
+# shapes a reshape may give, by element count: mostly SHAPES again, so the result combines with the rest
+RESHAPES = {32: [(4, 8), (32,), (2, 16)], 8: [(8,), (1, 8), (2, 4)], 4: [(4, 1), (4,), (1, 4)],
+            64: [(8, 8), (64,), (4, 16)], 1: [(1,), (1, 1)]}
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -22,9 +26,9 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None
         return None
 
 
-def _step(draw: Any, b: GraphBuilder, pool: list[Value], k: int) -> Value | None:
+def _step(draw: Any, b: GraphBuilder, pool: list[Value], k: int, steps: list[str]) -> Value | None:
     """One random node reading values of `pool`, or None when the drawn step does not apply."""
-    kind = draw(st.sampled_from(STEPS))
+    kind = draw(st.sampled_from(steps))
     x = pool[draw(st.integers(0, len(pool) - 1))]
     if kind == "unary":
         return b.bind(draw(st.sampled_from(UNARY)), [x], {})
@@ -45,20 +49,22 @@ def _step(draw: Any, b: GraphBuilder, pool: list[Value], k: int) -> Value | None
         return b.transpose(x, perm=(1, 0))
     if kind == "scale":
         return b.mul(x, b.scalar(draw(st.sampled_from([0.5, 2.0, -1.0])), x))
+    if kind == "reshape" and x.type.size in RESHAPES:
+        return b.reshape(x, shape=draw(st.sampled_from(RESHAPES[x.type.size])))
     if kind == "param":
         return b.param(f"p{k}", TensorType(draw(st.sampled_from(SHAPES)), float64), id=k, trainable=False)
     return None
 
 
 @st.composite
-def random_dags(draw: st.DrawFn, max_steps: int = 24) -> Graph:
+def random_dags(draw: st.DrawFn, max_steps: int = 24, steps: list[str] = STEPS) -> Graph:
     """A verified float64 graph with 2-3 inputs, up to `max_steps` nodes and 1-3 outputs, with weights."""
     b = GraphBuilder("random")
     pool = [b.input(f"x{i}", TensorType(SHAPES[draw(st.integers(0, len(SHAPES) - 1))], float64))
             for i in range(draw(st.integers(2, 3)))]
     pool.append(b.input("w", TensorType((8, 8), float64)))
     for k in range(draw(st.integers(1, max_steps))):
-        value = _step(draw, b, pool, k)
+        value = _step(draw, b, pool, k, steps)
         if value is not None:
             pool.append(value)
     computed = [n.out for n in b.nodes if not get_op(n.op).is_leaf] or pool

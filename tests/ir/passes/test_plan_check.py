@@ -164,3 +164,30 @@ def test_check_memory_plan_of_a_long_chain() -> None:
         h = b.transpose(b.exp(h), perm=(0,))
     g = plan_memory(b.finish([h]), PassContext("plan_memory"))
     assert len(check_memory_plan(g)["offsets"]) == 999
+
+
+def test_check_memory_plan_refuses_a_place_for_an_alias() -> None:
+    """A reshape's result is its operand's storage, which the graph decides: a plan may not place it apart."""
+    b = GraphBuilder("alias")
+    x = b.input("x", TensorType((4, 8), float32))
+    g = plan_memory(b.finish([b.neg(b.reshape(b.exp(x), shape=(32,)))]), PassContext("plan_memory"))
+    assert g.attributes["memory_plan"]["offsets"] == {"0": 0}
+    with pytest.raises(VerifyError, match=r"places %1, which are not intermediate values of the graph \(inputs, "
+                                          r"outputs, leaves and aliases of another value's storage"):
+        check_memory_plan(_with_offsets_of(g, **{"1": 128}))
+
+
+def test_check_memory_plan_refuses_in_place_over_storage_still_read_through_an_alias() -> None:
+    b = GraphBuilder("alias_later")
+    x = b.input("x", TensorType((4, 8), float32))
+    e = b.exp(x)
+    first = b.neg(e)  # elementwise, but %0 is read later through its reshape
+    g = plan_memory(b.finish([b.transpose(b.add(first, b.reshape(e, shape=(4, 8))), perm=(1, 0))]),
+                    PassContext("plan_memory"))
+    with pytest.raises(VerifyError, match="puts %1 and %0 in overlapping bytes"):
+        check_memory_plan(_with_offsets_of(g, **{"1": g.attributes["memory_plan"]["offsets"]["0"]}))
+
+
+def _with_offsets_of(g: Graph, **offsets: int) -> Graph:
+    plan = g.attributes["memory_plan"]
+    return g.replace(attributes={**g.attributes, "memory_plan": {**plan, "offsets": {**plan["offsets"], **offsets}}})

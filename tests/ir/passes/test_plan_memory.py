@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from braze.ir import Graph, GraphBuilder, TensorType, bool_, float32, parse
 from braze.ir.passes import PassContext, optimize
 from braze.ir.passes.plan_check import check_memory_plan
-from braze.ir.passes.plan_memory import plan_memory
+from braze.ir.passes.plan_memory import names_storage, plan_memory, storage_aliases
 
 from .harness import assert_equivalent, random_weights
 from .random_dags import random_dags
@@ -162,3 +162,52 @@ def test_plan_memory_random_dags_have_no_overlap(g: Graph) -> None:
 @given(random_dags(max_steps=32))
 def test_plan_memory_random_fused_dags_have_no_overlap(g: Graph) -> None:
     check_memory_plan(optimize(g, ["fuse", "plan_memory"]))
+
+
+def _reshaped_exp() -> Graph:
+    """%0 = exp x; %1 = reshape %0; %2 = transpose x (allocated while %1 is to be read); %3 = reshape %2;
+    %4 = add %3, %1: %0's bytes must outlive its reshape, which is read last of all."""
+    b = GraphBuilder("reshaped")
+    x = b.input("x", TensorType((4, 8), float32))
+    flat = b.reshape(b.exp(x), shape=(32,))
+    other = b.reshape(b.transpose(x, perm=(1, 0)), shape=(32,))
+    return b.finish([b.exp(b.add(other, flat))])
+
+
+def test_plan_memory_a_reshape_names_its_operands_storage() -> None:
+    g = planned(_reshaped_exp())
+    assert [n.op for n in g.nodes] == ["exp", "reshape", "transpose", "reshape", "add", "exp"]
+    assert storage_aliases(g) == {"1": "0", "3": "2"}
+    got = offsets(g)
+    assert set(got) == {"0", "2", "4"}  # no buffer for either reshape
+    assert got["0"] != got["2"]  # %0 is live (through %1) when %2 is placed
+    assert got["4"] in (got["0"], got["2"])  # the add writes over a dying operand, read through its alias
+    check_memory_plan(g)
+
+
+def test_plan_memory_an_output_reshape_takes_its_operand_into_the_output() -> None:
+    """The operand of a returned reshape is computed straight into the output buffer; a second returned reshape of
+    it, or a reshape of an input, copies."""
+    b = GraphBuilder("returned")
+    x = b.input("x", TensorType((4, 8), float32))
+    e = b.exp(x)
+    inner = b.reshape(e, shape=(8, 4))
+    g = planned(b.finish([b.reshape(inner, shape=(32,)), b.reshape(e, shape=(2, 16)), b.reshape(x, shape=(32,))]))
+    assert [n.op for n in g.nodes] == ["exp", "reshape", "reshape", "reshape", "reshape"]
+    assert storage_aliases(g) == {"0": "2", "1": "2"}
+    assert [names_storage(n, storage_aliases(g)) for n in g.nodes] == [False, True, True, False, False]
+    assert offsets(g) == {}
+    check_memory_plan(g)
+
+
+def test_plan_memory_in_place_over_storage_waits_for_every_name_of_it() -> None:
+    b = GraphBuilder("names")
+    x = b.input("x", TensorType((4, 8), float32))
+    e = b.exp(x)
+    flat = b.reshape(e, shape=(32,))
+    first = b.neg(flat)  # elementwise, but %0 is read again, through another alias, by the add
+    later = b.reshape(e, shape=(32,))
+    g = planned(b.finish([b.transpose(b.reshape(b.add(first, later), shape=(4, 8)), perm=(1, 0))]))
+    got = offsets(g)
+    assert got["2"] != got["0"] and got["4"] in (got["0"], got["2"])
+    check_memory_plan(g)
