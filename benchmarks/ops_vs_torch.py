@@ -61,6 +61,8 @@ CASES = [
          _arrays(_normal(4, 64, 56, 56))),
     Case("repeat 2 x 2 of 512 x 512", lambda t, x: x.repeat(2, 2), _arrays(_normal(512, 512))),
     Case("roll by 3, 64 x 4096", lambda t, x: t.roll(x, 3, -1), _arrays(_normal(64, 4096))),
+    Case("conv_transpose2d 64 to 32, 3 x 3 stride 2 of 28 x 28", lambda t, x, w: t.nn.functional.conv_transpose2d(
+        x, w, stride=2, padding=1, output_padding=1), _arrays(_normal(1, 64, 28, 28), _normal(64, 32, 3, 3))),
     Case("argsort 64 x 1000", lambda t, x: t.argsort(x, dim=1), _arrays(_normal(64, 1000))),
     Case("layer_norm 16 x 4096", lambda t, x: t.nn.functional.layer_norm(x, (4096,)), _arrays(_normal(16, 4096))),
     Case("max_pool2d 2 of 4 x 64 x 112 x 112", lambda t, x: t.nn.functional.max_pool2d(x, 2),

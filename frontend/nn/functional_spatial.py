@@ -3,9 +3,12 @@ pixel_shuffle, as compositions of registered ops.
 
 The 1-d forms are the 2-d ops on a height-1 plane. Reflect, replicate and circular padding and nearest
 interpolation gather with an index_select per axis; bilinear (and linear) interpolation multiplies by a fixed
-(out, in) interpolation matrix per axis, so each is a GEMM. A transposed convolution is conv2d on the input with
-stride - 1 zeros inserted between its elements, padded by dilation * (k - 1) - padding, with the kernel flipped
-and its channel axes swapped per group.
+(out, in) interpolation matrix per axis, so each is a GEMM. A transposed convolution (without dilation) is one
+stride-1 conv2d per output phase, the outputs whose positions are alike modulo the stride: phase r of an axis takes
+the kernel taps j = r + padding (mod stride), flipped, over a window of the input, and the phases interleave into
+the result. That skips the products with the stride - 1 zeros a transposed convolution inserts between input
+elements, which a dilated one (below) still computes: conv2d on the input with those zeros inserted, padded by
+dilation * (k - 1) - padding. Both flip the kernel and swap its channel axes per group.
 """
 from __future__ import annotations
 
@@ -145,17 +148,53 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
         raise ValueError(f"{fn}: expected a (C_in, C_out/groups, kH, kW) weight with C_in divisible by "
                          f"groups={groups}, got {weight.shape}")
     batched = input if input.ndim == 4 else _f.unsqueeze(input, 0)
-    x = _dilate(_dilate(batched, 2, s[0]), 3, s[1])
-    k = weight.shape[2:]
-    edges = [d[a] * (k[a] - 1) - p[a] for a in range(2)]
-    x = pad(x, (edges[1], edges[1] + op[1], edges[0], edges[0] + op[0]))
-    c_in, c_out_g = weight.shape[0], weight.shape[1]
-    w = _f.reshape(weight, (groups, c_in // groups, c_out_g) + tuple(k))
-    w = _f.reshape(_f.transpose(w, 1, 2), (groups * c_out_g, c_in // groups) + tuple(k))
-    w = apply("index_select", w, Tensor._wrap(np.arange(k[0] - 1, -1, -1, dtype=np.int64)), axis=2)
-    w = apply("index_select", w, Tensor._wrap(np.arange(k[1] - 1, -1, -1, dtype=np.int64)), axis=3)
-    out = conv2d(x, w, bias, 1, 0, d, groups)
+    c_in, c_out_g, k = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
+    w = _f.reshape(weight, (groups, c_in // groups, c_out_g) + k)
+    w = _f.reshape(_f.transpose(w, 1, 2), (groups * c_out_g, c_in // groups) + k)
+    if d == (1, 1) and all(ki >= si for ki, si in zip(k, s)):  # every phase has a tap
+        out = _phases_transposed(batched, w, bias, s, p, op, groups)
+    else:
+        x = _dilate(_dilate(batched, 2, s[0]), 3, s[1])
+        edges = [d[a] * (k[a] - 1) - p[a] for a in range(2)]
+        x = pad(x, (edges[1], edges[1] + op[1], edges[0], edges[0] + op[0]))
+        out = conv2d(x, _taps(_taps(w, 2, range(k[0] - 1, -1, -1)), 3, range(k[1] - 1, -1, -1)), bias, 1, 0, d,
+                     groups)
     return out if input.ndim == 4 else _f.squeeze(out, 0)
+
+
+def _taps(w: Tensor, axis: int, taps: Sequence[int]) -> Tensor:
+    """The kernel taps listed, in that order, along a spatial axis of a weight."""
+    return apply("index_select", w, Tensor._wrap(np.asarray(taps, dtype=np.int64)), axis=axis)
+
+
+def _phase(n: int, k: int, s: int, p: int, op: int, r: int) -> tuple[range, int, int]:
+    """Phase r of one axis of a transposed convolution without dilation: the kernel taps it uses, flipped, where its
+    input window starts and how many outputs it has, ceil(length / s) for every phase (the last ones overhang)."""
+    length = (n - 1) * s - 2 * p + k + op
+    first = (r + p) % s
+    taps = range(first + (k - 1 - first) // s * s, first - 1, -s)
+    return taps, (r + p) // s - (len(taps) - 1), -(-length // s)
+
+
+def _phases_transposed(x: Tensor, w: Tensor, bias: Tensor | None, s: tuple[int, int], p: tuple[int, int],
+                       op: tuple[int, int], groups: int) -> Tensor:
+    """conv_transpose2d without dilation as one conv2d per output phase (see the module doc): output (q s + r) of
+    an axis sums input (q + start + t) times tap taps[t]. `w` has its channel axes swapped per group already."""
+    from .functional import conv2d, pad
+    n, k = x.shape[2:], w.shape[2:]
+    rows = []
+    for rh in range(s[0]):
+        row = []
+        for rw in range(s[1]):
+            (th, sh, qh), (tw, sw, qw) = (_phase(n[a], k[a], s[a], p[a], op[a], r) for a, r in ((0, rh), (1, rw)))
+            window = pad(x, (-sw, sw + qw + len(tw) - 1 - n[1], -sh, sh + qh + len(th) - 1 - n[0]))
+            row.append(conv2d(window, _taps(_taps(w, 2, th), 3, tw), bias, 1, 0, 1, groups))
+        rows.append(_f.stack(row, -1))
+    woven = _f.stack(rows, 3)  # (N, C, Qh, s_h, Qw, s_w)
+    shape = woven.shape
+    out = _f.reshape(woven, (shape[0], shape[1], shape[2] * s[0], shape[4] * s[1]))
+    lengths = [(n[a] - 1) * s[a] - 2 * p[a] + k[a] + op[a] for a in range(2)]
+    return pad(out, (0, lengths[1] - out.shape[3], 0, lengths[0] - out.shape[2]))
 
 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,

@@ -100,6 +100,21 @@ def test_compiled_composed_layers_equal_eager() -> None:
     np.testing.assert_allclose(compiled(x), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kernel, stride, padding, output_padding, groups, phases", [
+    (3, 2, 1, 1, 1, 4), (4, 3, 2, 2, 2, 9), (2, 2, 0, 0, 1, 4), ((4, 3), (2, 1), (1, 1), (1, 0), 1, 2)])
+def test_compiled_conv_transpose2d_by_phases_equals_eager(kernel: Any, stride: Any, padding: Any,
+                                                        output_padding: Any, groups: int, phases: int) -> None:
+    """A transposed convolution without dilation compiles as one conv2d per output phase (woven by two stacks)."""
+    model = nn.ConvTranspose2d(4, 6, kernel, stride=stride, padding=padding, output_padding=output_padding,
+                               groups=groups).valid()
+    x = floats(2, 4, 5, 3)
+    compiled = braze.compile(model, x)
+    with braze.no_grad():
+        want = model(braze.tensor(x)).numpy()
+    assert [n.op for n in compiled.graph.nodes].count("conv2d") == phases
+    np.testing.assert_allclose(compiled(x), want, rtol=1e-5, atol=1e-5)
+
+
 def test_compiled_conv1d_with_bias_equals_eager() -> None:
     model = nn.Conv1d(3, 5, 3, stride=2).valid()  # a conv2d with one output row and a bias epilogue
     x = floats(2, 3, 11)
