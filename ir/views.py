@@ -79,6 +79,31 @@ def reshaped(view: View, old: Sequence[int], new: Sequence[int]) -> View | None:
     return View(view.offset, tuple(strides))
 
 
+def broadcast(view: View, shape: Sequence[int], target: Sequence[int]) -> View:
+    """The view of a value of `shape` read as if broadcast to `target` (numpy's rules): stride 0 along the axes it
+    repeats; ValueError when it does not broadcast."""
+    lead = len(target) - len(shape)
+    if lead < 0:
+        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(target)}")
+    strides = []
+    for axis, dim in enumerate(target):
+        k = axis - lead
+        if k < 0 or shape[k] == 1:
+            strides.append(0)
+        elif shape[k] == dim:
+            strides.append(view.strides[k])
+        else:
+            raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(target)}")
+    return View(view.offset, tuple(strides))
+
+
+def inner_stride(view: View, shape: Sequence[int]) -> int:
+    """The stride along the last axis of `shape` longer than 1 (0 without one): the axis a loop nest over `shape`
+    walks innermost, whose elements a kernel loads as vectors only at stride 1 (or 0, one element splatted)."""
+    axes = [a for a, d in enumerate(shape) if d != 1]
+    return view.strides[axes[-1]] if axes else 0
+
+
 def follow(view: View, nodes: Sequence, traits) -> View | None:
     """`view` carried through a chain of nodes (each reading the previous one's result) by their registry trait
     `view`; None when one of them has none or needs a copy. `traits` maps an op name to its OpDef."""

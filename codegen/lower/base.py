@@ -24,6 +24,7 @@ import llvmlite.ir as ir
 
 from braze.ir.errors import CodegenError
 from braze.ir.graph import Node, Value
+from braze.ir import views
 from braze.ir.types import DType
 
 from ..abi import CLAIM_OFFSET, CLAIM_SLOT_BYTES, CLAIM_SLOTS, SHARE_OFFSET, STATUS_OFFSET
@@ -293,20 +294,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
     """Element strides of a dense array of `shape` read as if broadcast to `target` (0 along repeated axes)."""
-    lead = len(target) - len(shape)
-    if lead < 0:
-        raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(target)}")
-    own = contiguous_strides(shape)
-    out = []
-    for axis, dim in enumerate(target):
-        k = axis - lead
-        if k < 0 or shape[k] == 1:
-            out.append(0)
-        elif shape[k] == dim:
-            out.append(own[k])
-        else:
-            raise ValueError(f"shape {tuple(shape)} does not broadcast to {tuple(target)}")
-    return tuple(out)
+    return views.broadcast(views.contiguous(shape), shape, target).strides
 
 
 def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:

@@ -20,7 +20,9 @@ from typing import Any, Callable, Sequence
 import llvmlite.ir as ir
 import numpy as np
 
-from braze.ir.graph import Graph, Node
+from braze.ir.graph import Graph, Node, Value
+from braze.ir.registry import get_op
+from braze.ir.views import View, contiguous
 from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI
 from braze.ir.types import DType, float64, int32
 
@@ -388,11 +390,37 @@ def body_compute(body: Graph) -> Callable[[ir.IRBuilder, Sequence[ir.Value], int
 
 
 def lower_body(ctx: KernelContext, node: Node, body: Graph, op: str) -> KernelSpec:
-    """The kernel of an elementwise body applied to the node's operands (one result per body output)."""
+    """The kernel of an elementwise body applied to the node's operands (one result per body output). View ops in
+    the body (slices, transposes, reshapes of its inputs) cost no pass of their own: the nest reads their results
+    through strided views of the operands' buffers (ir/views.py)."""
     k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
-    elementwise_nest(k, node.attr["shape"], [Operand(p, v.type) for p, v in zip(k.ins, node.inputs)],
-                     [Operand(p, v.type) for p, v in zip(k.outs, node.outputs)], body_compute(body))
+    viewed, computed = _read_views(body, k.ins)
+    inner = body.replace(inputs=tuple(v for v, _ in viewed), nodes=computed)
+    elementwise_nest(k, node.attr["shape"], [operand for _, operand in viewed],
+                     [Operand(p, v.type) for p, v in zip(k.outs, node.outputs)], body_compute(inner))
     return k.finish(op)
+
+
+def _read_views(body: Graph, pointers: Sequence[ir.Value]) -> tuple[list[tuple[Value, Operand]], tuple[Node, ...]]:
+    """The values the body's computing nodes read from memory, each with the operand pointer and view it is read
+    through (the body's inputs themselves, and the results of view ops on them), and the computing nodes."""
+    at: dict[str, tuple[ir.Value, View]] = {v.name: (p, contiguous(v.shape)) for v, p in zip(body.inputs, pointers)}
+    viewed: dict[str, Value] = {v.name: v for v in body.inputs}
+    computed = []
+    for n in body.nodes:
+        rule = get_op(n.op).view
+        if rule is not None and not get_op(n.op).elementwise_like and n.inputs[0].name in at:
+            ptr, view = at[n.inputs[0].name]
+            view = rule(n, view)
+            if view is None:
+                raise Unfusable(f"{n.op} in an elementwise region needs a copy")
+            at[n.out.name] = ptr, view
+            viewed[n.out.name] = n.out
+        else:
+            computed.append(n)
+    read = {v.name for n in computed for v in n.inputs} | {v.name for v in body.outputs}
+    loads = [(v, Operand(at[name][0], v.type, at[name][1])) for name, v in viewed.items() if name in read]
+    return loads, tuple(computed)
 
 
 @register(*sorted(ELEMENTWISE))

@@ -19,18 +19,25 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from braze.ir.types import TensorType
+from braze.ir.views import View, broadcast, contiguous
 
 from ..loops import i64, lane_mask, vector_loop
-from .base import (Kernel, broadcast_strides, claimed_unit_loop, coalesce, contiguous_strides, load, masked_tail,
-                   offset_of, store, store_first, widen)
+from .base import (Kernel, Unfusable, claimed_unit_loop, coalesce, contiguous_strides, load, masked_tail, offset_of,
+                   store, store_first, widen)
 
 
 @dataclass(frozen=True)
 class Operand:
-    """A buffer pointer and the type of the dense array it holds."""
+    """A buffer pointer and the type of the array it holds: dense, or where `view` says in the buffer (an operand
+    read through slices or transposes)."""
 
     ptr: ir.Value
     type: TensorType
+    view: View | None = None
+
+    def walk(self, shape: Sequence[int]) -> View:
+        """Where the operand's elements lie when read broadcast to `shape`."""
+        return broadcast(self.view or contiguous(self.type.shape), self.type.shape, shape)
 
 
 def _chunks(rows: int, inner: int, width: int) -> int:
@@ -50,15 +57,19 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
     if prod(shape) == 0:
         return
     b, width = k.builder, k.width
-    strides = [broadcast_strides(o.type.shape, shape) for o in inputs] + [contiguous_strides(shape)] * len(outputs)
+    reads = [o.walk(shape) for o in inputs]
+    strides = [r.strides for r in reads] + [contiguous_strides(shape)] * len(outputs)
     dims, walks, _ = coalesce(shape, strides)
     if not dims:
         dims, walks = [1], [[0] for _ in strides]
+    if any(w[-1] not in (0, 1) for w in walks):
+        raise Unfusable("an operand's view is not contiguous along the innermost axis")
+    starts = [r.offset for r in reads] + [0] * len(outputs)
     inner, outer = dims[-1], dims[:-1]
     chunk = _chunks(prod(outer), inner, width)
     pieces = -(-inner // chunk)
     with claimed_unit_loop(k, outer + ([pieces] if pieces > 1 else []), name="row") as index:
-        bases = [offset_of(b, index[:len(outer)], w[:-1]) for w in walks]
+        bases = [offset_of(b, index[:len(outer)], w[:-1], start) for w, start in zip(walks, starts)]
         start: ir.Value = i64(0)
         stop: ir.Value = i64(inner)
         if pieces > 1:

@@ -5,7 +5,8 @@ external inputs in the order of the body's inputs and its results are the body's
 many results as its body has outputs (the registry's `num_results` of 1 describes the common single-output case).
 `kind` tells codegen which kernel family to build, and `shape` and `axes` state the region's domain, so codegen
 reads it instead of re-deriving it from the body:
-- "elementwise": elementwise ops and broadcasts over the iteration space `shape` (every result has that shape);
+- "elementwise": elementwise ops and broadcasts over the iteration space `shape` (every result has that shape),
+  which may read their operands through view ops (slices, transposes, reshapes) of the region's inputs;
 - "reduction": reductions of operands of shape `shape` over `axes`, with their elementwise producers and
   consumers (every reducing node of the body has exactly that domain);
 - "gemm" / "conv": an op anchoring that kernel family (the registry's `anchor` trait: matmul or linear, conv2d) as

@@ -11,6 +11,10 @@ Which nodes take part (all by the registry's traits):
   (batch, L, heads * Ev)), as long as the operands stay strided views with unit stride along their last axis and
   the result one too (the registry's `view` and `unview` traits, ir/views.py): its kernel then reads and writes
   through those views instead of the ops copying them (kind "attention");
+- views into elementwise regions: an elementwise region takes in the chains of view ops only its members read
+  (slices, transposes, reshapes), when the composed view of the operand is contiguous or broadcast along the
+  innermost axis of the region's domain: its kernel loads them from the chain's source (`x.chunk(2, -1)` gating
+  itself costs no copy);
 - leaves (param, flag, constant) and every other op never join a region. Scalar constants read by a region are
   copied into its body (a constant left with no reader outside any body disappears); other leaves are operands.
 
@@ -56,7 +60,7 @@ from ..errors import BrazeError
 from ..graph import Graph, Node, Value, sorted_attrs
 from ..ops._common import reduced_shape
 from ..registry import get_op, reduction_domain
-from ..views import contiguous, follow, follow_back, unit_last
+from ..views import broadcast, contiguous, follow, follow_back, inner_stride, unit_last
 from .manager import PassContext, register_pass
 
 # Which producer region an elementwise or reduction node joins first.
@@ -243,7 +247,8 @@ class _Fuser:
             domains = {reduction_domain(self.nodes[m]) for m in members if self.kinds[m] == "reduction"}
             return domains.pop() if len(domains) == 1 else None
         try:
-            return tuple(np.broadcast_shapes(*(self.nodes[m].out.shape for m in members))), ()
+            computing = [m for m in members if self.kinds[m] == "elementwise"]  # not the view ops taken in
+            return tuple(np.broadcast_shapes(*(self.nodes[m].out.shape for m in computing))), ()
         except ValueError:
             return None
 
@@ -266,12 +271,33 @@ class _Fuser:
         return any(v.name in self.returned or not self.readers.get(v.name, set()) <= member_set
                    for v in self.nodes[m].outputs)
 
+    def absorb_elementwise_views(self) -> None:
+        """Pull into each elementwise region the view ops (slice, transpose, the reshapes) that only its members
+        read, chains of them included, when the region's kernel can read their results through strided views of
+        the operand they start from: contiguous (or broadcast) along the innermost axis of the region's domain.
+        The chunks of `x.chunk(2, -1)` gating each other, or the halves of a rotary embedding, then cost no copies."""
+        for key in sorted(k for k, r in self.regions.items() if r.kind == "elementwise"):
+            region = self.regions[key]
+            shape = self._stated_domain(region)[0]
+            taken: list[int] = []
+            for m in region.members:
+                for position in range(len(self.nodes[m].inputs)):
+                    taken += self._view_chain_into(m, position, set(region.members) | set(taken), shape)
+            for m in dict.fromkeys(taken):
+                del self.regions[self.region_of[m]]
+                self._contract(key, m)
+                self.region_of[m] = key
+            if taken:
+                self.regions[key] = _Region("elementwise", sorted(set(region.members) | set(taken)))
+
     def absorb_attention_views(self) -> None:
         """Give each attention node a region with the view chains into its q, k, v and out of its result."""
         for i, node in enumerate(self.nodes):
             if node.op != "attention" or self.region_of.get(i) != i or len(self.regions[i].members) != 1:
                 continue
-            members = [m for position in range(3) for m in self._view_chain_into(i, position)]
+            shape = self.nodes[i].inputs
+            members = [m for position in range(3)
+                       for m in self._view_chain_into(i, position, {i}, shape[position].shape, attention=True)]
             members = list(dict.fromkeys(members + self._view_chain_out_of(i)))  # q and k may be one value
             if not members:
                 continue
@@ -280,25 +306,31 @@ class _Fuser:
                 self.region_of[m] = i
             self.regions[i] = _Region("attention", sorted(set(members) | {i}))
 
-    def _single_reader(self, value: Value, reader: int) -> bool:
-        return value.name not in self.returned and self.readers.get(value.name, set()) == {reader}
+    def _read_only_by(self, value: Value, readers: set[int]) -> bool:
+        return value.name not in self.returned and self.readers.get(value.name, set()) <= readers
 
-    def _view_chain_into(self, i: int, position: int) -> list[int]:
-        """The longest chain of view ops, each read by the next alone, ending in operand `position` of node i whose
-        composition leaves that operand a view with unit stride along its last axis."""
+    def _view_chain_into(self, i: int, position: int, readers: set[int], domain: tuple[int, ...],
+                         attention: bool = False) -> list[int]:
+        """The longest chain of view ops (each a region of its own), each value read by the next op alone and the
+        last by `readers` alone, ending in operand `position` of node i, whose composition leaves that operand a
+        view the kernel loads as vectors: unit stride along its last axis (`attention`), else contiguous or
+        broadcast along the innermost axis of the operand read broadcast to `domain`."""
         chain: list[int] = []
-        value, reader = self.nodes[i].inputs[position], i
+        value = self.nodes[i].inputs[position]
         while True:
             p = self.producer.get(value.name)
             if p is None or self.kinds[p] != "opaque" or get_op(self.nodes[p].op).view is None \
-                    or not self._single_reader(value, reader) or self.region_of.get(p) != p:
+                    or not self._read_only_by(value, readers if not chain else {chain[0]}) \
+                    or self.region_of.get(p) != p or len(self.regions[p].members) != 1:
                 break
             chain.insert(0, p)
-            value, reader = self.nodes[p].inputs[0], p
+            value = self.nodes[p].inputs[0]
+        operand = self.nodes[i].inputs[position]
         while chain:
             source = self.nodes[chain[0]].inputs[0]
             view = follow(contiguous(source.shape), [self.nodes[m] for m in chain], get_op)
-            if view is not None and unit_last(view, self.nodes[i].inputs[position].shape):
+            if view is not None and (unit_last(view, operand.shape) if attention else
+                                     inner_stride(broadcast(view, operand.shape, domain), domain) in (0, 1)):
                 break
             chain.pop(0)
         return chain
@@ -461,6 +493,7 @@ def fuse_regions(graph: Graph) -> tuple[Graph, list[tuple[str, list[int]]]]:
     fuser = _Fuser(graph)
     fuser.grow()
     fuser.absorb_epilogue_operands()
+    fuser.absorb_elementwise_views()
     fuser.absorb_attention_views()
     result, regions = fuser.build()
     return result, [(r.kind, r.members) for r in regions]

@@ -7,7 +7,8 @@ malformed or hostile, so before codegen uses it the plan must be well formed and
 - offsets for exactly the graph's intermediate buffers (`intermediate_buffers`: an alias of another value's storage,
   which the graph's nodes decide, has none), each aligned and inside the arena, and naive_bytes their total;
 - no two buffers live at the same time share a byte, except a result written in place over an operand that dies
-  at its node, with plan_memory's rule (`in_place_capable`, the same element count and bytes, the same offset).
+  at its node, with plan_memory's rule (`in_place_capable`, the same element count and bytes, the same offset, not
+  read through a view).
 The sweep keeps the live buffers' byte ranges sorted and disjoint, so each new buffer is compared with its two
 neighbours only: O(n log n) bisection for a graph of n buffers, whatever the plan claims.
 """
@@ -19,7 +20,8 @@ from typing import Any, NoReturn
 from ..errors import VerifyError
 from ..graph import Graph, Node
 from ..types import max_tensor_bytes
-from .plan_memory import ALIGNMENT, Buffer, in_place_capable, intermediate_buffers, storage_aliases
+from .plan_memory import (ALIGNMENT, Buffer, in_place_capable, intermediate_buffers, read_through_views,
+                          storage_aliases)
 
 _KEYS = ("alignment", "arena_bytes", "naive_bytes", "offsets")
 
@@ -149,7 +151,8 @@ def _writes_in_place(node: Node, index: int, operand: Buffer, result: Buffer, st
     """plan_memory's in-place rule: an elementwise result over an operand of the same size (read by its name or an
     alias) that dies here."""
     read = {storage.get(v.name, v.name) for v in node.inputs}
-    return (in_place_capable(node) and operand.last == index and operand.name in read
+    strided = {storage.get(name, name) for name in read_through_views(node)}
+    return (in_place_capable(node) and operand.last == index and operand.name in read - strided
             and operand.nbytes == result.nbytes and operand.elements == result.elements)
 
 

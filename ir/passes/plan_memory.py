@@ -10,7 +10,8 @@ In place: a result of an elementwise node (the registry's `elementwise_like` tra
 takes over the block of an operand that is itself an arena buffer, dies at that node, and has the same element
 count and byte size (equal bytes alone would let a broadcast operand be overwritten while still being read).
 That is safe for kernels that read element i of every operand before writing element i of their results, which
-is how elementwise kernels work.
+is how elementwise kernels work; an operand an elementwise region reads through a view op (a slice, a transpose in
+its body) is never a donor.
 
 Aliases: the result of an aliasing node (the registry's `aliases` trait: the reshapes) is no buffer of its own
 but a second name for its operand's storage (`storage_aliases`): the operand's buffer, if it is one, stays live
@@ -107,6 +108,16 @@ def in_place_capable(node: Node) -> bool:
     return get_op(node.op).elementwise_like
 
 
+def read_through_views(node: Node) -> set[str]:
+    """The operands a fused region's body reads through view ops (a slice, a transpose): element i of the result is
+    not computed from their element i, so no result may be written over them."""
+    if node.op != "fused":
+        return set()
+    body = node.attr["body"]
+    viewed = {v.name for n in body.nodes if get_op(n.op).view is not None for v in n.inputs}
+    return {outer.name for outer, inner in zip(node.inputs, body.inputs) if inner.name in viewed}
+
+
 class _Arena:
     """Free blocks as sorted (offset, size) pairs below a growing end."""
 
@@ -154,7 +165,7 @@ def plan(graph: Graph) -> tuple[dict[str, Any], int]:
             if buffer is None:
                 continue
             size = _aligned(buffer.nbytes)
-            donor = _donor(node, buffer, buffers, dying) if in_place_capable(node) else None
+            donor = _donor(node, buffer, buffers, dying, storage) if in_place_capable(node) else None
             if donor is not None:
                 dying.remove(donor)
                 offsets[v.name] = offsets[donor]
@@ -174,9 +185,13 @@ def plan(graph: Graph) -> tuple[dict[str, Any], int]:
     return result, in_place
 
 
-def _donor(node: Node, buffer: Buffer, buffers: dict[str, Buffer], dying: list[str]) -> str | None:
+def _donor(node: Node, buffer: Buffer, buffers: dict[str, Buffer], dying: list[str],
+           storage: dict[str, str]) -> str | None:
     """The first operand dying at this node whose block the result can take over."""
+    strided = {storage.get(name, name) for name in read_through_views(node)}
     for name in dying:
+        if name in strided:
+            continue
         operand = buffers[name]
         if operand.nbytes == buffer.nbytes and operand.elements == buffer.elements and operand.nbytes:
             return name

@@ -20,6 +20,7 @@ from braze.codegen.graph_cache import compile_built
 from braze.codegen.module_builder import INLINE_CONSTANT_BYTES, SPLIT_WORK, build_module
 from braze.ir.errors import BrazeError, CodegenError
 from braze.ir.passes import optimize
+from braze.ir.passes.plan_memory import read_through_views
 from braze.runtime.executable import Executable
 from braze.runtime.memory import aligned_empty
 
@@ -313,11 +314,50 @@ RANDOM = settings(max_examples=40, deadline=None, suppress_health_check=[HealthC
 
 
 @RANDOM
-@given(random_dags(max_steps=16, steps=STEPS + ["reshape"] * 4), st.sampled_from([1, 2]))
-def test_module_builder_random_graphs_with_reshapes_match_the_interpreter(g: ir.Graph, threads: int) -> None:
-    """Random DAGs (reshapes among their steps) planned and compiled, against the reference interpreter."""
+@given(random_dags(max_steps=16, steps=STEPS + ["reshape", "slice", "transpose"] * 3), st.sampled_from([1, 2]))
+def test_module_builder_random_graphs_with_views_match_the_interpreter(g: ir.Graph, threads: int) -> None:
+    """Random DAGs (reshapes, slices and transposes among their steps) fused, planned and compiled, against the
+    reference interpreter."""
     g = optimize(g, ["fuse", "plan_memory"])
     inputs = [np.random.default_rng(3).standard_normal(v.shape) for v in g.inputs]
     got, want = Executable.build(g, threads=threads).run(inputs), ir.interpret(g, inputs)
     for a, w in zip(got, want):
         np.testing.assert_allclose(a, w, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_module_builder_elementwise_regions_read_slices_through_views(threads: int) -> None:
+    """View ops only an elementwise region reads join it, and its kernel reads through them (no copies); one that
+    leaves the innermost axis strided (a transposed slice) stays a copy of its own."""
+    n = 192  # n * n above SPLIT_WORK: split over the threads
+    b = ir.GraphBuilder("views")
+    x = b.input("x", ir.TensorType((n, 2 * n), F32))
+    e = b.exp(x)
+    left = b.slice(e, starts=(0, 0), stops=(n, n), steps=(1, 1))
+    right = b.slice(e, starts=(0, n), stops=(n, 2 * n), steps=(1, 1))
+    gated = b.mul(b.sigmoid(left), right)
+    crossed = b.add(gated, b.transpose(b.slice(e, starts=(0, 1), stops=(n, n + 1), steps=(1, 1)), perm=(1, 0)))
+    g = optimize(b.finish([b.tanh(b.reshape(crossed, shape=(n * n,)))]), ["fuse", "plan_memory"])
+    assert [[m.op for m in node.attr["body"].nodes] for node in g.nodes if node.op == "fused"] == [
+        ["slice", "slice", "sigmoid", "mul", "add"], ["reshape", "tanh"]]
+    exe = Executable.build(g, threads=threads)
+    assert _kernel_ops(exe) == ["exp", "slice", "transpose", "fused:elementwise", "fused:elementwise"]
+    for got, want in zip(exe.run(random_inputs(g)), ir.interpret(g, random_inputs(g))):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_module_builder_a_transposed_operand_is_not_overwritten_in_place() -> None:
+    """A transpose of the outer axes keeps rows contiguous, so the region reads through it; the result has the
+    operand's size, but writing it over the operand would overwrite rows still to be read."""
+    b = ir.GraphBuilder("transposed")
+    x = b.input("x", ir.TensorType((16, 24, 32), F32))
+    e = b.exp(x)  # an arena buffer dying at the region that reads it transposed
+    g = optimize(b.finish([b.transpose(b.add(b.transpose(e, perm=(1, 0, 2)), b.scalar(1.0, e)), perm=(2, 1, 0))]),
+                 ["fuse", "plan_memory"])
+    region = next(node for node in g.nodes if node.op == "fused")
+    assert [m.op for m in region.attr["body"].nodes] == ["transpose", "constant", "add"]
+    assert read_through_views(region) == {region.inputs[0].name}
+    offsets = g.attributes["memory_plan"]["offsets"]
+    assert offsets[region.inputs[0].name] != offsets[region.out.name]
+    got, = Executable.build(g, threads=1).run(random_inputs(g))
+    np.testing.assert_allclose(got, ir.interpret(g, random_inputs(g))[0], rtol=1e-6)

@@ -1,6 +1,6 @@
 """Random DAGs for the fuse and plan_memory property tests: elementwise ops, broadcasts, reductions, softmax,
-matmuls, opaque movement ops, reshapes (aliases of their operand's storage), scalar constants and param leaves over
-a few broadcast-compatible shapes."""
+matmuls, opaque movement ops, slices, reshapes (aliases of their operand's storage), scalar constants and param
+leaves over a few broadcast-compatible shapes."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +13,14 @@ from braze.ir import Graph, GraphBuilder, TensorType, Value, float64, get_op
 SHAPES = [(4, 8), (8,), (4, 1), (1, 8), (8, 8)]
 UNARY = ["neg", "tanh", "relu", "sigmoid", "abs"]
 BINARY = ["add", "mul", "sub", "maximum"]
-STEPS = ["unary", "binary", "broadcast", "reduce", "softmax", "matmul", "transpose", "scale", "param", "reshape"]
+STEPS = ["unary", "binary", "broadcast", "reduce", "softmax", "matmul", "transpose", "scale", "param", "reshape",
+         "slice"]
 # shapes a reshape may give, by element count: mostly SHAPES again, so the result combines with the rest
+# slices a shape may take, as (starts, stops, steps): rows, a column, every other row, every other column
+SLICES = {(8, 8): [((0, 0), (4, 8), (1, 1)), ((1, 0), (8, 8), (2, 1)), ((0, 3), (8, 7), (1, 1)),
+                   ((0, 0), (8, 8), (1, 2))],
+          (4, 8): [((0, 0), (4, 1), (1, 1)), ((2, 0), (3, 8), (1, 1)), ((0, 4), (4, 8), (1, 1))],
+          (8,): [((0,), (8,), (2,)), ((3,), (4,), (1,))]}
 RESHAPES = {32: [(4, 8), (32,), (2, 16)], 8: [(8,), (1, 8), (2, 4)], 4: [(4, 1), (4,), (1, 4)],
             64: [(8, 8), (64,), (4, 16)], 1: [(1,), (1, 1)]}
 
@@ -49,6 +55,9 @@ def _step(draw: Any, b: GraphBuilder, pool: list[Value], k: int, steps: list[str
         return b.transpose(x, perm=(1, 0))
     if kind == "scale":
         return b.mul(x, b.scalar(draw(st.sampled_from([0.5, 2.0, -1.0])), x))
+    if kind == "slice" and x.shape in SLICES:
+        starts, stops, steps = draw(st.sampled_from(SLICES[x.shape]))
+        return b.slice(x, starts=starts, stops=stops, steps=steps)
     if kind == "reshape" and x.type.size in RESHAPES:
         return b.reshape(x, shape=draw(st.sampled_from(RESHAPES[x.type.size])))
     if kind == "param":

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from braze.ir import Graph, GraphBuilder, TensorType, VerifyError, float32, parse
-from braze.ir.passes import PassContext
+from braze.ir.passes import PassContext, optimize
 from braze.ir.passes.plan_check import check_memory_plan
 from braze.ir.passes.plan_memory import plan_memory
 from braze.ir.types import MAX_TENSOR_BYTES_ENV
@@ -191,3 +191,16 @@ def test_check_memory_plan_refuses_in_place_over_storage_still_read_through_an_a
 def _with_offsets_of(g: Graph, **offsets: int) -> Graph:
     plan = g.attributes["memory_plan"]
     return g.replace(attributes={**g.attributes, "memory_plan": {**plan, "offsets": {**plan["offsets"], **offsets}}})
+
+
+def test_check_memory_plan_refuses_in_place_over_an_operand_read_through_a_view() -> None:
+    b = GraphBuilder("viewed")
+    x = b.input("x", TensorType((4, 6, 8), float32))
+    e = b.exp(x)
+    g = optimize(b.finish([b.transpose(b.neg(b.transpose(e, perm=(1, 0, 2))), perm=(2, 1, 0))]),
+                 ["fuse", "plan_memory"])
+    region = next(n for n in g.nodes if n.op == "fused")
+    assert [n.op for n in region.attr["body"].nodes] == ["transpose", "neg"]
+    with pytest.raises(VerifyError, match=f"puts %{region.out.name} and %{region.inputs[0].name} in overlapping"):
+        check_memory_plan(_with_offsets_of(g, **{region.out.name: g.attributes["memory_plan"]["offsets"][
+            region.inputs[0].name]}))
