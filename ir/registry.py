@@ -67,6 +67,8 @@ class OpDef:
          affine positions of its operand (slice, transpose, the reshapes), or None where the node needs a copy.
     unview: (node, the result's View) -> the operand's View, for such an op that is a bijection (a kernel writing
          the op's result through it writes the operand: transpose, the reshapes).
+    joins: its result is its operands side by side along an axis (concat, stack), each copied into its box, so a
+         kernel may read every operand through a strided view (the fuse pass's movement regions).
     aliases: the result is its one operand's bytes as they stand (the same dtype and row-major order under another
          shape: the reshapes), so a compiled graph may give it the operand's storage instead of a copy
          (plan_memory).
@@ -96,6 +98,7 @@ class OpDef:
     vjp_reads: tuple[int, ...] | None = None
     view: Callable[["Node", Any], Any] | None = None
     unview: Callable[["Node", Any], Any] | None = None
+    joins: bool = False
     aliases: bool = False
     rows: RowsRule | None = None
     attr_names: frozenset[str] = field(init=False)

@@ -31,7 +31,7 @@ from ..vecmath_emit import libm
 from ..loops import F32, vector_const
 from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of, register,
                    register_type, unsupported, widen)
-from .nest import Operand, elementwise_nest
+from .nest import Operand, elementwise_nest, reads_rows
 
 Emit = Callable[[ir.IRBuilder, Sequence[ir.Value], dict[str, Any], DType], ir.Value]
 ELEMENTWISE: dict[str, Emit] = {}
@@ -393,34 +393,36 @@ def lower_body(ctx: KernelContext, node: Node, body: Graph, op: str) -> KernelSp
     """The kernel of an elementwise body applied to the node's operands (one result per body output). View ops in
     the body (slices, transposes, reshapes of its inputs) cost no pass of their own: the nest reads their results
     through strided views of the operands' buffers (ir/views.py)."""
+    shape = node.attr["shape"]
+    loads, computed = _read_views(body)
+    if not reads_rows(shape, [(v.type, view) for v, _, view in loads]):
+        raise Unfusable("an operand's view is strided along the innermost axis")
     k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
-    viewed, computed = _read_views(body, k.ins)
-    inner = body.replace(inputs=tuple(v for v, _ in viewed), nodes=computed)
-    elementwise_nest(k, node.attr["shape"], [operand for _, operand in viewed],
+    inner = body.replace(inputs=tuple(v for v, _, _ in loads), nodes=computed)
+    elementwise_nest(k, shape, [Operand(k.ins[operand], v.type, view) for v, operand, view in loads],
                      [Operand(p, v.type) for p, v in zip(k.outs, node.outputs)], body_compute(inner))
     return k.finish(op)
 
 
-def _read_views(body: Graph, pointers: Sequence[ir.Value]) -> tuple[list[tuple[Value, Operand]], tuple[Node, ...]]:
-    """The values the body's computing nodes read from memory, each with the operand pointer and view it is read
-    through (the body's inputs themselves, and the results of view ops on them), and the computing nodes."""
-    at: dict[str, tuple[ir.Value, View]] = {v.name: (p, contiguous(v.shape)) for v, p in zip(body.inputs, pointers)}
+def _read_views(body: Graph) -> tuple[list[tuple[Value, int, View]], tuple[Node, ...]]:
+    """The values the body's computing nodes read from memory (the body's inputs themselves, and the results of
+    view ops on them), each with the operand it lies in and its view there; and the computing nodes."""
+    at: dict[str, tuple[int, View]] = {v.name: (k, contiguous(v.shape)) for k, v in enumerate(body.inputs)}
     viewed: dict[str, Value] = {v.name: v for v in body.inputs}
     computed = []
     for n in body.nodes:
         rule = get_op(n.op).view
         if rule is not None and not get_op(n.op).elementwise_like and n.inputs[0].name in at:
-            ptr, view = at[n.inputs[0].name]
+            operand, view = at[n.inputs[0].name]
             view = rule(n, view)
             if view is None:
                 raise Unfusable(f"{n.op} in an elementwise region needs a copy")
-            at[n.out.name] = ptr, view
+            at[n.out.name] = operand, view
             viewed[n.out.name] = n.out
         else:
             computed.append(n)
     read = {v.name for n in computed for v in n.inputs} | {v.name for v in body.outputs}
-    loads = [(v, Operand(at[name][0], v.type, at[name][1])) for name, v in viewed.items() if name in read]
-    return loads, tuple(computed)
+    return [(v, *at[name]) for name, v in viewed.items() if name in read], tuple(computed)
 
 
 @register(*sorted(ELEMENTWISE))

@@ -3,7 +3,8 @@
 - elementwise: the elementwise nest over the region's stated shape with the body evaluated per lane group;
 - reduction: the row engine over the region's stated domain (shape and reduced axes);
 - gemm / conv: the GEMM or conv kernel with the rest of the body as its epilogue;
-- attention: the attention kernel reading its operands and writing its result through the body's view ops.
+- attention: the attention kernel reading its operands and writing its result through the body's view ops;
+- movement: the strided copies of its last op (a join or a view op) reading through the body's view ops.
 
 A region those kernels cannot run as one nest (a body mixing per-row values and elements in a way the row engine
 does not follow, an epilogue operand that is not linear in conv's output position, an anchor that is not float32)
@@ -25,6 +26,7 @@ from .base import (LOWERINGS, KernelContext, KernelSpec, Unfusable, begin_kernel
 from .attention import lower_attention_region
 from .elementwise import lower_body
 from .linalg import lower_anchored
+from .movement import lower_movement_region
 from .reduction import lower_rows
 
 @register("fused")
@@ -37,6 +39,8 @@ def lower_fused(node: Node, ctx: KernelContext) -> KernelSpec:
             return lower_rows(node, ctx, body, (node.attr["shape"], node.attr["axes"]), "fused")
         if kind == "attention":
             return lower_attention_region(node, ctx, body)
+        if kind == "movement":
+            return lower_movement_region(node, ctx, body)
         return lower_anchored(node, ctx, body)
     except Unfusable:
         return lower_op_by_op(node, ctx)

@@ -15,13 +15,15 @@ from math import prod
 import llvmlite.ir as ir
 import numpy as np
 
-from braze.ir.graph import Node
+from braze.ir import views
+from braze.ir.graph import Graph, Node, Value
+from braze.ir.registry import get_op
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType
 
 from ..gemm_pack import transpose
 from ..loops import I1, I8, PTR, for_range, i64, vector_loop
-from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, coalesce, constant,
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, claimed_unit_loop, coalesce, constant,
                    contiguous_strides, load, offset_of, register, store, thread_share, unit_loop, widen)
 
 TILE_ROWS = 4096  # bytes per unit of a flat copy
@@ -186,18 +188,57 @@ def lower_slice(node: Node, ctx: KernelContext) -> KernelSpec:
 
 @register("concat", "stack")
 def lower_join(node: Node, ctx: KernelContext) -> KernelSpec:
-    """Each operand copied into its box of the result (stack: a box of thickness 1 along the new axis)."""
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    join(k, node, [View(ptr, 0, contiguous_strides(x.shape)) for ptr, x in zip(k.ins, node.inputs)])
+    return k.finish(node.op)
+
+
+def join(k: Kernel, node: Node, sources: list[View]) -> None:
+    """Each operand of a concat or stack, read through its view, copied into its box of the result (stack: a box of
+    thickness 1 along the new axis)."""
     out = node.out
     axis = normalize_axis(node.op, node.attr["axis"], out.type.rank)
     strides = contiguous_strides(out.shape)
-    k = begin_kernel(ctx, node.outputs, node.inputs)
     start = 0
-    for ptr, x in zip(k.ins, node.inputs):
-        box = x.shape if node.op == "concat" else x.shape[:axis] + (1,) + x.shape[axis:]
-        strided_copy(k, box, View(ptr, 0, contiguous_strides(box)), View(k.outs[0], start * strides[axis], strides),
-                     x.dtype)
+    for src, x in zip(sources, node.inputs):
+        box, read = x.shape, src.strides
+        if node.op == "stack":
+            box, read = box[:axis] + (1,) + box[axis:], read[:axis] + (0,) + read[axis:]
+        strided_copy(k, box, View(src.ptr, src.base, read), View(k.outs[0], start * strides[axis], strides), x.dtype)
         start += box[axis]
-    return k.finish(node.op)
+
+
+def lower_movement_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
+    """A movement region (ir/ops/fused.py): its last op, a join or a view op, copying each operand straight from
+    the buffer its chain of view ops starts in, through the composed view."""
+    at = {v.name: (k, views.contiguous(v.shape)) for k, v in enumerate(body.inputs)}
+    *chain, last = body.nodes
+    for n in chain:
+        at[n.out.name] = _through(n, at)
+    reads = [_read(at, v) for v in last.inputs] if get_op(last.op).joins else [_through(last, at)]
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    sources = [View(k.ins[operand], view.offset, view.strides) for operand, view in reads]
+    if get_op(last.op).joins:
+        join(k, last, sources)
+    else:
+        strided_copy(k, last.out.shape, sources[0], View(k.outs[0], 0, contiguous_strides(last.out.shape)),
+                     last.out.dtype)
+    return k.finish("fused")
+
+
+def _read(at: dict[str, tuple[int, views.View]], value: Value) -> tuple[int, views.View]:
+    if value.name not in at:
+        raise Unfusable(f"%{value.name} is not read through the region's views")
+    return at[value.name]
+
+
+def _through(node: Node, at: dict[str, tuple[int, views.View]]) -> tuple[int, views.View]:
+    """The operand a view op's result lies in and its view there."""
+    operand, src = _read(at, node.inputs[0])
+    view = get_op(node.op).view(node, src)
+    if view is None:
+        raise Unfusable(f"{node.op} needs a copy of its operand")
+    return operand, view
 
 
 @register("pad")
@@ -241,4 +282,4 @@ def lower_pad(node: Node, ctx: KernelContext) -> KernelSpec:
     return k.finish(node.op)
 
 
-__all__ = ["View", "flat_copy", "strided_copy"]
+__all__ = ["View", "flat_copy", "join", "lower_movement_region", "strided_copy"]

@@ -18,11 +18,12 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
+from braze.ir.errors import CodegenError
 from braze.ir.types import TensorType
 from braze.ir.views import View, broadcast, contiguous
 
 from ..loops import i64, lane_mask, vector_loop
-from .base import (Kernel, Unfusable, claimed_unit_loop, coalesce, contiguous_strides, load, masked_tail, offset_of,
+from .base import (Kernel, claimed_unit_loop, coalesce, contiguous_strides, load, masked_tail, offset_of,
                    store, store_first, widen)
 
 
@@ -49,6 +50,14 @@ def _chunks(rows: int, inner: int, width: int) -> int:
     return -(-per_piece // width) * width
 
 
+def reads_rows(shape: Sequence[int], operands: Sequence[tuple[TensorType, View | None]]) -> bool:
+    """Whether a nest over `shape` loads every operand (its type and view, None for dense) as vectors: after the
+    axes are coalesced, each one contiguous or broadcast along the innermost."""
+    strides = [broadcast(view or contiguous(t.shape), t.shape, shape).strides for t, view in operands]
+    _, walks, _ = coalesce(shape, strides + [contiguous_strides(shape)])
+    return all(not w or w[-1] in (0, 1) for w in walks)
+
+
 def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand], outputs: Sequence[Operand],
                      compute: Callable[[ir.IRBuilder, Sequence[ir.Value], int], Sequence[ir.Value]]) -> None:
     """Emit the threaded loop nest computing outputs (dense, of `shape`) from broadcast inputs, lane group by lane
@@ -56,14 +65,15 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
     operand of the same shape (the memory plan's in-place rule)."""
     if prod(shape) == 0:
         return
+    if not reads_rows(shape, [(o.type, o.view) for o in inputs]):
+        raise CodegenError(f"elementwise nest over {list(shape)}: an operand's view is strided along the innermost "
+                           f"axis (check reads_rows first)")
     b, width = k.builder, k.width
     reads = [o.walk(shape) for o in inputs]
     strides = [r.strides for r in reads] + [contiguous_strides(shape)] * len(outputs)
     dims, walks, _ = coalesce(shape, strides)
     if not dims:
         dims, walks = [1], [[0] for _ in strides]
-    if any(w[-1] not in (0, 1) for w in walks):
-        raise Unfusable("an operand's view is not contiguous along the innermost axis")
     starts = [r.offset for r in reads] + [0] * len(outputs)
     inner, outer = dims[-1], dims[:-1]
     chunk = _chunks(prod(outer), inner, width)

@@ -12,7 +12,9 @@ reads it instead of re-deriving it from the body:
 - "gemm" / "conv": an op anchoring that kernel family (the registry's `anchor` trait: matmul or linear, conv2d) as
   the body's first computing node, followed by an elementwise epilogue; `shape` is the anchor's result shape;
 - "attention": one `attention` node with movement ops that are strided views (the registry's `view` trait) before
-  it and after it; `shape` is the attention's result shape.
+  it and after it; `shape` is the attention's result shape;
+- "movement": view ops ending in one more or in a join (the registry's `joins` trait: concat, stack), whose result
+  is the region's one result, of shape `shape`: one strided copy per operand of the last op.
 `axes` is empty except for reductions. The body holds no param or flag leaves (they stay outside and arrive as
 operands); scalar constants may be inside.
 The reference implementation interprets the body, so the interpreter and constant folding need nothing special.
@@ -31,7 +33,7 @@ from ..registry import defop, get_op, is_leaf, reduction_domain
 from ..rows import cut_rows
 from ..types import TensorType
 
-FUSION_KINDS = ("elementwise", "reduction", "gemm", "conv", "attention")
+FUSION_KINDS = ("elementwise", "reduction", "gemm", "conv", "attention", "movement")
 
 
 def _check_body(kind: str, body: Graph) -> None:
@@ -48,6 +50,14 @@ def _check_body(kind: str, body: Graph) -> None:
         if ops.count("attention") != 1 or others:
             raise ShapeError(f"fused: an attention region's body holds one attention op and view ops (slice, "
                              f"reshape, transpose), but @{body.name} holds {', '.join(ops) or 'nothing'}")
+        return
+    if kind == "movement":
+        last = computing[-1] if computing else None
+        if last is None or any(get_op(n.op).view is None for n in computing[:-1]) or not (
+                get_op(last.op).joins or get_op(last.op).view is not None) or list(body.outputs) != list(last.outputs):
+            raise ShapeError(f"fused: a movement region's body holds view ops (slice, reshape, transpose) ending in "
+                             f"one more or in a join (concat, stack) whose result it returns, but @{body.name} holds "
+                             f"{', '.join(n.op for n in computing) or 'nothing'}")
         return
     if kind in ("gemm", "conv") and (not computing or get_op(computing[0].op).anchor != kind):
         first = computing[0].op if computing else "nothing"
@@ -70,6 +80,8 @@ def _check_domain(kind: str, body: Graph, shape: tuple[int, ...], axes: tuple[in
         wrong = [v for v in body.outputs if v.shape != shape]
     elif kind == "attention":
         wrong = [v for n in body.nodes if n.op == "attention" for v in n.outputs if v.shape != shape]
+    elif kind == "movement":
+        wrong = [v for v in body.outputs if v.shape != shape]
     else:
         wrong = [v for v in next(n for n in body.nodes if not is_leaf(n)).outputs if v.shape != shape]
     if wrong:

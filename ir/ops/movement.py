@@ -197,7 +197,7 @@ def _concat_vjp(e, g, out, *xs, axis):
 
 concat = defop("concat", ("*xs",), vjp_reads=(), infer=_concat_infer,
                impl=lambda *xs, axis: np.concatenate(xs, axis=axis), vjp=_concat_vjp,
-               attrs=(AttrSpec("axis", "int"),), category="movement", rows=all_rows_along("axis"),
+               attrs=(AttrSpec("axis", "int"),), category="movement", rows=all_rows_along("axis"), joins=True,
                doc="Join tensors of one dtype along an existing axis.")
 
 
@@ -223,4 +223,5 @@ def _stack_vjp(e, g, out, *xs, axis):
 
 stack = defop("stack", ("*xs",), vjp_reads=(), infer=_stack_infer, impl=lambda *xs, axis: np.stack(xs, axis=axis),
               vjp=_stack_vjp, attrs=(AttrSpec("axis", "int"),), category="movement", rows=all_rows_along("axis", 1),
+              joins=True,
               doc="Join equal-shaped tensors along a new axis `axis` of the result.")

@@ -15,6 +15,9 @@ Which nodes take part (all by the registry's traits):
   (slices, transposes, reshapes), when the composed view of the operand is contiguous or broadcast along the
   innermost axis of the region's domain: its kernel loads them from the chain's source (`x.chunk(2, -1)` gating
   itself costs no copy);
+- movement: each join (concat, stack: the `joins` trait) and each view op left alone takes in the chains of view
+  ops into its operands that it alone reads, whatever their strides: one strided copy per operand (kind
+  "movement"; torch.roll is one kernel);
 - leaves (param, flag, constant) and every other op never join a region. Scalar constants read by a region are
   copied into its body (a constant left with no reader outside any body disappears); other leaves are operands.
 
@@ -52,6 +55,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -60,7 +64,7 @@ from ..errors import BrazeError
 from ..graph import Graph, Node, Value, sorted_attrs
 from ..ops._common import reduced_shape
 from ..registry import get_op, reduction_domain
-from ..views import broadcast, contiguous, follow, follow_back, inner_stride, unit_last
+from ..views import View, broadcast, contiguous, follow, follow_back, inner_stride, unit_last
 from .manager import PassContext, register_pass
 
 # Which producer region an elementwise or reduction node joins first.
@@ -280,9 +284,11 @@ class _Fuser:
             region = self.regions[key]
             shape = self._stated_domain(region)[0]
             taken: list[int] = []
+            def loads_rows(view: View, operand: Value) -> bool:
+                return inner_stride(broadcast(view, operand.shape, shape), shape) in (0, 1)
             for m in region.members:
                 for position in range(len(self.nodes[m].inputs)):
-                    taken += self._view_chain_into(m, position, set(region.members) | set(taken), shape)
+                    taken += self._view_chain_into(m, position, set(region.members) | set(taken), loads_rows)
             for m in dict.fromkeys(taken):
                 del self.regions[self.region_of[m]]
                 self._contract(key, m)
@@ -295,9 +301,8 @@ class _Fuser:
         for i, node in enumerate(self.nodes):
             if node.op != "attention" or self.region_of.get(i) != i or len(self.regions[i].members) != 1:
                 continue
-            shape = self.nodes[i].inputs
             members = [m for position in range(3)
-                       for m in self._view_chain_into(i, position, {i}, shape[position].shape, attention=True)]
+                       for m in self._view_chain_into(i, position, {i}, lambda view, v: unit_last(view, v.shape))]
             members = list(dict.fromkeys(members + self._view_chain_out_of(i)))  # q and k may be one value
             if not members:
                 continue
@@ -309,12 +314,11 @@ class _Fuser:
     def _read_only_by(self, value: Value, readers: set[int]) -> bool:
         return value.name not in self.returned and self.readers.get(value.name, set()) <= readers
 
-    def _view_chain_into(self, i: int, position: int, readers: set[int], domain: tuple[int, ...],
-                         attention: bool = False) -> list[int]:
+    def _view_chain_into(self, i: int, position: int, readers: set[int],
+                         accept: Callable[[View, Value], bool]) -> list[int]:
         """The longest chain of view ops (each a region of its own), each value read by the next op alone and the
-        last by `readers` alone, ending in operand `position` of node i, whose composition leaves that operand a
-        view the kernel loads as vectors: unit stride along its last axis (`attention`), else contiguous or
-        broadcast along the innermost axis of the operand read broadcast to `domain`."""
+        last by `readers` alone, ending in operand `position` of node i, whose composition `accept`s (given the
+        view of the operand in the buffer the chain starts from, and the operand)."""
         chain: list[int] = []
         value = self.nodes[i].inputs[position]
         while True:
@@ -329,8 +333,7 @@ class _Fuser:
         while chain:
             source = self.nodes[chain[0]].inputs[0]
             view = follow(contiguous(source.shape), [self.nodes[m] for m in chain], get_op)
-            if view is not None and (unit_last(view, operand.shape) if attention else
-                                     inner_stride(broadcast(view, operand.shape, domain), domain) in (0, 1)):
+            if view is not None and accept(view, operand):
                 break
             chain.pop(0)
         return chain
@@ -356,6 +359,29 @@ class _Fuser:
                 break
             chain.pop()
         return chain
+
+    def absorb_movement_chains(self) -> None:
+        """Give each join (concat, stack: the registry's `joins` trait) and each view op a region with the chains
+        of view ops into its operands that it alone reads (consumers first, so each takes its longest chains): the
+        region's kernel copies every operand once, from where its chain starts through the composed strided view,
+        instead of once per op. torch.roll's two slices and their concat are one copy."""
+        for i in reversed(range(len(self.nodes))):
+            node, op = self.nodes[i], get_op(self.nodes[i].op)
+            if self.kinds[i] != "opaque" or not (op.joins or op.view is not None) or self.region_of.get(i) != i \
+                    or len(self.regions[i].members) != 1:
+                continue
+            positions = range(len(node.inputs)) if op.joins else (0,)
+            last = op.view if op.view is not None and not op.joins else None
+
+            def copies(view: View, v: Value, node: Node = node, last=last) -> bool:
+                return last is None or last(node, view) is not None  # a view op's own step composes too
+            chains = [m for p in positions for m in self._view_chain_into(i, p, {i}, copies)]
+            for m in dict.fromkeys(chains):
+                del self.regions[m]
+                self._contract(i, m)
+                self.region_of[m] = i
+            if chains:
+                self.regions[i] = _Region("movement", sorted(set(chains) | {i}))
 
     # --- rebuilding -------------------------------------------------------------------------------------------
     def fused_regions(self) -> list[_Region]:
@@ -471,15 +497,16 @@ class _Fuser:
         return Node("fused", tuple(operands), tuple(results), sorted_attrs(attrs), self._anchor(region).loc), copied
 
     def _anchor(self, region: _Region) -> Node:
-        """The node a region is built around: its attention node, else its first member."""
+        """The node a region is built around: its attention node, a movement region's last op, else its first
+        member."""
         if region.kind == "attention":
             return next(self.nodes[m] for m in region.members if self.nodes[m].op == "attention")
-        return self.nodes[region.members[0]]
+        return self.nodes[region.members[-1 if region.kind == "movement" else 0]]
 
     def _stated_domain(self, region: _Region) -> Domain:
         """The domain the fused node states: the anchor's result shape for gemm/conv regions, the attention's for an
         attention region, else _domain's."""
-        if region.kind in ("gemm", "conv", "attention"):
+        if region.kind in ("gemm", "conv", "attention", "movement"):
             return self._anchor(region).outputs[0].shape, ()
         domain = self._domain(region.kind, region.members)
         if domain is None:
@@ -495,6 +522,7 @@ def fuse_regions(graph: Graph) -> tuple[Graph, list[tuple[str, list[int]]]]:
     fuser.absorb_epilogue_operands()
     fuser.absorb_elementwise_views()
     fuser.absorb_attention_views()
+    fuser.absorb_movement_chains()
     result, regions = fuser.build()
     return result, [(r.kind, r.members) for r in regions]
 

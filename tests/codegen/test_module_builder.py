@@ -314,10 +314,11 @@ RANDOM = settings(max_examples=40, deadline=None, suppress_health_check=[HealthC
 
 
 @RANDOM
-@given(random_dags(max_steps=16, steps=STEPS + ["reshape", "slice", "transpose"] * 3), st.sampled_from([1, 2]))
+@given(random_dags(max_steps=16, steps=STEPS + ["reshape", "slice", "transpose", "concat"] * 3),
+       st.sampled_from([1, 2]))
 def test_module_builder_random_graphs_with_views_match_the_interpreter(g: ir.Graph, threads: int) -> None:
-    """Random DAGs (reshapes, slices and transposes among their steps) fused, planned and compiled, against the
-    reference interpreter."""
+    """Random DAGs (reshapes, slices, transposes and concats among their steps) fused, planned and compiled,
+    against the reference interpreter."""
     g = optimize(g, ["fuse", "plan_memory"])
     inputs = [np.random.default_rng(3).standard_normal(v.shape) for v in g.inputs]
     got, want = Executable.build(g, threads=threads).run(inputs), ir.interpret(g, inputs)
@@ -328,7 +329,7 @@ def test_module_builder_random_graphs_with_views_match_the_interpreter(g: ir.Gra
 @pytest.mark.parametrize("threads", [1, 2])
 def test_module_builder_elementwise_regions_read_slices_through_views(threads: int) -> None:
     """View ops only an elementwise region reads join it, and its kernel reads through them (no copies); one that
-    leaves the innermost axis strided (a transposed slice) stays a copy of its own."""
+    leaves the innermost axis strided (a transposed slice) stays a copy of its own (one movement region)."""
     n = 192  # n * n above SPLIT_WORK: split over the threads
     b = ir.GraphBuilder("views")
     x = b.input("x", ir.TensorType((n, 2 * n), F32))
@@ -339,9 +340,9 @@ def test_module_builder_elementwise_regions_read_slices_through_views(threads: i
     crossed = b.add(gated, b.transpose(b.slice(e, starts=(0, 1), stops=(n, n + 1), steps=(1, 1)), perm=(1, 0)))
     g = optimize(b.finish([b.tanh(b.reshape(crossed, shape=(n * n,)))]), ["fuse", "plan_memory"])
     assert [[m.op for m in node.attr["body"].nodes] for node in g.nodes if node.op == "fused"] == [
-        ["slice", "slice", "sigmoid", "mul", "add"], ["reshape", "tanh"]]
+        ["slice", "transpose"], ["slice", "slice", "sigmoid", "mul", "add"], ["reshape", "tanh"]]
     exe = Executable.build(g, threads=threads)
-    assert _kernel_ops(exe) == ["exp", "slice", "transpose", "fused:elementwise", "fused:elementwise"]
+    assert _kernel_ops(exe) == ["exp", "fused:movement", "fused:elementwise", "fused:elementwise"]
     for got, want in zip(exe.run(random_inputs(g)), ir.interpret(g, random_inputs(g))):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
@@ -361,3 +362,34 @@ def test_module_builder_a_transposed_operand_is_not_overwritten_in_place() -> No
     assert offsets[region.inputs[0].name] != offsets[region.out.name]
     got, = Executable.build(g, threads=1).run(random_inputs(g))
     np.testing.assert_allclose(got, ir.interpret(g, random_inputs(g))[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_module_builder_movement_regions_copy_each_operand_once(threads: int) -> None:
+    """torch.roll (two slices and a concat), a stack of strided slices and a transposed slice are one kernel each,
+    reading straight from the graph's input."""
+    b = ir.GraphBuilder("moves")
+    x = b.input("x", ir.TensorType((96, 4099), F32))
+    rolled = b.concat(b.slice(x, starts=(0, 4096), stops=(96, 4099), steps=(1, 1)),
+                      b.slice(x, starts=(0, 0), stops=(96, 4096), steps=(1, 1)), axis=1)
+    pairs = b.stack(b.slice(x, starts=(0, 0), stops=(96, 4098), steps=(2, 2)),
+                    b.slice(x, starts=(1, 1), stops=(96, 4099), steps=(2, 2)), axis=1)
+    corner = b.transpose(b.slice(x, starts=(3, 5), stops=(83, 4005), steps=(1, 1)), perm=(1, 0))
+    g = optimize(b.finish([rolled, pairs, corner]), ["fuse", "plan_memory"])
+    assert [n.attr["kind"] for n in g.nodes if n.op == "fused"] == ["movement"] * 3
+    exe = Executable.build(g, threads=threads)
+    assert _kernel_ops(exe) == ["fused:movement"] * 3
+    check(exe, g, random_inputs(g))
+
+
+def test_module_builder_a_movement_body_of_other_ops_is_refused() -> None:
+    text = """graph @bad(%x: f32[4,8]) -> (f32[4,8]) {
+  %0 = fused %x {axes=[], body=graph @movement(%in0: f32[4,8]) -> (f32[4,8]) {
+    %0 = exp %in0 : f32[4,8]
+    %1 = slice %0 {starts=[0, 0], steps=[1, 1], stops=[4, 8]} : f32[4,8]
+    return %1
+  }, kind="movement", shape=[4, 8]} : f32[4,8]
+  return %0
+}"""
+    with pytest.raises(BrazeError, match="a movement region's body holds view ops .* but @movement holds exp, slice"):
+        ir.parse(text)

@@ -1,6 +1,6 @@
 """Random DAGs for the fuse and plan_memory property tests: elementwise ops, broadcasts, reductions, softmax,
-matmuls, opaque movement ops, slices, reshapes (aliases of their operand's storage), scalar constants and param
-leaves over a few broadcast-compatible shapes."""
+matmuls, opaque movement ops, slices, concats, reshapes (aliases of their operand's storage), scalar constants and
+param leaves over a few broadcast-compatible shapes."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +14,7 @@ SHAPES = [(4, 8), (8,), (4, 1), (1, 8), (8, 8)]
 UNARY = ["neg", "tanh", "relu", "sigmoid", "abs"]
 BINARY = ["add", "mul", "sub", "maximum"]
 STEPS = ["unary", "binary", "broadcast", "reduce", "softmax", "matmul", "transpose", "scale", "param", "reshape",
-         "slice"]
+         "slice", "concat"]
 # shapes a reshape may give, by element count: mostly SHAPES again, so the result combines with the rest
 # slices a shape may take, as (starts, stops, steps): rows, a column, every other row, every other column
 SLICES = {(8, 8): [((0, 0), (4, 8), (1, 1)), ((1, 0), (8, 8), (2, 1)), ((0, 3), (8, 7), (1, 1)),
@@ -55,6 +55,9 @@ def _step(draw: Any, b: GraphBuilder, pool: list[Value], k: int, steps: list[str
         return b.transpose(x, perm=(1, 0))
     if kind == "scale":
         return b.mul(x, b.scalar(draw(st.sampled_from([0.5, 2.0, -1.0])), x))
+    if kind == "concat" and x.shape == (4, 8):
+        y = pool[draw(st.integers(0, len(pool) - 1))]
+        return b.concat(x, y, axis=0) if y.shape == (4, 8) else None
     if kind == "slice" and x.shape in SLICES:
         starts, stops, steps = draw(st.sampled_from(SLICES[x.shape]))
         return b.slice(x, starts=starts, stops=stops, steps=steps)
