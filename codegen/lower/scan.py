@@ -1,7 +1,8 @@
 """Ops along the lines of one axis: running sums and products (cumsum, cumprod: out[j] = out[j - 1] op x[j] in index
 order, as numpy computes them, so float results round identically; along a leading axis W neighbouring lines side
-by side), sort (a stable merge sort in per-thread scratch) and topk (sort's first k: kept by insertion in one pass
-for small k). The (outer, inner) lines are the units threads split."""
+by side), sort (a stable sort in per-thread scratch: LSD radix over the bytes of an order-preserving key for lines of
+4-byte values, else a merge sort) and topk (sort's first k: kept by insertion in one pass for small k). The (outer,
+inner) lines are the units threads split."""
 from __future__ import annotations
 
 from math import prod
@@ -12,7 +13,7 @@ from braze.ir.graph import Node
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType, int64
 
-from ..loops import I1, I8, I64, alloca, for_range, i64
+from ..loops import I1, I8, I32, I64, PTR, alloca, for_range, i64
 from .base import Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, load, register, store
 from .elementwise import compare
 
@@ -74,8 +75,9 @@ def _before(b: ir.IRBuilder, a: ir.Value, c: ir.Value, dtype: DType, descending:
 
 @register("sort")
 def lower_sort(node: Node, ctx: KernelContext) -> KernelSpec:
-    """A stable bottom-up merge sort of each line: the line and its positions are copied into scratch, runs of 1, 2,
-    4, ... merged between two scratch copies (ceil(log2 n) passes of n steps: O(n log n)), the result copied out."""
+    """A stable sort of each line in scratch: radix for long lines of 4-byte values (_radix_lines), else bottom-up
+    merge sort: the line and its positions copied into scratch, runs of 1, 2, 4, ... merged between two scratch
+    copies (ceil(log2 n) passes of n steps: O(n log n)), the result copied out."""
     x = node.inputs[0]
     axis = normalize_axis("sort", node.attr["axis"], x.type.rank) if x.shape else 0
     return _sorted_lines(node, ctx, axis, x.shape[axis] if x.shape else 1, node.attr["descending"])
@@ -98,8 +100,15 @@ def lower_topk(node: Node, ctx: KernelContext) -> KernelSpec:
     return _selected_lines(node, ctx, axis, count, descending)
 
 
+# Lines of at least this many float32 or int32 values are radix-sorted: a pass to make the keys and count their
+# bytes, then a stable scatter per byte that is not the same across the line (at most four passes), where a merge
+# sort takes ceil(log2 n) passes of data-dependent merging.
+RADIX_LEAST = 64
+RADIX_DTYPES = ("f32", "i32")
+
+
 def _sorted_lines(node: Node, ctx: KernelContext, axis: int, count: int, descending: bool) -> KernelSpec:
-    """Each line merge-sorted in scratch, its first `count` values and positions written out."""
+    """Each line sorted in scratch (radix or merge sort), its first `count` values and positions written out."""
     x, positions = node.inputs[0], node.outputs[1].dtype
     shape = x.shape or (1,)
     outer, size, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
@@ -107,6 +116,8 @@ def _sorted_lines(node: Node, ctx: KernelContext, axis: int, count: int, descend
     b = k.builder
     if node.outputs[0].type.size == 0:
         return k.finish(node.op)
+    if x.dtype.name in RADIX_DTYPES and size >= RADIX_LEAST and positions == int64:
+        return _radix_lines(node, k, (outer, size, inner), count, descending)
     src, dst = _line_buffers(b, k.scratch, size, x.dtype, positions)
     with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
         start = b.add(b.mul(p, i64(size * inner)), q)
@@ -119,6 +130,78 @@ def _sorted_lines(node: Node, ctx: KernelContext, axis: int, count: int, descend
             src, dst, width = dst, src, 2 * width
         _write_line(b, k, p, q, count, inner, src, x.dtype, positions)
     return k.finish(node.op, 2 * size * (positions.itemsize + x.dtype.itemsize))
+
+
+def _radix_key(b: ir.IRBuilder, value: ir.Value, dtype: DType, descending: bool) -> ir.Value:
+    """An unsigned 32-bit key ordered as sort orders the values: -0 as +0, every NaN as one value above +inf, and
+    the bits inverted for a descending sort (ties stay ties, so the scatter keeps them in line order)."""
+    if dtype.is_float:
+        bits = b.select(b.fcmp_ordered("==", value, ir.Constant(value.type, 0.0)), ir.Constant(I32, 0),
+                        b.bitcast(value, I32))
+        negative = b.icmp_signed("<", bits, ir.Constant(I32, 0))
+        key = b.xor(bits, b.select(negative, ir.Constant(I32, -1), ir.Constant(I32, -2 ** 31)))
+        key = b.select(b.fcmp_unordered("uno", value, value), ir.Constant(I32, -1), key)
+    else:
+        key = b.xor(value, ir.Constant(I32, -2 ** 31))
+    return b.not_(key) if descending else key
+
+
+def _digit(b: ir.IRBuilder, key: ir.Value, byte: int) -> ir.Value:
+    return b.zext(b.and_(b.lshr(key, ir.Constant(I32, 8 * byte)), ir.Constant(I32, 255)), I64)
+
+
+def _radix_lines(node: Node, k: Kernel, dims: tuple[int, int, int], count: int, descending: bool) -> KernelSpec:
+    """LSD radix sort of each line: keys (_radix_key) and positions into scratch while the four byte histograms
+    are counted, then per byte that differs across the line a stable scatter into the other copy by the
+    histogram's running offsets; the sorted positions gather the values from the operand (its exact bits: -0 and
+    NaN payloads too)."""
+    b, x = k.builder, node.inputs[0]
+    outer, size, inner = dims
+    keys = (k.scratch, b.gep(k.scratch, [i64(4 * size)], source_etype=I8))
+    places = tuple(b.gep(k.scratch, [i64(8 * size + 8 * size * c)], source_etype=I8) for c in range(2))
+    counts = b.gep(k.scratch, [i64(24 * size)], source_etype=I8)
+    line = [alloca(b, PTR, name) for name in ("keys", "places", "keys.to", "places.to")]
+    with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
+        start = b.add(b.mul(p, i64(size * inner)), q)
+        with for_range(b, 0, 4 * 256, name="z") as z:
+            store(b, i64(0), counts, z, int64)
+        with for_range(b, 0, size, name="i") as i:
+            key = _radix_key(b, load(b, k.ins[0], b.add(start, b.mul(i, i64(inner))), x.dtype), x.dtype, descending)
+            b.store(key, b.gep(keys[0], [i], source_etype=I32))
+            store(b, i, places[0], i, int64)
+            for byte in range(4):
+                at = b.add(_digit(b, key, byte), i64(256 * byte))
+                store(b, b.add(load(b, counts, at, int64), i64(1)), counts, at, int64)
+        for ptr, value in zip(line, (keys[0], places[0], keys[1], places[1])):
+            b.store(value, ptr)
+        for byte in range(4):
+            src_keys, src_places, dst_keys, dst_places = (b.load(ptr, typ=PTR) for ptr in line)
+            first = _digit(b, b.load(src_keys, typ=I32), byte)
+            mixed = b.icmp_signed("!=", load(b, counts, b.add(first, i64(256 * byte)), int64), i64(size))
+            with b.if_then(mixed):   # a byte every key shares moves nothing
+                total = alloca(b, I64, f"total{byte}")
+                b.store(i64(0), total)
+                with for_range(b, 256 * byte, 256 * (byte + 1), name="d") as d:
+                    seen = load(b, counts, d, int64)
+                    store(b, b.load(total, typ=I64), counts, d, int64)
+                    b.store(b.add(b.load(total, typ=I64), seen), total)
+                with for_range(b, 0, size, name="s") as i:
+                    key = b.load(b.gep(src_keys, [i], source_etype=I32), typ=I32)
+                    at = b.add(_digit(b, key, byte), i64(256 * byte))
+                    to = load(b, counts, at, int64)
+                    store(b, b.add(to, i64(1)), counts, at, int64)
+                    b.store(key, b.gep(dst_keys, [to], source_etype=I32))
+                    store(b, load(b, src_places, i, int64), dst_places, to, int64)
+                for ptr, value in zip(line, (dst_keys, dst_places, src_keys, src_places)):
+                    b.store(value, ptr)
+        sorted_places = b.load(line[1], typ=PTR)
+        out = b.add(b.mul(p, i64(count * inner)), q)
+        with for_range(b, 0, count, name="o") as i:
+            at = b.add(out, b.mul(i, i64(inner)))
+            place = load(b, sorted_places, i, int64)
+            store(b, load(b, k.ins[0], b.add(start, b.mul(place, i64(inner))), x.dtype), k.outs[0], at, x.dtype)
+            store(b, place, k.outs[1], at, int64)
+    return k.finish(node.op, 24 * size + 8 * 4 * 256)
 
 
 def _selected_lines(node: Node, ctx: KernelContext, axis: int, count: int, descending: bool) -> KernelSpec:

@@ -1,14 +1,16 @@
-"""The merge-sort lowering of sort, and topk's (by insertion, or from the merge sort), against the numpy reference (a
-stable argsort, NaN largest), bit for bit: values and positions, on edge lengths, ties, NaN, both directions, inner
-axes, integer and bool lines, 1 and 3 threads."""
+"""The sort lowering (radix sort for lines of RADIX_LEAST or more float32 or int32 values, else merge sort), and
+topk's (by insertion, or from the sort), against the numpy reference (a stable argsort, NaN largest), bit for bit:
+values and positions, on edge lengths, ties, NaN, signed zeros, both directions, inner axes, integer and bool lines,
+1 and 3 threads."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from braze.codegen.lower.scan import RADIX_LEAST
 from tests.codegen.lowering_harness import check_node, make_node
 
-LENGTHS = [0, 1, 5, 33]
+LENGTHS = [0, 1, 5, 33, RADIX_LEAST - 1, RADIX_LEAST, 301]
 
 
 def _line(n: int, seed: int) -> np.ndarray:
@@ -45,6 +47,24 @@ def test_sort_lowering_orders_sorted_and_reversed_runs():
                   np.full(64, 2.0, np.float32)])
     values, positions = check_node(make_node("sort", x, axis=1), [x])
     np.testing.assert_array_equal(positions[2], np.arange(64))   # all ties: positions keep their order
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")  # signaling NaNs compared as float64
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_lowering_radix_orders_every_byte_of_the_key(descending):
+    """Values whose four key bytes all differ (both signs, infinities, subnormals, NaNs with payloads, signed zeros)
+    and int32 lines from INT_MIN to INT_MAX: every byte's scatter runs, and the values come back with their bits."""
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2 ** 32, 4 * 257, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32).reshape(4, 257).copy()
+    x[0, :6] = [np.inf, -np.inf, 1e-45, -1e-45, 0.0, -0.0]
+    x[1, 3:9] = np.float32(2.5)
+    values, positions = check_node(make_node("sort", x, axis=1, descending=descending), [x])
+    np.testing.assert_array_equal(values.view(np.uint32), np.take_along_axis(x, positions, 1).view(np.uint32))
+    i = rng.integers(-2 ** 31, 2 ** 31, (3, 130), dtype=np.int64).astype(np.int32)
+    i[0, :4] = [-2 ** 31, 2 ** 31 - 1, 0, -1]
+    check_node(make_node("sort", i, axis=1, descending=descending), [i])
+    check_node(make_node("sort", i.T.copy(), axis=0, descending=descending), [i.T.copy()])
 
 
 def test_sort_lowering_of_a_scalar_and_of_long_lines():
