@@ -47,6 +47,7 @@ CASES = [
     Case("topk 5 of 64 x 1000", lambda t, x: t.topk(x, 5)[0], _arrays(_normal(64, 1000))),
     Case("topk 50 of 1 x 50257", lambda t, x: t.topk(x, 50)[1], _arrays(_normal(1, 50257))),
     Case("x ** 3, 1e6", lambda t, x: x ** 3, _arrays(_normal(1 << 20))),
+    Case("|x| ** 2.5, 1e6", lambda t, x: x.abs() ** 2.5, _arrays(_normal(1 << 20))),
     Case("x @ y.T 512 x 768 x 3072", lambda t, x, y: x @ y.t(), _arrays(_normal(512, 768), _normal(3072, 768))),
     Case("pad reflect 64 x 56 x 56", lambda t, x: t.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"),
          _arrays(_normal(1, 64, 56, 56))),

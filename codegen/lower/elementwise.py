@@ -28,6 +28,7 @@ from braze.ir.types import DType, float64, int32
 
 from .. import vecmath
 from ..vecmath_emit import libm
+from ..vecmath_pow import powf
 from ..loops import F32, vector_const
 from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of, register,
                    register_type, unsupported, widen)
@@ -109,12 +110,13 @@ def _div(b, args, attrs, dtype):
 def _pow(b, args, attrs, dtype):
     """x ** y: the exponents code writes most (x ** 3 in GPT-2's gelu, (v + eps) ** -0.5 in hand-written norms)
     as multiplies, divisions and square roots, within pow's 4 ulp and with its special values (a libm powf per lane
-    took 5x numpy's time on 1e6 values); any other exponent through libm."""
+    took 5x numpy's time on 1e6 values); any other float32 exponent in float64 vectors (vecmath_pow), float64
+    through libm."""
     x, y = args
     n = _uniform(y)
     if n in _POWERS:
         return _POWERS[n](b, x)
-    return libm(b, "powf" if dtype.name == "f32" else "pow", x, y)
+    return powf(b, x, y) if dtype.name == "f32" else libm(b, "pow", x, y)
 
 
 def _root(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

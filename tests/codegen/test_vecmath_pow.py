@@ -1,0 +1,109 @@
+"""float32 pow in float64 vectors (codegen/vecmath_pow.py): under 1 ulp of the exact power over magnitudes from the
+subnormals to the overflow threshold, C's special values exactly (numpy's float32 power), no libm call; on the
+host's vectors, scalars, SSE2 and AVX2 code."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import uuid
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from braze.codegen import F32, I64, PTR, compile_ir, define_function, entry_builder, host_target, load, store, vec
+from braze.codegen import vector_loop
+from braze.codegen.vecmath_pow import powf
+
+IS_X86 = llvm.get_process_triple().startswith("x86_64")
+HAS_AVX2 = IS_X86 and "+avx2" in llvm.get_host_cpu_features().flatten().split(",")
+VARIANTS = ["vector", "scalar"] + (["generic-cpu"] if IS_X86 else []) + (["haswell"] if HAS_AVX2 else [])
+CPUS = {"generic-cpu": "x86-64", "haswell": "haswell"}
+
+
+@functools.cache
+def kernel(variant: str):
+    """A compiled z[i] = pow(x[i], y[i]) loop for the variant, its library and symbol."""
+    target = host_target(CPUS.get(variant))
+    width = 1 if variant == "scalar" else target.vector_width
+    symbol = f"k_{uuid.uuid4().hex[:8]}_pow"
+    module = target.new_module(symbol)
+    fn = define_function(module, symbol, [("x", PTR), ("y", PTR), ("z", PTR), ("n", I64)], noalias=True)
+    b = entry_builder(fn)
+    x, y, z, n = fn.args
+
+    def body(i, lanes: int) -> None:
+        typ = vec(lanes, F32) if lanes > 1 else F32
+        store(b, powf(b, load(b, x, i, typ), load(b, y, i, typ)), z, i)
+    vector_loop(b, 0, n, width, body)
+    b.ret_void()
+    library = compile_ir(module, use_cache=False)
+    cfunc = library.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+    def run(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+        xs, ys = np.ascontiguousarray(xs, np.float32), np.ascontiguousarray(ys, np.float32)
+        out = np.empty_like(xs)
+        cfunc(xs.ctypes.data, ys.ctypes.data, out.ctypes.data, xs.size)
+        return out
+    return run, library, symbol
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(monkeypatch):
+    monkeypatch.setenv("BRAZE_CACHE", "0")
+
+
+def _random_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """x log-uniform over the positive floats (subnormals included), y such that most results are finite, plus
+    negative x with integer y."""
+    rng = np.random.default_rng(0)
+    x = np.exp2(rng.uniform(-149, 128, n)).astype(np.float32)
+    y = (rng.uniform(-1, 1, n) * 150 / np.maximum(np.abs(np.log2(x.astype(np.float64))), 1e-3)).astype(np.float32)
+    negative = rng.random(n) < 0.25
+    x[negative] = -x[negative]
+    y[negative] = np.round(y[negative])
+    near_one = rng.random(n) < 0.1
+    x[near_one] = (1 + rng.standard_normal(near_one.sum()) * 1e-3).astype(np.float32)
+    return x, y
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_powf_is_within_one_ulp_of_the_exact_power(variant):
+    x, y = _random_pairs(1 << 17)
+    run, _, _ = kernel(variant)
+    got = run(x, y).astype(np.float64)
+    with np.errstate(all="ignore"):
+        exact = np.power(x.astype(np.float64), y.astype(np.float64))
+    finite = np.isfinite(exact) & (np.abs(exact) <= np.finfo(np.float32).max)
+    spacing = np.spacing(np.abs(exact[finite]).astype(np.float32)).astype(np.float64)
+    error = np.abs(got[finite] - exact[finite]) / spacing
+    assert finite.mean() > 0.9 and error.max() < 1.0, f"max error {error.max():.3f} ulp"
+    assert np.all(np.isinf(got[~finite & ~np.isnan(exact)]))
+
+
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45,
+                    3.4e38, 0.99999994, 1.0000001], np.float32)
+EXPONENTS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, np.inf, -np.inf, np.nan,
+                      1e10, -1e10, 7.0, 16777216.0, 0.1, 149.0, -149.0], np.float32)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_powf_special_values_are_cs(variant):
+    xs, ys = (a.ravel().copy() for a in np.meshgrid(SPECIAL, EXPONENTS))
+    run, _, _ = kernel(variant)
+    got = run(xs, ys)
+    with np.errstate(all="ignore"):
+        want = np.power(xs, ys)
+    exact_cases = ~np.isfinite(want) | (want == 0) | (np.abs(want) == 1)
+    same = (np.isnan(got) == np.isnan(want)) & ((got == want) | np.isnan(want)) & \
+        ((np.signbit(got) == np.signbit(want)) | np.isnan(want))
+    bad = exact_cases & ~same
+    assert not bad.any(), [(x, y, g, w) for x, y, g, w in zip(xs[bad], ys[bad], got[bad], want[bad])]
+    rest = ~exact_cases
+    assert np.all(np.abs(got[rest].astype(np.float64) - want[rest]) <= np.spacing(np.abs(want[rest])))
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "scalar"])
+def test_powf_vector_code_calls_nothing(variant):
+    _, library, symbol = kernel(variant)
+    assert "call" not in library.asm(symbol)
