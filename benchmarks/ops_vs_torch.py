@@ -12,6 +12,7 @@ thread count.
 from __future__ import annotations
 
 import argparse
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,11 +21,13 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Case:
-    """A function of (module, *tensors) and the arrays it is called with."""
+    """A function of (module, *tensors), the arrays it is called with, and how far braze's result and torch's may
+    differ (relative and absolute)."""
 
     name: str
     fn: Callable[..., Any]
     make: Callable[[np.random.Generator], list[np.ndarray]]
+    tolerance: float = 1e-4
 
 
 def _normal(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
@@ -55,7 +58,8 @@ CASES = [
          _arrays(_normal(1, 64, 56, 56))),
     Case("sum over axis 0, 4096 x 256", lambda t, x: x.sum(0), _arrays(_normal(4096, 256))),
     Case("mean over tokens 8 x 512 x 768", lambda t, x: x.mean(1), _arrays(_normal(8, 512, 768))),
-    Case("cumsum over axis 0, 4096 x 256", lambda t, x: t.cumsum(x, 0), _arrays(_normal(4096, 256))),
+    # braze adds in numpy's order, torch more accurately: 4096 float32 terms differ by up to about 5e-4
+    Case("cumsum over axis 0, 4096 x 256", lambda t, x: t.cumsum(x, 0), _arrays(_normal(4096, 256)), 2e-3),
     Case("expm1 1e6", lambda t, x: t.expm1(x), _arrays(_normal(1 << 20))),
     Case("tanh 1e6", lambda t, x: t.tanh(x), _arrays(_normal(1 << 20))),
     Case("group_norm 32 of 4 x 64 x 56 x 56", lambda t, x: t.nn.functional.group_norm(x, 32),
@@ -78,7 +82,9 @@ def measure(cases: list[Case], threads: int, rounds: int) -> list[dict[str, Any]
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return [_measure(case, np.random.default_rng(number), threads, rounds) for number, case in enumerate(cases)]
+        # each case's inputs from a seed of its own name, so adding a case changes no other case's data
+        return [_measure(case, np.random.default_rng(zlib.crc32(case.name.encode())), threads, rounds)
+                for case in cases]
     finally:
         torch.set_num_threads(before)
 
@@ -96,7 +102,7 @@ def _measure(case: Case, rng: np.random.Generator, threads: int, rounds: int) ->
         with torch.no_grad():
             return case.fn(torch, *tensors)
     got, want = np.asarray(compiled(*arrays)).astype(np.float64), theirs().numpy().astype(np.float64)
-    if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
+    if not np.allclose(got, want, rtol=case.tolerance, atol=case.tolerance):
         raise AssertionError(f"{case.name}: braze and torch disagree (largest difference "
                              f"{np.max(np.abs(got - want)):.3g})")
     times = interleaved({"braze": lambda: compiled(*arrays), "torch": theirs}, rounds, 0.05)
