@@ -15,9 +15,9 @@ Which nodes take part (all by the registry's traits):
   (slices, transposes, reshapes), when the composed view of the operand is contiguous or broadcast along the
   innermost axis of the region's domain: its kernel loads them from the chain's source (`x.chunk(2, -1)` gating
   itself costs no copy);
-- movement: each join (concat, stack: the `joins` trait) and each view op left alone takes in the chains of view
-  ops into its operands that it alone reads, whatever their strides: one strided copy per operand (kind
-  "movement"; torch.roll is one kernel);
+- movement: each join (concat, stack: the `joins` trait) and each view op left alone that copies (not the
+  reshapes, which alias their operand: plan_memory) takes in the chains of view ops into its operands that it alone
+  reads, whatever their strides: one strided copy per operand (kind "movement"; torch.roll is one kernel);
 - leaves (param, flag, constant) and every other op never join a region. Scalar constants read by a region are
   copied into its body (a constant left with no reader outside any body disappears); other leaves are operands.
 
@@ -364,11 +364,12 @@ class _Fuser:
         """Give each join (concat, stack: the registry's `joins` trait) and each view op a region with the chains
         of view ops into its operands that it alone reads (consumers first, so each takes its longest chains): the
         region's kernel copies every operand once, from where its chain starts through the composed strided view,
-        instead of once per op. torch.roll's two slices and their concat are one copy."""
+        instead of once per op. torch.roll's two slices and their concat are one copy. An aliasing op (a reshape)
+        copies nothing itself (plan_memory), so it takes no chain: two reshapes in a row stay free."""
         for i in reversed(range(len(self.nodes))):
             node, op = self.nodes[i], get_op(self.nodes[i].op)
-            if self.kinds[i] != "opaque" or not (op.joins or op.view is not None) or self.region_of.get(i) != i \
-                    or len(self.regions[i].members) != 1:
+            if self.kinds[i] != "opaque" or not (op.joins or op.view is not None) or op.aliases \
+                    or self.region_of.get(i) != i or len(self.regions[i].members) != 1:
                 continue
             positions = range(len(node.inputs)) if op.joins else (0,)
             last = op.view if op.view is not None and not op.joins else None
