@@ -8,7 +8,9 @@ the same module paths, so the factors map onto braze's LoRA adapters (frontend/n
 - Linear and Conv2d: lora_A is the adapter's a and lora_B its b;
 - Embedding: a is lora_embedding_B transposed, b is lora_embedding_A transposed;
 - MultiheadAttention at <path>: the factors at <path> adapt in_proj_weight, and those at
-  <path>.base_layer.out_proj its out_proj (PEFT adapts both, with the attention module's rank and alpha).
+  <path>.base_layer.out_proj its out_proj (PEFT adapts both, with the attention module's rank and alpha); an adapter
+  saved by a PEFT before 0.22.0, which applied the out_proj factors twice, is read with its lora_B doubled, as PEFT
+  0.22.0 reads it (peft_config.py).
 
 Loading checks everything before the module changes (a RecordError leaves it as it was): every module the
 configuration targets exists and can be adapted, every factor it needs is in the file with the rank the
@@ -89,8 +91,11 @@ def load_peft_adapter(module: Module, path: str | os.PathLike[str]) -> Module:
     _attach(module, targets, config, str(weights_path))
     for t in targets:
         adapter: LoraAdapter = module.get_parameter(t.param).adapter
-        adapter.a.assign(factors[t.param][0])
-        adapter.b.assign(factors[t.param][1])
+        a, b = factors[t.param]
+        if config.out_proj_twice and t.key.endswith(_OUT_PROJ):  # what that PEFT computed (peft_config.py)
+            b = 2 * b
+        adapter.a.assign(a)
+        adapter.b.assign(b)
         adapter.scale = config.scale(t.config_key)
     return module
 

@@ -11,6 +11,11 @@ The rules follow peft 0.21 (tuners_utils.check_target_module_exists and utils.ot
 fan_in_fan_out only transposes transformers' Conv1D weights, which braze has no layer for; PEFT resets it to False
 for Linear layers and ignores it for the others, and so does braze.
 
+peft_version: PEFT before 0.22.0 applied the LoRA of a MultiheadAttention's out_proj twice, and PEFT 0.22.0 loads
+such an adapter (peft_version below 0.21.1, a release below 0.22.0, or none, as before 0.18.0) with its out_proj
+lora_B doubled, so its outputs stay what they were. braze applies every adapter once and reads such an adapter the
+same way (PeftLoraConfig.out_proj_twice); it writes peft_version 0.22.0, the first release whose rule it follows.
+
 Options that change what an adapter computes and that braze does not implement (DoRA, trained biases, modules
 saved whole, layer selection by index, ...) are refused by name rather than ignored.
 """
@@ -35,6 +40,8 @@ _MUST_BE_OFF: dict[str, str] = {
 }
 _OFF_VALUES = (None, False, [], {}, "")
 _PATTERN_LIMIT = 1000  # characters: a configuration's regular expressions are short; longer ones are refused
+PEFT_VERSION = "0.22.0"  # written: the first PEFT release that applies a MultiheadAttention's out_proj LoRA once
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class PeftLoraConfig:
     rank_pattern: dict[str, int] = field(default_factory=dict)
     alpha_pattern: dict[str, float] = field(default_factory=dict)
     exclude_modules: tuple[str, ...] | str | None = None
+    out_proj_twice: bool = False  # saved by a PEFT that applied a MultiheadAttention's out_proj LoRA twice
 
     def targets(self, key: str) -> bool:
         """Whether PEFT adapts the module at path `key`."""
@@ -76,7 +84,7 @@ class PeftLoraConfig:
                 "alpha_pattern": {k: _number(v) for k, v in self.alpha_pattern.items()},
                 "lora_dropout": self.lora_dropout, "fan_in_fan_out": False, "use_rslora": self.use_rslora,
                 "bias": "none", "use_dora": False, "init_lora_weights": True, "modules_to_save": None,
-                "layers_to_transform": None, "layers_pattern": None}
+                "layers_to_transform": None, "layers_pattern": None, "peft_version": PEFT_VERSION}
 
 
 def selects(targets: tuple[str, ...] | str, key: str) -> bool:
@@ -126,7 +134,21 @@ def parse_config(text: bytes, source: str) -> PeftLoraConfig:
         fan_in_fan_out=_flag(raw.get("fan_in_fan_out", False), "fan_in_fan_out", source),
         rank_pattern=_patterns(raw.get("rank_pattern"), "rank_pattern", source, _positive_int),
         alpha_pattern=_patterns(raw.get("alpha_pattern"), "alpha_pattern", source, _finite),
-        exclude_modules=_targets(raw.get("exclude_modules"), "exclude_modules", source, required=False))
+        exclude_modules=_targets(raw.get("exclude_modules"), "exclude_modules", source, required=False),
+        out_proj_twice=_out_proj_twice(raw.get("peft_version"), source))
+
+
+def _out_proj_twice(version: Any, source: str) -> bool:
+    """PEFT 0.22.0's rule (see the module doc): whether the writer applied a MultiheadAttention's out_proj LoRA
+    twice. Dev versions from 0.21.1 on carry the fix."""
+    if version is None:
+        return True
+    match = _VERSION.match(version) if isinstance(version, str) else None
+    if match is None:
+        raise RecordError(f"{source}: peft_version must be a version string like '0.22.0', got {version!r}")
+    release = tuple(int(part) for part in match.groups())
+    dev = ".dev" in version.partition("@")[0]
+    return release < (0, 21, 1) or (not dev and release < (0, 22, 0))
 
 
 def _positive_int(value: Any, key: str, source: str) -> int:

@@ -141,8 +141,8 @@ def mixed_factors() -> dict[str, np.ndarray]:
 def test_embedding_conv_and_attention_factors_map_to_their_weights(tmp_path: Path) -> None:
     model, t = mixed(), mixed_factors()
     base = {k: arr(p) for k, p in model.named_parameters()}
-    model.load_peft_adapter(write_adapter(tmp_path, {"r": 2, "lora_alpha": 4, "target_modules": ["emb", "conv",
-                                                                                                 "attn"]}, t))
+    model.load_peft_adapter(write_adapter(tmp_path, {"r": 2, "lora_alpha": 4, "target_modules": ["emb", "conv", "attn"],
+                                                     "peft_version": "0.22.0"}, t))
     emb_delta = (t[f"{PREFIX}emb.lora_embedding_B"] @ t[f"{PREFIX}emb.lora_embedding_A"]).T
     np.testing.assert_allclose(arr(model.emb.weight), base["emb.weight"] + 2 * emb_delta, rtol=1e-6, atol=1e-6)
     conv_delta = (t[f"{PREFIX}conv.lora_B.weight"].reshape(4, 2) @ t[f"{PREFIX}conv.lora_A.weight"].reshape(2, -1))
@@ -153,6 +153,36 @@ def test_embedding_conv_and_attention_factors_map_to_their_weights(tmp_path: Pat
     np.testing.assert_allclose(arr(model.attn.out_proj.weight),
                                merged(base["attn.out_proj.weight"], t, "attn.base_layer.out_proj", 2),
                                rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("version, twice", [(None, True), ("0.17.1", True), ("0.21.0", True), ("0.21.2", True),
+                                            ("0.21.2.dev0", False), ("0.21.1.dev0@abc123", False), ("0.22.0", False),
+                                            ("1.0.0", False)])
+def test_out_proj_factors_saved_by_peft_before_0_22_count_twice(tmp_path: Path, version: str | None,
+                                                                twice: bool) -> None:
+    """PEFT before 0.22.0 applied a MultiheadAttention's out_proj LoRA twice; PEFT 0.22.0 reads such adapters with
+    lora_B doubled, and so does braze (dev versions from 0.21.1 have the fix). in_proj's factors count once."""
+    model, t = mixed(), mixed_factors()
+    base = {k: arr(p) for k, p in model.named_parameters()}
+    config = {"r": 2, "lora_alpha": 4, "target_modules": ["attn"]} | ({} if version is None else
+                                                                    {"peft_version": version})
+    model.load_peft_adapter(write_adapter(tmp_path, config, {k: v for k, v in t.items() if ".attn." in f".{k}"}))
+    np.testing.assert_allclose(arr(model.attn.in_proj_weight), merged(base["attn.in_proj_weight"], t, "attn", 2),
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(arr(model.attn.out_proj.weight), merged(
+        base["attn.out_proj.weight"], t, "attn.base_layer.out_proj", 4 if twice else 2), rtol=1e-6, atol=1e-6)
+    model.save_peft_adapter(tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "adapter_config.json").read_text())["peft_version"] == "0.22.0"
+    reread = mixed().load_peft_adapter(tmp_path / "again")
+    np.testing.assert_allclose(arr(reread.attn.out_proj.weight), arr(model.attn.out_proj.weight), rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_a_peft_version_that_is_no_version_string_is_refused(tmp_path: Path) -> None:
+    model, t = mixed(), mixed_factors()
+    with pytest.raises(braze.RecordError, match=r"peft_version must be a version string like '0.22.0', got 22"):
+        model.load_peft_adapter(write_adapter(tmp_path, {"r": 2, "lora_alpha": 4, "target_modules": ["attn"],
+                                                         "peft_version": 22}, t))
 
 
 def test_existing_adapters_of_the_same_ranks_get_the_files_factors(tmp_path: Path) -> None:

@@ -114,16 +114,23 @@ def _peft_attention_deltas(adapted: Any) -> tuple[np.ndarray, np.ndarray]:
                 layer.base_layer.out_proj.get_delta_weight("default").numpy())
 
 
+# PEFT before 0.22.0 applied a MultiheadAttention's out_proj delta twice (what braze reads its adapters as); from
+# 0.22.0 on, once (and braze writes adapters that say so)
+OUT_PROJ_TIMES = 2 if tuple(int(part) for part in peft.__version__.split(".")[:2]) < (0, 22) else 1
+
+
 def test_attention_adapter_weights_agree_with_peft_in_both_directions(tmp_path: Path) -> None:
     ours, theirs = twins()
     base = _attention_weights(ours)
     adapted = peft_model(theirs, r=2, lora_alpha=6, target_modules=["attn"])
     adapted.save_pretrained(tmp_path / "from_peft")
     ours.load_peft_adapter(tmp_path / "from_peft")
-    for got, weight, delta in zip(_attention_weights(ours), base, _peft_attention_deltas(adapted), strict=True):
+    in_delta, out_delta = _peft_attention_deltas(adapted)
+    applied = (in_delta, OUT_PROJ_TIMES * out_delta)
+    for got, weight, delta in zip(_attention_weights(ours), base, applied, strict=True):
         np.testing.assert_allclose(got, weight + delta, rtol=1e-5, atol=1e-6)
     ours.save_peft_adapter(tmp_path / "from_braze")
     _, fresh = twins()
     reloaded = peft.PeftModel.from_pretrained(fresh, tmp_path / "from_braze")
-    for got, want in zip(_peft_attention_deltas(reloaded), _peft_attention_deltas(adapted), strict=True):
+    for got, want in zip(_peft_attention_deltas(reloaded), applied, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
