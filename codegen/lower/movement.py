@@ -243,8 +243,9 @@ def _through(node: Node, at: dict[str, tuple[int, views.View]]) -> tuple[int, vi
 
 @register("pad")
 def lower_pad(node: Node, ctx: KernelContext) -> KernelSpec:
-    """Row by row over the result: rows outside the operand are filled, rows inside get the fill on both sides
-    of a copy of the operand's row, so each thread writes only its own rows."""
+    """Row by row over the result, so each thread writes only its own rows: with a constant, rows outside the
+    operand are filled and rows inside get the fill on both sides of a copy of the operand's row; the other modes
+    map every row to the operand row it reads (_mirror_rows)."""
     x, out, pads = node.inputs[0], node.out, node.attr["pads"]
     fill_value = np.asarray(node.attr["value"]).astype(x.dtype.numpy).item()
     k = begin_kernel(ctx, node.outputs, node.inputs)
@@ -261,6 +262,9 @@ def lower_pad(node: Node, ctx: KernelContext) -> KernelSpec:
     def fill_range(row: ir.Value, lo: int, hi: int) -> None:
         vector_loop(b, lo, hi, width, lambda i, lanes: store(b, widen(b, fill, lanes), k.outs[0], b.add(row, i),
                                                              x.dtype), name="f")
+    if node.attr["mode"] != "constant":
+        _mirror_rows(k, node, pads, (shape, xshape), (xs, os), first, last)
+        return k.finish(node.op)
     with unit_loop(b, outer, first, last, name="row") as index:
         d_row = offset_of(b, index, os[:-1])
         inside: ir.Value = ir.Constant(I1, 1)
@@ -280,6 +284,44 @@ def lower_pad(node: Node, ctx: KernelContext) -> KernelSpec:
             with otherwise:
                 fill_range(d_row, 0, shape[-1])
     return k.finish(node.op)
+
+
+def _source(b: ir.IRBuilder, mode: str, i: ir.Value, n: int) -> ir.Value:
+    """The position along an axis of n elements that padded position i (counted from the first element) reads:
+    ir/ops/indexing.py's pad_sources."""
+    below, above = b.icmp_signed("<", i, i64(0)), b.icmp_signed(">=", i, i64(n))
+    if mode == "edge":
+        low, high = i64(0), i64(n - 1)
+    elif mode == "wrap":
+        low, high = b.add(i, i64(n)), b.sub(i, i64(n))
+    else:   # reflect
+        low, high = b.neg(i), b.sub(i64(2 * (n - 1)), i)
+    return b.select(below, low, b.select(above, high, i))
+
+
+def _mirror_rows(k: Kernel, node: Node, pads: tuple[int, ...], shapes: tuple, strides: tuple, first: ir.Value,
+                 last: ir.Value) -> None:
+    """Padding by reflect, edge or wrap in one pass: each result row reads the operand row its outer coordinates
+    map to, its middle copied as vectors and its padded ends element by element."""
+    b, width, dtype = k.builder, k.width, node.inputs[0].dtype
+    (shape, xshape), (xs, os), mode = shapes, strides, node.attr["mode"]
+    lo, n = pads[-2], xshape[-1]
+    with unit_loop(b, list(shape[:-1]), first, last, name="row") as index:
+        d_row = offset_of(b, index, os[:-1])
+        s_row: ir.Value = i64(0)
+        for axis, c in enumerate(index):
+            source = _source(b, mode, b.sub(c, i64(pads[2 * axis])), xshape[axis])
+            s_row = b.add(s_row, b.mul(source, i64(xs[axis])))
+
+        def ends(start: int, stop: int) -> None:
+            with for_range(b, start, stop, name="end") as j:
+                at = b.add(s_row, _source(b, mode, b.sub(j, i64(lo)), n))
+                store(b, load(b, k.ins[0], at, dtype), k.outs[0], b.add(d_row, j), dtype)
+        ends(0, lo)
+        vector_loop(b, 0, n, width, lambda i, lanes: store(
+            b, load(b, k.ins[0], b.add(s_row, i), dtype, lanes), k.outs[0], b.add(d_row, b.add(i, i64(lo))), dtype),
+            name="p")
+        ends(lo + n, shape[-1])
 
 
 __all__ = ["View", "flat_copy", "join", "lower_movement_region", "strided_copy"]

@@ -1,8 +1,8 @@
 """torch.nn.functional's 1-d convolution and pooling, transposed convolution, padding modes, interpolate and
 pixel_shuffle, as compositions of registered ops.
 
-The 1-d forms are the 2-d ops on a height-1 plane. Reflect, replicate and circular padding and nearest
-interpolation gather with an index_select per axis; bilinear (and linear) interpolation multiplies by a fixed
+The 1-d forms are the 2-d ops on a height-1 plane. Reflect, replicate and circular padding are the pad op's modes
+(one pass over the result); nearest interpolation gathers with an index_select per axis; bilinear (and linear) interpolation multiplies by a fixed
 (out, in) interpolation matrix per axis, so each is a GEMM. A transposed convolution (without dilation) is one
 stride-1 conv2d per output phase, the outputs whose positions are alike modulo the stride: phase r of an axis takes
 the kernel taps j = r + padding (mod stride), flipped, over a window of the input, and the phases interleave into
@@ -211,19 +211,12 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
 # --- padding by index ----------------------------------------------------------------------------------------
 
 
-def _pad_index(n: int, before: int, after: int, mode: str) -> np.ndarray:
-    """The source position of every position of an axis padded by (before, after)."""
-    i = np.arange(-before, n + after)
-    if mode == "replicate":
-        return np.clip(i, 0, n - 1)
-    if mode == "circular":
-        return i % n
-    return np.where(i < 0, -i, np.where(i >= n, 2 * (n - 1) - i, i))  # reflect: mirror without the edge
+# torch's padding modes by the pad op's names for them (numpy's)
+PAD_OP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 def pad_indexed(input: Tensor, natural: Sequence[int], mode: str) -> Tensor:
     """reflect/replicate/circular padding; natural lists (before, after) per axis, first axis first."""
-    out = input
     for axis in range(input.ndim):
         before, after = natural[2 * axis], natural[2 * axis + 1]
         if not before and not after:
@@ -233,9 +226,9 @@ def pad_indexed(input: Tensor, natural: Sequence[int], mode: str) -> Tensor:
         if n == 0 or max(before, after) > limit or min(before, after) < 0:
             raise ValueError(f"pad: mode={mode!r} needs padding ({before}, {after}) within [0, {limit}] for "
                              f"dimension {axis} of size {n} (input {input.shape})")
-        index = Tensor._wrap(_pad_index(n, before, after, mode).astype(np.int64))
-        out = apply("index_select", out, index, axis=axis)
-    return out
+    if not any(natural):
+        return input
+    return apply("pad", input, pads=tuple(natural), value=0.0, mode=PAD_OP_MODES[mode])
 
 
 # --- interpolate -------------------------------------------------------------------------------------------

@@ -115,30 +115,65 @@ slice_scatter = defop(
 # --- pad --------------------------------------------------------------------------------------------------
 
 
-def _pad_infer(x: TensorType, *, pads: tuple[int, ...], value: float) -> TensorType:
+# numpy.pad's names for torch's constant, reflect, replicate and circular padding
+PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _pad_infer(x: TensorType, *, pads: tuple[int, ...], value: float, mode: str) -> TensorType:
     if len(pads) != 2 * x.rank or any(p < 0 for p in pads):
         raise ShapeError(f"pad: pads {list(pads)} must be {2 * x.rank} non-negative values "
                          f"(before, after per axis) for {x}")
+    if mode != "constant":  # one mirror image or one wrap at most, as torch's reflect and circular; any edge
+        for axis, n in enumerate(x.shape):
+            before, after = pads[2 * axis], pads[2 * axis + 1]
+            limit = {"reflect": n - 1, "wrap": n}.get(mode, n and max(before, after))
+            if (before or after) and (n == 0 or max(before, after) > limit):
+                raise ShapeError(f"pad: mode={mode!r} pads axis {axis} of {x} by ({before}, {after}); it takes at "
+                                 f"most {max(limit, 0)} on each side there")
     return x.with_shape(tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape)))
 
 
-def _pad_impl(x: np.ndarray, *, pads: tuple[int, ...], value: float) -> np.ndarray:
+def _pad_impl(x: np.ndarray, *, pads: tuple[int, ...], value: float, mode: str) -> np.ndarray:
     if x.ndim == 0:  # nothing to pad; np.pad rejects an empty width list
         return x.copy()
     widths = [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)]
+    if mode != "constant":
+        return np.pad(x, widths, mode=mode)
     return np.pad(x, widths, mode="constant", constant_values=np.asarray(value).astype(x.dtype))
 
 
-def _pad_vjp(e, g, out, x, *, pads, value):
-    starts = tuple(pads[0::2])
-    stops = tuple(lo + d for lo, d in zip(starts, x.shape))
-    return (e.slice(g, starts=starts, stops=stops, steps=(1,) * len(x.shape)),)
+def pad_sources(mode: str, n: int, before: int, after: int) -> np.ndarray:
+    """The position along an axis of n elements that each padded position reads (mode other than constant)."""
+    i = np.arange(-before, n + after)
+    if mode == "edge":
+        return np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return i % n
+    return np.where(i < 0, -i, np.where(i >= n, 2 * (n - 1) - i, i))  # reflect: mirrored without the edge
+
+
+def _pad_vjp(e, g, out, x, *, pads, value, mode):
+    if mode == "constant":
+        starts = tuple(pads[0::2])
+        stops = tuple(lo + d for lo, d in zip(starts, x.shape))
+        return (e.slice(g, starts=starts, stops=stops, steps=(1,) * len(x.shape)),)
+    shape = list(g.shape)
+    for axis, n in enumerate(x.shape):  # the padded result is an index_select per axis: sum back through each
+        before, after = pads[2 * axis], pads[2 * axis + 1]
+        if before or after:
+            shape[axis] = n
+            sources = e.constant(pad_sources(mode, n, before, after).astype(np.int64))
+            g = e.index_add(g, sources, axis=axis, shape=tuple(shape))
+    return (g,)
 
 
 pad = defop("pad", ("x",), vjp_reads=(), infer=_pad_infer, impl=_pad_impl, vjp=_pad_vjp,
-            attrs=(AttrSpec("pads", "ints"), AttrSpec("value", "float", 0.0)), category="movement",
+            attrs=(AttrSpec("pads", "ints"), AttrSpec("value", "float", 0.0),
+                   AttrSpec("mode", "str", "constant", choices=PAD_MODES)), category="movement",
             rows=lambda node, carried, rows: node.attr if tuple(node.attr["pads"][:2]) == (0, 0) else None,
-            doc="Constant padding: pads holds (before, after) for each axis in order.")
+            doc="Padding: pads holds (before, after) for each axis in order; mode constant fills with value, "
+                "reflect mirrors the elements beside the edge, edge repeats the edge, wrap continues from the "
+                "other end (numpy.pad's modes).")
 
 
 # --- index checks -----------------------------------------------------------------------------------------

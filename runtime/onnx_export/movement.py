@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from braze.ir.graph import Node
+from braze.ir.ops.indexing import pad_sources
 
 from .builder import OnnxBuilder, onnx_dtype, register
 
@@ -81,6 +82,20 @@ def _pad(e: OnnxBuilder, node: Node, ins: list[str], outs: list[str]) -> None:
         return
     # braze lists (before, after) per axis; ONNX every axis's before, then every axis's after
     onnx_pads = list(pads[0::2]) + list(pads[1::2])
+    mode = node.attr["mode"]
+    if mode == "wrap" and e.opset < 19:  # ONNX's Pad wraps from opset 19: before, a Gather per padded axis
+        value = ins[0]
+        padded = [a for a, n in enumerate(x.shape) if pads[2 * a] or pads[2 * a + 1]]
+        for a in padded:
+            sources = pad_sources("wrap", x.shape[a], pads[2 * a], pads[2 * a + 1])
+            value = e.emit("Gather", [value, e.const(sources, np.int64, hint="wrap")],
+                           outs if a == padded[-1] else None, axis=a)
+        if not padded:
+            e.emit("Identity", ins, outs)
+        return
+    if mode != "constant":
+        e.emit("Pad", [ins[0], e.ints(onnx_pads)], outs, mode=mode)
+        return
     value = e.const(node.attr["value"], x.dtype)
     e.emit("Pad", [ins[0], e.ints(onnx_pads), value], outs, mode="constant")
 

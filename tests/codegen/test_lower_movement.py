@@ -84,6 +84,17 @@ def test_pad_fills_around_the_operand(data, shape, dtype: str, seed: int, value:
 
 
 @EXAMPLES
+@given(data=st.data(), shape=shapes(min_rank=1), dtype=dtypes, seed=seeds,
+       mode=st.sampled_from(["reflect", "edge", "wrap"]))
+def test_pad_modes_read_the_operand_like_numpy(data, shape, dtype: str, seed: int, mode: str) -> None:
+    """reflect (mirrored without the edge), edge and wrap padding, one pass over the result's rows."""
+    limit = [d - 1 if mode == "reflect" else d for d in shape]
+    pads = tuple(data.draw(st.integers(0, max(0, min(3, limit[a // 2])))) for a in range(2 * len(shape)))
+    x = _array(seed, shape, dtype)
+    check_node(make_node("pad", x, pads=pads, mode=mode), [x])
+
+
+@EXAMPLES
 @given(data=st.data(), shape=shapes(), dtype=dtypes, seed=seeds)
 def test_broadcast_to_repeats_like_numpy(data, shape, dtype: str, seed: int) -> None:
     lead = data.draw(st.integers(0, len(shape)))

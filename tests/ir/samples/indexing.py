@@ -66,6 +66,22 @@ def _naive_pad(x, before, after, value):
     return out
 
 
+def _naive_mode_pad(x, before, after, mode):
+    """Padding element by element: each padded position reads the operand at its mirrored (reflect), clamped
+    (edge) or wrapped (wrap) position, axis by axis."""
+    def source(i, n):
+        if mode == "edge":
+            return min(max(i, 0), n - 1)
+        if mode == "wrap":
+            return i % n
+        return -i if i < 0 else 2 * (n - 1) - i if i >= n else i
+    out = x
+    for axis, (b, a) in enumerate(zip(before, after)):
+        n = x.shape[axis]
+        out = np.stack([np.take(out, source(i, n), axis=axis) for i in range(-b, n + a)], axis=axis)
+    return out
+
+
 SAMPLES = [
     Sample("slice", (normal((4, 5)),), {"starts": (1, 0), "stops": (3, 5), "steps": (1, 1)},
            expected=lambda x: np.array([[x[i, j] for j in range(5)] for i in (1, 2)]),
@@ -94,6 +110,15 @@ SAMPLES = [
     Sample("pad", (np.array([[1, 2]], np.int32),), {"pads": (1, 1, 0, 0), "value": 7.0},
            expected=lambda x: np.array([[7, 7], [1, 2], [7, 7]], np.int32), label="int"),
     Sample("pad", (np.array(2.5),), {"pads": ()}, expected=lambda x: x, label="rank0"),
+    Sample("pad", (normal((3, 4)),), {"pads": (2, 1, 3, 2), "mode": "reflect"},
+           expected=lambda x: _naive_mode_pad(x, (2, 3), (1, 2), "reflect"),
+           torch=lambda x: _torch().nn.functional.pad(x[None], (3, 2, 2, 1), mode="reflect")[0], label="reflect"),
+    Sample("pad", (normal((2, 3)),), {"pads": (0, 3, 4, 1), "mode": "edge"},
+           expected=lambda x: _naive_mode_pad(x, (0, 4), (3, 1), "edge"),
+           torch=lambda x: _torch().nn.functional.pad(x[None], (4, 1, 0, 3), mode="replicate")[0], label="edge"),
+    Sample("pad", (normal((3, 2)),), {"pads": (3, 1, 2, 2), "mode": "wrap"},
+           expected=lambda x: _naive_mode_pad(x, (3, 2), (1, 2), "wrap"),
+           torch=lambda x: _torch().nn.functional.pad(x[None], (2, 2, 3, 1), mode="circular")[0], label="wrap"),
     Sample("gather", (normal((3, 4)), _IDX), {"axis": 0}, expected=lambda x, i: _naive_gather(x, i, 0),
            torch=lambda x, i: x.gather(0, i), label="axis-0"),
     Sample("gather", (normal((3, 4)), _IDX.astype(np.int32)), {"axis": 1},
