@@ -398,7 +398,7 @@ def lower_body(ctx: KernelContext, node: Node, body: Graph, op: str) -> KernelSp
     shape = node.attr["shape"]
     loads, computed = _read_views(body)
     if not reads_rows(shape, [(v.type, view) for v, _, view in loads]):
-        raise Unfusable("an operand's view is strided along the innermost axis")
+        raise Unfusable("an operand does not broadcast to the domain or its view is strided along the innermost axis")
     k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
     inner = body.replace(inputs=tuple(v for v, _, _ in loads), nodes=computed)
     elementwise_nest(k, shape, [Operand(k.ins[operand], v.type, view) for v, operand, view in loads],

@@ -17,7 +17,7 @@ import numpy as np
 
 from braze.ir import views
 from braze.ir.graph import Graph, Node, Value
-from braze.ir.registry import get_op
+from braze.ir.registry import get_op, is_leaf
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType
 
@@ -212,7 +212,7 @@ def lower_movement_region(node: Node, ctx: KernelContext, body: Graph) -> Kernel
     """A movement region (ir/ops/fused.py): its last op, a join or a view op, copying each operand straight from
     the buffer its chain of view ops starts in, through the composed view."""
     at = {v.name: (k, views.contiguous(v.shape)) for k, v in enumerate(body.inputs)}
-    *chain, last = body.nodes
+    *chain, last = [n for n in body.nodes if not is_leaf(n)]   # a leaf the join reads: no view, so op by op
     for n in chain:
         at[n.out.name] = _through(n, at)
     reads = [_read(at, v) for v in last.inputs] if get_op(last.op).joins else [_through(last, at)]

@@ -51,9 +51,12 @@ def _chunks(rows: int, inner: int, width: int) -> int:
 
 
 def reads_rows(shape: Sequence[int], operands: Sequence[tuple[TensorType, View | None]]) -> bool:
-    """Whether a nest over `shape` loads every operand (its type and view, None for dense) as vectors: after the
-    axes are coalesced, each one contiguous or broadcast along the innermost."""
-    strides = [broadcast(view or contiguous(t.shape), t.shape, shape).strides for t, view in operands]
+    """Whether a nest over `shape` reads every operand (its type and view, None for dense): each broadcasts to
+    `shape` and, after the axes are coalesced, is contiguous or broadcast along the innermost (loaded as vectors)."""
+    try:
+        strides = [broadcast(view or contiguous(t.shape), t.shape, shape).strides for t, view in operands]
+    except ValueError:   # a region whose body's inputs do not broadcast to its stated domain (IR from outside)
+        return False
     _, walks, _ = coalesce(shape, strides + [contiguous_strides(shape)])
     return all(not w or w[-1] in (0, 1) for w in walks)
 
@@ -66,8 +69,8 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
     if prod(shape) == 0:
         return
     if not reads_rows(shape, [(o.type, o.view) for o in inputs]):
-        raise CodegenError(f"elementwise nest over {list(shape)}: an operand's view is strided along the innermost "
-                           f"axis (check reads_rows first)")
+        raise CodegenError(f"elementwise nest over {list(shape)}: an operand does not broadcast to it or its view is "
+                           f"strided along the innermost axis (check reads_rows first)")
     b, width = k.builder, k.width
     reads = [o.walk(shape) for o in inputs]
     strides = [r.strides for r in reads] + [contiguous_strides(shape)] * len(outputs)

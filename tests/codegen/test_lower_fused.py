@@ -264,3 +264,36 @@ def test_float64_gemm_region_falls_back_op_by_op() -> None:
                                 dtype="float64", kind="gemm")
     check(node, operands, 1e-13, 1e-13)
     assert op_by_op(node)
+
+
+# Region bodies fuse never forms, as IR text from outside may hold them: each kernel gives up before it is declared
+# and the region runs op by op, or the text is refused, never a crash.
+HOSTILE_BODIES = {
+    "elementwise slice of a computed value": ("(%x: f32[4,8]) -> (f32[4,4])", "(%in0: f32[4,8]) -> (f32[4,4])", """
+    %0 = exp %in0 : f32[4,8]
+    %1 = slice %0 {starts=[0, 0], steps=[1, 1], stops=[4, 4]} : f32[4,4]
+    return %1""", "elementwise", "[4, 4]", "f32[4,4]"),
+    "elementwise transpose of the inner axis": ("(%x: f32[8,8]) -> (f32[8,8])", "(%in0: f32[8,8]) -> (f32[8,8])", """
+    %0 = transpose %in0 {perm=[1, 0]} : f32[8,8]
+    %1 = exp %0 : f32[8,8]
+    return %1""", "elementwise", "[8, 8]", "f32[8,8]"),
+    "movement join of a constant": ("(%x: f32[4,8]) -> (f32[4,9])", "(%in0: f32[4,8]) -> (f32[4,9])", """
+    %0 = constant {value=array<f32[4,1]>[1.0, 2.0, 3.0, 4.0]} : f32[4,1]
+    %1 = concat %in0, %0 {axis=1} : f32[4,9]
+    return %1""", "movement", "[4, 9]", "f32[4,9]"),
+    "movement reshape that needs a copy": ("(%x: f32[4,8]) -> (f32[32])", "(%in0: f32[4,8]) -> (f32[32])", """
+    %0 = transpose %in0 {perm=[1, 0]} : f32[8,4]
+    %1 = reshape %0 {shape=[32]} : f32[32]
+    return %1""", "movement", "[32]", "f32[32]"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_BODIES))
+def test_regions_fuse_never_forms_run_op_by_op(name: str) -> None:
+    signature, body_signature, body, kind, shape, result = HOSTILE_BODIES[name]
+    text = (f"graph @g{signature} {{\n  %0 = fused %x {{axes=[], body=graph @{kind}{body_signature} {{{body}\n  }}, "
+            f"kind=\"{kind}\", shape={shape}}} : {result}\n  return %0\n}}")
+    graph = braze.ir.parse(text)
+    x = np.random.default_rng(0).standard_normal(graph.inputs[0].shape).astype(np.float32)
+    got = braze.compile(graph, pipeline=["plan_memory"])(x)
+    np.testing.assert_allclose(got, braze.ir.interpret(graph, [x])[0], rtol=1e-6)
