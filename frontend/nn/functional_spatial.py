@@ -2,13 +2,14 @@
 pixel_shuffle, as compositions of registered ops.
 
 The 1-d forms are the 2-d ops on a height-1 plane. Reflect, replicate and circular padding are the pad op's modes
-(one pass over the result); nearest interpolation gathers with an index_select per axis; bilinear (and linear) interpolation multiplies by a fixed
-(out, in) interpolation matrix per axis, so each is a GEMM. A transposed convolution (without dilation) is one
-stride-1 conv2d per output phase, the outputs whose positions are alike modulo the stride: phase r of an axis takes
-the kernel taps j = r + padding (mod stride), flipped, over a window of the input, and the phases interleave into
-the result. That skips the products with the stride - 1 zeros a transposed convolution inserts between input
-elements, which a dilated one (below) still computes: conv2d on the input with those zeros inserted, padded by
-dilation * (k - 1) - padding. Both flip the kernel and swap its channel axes per group.
+(one pass over the result); nearest interpolation gathers with an index_select per axis; bilinear (and linear)
+interpolation multiplies by a fixed (out, in) interpolation matrix per axis, so each is a GEMM. A transposed
+convolution (without dilation) is one stride-1 conv2d per output phase, the outputs whose positions are alike modulo
+the stride: phase r of an axis takes the kernel taps j = r + padding (mod stride), flipped, over a window of the
+input, and the phases interleave into the result. That skips the products with the stride - 1 zeros a transposed
+convolution inserts between input elements, which a dilated one (below) still computes: conv2d on the input with
+those zeros inserted, padded by dilation * (k - 1) - padding. Both flip the kernel and swap its channel axes per
+group.
 """
 from __future__ import annotations
 

@@ -123,13 +123,12 @@ def _pad_infer(x: TensorType, *, pads: tuple[int, ...], value: float, mode: str)
     if len(pads) != 2 * x.rank or any(p < 0 for p in pads):
         raise ShapeError(f"pad: pads {list(pads)} must be {2 * x.rank} non-negative values "
                          f"(before, after per axis) for {x}")
-    if mode != "constant":  # one mirror image or one wrap at most, as torch's reflect and circular; any edge
-        for axis, n in enumerate(x.shape):
-            before, after = pads[2 * axis], pads[2 * axis + 1]
-            limit = {"reflect": n - 1, "wrap": n}.get(mode, n and max(before, after))
-            if (before or after) and (n == 0 or max(before, after) > limit):
-                raise ShapeError(f"pad: mode={mode!r} pads axis {axis} of {x} by ({before}, {after}); it takes at "
-                                 f"most {max(limit, 0)} on each side there")
+    for axis, n in enumerate(x.shape if mode != "constant" else ()):
+        before, after = pads[2 * axis], pads[2 * axis + 1]
+        limit = n - 1 if mode == "reflect" else n  # one mirror image or one wrap, as torch's; edge repeats any width
+        if (before or after) and (n == 0 or (mode != "edge" and max(before, after) > limit)):
+            why = f"it takes at most {max(limit, 0)} on each side there" if n else "the axis is empty"
+            raise ShapeError(f"pad: mode={mode!r} pads axis {axis} of {x} by ({before}, {after}); {why}")
     return x.with_shape(tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape)))
 
 
