@@ -104,6 +104,24 @@ def inner_stride(view: View, shape: Sequence[int]) -> int:
     return view.strides[axes[-1]] if axes else 0
 
 
+def body_views(body, traits) -> tuple[dict[str, tuple[int, View]], list]:
+    """Where a region body's inputs and the results of its view ops on them lie: value name -> (input position, its
+    View in that input's buffer); and the body's other nodes in order, among them any view op whose step needs a
+    copy. `traits` maps an op name to its OpDef."""
+    at = {v.name: (k, contiguous(v.shape)) for k, v in enumerate(body.inputs)}
+    rest = []
+    for node in body.nodes:
+        op = traits(node.op)
+        source = at.get(node.inputs[0].name) if node.inputs and op.view is not None and not op.elementwise_like \
+            else None
+        view = None if source is None else op.view(node, source[1])
+        if view is None:
+            rest.append(node)
+        else:
+            at[node.outputs[0].name] = (source[0], view)
+    return at, rest
+
+
 def follow(view: View, nodes: Sequence, traits) -> View | None:
     """`view` carried through a chain of nodes (each reading the previous one's result) by their registry trait
     `view`; None when one of them has none or needs a copy. `traits` maps an op name to its OpDef."""

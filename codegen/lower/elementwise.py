@@ -22,7 +22,7 @@ import numpy as np
 
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import get_op
-from braze.ir.views import View, contiguous
+from braze.ir.views import View, body_views
 from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI
 from braze.ir.types import DType, float64, int32
 
@@ -409,22 +409,13 @@ def lower_body(ctx: KernelContext, node: Node, body: Graph, op: str) -> KernelSp
 def _read_views(body: Graph) -> tuple[list[tuple[Value, int, View]], tuple[Node, ...]]:
     """The values the body's computing nodes read from memory (the body's inputs themselves, and the results of
     view ops on them), each with the operand it lies in and its view there; and the computing nodes."""
-    at: dict[str, tuple[int, View]] = {v.name: (k, contiguous(v.shape)) for k, v in enumerate(body.inputs)}
-    viewed: dict[str, Value] = {v.name: v for v in body.inputs}
-    computed = []
-    for n in body.nodes:
-        rule = get_op(n.op).view
-        if rule is not None and not get_op(n.op).elementwise_like and n.inputs[0].name in at:
-            operand, view = at[n.inputs[0].name]
-            view = rule(n, view)
-            if view is None:
-                raise Unfusable(f"{n.op} in an elementwise region needs a copy")
-            at[n.out.name] = operand, view
-            viewed[n.out.name] = n.out
-        else:
-            computed.append(n)
+    at, computed = body_views(body, get_op)
+    copying = [n.op for n in computed if get_op(n.op).view is not None and not get_op(n.op).elementwise_like]
+    if copying:
+        raise Unfusable(f"{copying[0]} in an elementwise region needs a copy")
+    values = {v.name: v for v in (*body.inputs, *(v for n in body.nodes for v in n.outputs))}
     read = {v.name for n in computed for v in n.inputs} | {v.name for v in body.outputs}
-    return [(v, *at[name]) for name, v in viewed.items() if name in read], tuple(computed)
+    return [(values[name], *at[name]) for name in at if name in read], tuple(computed)
 
 
 @register(*sorted(ELEMENTWISE))

@@ -15,9 +15,9 @@ from math import prod
 import llvmlite.ir as ir
 import numpy as np
 
-from braze.ir import views
-from braze.ir.graph import Graph, Node, Value
-from braze.ir.registry import get_op, is_leaf
+from braze.ir.graph import Graph, Node
+from braze.ir.registry import get_op
+from braze.ir.views import body_views
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType
 
@@ -211,34 +211,22 @@ def join(k: Kernel, node: Node, sources: list[View]) -> None:
 def lower_movement_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     """A movement region (ir/ops/fused.py): its last op, a join or a view op, copying each operand straight from
     the buffer its chain of view ops starts in, through the composed view."""
-    at = {v.name: (k, views.contiguous(v.shape)) for k, v in enumerate(body.inputs)}
-    *chain, last = [n for n in body.nodes if not is_leaf(n)]   # a leaf the join reads: no view, so op by op
-    for n in chain:
-        at[n.out.name] = _through(n, at)
-    reads = [_read(at, v) for v in last.inputs] if get_op(last.op).joins else [_through(last, at)]
+    at, rest = body_views(body, get_op)
+    result, last = body.outputs[0], rest[-1] if rest else None
+    if result.name in at:   # a view op last: one copy through the composed view
+        reads = [at[result.name]]
+    elif last is not None and get_op(last.op).joins and all(v.name in at for v in last.inputs):
+        reads = [at[v.name] for v in last.inputs]
+    else:   # a view op that needs a copy, or a join reading a leaf: op by op
+        raise Unfusable("the region's last op does not read views of the region's inputs")
     k = begin_kernel(ctx, node.outputs, node.inputs)
     sources = [View(k.ins[operand], view.offset, view.strides) for operand, view in reads]
-    if get_op(last.op).joins:
-        join(k, last, sources)
+    if result.name in at:
+        strided_copy(k, result.shape, sources[0], View(k.outs[0], 0, contiguous_strides(result.shape)),
+                     result.dtype)
     else:
-        strided_copy(k, last.out.shape, sources[0], View(k.outs[0], 0, contiguous_strides(last.out.shape)),
-                     last.out.dtype)
+        join(k, last, sources)
     return k.finish("fused")
-
-
-def _read(at: dict[str, tuple[int, views.View]], value: Value) -> tuple[int, views.View]:
-    if value.name not in at:
-        raise Unfusable(f"%{value.name} is not read through the region's views")
-    return at[value.name]
-
-
-def _through(node: Node, at: dict[str, tuple[int, views.View]]) -> tuple[int, views.View]:
-    """The operand a view op's result lies in and its view there."""
-    operand, src = _read(at, node.inputs[0])
-    view = get_op(node.op).view(node, src)
-    if view is None:
-        raise Unfusable(f"{node.op} needs a copy of its operand")
-    return operand, view
 
 
 @register("pad")
