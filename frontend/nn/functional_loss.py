@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import functions as _f
+from .. import math_functions as _m
 from ..promotion import binary_operands
 from ..tensor import Tensor
 
@@ -93,14 +94,14 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      size_average: bool | None = None, reduce: bool | None = None,
                                      reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     """binary_cross_entropy(sigmoid(input), target) computed stably from the logits, as torch:
-    (1 - t) * x + (1 + (pos_weight - 1) * t) * (log(1 + exp(-|x|)) + max(-x, 0))."""
+    (1 - t) * x + (1 + (pos_weight - 1) * t) * (log1p(exp(-|x|)) + max(-x, 0))."""
     reduction = checked_reduction("binary_cross_entropy_with_logits",
                                   legacy_reduction(size_average, reduce, reduction))
     x, t = binary_operands(input, target)
     if tuple(x.shape) != tuple(t.shape):
         raise ValueError(f"binary_cross_entropy_with_logits: target size ({tuple(t.shape)}) must be the same as "
                          f"input size ({tuple(x.shape)})")
-    softplus_neg = _f.add(_f.log(_f.add(_f.exp(_f.neg(_f.abs(x))), 1.0)), _f.clamp(_f.neg(x), min=0.0))
+    softplus_neg = _f.add(_m.log1p(_f.exp(_f.neg(_f.abs(x)))), _f.clamp(_f.neg(x), min=0.0))
     scale = softplus_neg if pos_weight is None else \
         _f.mul(_f.add(_f.mul(_f.sub(pos_weight, 1.0), t), 1.0), softplus_neg)
     loss = _f.add(_f.mul(_f.sub(1.0, t), x), scale)
