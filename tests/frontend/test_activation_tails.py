@@ -1,5 +1,6 @@
-"""softplus, mish and binary_cross_entropy_with_logits keep their tails: the tiny values far left (log1p, not
-log(1 + e), which rounds 1 + e to 1 there) and plain x far right, eager and compiled, with finite gradients."""
+"""softplus, mish, elu and binary_cross_entropy_with_logits keep their tails: the tiny values far left (log1p, not
+log(1 + e), which rounds 1 + e to 1 there), elu's near 0 (expm1, not exp(x) - 1) and plain x far right, eager and
+compiled, with finite gradients."""
 from __future__ import annotations
 
 import numpy as np
@@ -69,6 +70,14 @@ def test_mish_gradient_is_finite_in_both_tails() -> None:
     sigmoid = np.exp(-np.logaddexp(0.0, -x))
     want = th + x * (1 - th ** 2) * sigmoid
     np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.7])
+def test_elu_is_exact_near_zero_and_saturates_far_left(alpha: float) -> None:
+    x = np.float32([-1e-30, -1e-7, -1e-5, -1e-3, -0.1, -5.0, -100.0, 0.0, 2.0])
+    x64 = x.astype(np.float64)
+    for got in _both(lambda v: F.elu(v, alpha), x):
+        _close(got, np.where(x64 > 0, x64, alpha * np.expm1(x64)))
 
 
 def test_bce_with_logits_keeps_the_loss_of_confident_right_answers() -> None:
