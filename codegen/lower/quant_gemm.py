@@ -4,8 +4,9 @@ dequantized inside the loop, never as a dense matrix.
 With one row of x (batch 1, GEMV: memory-bound, the case that matters most) threads claim W's rows (y's columns)
 in chunks of groups of ROWS (codegen/claims.py), and the packed weight streams through once: each decoded vector
 is multiplied into its row's accumulator in registers (a 4-bit block's sum is scaled once, an int8 row's once per
-row; a group's rows are decoded together so each vector of x is loaded once for all of them, except on the byte
-plane path, which decodes them one after another; x is first permuted into decode_planes' element order there).
+row; a group's rows are decoded together so each vector of x is loaded once for all of them, except on AVX2's byte
+plane path, which decodes them one after another; x is first permuted into the planes' element order on both plane
+paths, AVX2's and AVX-512's).
 With more rows, the product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that
 register tiles of x's rows read, threads taking C's columns by tiles. Each thread runs the region's elementwise
 epilogue over the columns of C it has computed (the gemm epilogue of linalg.py, on masked vectors).
@@ -29,7 +30,8 @@ from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec,
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claim_words, coalesce,
                    iota, load, register, round_up, store)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
-from .quant_decode import PackedWeight, decode, decode_planes, packed_weight, plane_order, row_scale
+from .quant_decode import (PackedWeight, decode, decode_lane_planes, decode_planes, packed_weight, plane_order,
+                           row_scale)
 from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
 from .reduction import single_body
 
@@ -88,24 +90,30 @@ def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: i
 
 
 def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
-    """The row sums block by block: levels times x summed over a block, then times the block's scale."""
+    """The row sums block by block: levels times x summed over a block, then times the block's scale; a vector at a
+    time, or 32 elements at a time as even and odd planes (decode_lane_planes, x_at reading x permuted by
+    _permute_x)."""
     zero = zeros(vec(p.width))
     totals = [alloca(b, vec(p.width)) for _ in range(count)]
     parts = [alloca(b, vec(p.width)) for _ in range(count)]
     for t in totals:
         b.store(zero, t)
     per_row = p.k // p.block
+    step = 2 * p.width if p.lane_planes else p.width
     with for_range(b, 0, per_row, name="block") as block:
         for part in parts:
             b.store(zero, part)
         start = b.mul(block, i64(p.block))
-        with for_range(b, 0, p.block, p.width, name="kb") as j:
+        with for_range(b, 0, p.block, step, name="kb") as j:
             k = b.add(start, j)
-            xv = x_at(k, p.width)
+            xs = [x_at(b.add(k, i64(at)), p.width) for at in range(0, step, p.width)]
             for r in range(count):
-                w = decode(b, p, row(r), p.parity(r), k, p.width, scaled=False)
-                b.store(b.fadd(b.load(parts[r], typ=zero.type), b.fmul(w, xv, flags=CONTRACT), flags=CONTRACT),
-                        parts[r])
+                ws = decode_lane_planes(b, p, row(r), k) if p.lane_planes else \
+                    [decode(b, p, row(r), p.parity(r), k, p.width, scaled=False)]
+                part = b.load(parts[r], typ=zero.type)
+                for w, xv in zip(ws, xs):
+                    part = b.fadd(part, b.fmul(w, xv, flags=CONTRACT), flags=CONTRACT)
+                b.store(part, parts[r])
         for r in range(count):
             scale = load(b, p.scales, b.add(b.mul(row(r), i64(per_row)), block), float32)
             _accumulate(b, totals[r], b.load(parts[r], typ=zero.type), scale)
@@ -155,25 +163,26 @@ def _plane_span(b, p: PackedWeight, x_at, row: ir.Value, k: ir.Value, span: int,
 
 
 def _permute_x(b, p: PackedWeight, x: ir.Value, out: ir.Value) -> None:
-    """out = x with each span of decode_planes in plane_order, once per call: 64 elements at a time, and a last
-    32 where the row length is an odd multiple of 32."""
-    full = p.k // 64 * 64
-    with for_range(b, 0, full, 64, name="xp") as k:
-        _permute_span(b, x, out, k, 64)
-    if p.k % 64:
-        _permute_span(b, x, out, i64(full), 32)
+    """out = x with each span of the planes in plane_order, once per call: on AVX2 64 elements at a time and a last
+    32 where the row length is an odd multiple of 32, on AVX-512 32 at a time."""
+    step = 32 if p.lane_planes else 64
+    full = p.k // step * step
+    with for_range(b, 0, full, step, name="xp") as k:
+        _permute_span(b, x, out, k, step, p.width)
+    if p.k % step:
+        _permute_span(b, x, out, i64(full), 32, p.width)
 
 
-def _permute_span(b, x: ir.Value, out: ir.Value, k: ir.Value, span: int) -> None:
-    """out[k + i] = x[k + plane_order(span)[i]]: each vector of out is one shuffle of (at most) two of x."""
-    order = plane_order(span)
-    for j in range(span // 8):
-        lanes = order[8 * j:8 * j + 8]
-        first, second = min(lanes) // 8, max(lanes) // 8
-        sources = [load(b, x, b.add(k, i64(8 * v)), float32, 8) for v in (first, second)]
-        mask = [e - 8 * first if e // 8 == first else 8 + e - 8 * second for e in lanes]
-        shuffled = b.shuffle_vector(sources[0], sources[1], vector_const(ir.VectorType(I32, 8), mask))
-        store(b, shuffled, out, b.add(k, i64(8 * j)), float32)
+def _permute_span(b, x: ir.Value, out: ir.Value, k: ir.Value, span: int, width: int) -> None:
+    """out[k + i] = x[k + plane_order(span, width)[i]]: each vector of out is one shuffle of (at most) two of x."""
+    order = plane_order(span, width)
+    for j in range(span // width):
+        lanes = order[width * j:width * (j + 1)]
+        first, second = min(lanes) // width, max(lanes) // width
+        sources = [load(b, x, b.add(k, i64(width * v)), float32, width) for v in (first, second)]
+        mask = [e - width * first if e // width == first else width + e - width * second for e in lanes]
+        shuffled = b.shuffle_vector(sources[0], sources[1], vector_const(ir.VectorType(I32, width), mask))
+        store(b, shuffled, out, b.add(k, i64(width * j)), float32)
 
 
 def _mapper(out_shape: tuple[int, ...]):
@@ -244,7 +253,7 @@ def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: Pa
 def _linear_scratch(p: PackedWeight, m: int) -> int:
     """x permuted for the byte-plane GEMV, nothing for another GEMV, else the decoded panel."""
     if m == 1:
-        return round_up(4 * p.k) if p.byte_planes else 0
+        return round_up(4 * p.k) if p.byte_planes or p.lane_planes else 0
     return panel_bytes(p.width)
 
 
@@ -270,7 +279,7 @@ def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Valu
     if m > 1:
         finish(*tiled_product(b, k, Tiled(x, c, m, p.k, p.n, p.width, _transposed_rows(p))))
         return
-    if p.byte_planes:
+    if p.byte_planes or p.lane_planes:
         _permute_x(b, p, x, k.scratch)
         x = k.scratch
     n = p.n

@@ -1,9 +1,9 @@
 """quantized_linear kernels against the numpy reference (x @ dequantize(codes, scales)^T) within the GEMM's bound,
 on edge shapes: one row of x (the GEMV path) and several (the tiled path: K beyond one panel, partial micro-tiles
 and last tiles), N and K around the vector width, primes, K not a multiple of the block, blocks of 1 and 3, blocks
-of 32s (AVX2 decodes those by byte shuffles), empty dimensions (K = 0: zeros, for every row of x); with an epilogue
-fused into the store; on the AVX2 and SSE paths forced with BRAZE_CPU (quantized_matmul's too), and in AVX-512
-assembly."""
+of 32s (AVX2 decodes those by byte shuffles, AVX-512 as even and odd planes where rows are whole blocks), empty
+dimensions (K = 0: zeros, for every row of x); with an epilogue fused into the store; on the AVX2 and SSE paths
+forced with BRAZE_CPU (quantized_matmul's too), and in AVX-512 assembly."""
 from __future__ import annotations
 
 import re
@@ -25,7 +25,8 @@ HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
 # (rows of x, N, K, block size)
 SHAPES = [(1, 1, 1, 64), (1, 7, 9, 64), (1, 9, 16, 16), (1, 13, 64, 64), (1, 6, 96, 32), (1, 5, 17, 3),
           (1, 6, 37, 16), (3, 7, 31, 1), (2, 17, 600, 64), (4, 9, 520, 8), (6, 19, 45, 16), (1, 4, 0, 64),
-          (0, 3, 5, 16), (2, 0, 5, 16), (3, 2, 0, 8)]
+          (0, 3, 5, 16), (2, 0, 5, 16), (3, 2, 0, 8), (1, 3, 32, 32), (1, 5, 288, 96), (1, 6, 96, 64),
+          (1, 5, 384, 128)]
 
 
 def packed_node(op: str, scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
