@@ -46,6 +46,7 @@ class PackedWeight:
     table: ir.GlobalVariable | None
     width: int
     x86: bool
+    planes: bool = True  # whether rows may decode as planes (the caller reads x permuted to match: quant_gemm.py)
 
     @property
     def four_bit(self) -> bool:
@@ -59,13 +60,15 @@ class PackedWeight:
     @property
     def byte_planes(self) -> bool:
         """Whether rows decode 32 elements at a time by byte shuffles (AVX2, 4-bit, blocks of whole 32s)."""
-        return self.x86 and self.width == 8 and self.four_bit and self.block % 32 == 0 and self.k % 32 == 0
+        return self.planes and self.x86 and self.width == 8 and self.four_bit and self.block % 32 == 0 and \
+            self.k % 32 == 0
 
     @property
     def lane_planes(self) -> bool:
         """Whether rows decode 32 elements at a time as even and odd planes (AVX-512, 4-bit, rows of whole blocks of
         whole 32s)."""
-        return self.x86 and self.width == 16 and self.four_bit and self.block % 32 == 0 and self.k % self.block == 0
+        return self.planes and self.x86 and self.width == 16 and self.four_bit and self.block % 32 == 0 and \
+            self.k % self.block == 0
 
     def parity(self, r: int) -> int:
         """Whether row n0 + r (n0 even) starts at a high nibble: odd rows of an odd row length."""

@@ -7,15 +7,16 @@ is multiplied into its row's accumulator in registers (a 4-bit block's sum is sc
 row; a group's rows are decoded together so each vector of x is loaded once for all of them, except on AVX2's byte
 plane path, which decodes them one after another; x is first permuted into the planes' element order on both plane
 paths, AVX2's and AVX-512's).
-With more rows, the product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that
-register tiles of x's rows read, threads taking C's columns by tiles. Each thread runs the region's elementwise
+Several rows of x stream W the same way, X_TILE rows at a time, where W's 4-bit blocks are whole vectors; otherwise
+(int8, blocks across vectors) the product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel
+that register tiles of x's rows read, threads taking C's columns by tiles. Each thread runs the region's elementwise
 epilogue over the columns of C it has computed (the gemm epilogue of linalg.py, on masked vectors).
 What surrounds the product (the region's plan, where C lives, the epilogue) is shared with quantized_matmul
 (quant_matmul.py): each op states its product as a PackedProduct and registers it with register_packed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Callable
 
@@ -36,6 +37,20 @@ from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
 from .reduction import single_body
 
 ROWS = 4
+# Several rows of x stream W through registers as one row does, where W's 4-bit blocks are whole vectors
+# (_streams), a tile of X_TILE rows of x at a time: each decoded vector of W, scaled by its block's scale, is
+# multiplied into the accumulator of every row of the tile; a group takes FEW_REGISTERS // (rows + 2) rows of W (at
+# least one), whose accumulators and two decoded vectors each stay in registers, so each vector of x is loaded once
+# per group. NF4 4096 x 4096 on one Xeon thread, ms for 2 / 8 / 16 / 32 / 64 / 256 rows of x, the tiled product
+# (below) against this: 7.0 / 8.5 / 11.7 / 16.7 / 25.3 / 121 against 1.2 / 3.0 / 6.9 / 11.1 / 22.4 / 85 (the dense
+# kernel: 3.2 / 4.8 / 7.9 / 10.5 / 17.0 / 70); the tiled product's panel decode, element by element into scratch,
+# cost it as much as its multiply-adds.
+X_TILE = 8
+FEW_REGISTERS = 28
+# The most scratch x permuted for plane decodes takes (per thread); more rows of x decode W interleaved instead, which
+# ran NF4 4096 x 4096 10-20% slower at 2-64 rows of x (ms, planes / interleaved: 1.37 / 1.51 at 2, 3.6 / 4.3 at 8,
+# 21.8 / 23.7 at 64).
+PERMUTED_BYTES = 1 << 20
 
 
 def _hsum(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
@@ -68,18 +83,47 @@ def _dot_rows(b: ir.IRBuilder, count: int, length: ir.Value | int, width: int, x
     return [b.fadd(_hsum(b, b.load(v, typ=vec(width))), b.load(t, typ=F32)) for v, t in zip(vectors, tails)]
 
 
-def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: int) -> None:
-    """C[0, n0 + r] for r < count: one row of x against `count` rows of W decoded in registers. Scales multiply
-    sums where they can: a block's once per block, an int8 row's once per row."""
+def _streams(p: PackedWeight, m: int) -> bool:
+    """Whether m rows of x stream W's rows through registers (the GEMV form) rather than a tiled product."""
+    return m == 1 or (p.four_bit and p.block_per_vector)
+
+
+def _permuted(p: PackedWeight, m: int) -> bool:
+    """Whether the rows of x are first permuted into the order of a plane decode (_permute_x)."""
+    return p.lane_planes or (m == 1 and p.byte_planes)
+
+
+def _group(m: int) -> int:
+    """Rows of W a group of the streaming form decodes together, for m rows of x."""
+    return ROWS if m == 1 else max(1, FEW_REGISTERS // (min(m, X_TILE) + 2))
+
+
+def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: int, m: int) -> None:
+    """C[i, n0 + r] for r < count, i < m: the m rows of x against `count` rows of W decoded in registers (again
+    for each tile of X_TILE rows of x). Scales multiply sums where they can: a block's once per block, an int8 row's
+    once per row; with several rows of x, each decoded vector (_few_rows)."""
     def row(r: int) -> ir.Value:
         return b.add(n0, i64(r))
+    if m > 1:
+        def tile(i0: ir.Value, rows: int) -> None:
+            def x_at(i: int, k: ir.Value, lanes: int) -> ir.Value:
+                return load(b, x, b.add(b.mul(b.add(i0, i64(i)), i64(p.k)), k), float32, lanes)
+            for r, row_sums in enumerate(_few_rows(b, p, x_at, row, count, rows)):
+                for i, value in enumerate(row_sums):
+                    store(b, value, c, b.add(b.mul(b.add(i0, i64(i)), i64(p.n)), row(r)), float32)
+        full = m // X_TILE
+        with for_range(b, 0, full, name="xt") as t:
+            tile(b.mul(t, i64(X_TILE)), X_TILE)
+        if m % X_TILE:
+            tile(i64(full * X_TILE), m % X_TILE)
+        return
 
     def x_at(k: ir.Value, lanes: int) -> ir.Value:
         return load(b, x, k, float32, lanes)
     if p.byte_planes:
         sums = _plane_sums(b, p, x_at, row, count)
     elif p.four_bit and p.block_per_vector:
-        sums = _blocked(b, p, x_at, row, count)
+        sums = _blocked(b, p, lambda i, k, lanes: x_at(k, lanes), row, count)
     else:
         sums = _dot_rows(b, count, p.k, p.width, x_at,
                          lambda r, k, lanes: decode(b, p, row(r), p.parity(r), k, lanes, scaled=p.four_bit))
@@ -99,25 +143,64 @@ def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
     for t in totals:
         b.store(zero, t)
     per_row = p.k // p.block
-    step = 2 * p.width if p.lane_planes else p.width
     with for_range(b, 0, per_row, name="block") as block:
         for part in parts:
             b.store(zero, part)
         start = b.mul(block, i64(p.block))
-        with for_range(b, 0, p.block, step, name="kb") as j:
+        with for_range(b, 0, p.block, _span(p), name="kb") as j:
             k = b.add(start, j)
-            xs = [x_at(b.add(k, i64(at)), p.width) for at in range(0, step, p.width)]
+            xs = _x_span(b, p, x_at, 0, k)
             for r in range(count):
-                ws = decode_lane_planes(b, p, row(r), k) if p.lane_planes else \
-                    [decode(b, p, row(r), p.parity(r), k, p.width, scaled=False)]
                 part = b.load(parts[r], typ=zero.type)
-                for w, xv in zip(ws, xs):
+                for w, xv in zip(_w_span(b, p, row(r), k), xs):
                     part = b.fadd(part, b.fmul(w, xv, flags=CONTRACT), flags=CONTRACT)
                 b.store(part, parts[r])
         for r in range(count):
             scale = load(b, p.scales, b.add(b.mul(row(r), i64(per_row)), block), float32)
             _accumulate(b, totals[r], b.load(parts[r], typ=zero.type), scale)
     return [_hsum(b, b.load(t, typ=zero.type)) for t in totals]
+
+
+def _few_rows(b, p: PackedWeight, x_at, row, count: int, m: int) -> list[list[ir.Value]]:
+    """The sums of `count` rows of W against each of the m rows of x (x_at(i, k, lanes)), per row of W a list of m:
+    each decoded vector of W times its block's scale (the dequantized weight), multiplied into every row's sum."""
+    zero = zeros(vec(p.width))
+    sums = [[alloca(b, vec(p.width)) for _ in range(m)] for _ in range(count)]
+    for slot in (s for row_sums in sums for s in row_sums):
+        b.store(zero, slot)
+    per_row = p.k // p.block
+    with for_range(b, 0, per_row, name="block") as block:
+        scales = [splat(b, load(b, p.scales, b.add(b.mul(row(r), i64(per_row)), block), float32), p.width)
+                  for r in range(count)]
+        start = b.mul(block, i64(p.block))
+        with for_range(b, 0, p.block, _span(p), name="kb") as j:
+            k = b.add(start, j)
+            ws = [[b.fmul(w, scale) for w in _w_span(b, p, row(r), k)] for r, scale in enumerate(scales)]
+            for i in range(m):
+                xs = _x_span(b, p, x_at, i, k)
+                for r in range(count):
+                    total = b.load(sums[r][i], typ=zero.type)
+                    for w, xv in zip(ws[r], xs):
+                        total = b.fadd(total, b.fmul(w, xv, flags=CONTRACT), flags=CONTRACT)
+                    b.store(total, sums[r][i])
+    return [[_hsum(b, b.load(s, typ=zero.type)) for s in row_sums] for row_sums in sums]
+
+
+def _span(p: PackedWeight) -> int:
+    """Elements of a row of W decoded at a time by the blocked forms: 32 as planes, else a vector."""
+    return 2 * p.width if p.lane_planes else p.width
+
+
+def _x_span(b, p: PackedWeight, x_at, i: int, k: ir.Value) -> list[ir.Value]:
+    """Row i of x over the span at k, as the vectors _w_span's match lane for lane."""
+    return [x_at(i, b.add(k, i64(at)), p.width) for at in range(0, _span(p), p.width)]
+
+
+def _w_span(b, p: PackedWeight, row: ir.Value, k: ir.Value) -> list[ir.Value]:
+    """The levels of W[row] over the span at k, before their scale: even and odd planes, or one vector."""
+    if p.lane_planes:
+        return decode_lane_planes(b, p, row, k)
+    return [decode(b, p, row, 0, k, p.width, scaled=False)]
 
 
 def _accumulate(b, total: ir.Value, part: ir.Value, scale: ir.Value) -> None:
@@ -250,10 +333,16 @@ def lower_packed_region(node: Node, ctx: KernelContext, body: Graph, product: Pa
     return k.finish(node.op, scratch)
 
 
+def _for_rows(p: PackedWeight, m: int) -> PackedWeight:
+    """p as m rows of x read it: without plane decodes where x permuted to match would pass PERMUTED_BYTES."""
+    return replace(p, planes=False) if 4 * m * p.k > PERMUTED_BYTES else p
+
+
 def _linear_scratch(p: PackedWeight, m: int) -> int:
-    """x permuted for the byte-plane GEMV, nothing for another GEMV, else the decoded panel."""
-    if m == 1:
-        return round_up(4 * p.k) if p.byte_planes or p.lane_planes else 0
+    """The rows of x permuted for a plane decode, nothing for another streaming form, else the decoded panel."""
+    p = _for_rows(p, m)
+    if _streams(p, m):
+        return round_up(4 * p.k * m) if _permuted(p, m) else 0
     return panel_bytes(p.width)
 
 
@@ -273,25 +362,28 @@ def _transposed_rows(p: PackedWeight):
 
 
 def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Value, c: ir.Value, finish) -> None:
-    """C = x @ W^T: one row of x streams W's rows through registers, threads claiming them in chunks of groups of
-    ROWS (codegen/claims.py: a thread that lost its core takes fewer); several rows make a tiled product with
-    panels of W^T (quant_tiles.py)."""
-    if m > 1:
+    """C = x @ W^T: a row of x, or a few (_streams), stream W's rows through registers, threads claiming them in
+    chunks of groups (codegen/claims.py: a thread that lost its core takes fewer); more rows make a tiled product
+    with panels of W^T (quant_tiles.py)."""
+    if not _streams(p, m):
         finish(*tiled_product(b, k, Tiled(x, c, m, p.k, p.n, p.width, _transposed_rows(p))))
         return
-    if p.byte_planes or p.lane_planes:
-        _permute_x(b, p, x, k.scratch)
+    p = _for_rows(p, m)
+    if _permuted(p, m):
+        with for_range(b, 0, m, name="xrow") as i:
+            at = b.mul(i, i64(p.k))
+            _permute_x(b, p, b.gep(x, [at], source_etype=F32), b.gep(k.scratch, [at], source_etype=F32))
         x = k.scratch
-    n = p.n
-    groups = -(-n // ROWS)
-    full = n // ROWS
+    n, rows = p.n, _group(m)
+    groups = -(-n // rows)
+    full = n // rows
     with claimed_chunks(b, claim_words(k), k.tid, k.nthreads, groups, name="groups") as (g0, g1):
         with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
-            _direct(b, p, x, c, b.mul(g, i64(ROWS)), ROWS)
-        if n % ROWS:
+            _direct(b, p, x, c, b.mul(g, i64(rows)), rows, m)
+        if n % rows:
             with b.if_then(b.icmp_signed("==", g1, i64(groups))):
-                _direct(b, p, x, c, i64(full * ROWS), n % ROWS)
-        finish(b.mul(g0, i64(ROWS)), minimum(b, b.mul(g1, i64(ROWS)), i64(n)))
+                _direct(b, p, x, c, i64(full * rows), n % rows, m)
+        finish(b.mul(g0, i64(rows)), minimum(b, b.mul(g1, i64(rows)), i64(n)))
 
 
 def register_packed(op: str, product: PackedProduct) -> None:

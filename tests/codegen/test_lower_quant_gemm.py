@@ -1,9 +1,10 @@
 """quantized_linear kernels against the numpy reference (x @ dequantize(codes, scales)^T) within the GEMM's bound,
-on edge shapes: one row of x (the GEMV path) and several (the tiled path: K beyond one panel, partial micro-tiles
-and last tiles), N and K around the vector width, primes, K not a multiple of the block, blocks of 1 and 3, blocks
-of 32s (AVX2 decodes those by byte shuffles, AVX-512 as even and odd planes where rows are whole blocks), empty
-dimensions (K = 0: zeros, for every row of x); with an epilogue fused into the store; on the AVX2 and SSE paths
-forced with BRAZE_CPU (quantized_matmul's too), and in AVX-512 assembly."""
+on edge shapes: one row of x (the GEMV path) and several (streamed like one where 4-bit blocks are whole vectors:
+whole tiles of rows of x and a last partial one, x permuted for plane decodes up to a size; else the tiled path:
+K beyond one panel, partial micro-tiles and last tiles), N and K around the vector width, primes, K not a multiple
+of the block, blocks of 1 and 3, blocks of 32s (AVX2 decodes those by byte shuffles, AVX-512 as even and odd planes
+where rows are whole blocks), empty dimensions (K = 0: zeros, for every row of x); with an epilogue fused into the
+store; on the AVX2 and SSE paths forced with BRAZE_CPU (quantized_matmul's too), and in AVX-512 assembly."""
 from __future__ import annotations
 
 import re
@@ -26,7 +27,8 @@ HOST_FEATURES = set(llvm.get_host_cpu_features().flatten().split(","))
 SHAPES = [(1, 1, 1, 64), (1, 7, 9, 64), (1, 9, 16, 16), (1, 13, 64, 64), (1, 6, 96, 32), (1, 5, 17, 3),
           (1, 6, 37, 16), (3, 7, 31, 1), (2, 17, 600, 64), (4, 9, 520, 8), (6, 19, 45, 16), (1, 4, 0, 64),
           (0, 3, 5, 16), (2, 0, 5, 16), (3, 2, 0, 8), (1, 3, 32, 32), (1, 5, 288, 96), (1, 6, 96, 64),
-          (1, 5, 384, 128)]
+          (1, 5, 384, 128), (2, 6, 96, 32), (8, 3, 32, 32), (9, 5, 64, 64), (17, 7, 128, 32), (12, 9, 192, 64),
+          (0, 3, 64, 64), (5, 7, 64, 16), (9, 3, 32768, 64)]
 
 
 def packed_node(op: str, scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
@@ -82,7 +84,7 @@ def test_quantized_linear_region_fuses_bias_and_activation() -> None:
 # g, n, k, block): partial micro-tiles and last tiles, odd n (4-bit rows from a high nibble).
 WIDTHS = {"haswell": 8, "nehalem": 4}
 FORCED = {("quantized_linear", "haswell"): [(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64),
-                                           (1, 5, 288, 96)],
+                                           (1, 5, 288, 96), (5, 9, 128, 64), (10, 6, 64, 32)],
           ("quantized_linear", "nehalem"): [(1, 7, 13, 4), (2, 5, 64, 32), (1, 9, 160, 32)],
           ("quantized_matmul", "haswell"): [(1, 11, 23, 16), (5, 41, 17, 8), (3, 9, 128, 64)],
           ("quantized_matmul", "nehalem"): [(1, 13, 7, 4), (6, 64, 9, 32), (2, 5, 160, 32)]}
