@@ -7,10 +7,11 @@ is multiplied into its row's accumulator in registers (a 4-bit block's sum is sc
 row; a group's rows are decoded together so each vector of x is loaded once for all of them, except on AVX2's byte
 plane path, which decodes them one after another; x is first permuted into the planes' element order on both plane
 paths, AVX2's and AVX-512's).
-Several rows of x stream W the same way, X_TILE rows at a time, where W's 4-bit blocks are whole vectors; otherwise
-(int8, blocks across vectors) the product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel
-that register tiles of x's rows read, threads taking C's columns by tiles. Each thread runs the region's elementwise
-epilogue over the columns of C it has computed (the gemm epilogue of linalg.py, on masked vectors).
+Several rows of x stream W the same way, X_TILE rows at a time, where W's 4-bit blocks are whole vectors or an int8
+W meets a few rows; otherwise (more rows of int8, blocks across vectors) the product is tiled (quant_tiles.py): W^T
+is decoded DEPTH rows at a time into a panel that register tiles of x's rows read, threads taking C's columns by
+tiles. Each thread runs the region's elementwise epilogue over the columns of C it has computed (the gemm epilogue
+of linalg.py, on masked vectors).
 What surrounds the product (the region's plan, where C lives, the epilogue) is shared with quantized_matmul
 (quant_matmul.py): each op states its product as a PackedProduct and registers it with register_packed.
 """
@@ -23,11 +24,12 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from braze.ir.graph import Graph, Node
-from braze.ir.types import float32
+from braze.ir.types import float32, int8
 
 from ..claims import claimed_chunks
 from ..gemm import TilePos
-from ..loops import CONTRACT, F32, I32, I64, alloca, for_range, i64, splat, vec, vector_loop, vector_const, zeros
+from ..loops import (CONTRACT, F32, I32, I64, alloca, for_range, i64, lane_mask, splat, vec, vector_const, vector_loop,
+                     zeros)
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claim_words, coalesce,
                    iota, load, register, round_up, store)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
@@ -37,16 +39,20 @@ from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
 from .reduction import single_body
 
 ROWS = 4
-# Several rows of x stream W through registers as one row does, where W's 4-bit blocks are whole vectors
-# (_streams), a tile of X_TILE rows of x at a time: each decoded vector of W, scaled by its block's scale, is
-# multiplied into the accumulator of every row of the tile; a group takes FEW_REGISTERS // (rows + 2) rows of W (at
-# least one), whose accumulators and two decoded vectors each stay in registers, so each vector of x is loaded once
-# per group. NF4 4096 x 4096 on one Xeon thread, ms for 2 / 8 / 16 / 32 / 64 / 256 rows of x, the tiled product
-# (below) against this: 7.0 / 8.5 / 11.7 / 16.7 / 25.3 / 121 against 1.2 / 3.0 / 6.9 / 11.1 / 22.4 / 85 (the dense
-# kernel: 3.2 / 4.8 / 7.9 / 10.5 / 17.0 / 70); the tiled product's panel decode, element by element into scratch,
-# cost it as much as its multiply-adds.
+# Several rows of x stream W through registers as one row does, where W's 4-bit blocks are whole vectors, and up to
+# STREAMED_INT8_ROWS rows for int8 (_streams), a tile of X_TILE rows of x at a time: each decoded vector of W, scaled
+# by its block's (row's) scale, is multiplied into the accumulator of every row of the tile; a group takes
+# FEW_REGISTERS // (rows + 2) rows of W (at least one), whose accumulators and two decoded vectors each stay in
+# registers, so each vector of x is loaded once per group. NF4 4096 x 4096 on one Xeon thread, ms for 2 / 8 / 16 /
+# 32 / 64 / 256 rows of x, the tiled product (below) against this: 7.0 / 8.5 / 11.7 / 16.7 / 25.3 / 121 against
+# 1.2 / 3.0 / 6.9 / 11.1 / 22.4 / 85 (the dense kernel: 3.2 / 4.8 / 7.9 / 10.5 / 17.0 / 70); the tiled product's
+# panel decode, element by element into scratch, cost it as much as its multiply-adds.
 X_TILE = 8
 FEW_REGISTERS = 28
+# Each group reads all rows of x again, from L2 past a few: int8 4096 x 4096 at 2 / 8 / 16 / 32 / 128 rows of x,
+# tiled against streamed, ms: 6.8 / 8.5 / 10.9 / 15 / 60 against 1.1 / 3.5 / 8.1 / 12-17 / 61-68 (the dense kernel:
+# 3.7 / 5.1 / 7.3 / 10.8 / 35). 4-bit weights, whose tiled panel costs more to decode, stream at every row count.
+STREAMED_INT8_ROWS = 16
 # The most scratch x permuted for plane decodes takes (per thread); more rows of x decode W interleaved instead, which
 # ran NF4 4096 x 4096 10-20% slower at 2-64 rows of x (ms, planes / interleaved: 1.37 / 1.51 at 2, 3.6 / 4.3 at 8,
 # 21.8 / 23.7 at 64).
@@ -85,7 +91,7 @@ def _dot_rows(b: ir.IRBuilder, count: int, length: ir.Value | int, width: int, x
 
 def _streams(p: PackedWeight, m: int) -> bool:
     """Whether m rows of x stream W's rows through registers (the GEMV form) rather than a tiled product."""
-    return m == 1 or (p.four_bit and p.block_per_vector)
+    return m == 1 or (p.block_per_vector if p.four_bit else m <= STREAMED_INT8_ROWS)
 
 
 def _permuted(p: PackedWeight, m: int) -> bool:
@@ -106,8 +112,8 @@ def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: i
         return b.add(n0, i64(r))
     if m > 1:
         def tile(i0: ir.Value, rows: int) -> None:
-            def x_at(i: int, k: ir.Value, lanes: int) -> ir.Value:
-                return load(b, x, b.add(b.mul(b.add(i0, i64(i)), i64(p.k)), k), float32, lanes)
+            def x_at(i: int, k: ir.Value, lanes: int, mask: ir.Value | None = None) -> ir.Value:
+                return load(b, x, b.add(b.mul(b.add(i0, i64(i)), i64(p.k)), k), float32, lanes, mask)
             for r, row_sums in enumerate(_few_rows(b, p, x_at, row, count, rows)):
                 for i, value in enumerate(row_sums):
                     store(b, value, c, b.add(b.mul(b.add(i0, i64(i)), i64(p.n)), row(r)), float32)
@@ -123,7 +129,7 @@ def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: i
     if p.byte_planes:
         sums = _plane_sums(b, p, x_at, row, count)
     elif p.four_bit and p.block_per_vector:
-        sums = _blocked(b, p, lambda i, k, lanes: x_at(k, lanes), row, count)
+        sums = _blocked(b, p, lambda i, k, lanes, mask=None: x_at(k, lanes), row, count)
     else:
         sums = _dot_rows(b, count, p.k, p.width, x_at,
                          lambda r, k, lanes: decode(b, p, row(r), p.parity(r), k, lanes, scaled=p.four_bit))
@@ -162,27 +168,38 @@ def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
 
 
 def _few_rows(b, p: PackedWeight, x_at, row, count: int, m: int) -> list[list[ir.Value]]:
-    """The sums of `count` rows of W against each of the m rows of x (x_at(i, k, lanes)), per row of W a list of m:
-    each decoded vector of W times its block's scale (the dequantized weight), multiplied into every row's sum."""
+    """The sums of `count` rows of W against each of the m rows of x (x_at(i, k, lanes, mask)), per row of W a list
+    of m: each decoded vector of W times its scale (the dequantized weight: its block's, or its row's for int8, whose
+    rows of any length end in a masked vector), multiplied into every row's sum."""
     zero = zeros(vec(p.width))
     sums = [[alloca(b, vec(p.width)) for _ in range(m)] for _ in range(count)]
     for slot in (s for row_sums in sums for s in row_sums):
         b.store(zero, slot)
-    per_row = p.k // p.block
-    with for_range(b, 0, per_row, name="block") as block:
-        scales = [splat(b, load(b, p.scales, b.add(b.mul(row(r), i64(per_row)), block), float32), p.width)
-                  for r in range(count)]
-        start = b.mul(block, i64(p.block))
-        with for_range(b, 0, p.block, _span(p), name="kb") as j:
-            k = b.add(start, j)
-            ws = [[b.fmul(w, scale) for w in _w_span(b, p, row(r), k)] for r, scale in enumerate(scales)]
-            for i in range(m):
-                xs = _x_span(b, p, x_at, i, k)
-                for r in range(count):
-                    total = b.load(sums[r][i], typ=zero.type)
-                    for w, xv in zip(ws[r], xs):
-                        total = b.fadd(total, b.fmul(w, xv, flags=CONTRACT), flags=CONTRACT)
-                    b.store(total, sums[r][i])
+
+    def span(k: ir.Value, scales: list[ir.Value], mask: ir.Value | None = None) -> None:
+        ws = [[b.fmul(w, scale) for w in _w_span(b, p, row(r), k, mask)] for r, scale in enumerate(scales)]
+        for i in range(m):
+            xs = _x_span(b, p, x_at, i, k, mask)
+            for r in range(count):
+                total = b.load(sums[r][i], typ=zero.type)
+                for w, xv in zip(ws[r], xs):
+                    total = b.fadd(total, b.fmul(w, xv, flags=CONTRACT), flags=CONTRACT)
+                b.store(total, sums[r][i])
+    if p.four_bit:
+        per_row = p.k // p.block
+        with for_range(b, 0, per_row, name="block") as block:
+            scales = [splat(b, load(b, p.scales, b.add(b.mul(row(r), i64(per_row)), block), float32), p.width)
+                      for r in range(count)]
+            start = b.mul(block, i64(p.block))
+            with for_range(b, 0, p.block, _span(p), name="kb") as j:
+                span(b.add(start, j), scales)
+    else:
+        scales = [splat(b, row_scale(b, p, row(r)), p.width) for r in range(count)]
+        full = p.k // p.width * p.width
+        with for_range(b, 0, full, p.width, name="kv") as k:
+            span(k, scales)
+        if p.k % p.width:
+            span(i64(full), scales, lane_mask(p.width, p.k % p.width))
     return [[_hsum(b, b.load(s, typ=zero.type)) for s in row_sums] for row_sums in sums]
 
 
@@ -191,15 +208,20 @@ def _span(p: PackedWeight) -> int:
     return 2 * p.width if p.lane_planes else p.width
 
 
-def _x_span(b, p: PackedWeight, x_at, i: int, k: ir.Value) -> list[ir.Value]:
-    """Row i of x over the span at k, as the vectors _w_span's match lane for lane."""
-    return [x_at(i, b.add(k, i64(at)), p.width) for at in range(0, _span(p), p.width)]
+def _x_span(b, p: PackedWeight, x_at, i: int, k: ir.Value, mask: ir.Value | None = None) -> list[ir.Value]:
+    """Row i of x over the span at k (a masked vector: its lanes only), as the vectors _w_span's match lane for
+    lane."""
+    return [x_at(i, b.add(k, i64(at)), p.width, mask) for at in range(0, _span(p), p.width)]
 
 
-def _w_span(b, p: PackedWeight, row: ir.Value, k: ir.Value) -> list[ir.Value]:
-    """The levels of W[row] over the span at k, before their scale: even and odd planes, or one vector."""
+def _w_span(b, p: PackedWeight, row: ir.Value, k: ir.Value, mask: ir.Value | None = None) -> list[ir.Value]:
+    """The levels (int8: the codes) of W[row] over the span at k, before their scale: even and odd planes, or one
+    vector (int8 masked by `mask`, its other lanes 0; 4-bit spans start at even elements of whole vectors)."""
     if p.lane_planes:
         return decode_lane_planes(b, p, row, k)
+    if not p.four_bit:
+        codes = load(b, p.codes, b.add(b.mul(row, i64(p.k)), k), int8, p.width, mask)
+        return [b.sitofp(codes, vec(p.width))]
     return [decode(b, p, row, 0, k, p.width, scaled=False)]
 
 

@@ -1,6 +1,7 @@
 """quantized_linear kernels against the numpy reference (x @ dequantize(codes, scales)^T) within the GEMM's bound,
-on edge shapes: one row of x (the GEMV path) and several (streamed like one where 4-bit blocks are whole vectors:
-whole tiles of rows of x and a last partial one, x permuted for plane decodes up to a size; else the tiled path:
+on edge shapes: one row of x (the GEMV path) and several (streamed like one where 4-bit blocks are whole vectors
+and for up to 16 rows of int8, whose rows end in a masked vector: whole tiles of rows of x and a last partial one,
+x permuted for plane decodes up to a size; else the tiled path:
 K beyond one panel, partial micro-tiles and last tiles), N and K around the vector width, primes, K not a multiple
 of the block, blocks of 1 and 3, blocks of 32s (AVX2 decodes those by byte shuffles, AVX-512 as even and odd planes
 where rows are whole blocks), empty dimensions (K = 0: zeros, for every row of x); with an epilogue fused into the
