@@ -1,7 +1,8 @@
-"""Weight-only quantized GEMV: y = x @ W^T at batch 1 with W (n x n) kept packed (quantized_weights="packed", the
-kernel dequantizing inside its loop) against the dense float32 compiled kernel and numpy, as ratios from one run.
+"""Weight-only quantized GEMV: y = x @ W^T at batch 1 (or the batches given) with W (n x n) kept packed
+(quantized_weights="packed", the kernel dequantizing inside its loop) against the dense float32 compiled kernel and
+numpy, as ratios from one run.
 
-Run: python -m benchmarks.quantized_gemv [--n 4096] [--threads 1] [--rounds 7]
+Run: python -m benchmarks.quantized_gemv [--n 4096] [--batch 1,8] [--threads 1] [--rounds 7]
 
 Batch 1 is memory-bound: the dense kernel reads 4 n^2 bytes per call, NF4 about 0.56 n^2 (codes and block-64
 scales), int8 n^2. Each figure is the minimum over `rounds` rounds, the systems interleaved (benchmarks.run), with
@@ -20,27 +21,33 @@ import numpy as np
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument("--batch", default="1", help="rows of x, comma-separated: a table for each")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
     from benchmarks.gemm import blas_threads
 
+    batches = [int(text) for text in args.batch.split(",") if text.strip()]
+    if not batches or min(batches) < 1:
+        parser.error(f"--batch takes positive row counts, got {args.batch!r}")
     with blas_threads(args.threads, ["-m", "benchmarks.quantized_gemv"]):
-        measure(args)
+        for batch in batches:
+            measure(args, batch)
 
 
-def measure(args: argparse.Namespace) -> None:
-    """Compile the dense and packed layers, time them beside numpy and print the table and the errors."""
+def measure(args: argparse.Namespace, batch: int = 1) -> None:
+    """Compile the dense and packed layers for `batch` rows of x, time them beside numpy and print the table and
+    the errors."""
     import braze
     from braze.frontend.nn.quant import Quantizer
     from benchmarks.report import machine, target_text
     from benchmarks.run import interleaved
 
     info = machine()
-    print(f"CPU: {info['cpu_model']} ({target_text(info)}, {info['cpus']} cpus); n = {args.n}, batch 1, "
+    print(f"CPU: {info['cpu_model']} ({target_text(info)}, {info['cpus']} cpus); n = {args.n}, batch {batch}, "
           f"{args.threads} thread(s)")
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, args.n)).astype(np.float32)
+    x = rng.standard_normal((batch, args.n)).astype(np.float32)
     layer = braze.nn.Linear(args.n, args.n, bias=False).eval()
     weight = layer.weight.detach().numpy().copy()
     dense = braze.compile(layer, x, threads=args.threads)

@@ -7,18 +7,18 @@ is multiplied into its row's accumulator in registers (a 4-bit block's sum is sc
 row; a group's rows are decoded together so each vector of x is loaded once for all of them, except on AVX2's byte
 plane path, which decodes them one after another; x is first permuted into the planes' element order on both plane
 paths, AVX2's and AVX-512's).
-Several rows of x stream W the same way, X_TILE rows at a time, where W's 4-bit blocks are whole vectors or an int8
-W meets a few rows; otherwise (more rows of int8, blocks across vectors) the product is tiled (quant_tiles.py): W^T
-is decoded DEPTH rows at a time into a panel that register tiles of x's rows read, threads taking C's columns by
-tiles. Each thread runs the region's elementwise epilogue over the columns of C it has computed (the gemm epilogue
-of linalg.py, on masked vectors).
+Several rows of x stream W the same way, X_TILE rows at a time and a chunk of K at a time (so that the tile's rows
+of x stay in L1), where W is int8 or its 4-bit blocks are whole vectors; otherwise (blocks across vectors) the
+product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that register tiles of x's rows
+read, threads taking C's columns by tiles. Each thread runs the region's elementwise epilogue over the columns of C
+it has computed (the gemm epilogue of linalg.py, on masked vectors).
 What surrounds the product (the region's plan, where C lives, the epilogue) is shared with quantized_matmul
 (quant_matmul.py): each op states its product as a PackedProduct and registers it with register_packed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from math import prod
+from math import lcm, prod
 from typing import Callable
 
 import llvmlite.ir as ir
@@ -39,24 +39,26 @@ from .quant_tiles import Tiled, minimum, panel_bytes, tiled_product
 from .reduction import single_body
 
 ROWS = 4
-# Several rows of x stream W through registers as one row does, where W's 4-bit blocks are whole vectors, and up to
-# STREAMED_INT8_ROWS rows for int8 (_streams), a tile of X_TILE rows of x at a time: each decoded vector of W, scaled
-# by its block's (row's) scale, is multiplied into the accumulator of every row of the tile; a group takes
-# FEW_REGISTERS // (rows + 2) rows of W (at least one), whose accumulators and two decoded vectors each stay in
-# registers, so each vector of x is loaded once per group. NF4 4096 x 4096 on one Xeon thread, ms for 2 / 8 / 16 /
-# 32 / 64 / 256 rows of x, the tiled product (below) against this: 7.0 / 8.5 / 11.7 / 16.7 / 25.3 / 121 against
-# 1.2 / 3.0 / 6.9 / 11.1 / 22.4 / 85 (the dense kernel: 3.2 / 4.8 / 7.9 / 10.5 / 17.0 / 70); the tiled product's
-# panel decode, element by element into scratch, cost it as much as its multiply-adds.
+# Several rows of x stream W through registers as one row does, wherever W is int8 or its 4-bit blocks are whole
+# vectors (_streams), a tile of X_TILE rows of x at a time: each decoded vector of W, scaled by its block's (row's)
+# scale, is multiplied into the accumulator of every row of the tile; a group takes FEW_REGISTERS // (rows + 2) rows
+# of W (at least one), whose accumulators and two decoded vectors each stay in registers, so each vector of x is
+# loaded once per group. 4096 x 4096 on one Xeon thread (benchmarks/quantized_gemv.py), ms for 2 / 8 / 16 / 32 / 64
+# / 128 rows of x, the tiled product (below) against this: NF4 7.0 / 8.5 / 11.7 / 16.7 / 25 / 61 against 1.1 / 2.4
+# / 4.7 / 11 / 19-20 / 39-40, int8 6.9 / 7.7 / 10.3 / 15.5 / 24.6 / 56 against 1.0 / 3.0 / 5.8 / 12 / 23 / 48 (the
+# dense kernel: 2.7 / 2.8 / 5.0 / 9.3-9.9 / 17-18 / 32-34); the tiled product's panel decode, element by element
+# into scratch, cost it as much as its multiply-adds.
 X_TILE = 8
 FEW_REGISTERS = 28
-# Each group reads all rows of x again, from L2 past a few: int8 4096 x 4096 at 2 / 8 / 16 / 32 / 128 rows of x,
-# tiled against streamed, ms: 6.8 / 8.5 / 10.9 / 15 / 60 against 1.1 / 3.5 / 8.1 / 12-17 / 61-68 (the dense kernel:
-# 3.7 / 5.1 / 7.3 / 10.8 / 35). 4-bit weights, whose tiled panel costs more to decode, stream at every row count.
-STREAMED_INT8_ROWS = 16
 # The most scratch x permuted for plane decodes takes (per thread); more rows of x decode W interleaved instead, which
 # ran NF4 4096 x 4096 10-20% slower at 2-64 rows of x (ms, planes / interleaved: 1.37 / 1.51 at 2, 3.6 / 4.3 at 8,
 # 21.8 / 23.7 at 64).
 PERMUTED_BYTES = 1 << 20
+# The most of its rows of x a streamed tile reads at a time, in bytes: they stay in L1 while every group of W's rows
+# meets them, where each group read all of them again from L2 (_chunk). NF4 / int8 4096 x 4096 at 8 and 16 rows of x
+# on one thread: 2.5 / 4.0 and 5.1 / 5.2 ms with whole rows, 2.5 / 3.1 and 4.8 / 5.7 in chunks of 1024 elements; two
+# rows (32 KB) ran 1.0 / 0.94 whole, 1.3 / 1.2 chunked (W read a chunk of every row at a time).
+STREAMED_X_BYTES = 32 << 10
 
 
 def _hsum(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
@@ -91,7 +93,7 @@ def _dot_rows(b: ir.IRBuilder, count: int, length: ir.Value | int, width: int, x
 
 def _streams(p: PackedWeight, m: int) -> bool:
     """Whether m rows of x stream W's rows through registers (the GEMV form) rather than a tiled product."""
-    return m == 1 or (p.block_per_vector if p.four_bit else m <= STREAMED_INT8_ROWS)
+    return m == 1 or not p.four_bit or p.block_per_vector
 
 
 def _permuted(p: PackedWeight, m: int) -> bool:
@@ -104,25 +106,11 @@ def _group(m: int) -> int:
     return ROWS if m == 1 else max(1, FEW_REGISTERS // (min(m, X_TILE) + 2))
 
 
-def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: int, m: int) -> None:
-    """C[i, n0 + r] for r < count, i < m: the m rows of x against `count` rows of W decoded in registers (again
-    for each tile of X_TILE rows of x). Scales multiply sums where they can: a block's once per block, an int8 row's
-    once per row; with several rows of x, each decoded vector (_few_rows)."""
+def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: int) -> None:
+    """C[0, n0 + r] for r < count: one row of x against `count` rows of W decoded in registers. Scales multiply
+    sums where they can: a block's once per block, an int8 row's once per row."""
     def row(r: int) -> ir.Value:
         return b.add(n0, i64(r))
-    if m > 1:
-        def tile(i0: ir.Value, rows: int) -> None:
-            def x_at(i: int, k: ir.Value, lanes: int, mask: ir.Value | None = None) -> ir.Value:
-                return load(b, x, b.add(b.mul(b.add(i0, i64(i)), i64(p.k)), k), float32, lanes, mask)
-            for r, row_sums in enumerate(_few_rows(b, p, x_at, row, count, rows)):
-                for i, value in enumerate(row_sums):
-                    store(b, value, c, b.add(b.mul(b.add(i0, i64(i)), i64(p.n)), row(r)), float32)
-        full = m // X_TILE
-        with for_range(b, 0, full, name="xt") as t:
-            tile(b.mul(t, i64(X_TILE)), X_TILE)
-        if m % X_TILE:
-            tile(i64(full * X_TILE), m % X_TILE)
-        return
 
     def x_at(k: ir.Value, lanes: int) -> ir.Value:
         return load(b, x, k, float32, lanes)
@@ -167,10 +155,11 @@ def _blocked(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
     return [_hsum(b, b.load(t, typ=zero.type)) for t in totals]
 
 
-def _few_rows(b, p: PackedWeight, x_at, row, count: int, m: int) -> list[list[ir.Value]]:
-    """The sums of `count` rows of W against each of the m rows of x (x_at(i, k, lanes, mask)), per row of W a list
-    of m: each decoded vector of W times its scale (the dequantized weight: its block's, or its row's for int8, whose
-    rows of any length end in a masked vector), multiplied into every row's sum."""
+def _few_rows(b, p: PackedWeight, x_at, row, count: int, m: int, k0: ir.Value, k1: ir.Value) -> list[list[ir.Value]]:
+    """The sums over k in [k0, k1) (whole blocks, or whole vectors for int8 up to the row's end) of `count` rows of W
+    against each of the m rows of x (x_at(i, k, lanes, mask)), per row of W a list of m: each decoded vector of W
+    times its scale (the dequantized weight: its block's, or its row's for int8, whose rows of any length end in a
+    masked vector), multiplied into every row's sum."""
     zero = zeros(vec(p.width))
     sums = [[alloca(b, vec(p.width)) for _ in range(m)] for _ in range(count)]
     for slot in (s for row_sums in sums for s in row_sums):
@@ -187,7 +176,8 @@ def _few_rows(b, p: PackedWeight, x_at, row, count: int, m: int) -> list[list[ir
                 b.store(total, sums[r][i])
     if p.four_bit:
         per_row = p.k // p.block
-        with for_range(b, 0, per_row, name="block") as block:
+        first, last = (b.udiv(bound, i64(p.block)) for bound in (k0, k1))
+        with for_range(b, first, last, name="block") as block:
             scales = [splat(b, load(b, p.scales, b.add(b.mul(row(r), i64(per_row)), block), float32), p.width)
                       for r in range(count)]
             start = b.mul(block, i64(p.block))
@@ -196,11 +186,58 @@ def _few_rows(b, p: PackedWeight, x_at, row, count: int, m: int) -> list[list[ir
     else:
         scales = [splat(b, row_scale(b, p, row(r)), p.width) for r in range(count)]
         full = p.k // p.width * p.width
-        with for_range(b, 0, full, p.width, name="kv") as k:
+        with for_range(b, k0, minimum(b, k1, i64(full)), p.width, name="kv") as k:
             span(k, scales)
         if p.k % p.width:
-            span(i64(full), scales, lane_mask(p.width, p.k % p.width))
+            with b.if_then(b.icmp_signed("==", k1, i64(p.k))):
+                span(i64(full), scales, lane_mask(p.width, p.k % p.width))
     return [[_hsum(b, b.load(s, typ=zero.type)) for s in row_sums] for row_sums in sums]
+
+
+def _chunk(p: PackedWeight, rows: int) -> int:
+    """Elements of k a streamed tile of `rows` rows of x takes at a time: all of a row where the tile's rows fit in
+    STREAMED_X_BYTES (W's rows then stream whole, as for one row of x), else as many whole blocks (whole vectors for
+    int8) as fit there, one block at least."""
+    if 4 * rows * p.k <= STREAMED_X_BYTES:
+        return max(p.k, 1)
+    unit = lcm(p.block, _span(p)) if p.four_bit else p.width
+    return max(unit, STREAMED_X_BYTES // (4 * rows) // unit * unit)
+
+
+def _streamed_rows(b, p: PackedWeight, x: ir.Value, c: ir.Value, g0: ir.Value, g1: ir.Value, m: int) -> None:
+    """C[:, the columns of groups g0..g1] for m rows of x: per tile of X_TILE rows of x and chunk of k (_chunk),
+    every group's rows of W against the tile, the chunk's sums added into C (stored by the first chunk)."""
+    n, rows = p.n, _group(m)
+    groups, whole = -(-n // rows), n // rows
+
+    def tile(i0: ir.Value, tile_rows: int) -> None:
+        chunk = _chunk(p, tile_rows)
+
+        def x_at(i: int, k: ir.Value, lanes: int, mask: ir.Value | None = None) -> ir.Value:
+            return load(b, x, b.add(b.mul(b.add(i0, i64(i)), i64(p.k)), k), float32, lanes, mask)
+
+        def group(n0: ir.Value, count: int, k0: ir.Value, k1: ir.Value, first: ir.Value) -> None:
+            def row(r: int) -> ir.Value:
+                return b.add(n0, i64(r))
+            for r, row_sums in enumerate(_few_rows(b, p, x_at, row, count, tile_rows, k0, k1)):
+                for i, value in enumerate(row_sums):
+                    at = b.add(b.mul(b.add(i0, i64(i)), i64(n)), row(r))
+                    old = load(b, c, at, float32)
+                    store(b, b.select(first, value, b.fadd(old, value)), c, at, float32)
+        # one chunk at least, so that K = 0 stores zeros
+        with for_range(b, 0, max(p.k, 1), chunk, name="kc") as k0:
+            k1 = minimum(b, b.add(k0, i64(chunk)), i64(p.k))
+            first = b.icmp_signed("==", k0, i64(0))
+            with for_range(b, g0, minimum(b, g1, i64(whole)), name="group") as g:
+                group(b.mul(g, i64(rows)), rows, k0, k1, first)
+            if n % rows:
+                with b.if_then(b.icmp_signed("==", g1, i64(groups))):
+                    group(i64(whole * rows), n % rows, k0, k1, first)
+    tiles = m // X_TILE
+    with for_range(b, 0, tiles, name="xt") as t:
+        tile(b.mul(t, i64(X_TILE)), X_TILE)
+    if m % X_TILE:
+        tile(i64(tiles * X_TILE), m % X_TILE)
 
 
 def _span(p: PackedWeight) -> int:
@@ -400,11 +437,14 @@ def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Valu
     groups = -(-n // rows)
     full = n // rows
     with claimed_chunks(b, claim_words(k), k.tid, k.nthreads, groups, name="groups") as (g0, g1):
-        with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
-            _direct(b, p, x, c, b.mul(g, i64(rows)), rows, m)
-        if n % rows:
-            with b.if_then(b.icmp_signed("==", g1, i64(groups))):
-                _direct(b, p, x, c, i64(full * rows), n % rows, m)
+        if m > 1:
+            _streamed_rows(b, p, x, c, g0, g1, m)
+        else:
+            with for_range(b, g0, minimum(b, g1, i64(full)), name="group") as g:
+                _direct(b, p, x, c, b.mul(g, i64(rows)), rows)
+            if n % rows:
+                with b.if_then(b.icmp_signed("==", g1, i64(groups))):
+                    _direct(b, p, x, c, i64(full * rows), n % rows)
         finish(b.mul(g0, i64(rows)), minimum(b, b.mul(g1, i64(rows)), i64(n)))
 
 
