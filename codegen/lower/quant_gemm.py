@@ -29,7 +29,7 @@ from braze.ir.types import float32, int8
 from ..claims import claimed_chunks
 from ..gemm import TilePos
 from ..loops import (CONTRACT, F32, I32, I64, alloca, for_range, i64, lane_mask, splat, vec, vector_const, vector_loop,
-                     zeros)
+                     vector_registers, zeros)
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, broadcast_strides, claim_words, coalesce,
                    iota, load, register, round_up, store)
 from .linalg import ANCHORED, anchor_of, epilogue_of, plan_region
@@ -41,15 +41,16 @@ from .reduction import single_body
 ROWS = 4
 # Several rows of x stream W through registers as one row does, wherever W is int8 or its 4-bit blocks are whole
 # vectors (_streams), a tile of X_TILE rows of x at a time: each decoded vector of W, scaled by its block's (row's)
-# scale, is multiplied into the accumulator of every row of the tile; a group takes FEW_REGISTERS // (rows + 2) rows
-# of W (at least one), whose accumulators and two decoded vectors each stay in registers, so each vector of x is
-# loaded once per group. 4096 x 4096 on one Xeon thread (benchmarks/quantized_gemv.py), ms for 2 / 8 / 16 / 32 / 64
+# scale, is multiplied into the accumulator of every row of the tile; a group takes as many rows of W (at least one)
+# as keep their accumulators and decoded vectors in registers (_group), so each vector of x is loaded once per
+# group. 4096 x 4096 on one Xeon thread (benchmarks/quantized_gemv.py), ms for 2 / 8 / 16 / 32 / 64
 # / 128 rows of x, the tiled product (below) against this: NF4 7.0 / 8.5 / 11.7 / 16.7 / 25 / 61 against 1.1 / 2.4
 # / 4.7 / 11 / 19-20 / 39-40, int8 6.9 / 7.7 / 10.3 / 15.5 / 24.6 / 56 against 1.0 / 3.0 / 5.8 / 12 / 23 / 48 (the
 # dense kernel: 2.7 / 2.8 / 5.0 / 9.3-9.9 / 17-18 / 32-34); the tiled product's panel decode, element by element
-# into scratch, cost it as much as its multiply-adds.
+# into scratch, cost it as much as its multiply-adds. AVX2 (BRAZE_CPU=haswell on that Xeon) streams NF4 at 2 / 8 rows
+# in 2.4 / 4.1 ms with its byte planes, 2.9 / 5.6 decoding a vector at a time (dense: 2.7-2.8 / 7.2-7.8).
 X_TILE = 8
-FEW_REGISTERS = 28
+FEW_REGISTERS = 28  # of AVX-512's 32 (12 of 16 below it)
 # The most scratch x permuted for plane decodes takes (per thread); more rows of x decode W interleaved instead, which
 # ran NF4 4096 x 4096 10-20% slower at 2-64 rows of x (ms, planes / interleaved: 1.37 / 1.51 at 2, 3.6 / 4.3 at 8,
 # 21.8 / 23.7 at 64).
@@ -97,13 +98,26 @@ def _streams(p: PackedWeight, m: int) -> bool:
 
 
 def _permuted(p: PackedWeight, m: int) -> bool:
-    """Whether the rows of x are first permuted into the order of a plane decode (_permute_x)."""
-    return p.lane_planes or (m == 1 and p.byte_planes)
+    """Whether the rows of x are first permuted into the order of a plane decode (_permute_x): for one row of x
+    wherever W decodes by planes, for several where the streamed spans do (_planes)."""
+    return p.lane_planes or p.byte_planes if m == 1 else _planes(p) > 0
 
 
-def _group(m: int) -> int:
-    """Rows of W a group of the streaming form decodes together, for m rows of x."""
-    return ROWS if m == 1 else max(1, FEW_REGISTERS // (min(m, X_TILE) + 2))
+def _planes(p: PackedWeight) -> int:
+    """Elements the blocked forms decode at a time as planes: 32 (AVX-512's even and odd planes), 64 (AVX2's byte
+    planes, where the blocks are whole 64s, so a span has one scale), else 0 (a vector at a time)."""
+    if p.lane_planes:
+        return 32
+    return 64 if p.byte_planes and p.block % 64 == 0 else 0
+
+
+def _group(p: PackedWeight, m: int) -> int:
+    """Rows of W a group of the streaming form decodes together, for m rows of x: as many as keep, per row of W, an
+    accumulator per row of the tile of x and the span's decoded vectors in the registers FEW_REGISTERS leaves."""
+    if m == 1:
+        return ROWS
+    budget = vector_registers(p.width) - (32 - FEW_REGISTERS)
+    return max(1, budget // (min(m, X_TILE) + _span(p) // p.width))
 
 
 def _direct(b, p: PackedWeight, x: ir.Value, c: ir.Value, n0: ir.Value, count: int) -> None:
@@ -207,7 +221,7 @@ def _chunk(p: PackedWeight, rows: int) -> int:
 def _streamed_rows(b, p: PackedWeight, x: ir.Value, c: ir.Value, g0: ir.Value, g1: ir.Value, m: int) -> None:
     """C[:, the columns of groups g0..g1] for m rows of x: per tile of X_TILE rows of x and chunk of k (_chunk),
     every group's rows of W against the tile, the chunk's sums added into C (stored by the first chunk)."""
-    n, rows = p.n, _group(m)
+    n, rows = p.n, _group(p, m)
     groups, whole = -(-n // rows), n // rows
 
     def tile(i0: ir.Value, tile_rows: int) -> None:
@@ -241,8 +255,8 @@ def _streamed_rows(b, p: PackedWeight, x: ir.Value, c: ir.Value, g0: ir.Value, g
 
 
 def _span(p: PackedWeight) -> int:
-    """Elements of a row of W decoded at a time by the blocked forms: 32 as planes, else a vector."""
-    return 2 * p.width if p.lane_planes else p.width
+    """Elements of a row of W decoded at a time by the blocked forms: as planes (_planes), else a vector."""
+    return _planes(p) or p.width
 
 
 def _x_span(b, p: PackedWeight, x_at, i: int, k: ir.Value, mask: ir.Value | None = None) -> list[ir.Value]:
@@ -252,10 +266,12 @@ def _x_span(b, p: PackedWeight, x_at, i: int, k: ir.Value, mask: ir.Value | None
 
 
 def _w_span(b, p: PackedWeight, row: ir.Value, k: ir.Value, mask: ir.Value | None = None) -> list[ir.Value]:
-    """The levels (int8: the codes) of W[row] over the span at k, before their scale: even and odd planes, or one
+    """The levels (int8: the codes) of W[row] over the span at k, before their scale: planes (_planes), or one
     vector (int8 masked by `mask`, its other lanes 0; 4-bit spans start at even elements of whole vectors)."""
     if p.lane_planes:
         return decode_lane_planes(b, p, row, k)
+    if _planes(p):
+        return decode_planes(b, p, row, k, 64)
     if not p.four_bit:
         codes = load(b, p.codes, b.add(b.mul(row, i64(p.k)), k), int8, p.width, mask)
         return [b.sitofp(codes, vec(p.width))]
@@ -288,8 +304,9 @@ def _plane_sums(b, p: PackedWeight, x_at, row, count: int) -> list[ir.Value]:
 
 def _plane_span(b, p: PackedWeight, x_at, row: ir.Value, k: ir.Value, span: int, total: ir.Value) -> None:
     """total += the decoded W[row, k:k+span] times x there, in two chains of multiply-adds, then times the scale
-    of each 32 elements (one block's, or two when the block length is an odd multiple of 32: lanes 0-3 of every
-    vector hold the first 32 elements of a 64, lanes 4-7 the second)."""
+    of each 32 elements (one block's, or two where a 64 may cross a block's end: blocks of an odd multiple of 32,
+    or rows of an odd multiple of 32, which start blocks mid-row; lanes 0-3 of every vector hold the first 32
+    elements of a 64, lanes 4-7 the second)."""
     w = decode_planes(b, p, row, k, span)
     chains = [b.fmul(w[q], x_at(b.add(k, i64(8 * q)), 8), flags=CONTRACT) for q in range(2)]
     for q in range(2, len(w)):
@@ -297,7 +314,7 @@ def _plane_span(b, p: PackedWeight, x_at, row: ir.Value, k: ir.Value, span: int,
         chains[q % 2] = b.fadd(chains[q % 2], product, flags=CONTRACT)
     element = b.add(b.mul(row, i64(p.k)), k)
     scale = load(b, p.scales, b.udiv(element, i64(p.block)), float32)
-    if span == 64 and p.block % 64:
+    if span == 64 and (p.block % 64 or p.k % 64):
         second = load(b, p.scales, b.udiv(b.add(element, i64(32)), i64(p.block)), float32)
         order = vector_const(ir.VectorType(I32, 8), [0] * 4 + [8] * 4)
         scale = b.shuffle_vector(splat(b, scale, 8), splat(b, second, 8), order)
@@ -433,7 +450,7 @@ def _emit_linear(b: ir.IRBuilder, k: Kernel, p: PackedWeight, m: int, x: ir.Valu
             at = b.mul(i, i64(p.k))
             _permute_x(b, p, b.gep(x, [at], source_etype=F32), b.gep(k.scratch, [at], source_etype=F32))
         x = k.scratch
-    n, rows = p.n, _group(m)
+    n, rows = p.n, _group(p, m)
     groups = -(-n // rows)
     full = n // rows
     with claimed_chunks(b, claim_words(k), k.tid, k.nthreads, groups, name="groups") as (g0, g1):

@@ -86,7 +86,8 @@ def test_quantized_linear_region_fuses_bias_and_activation() -> None:
 # g, n, k, block): partial micro-tiles and last tiles, odd n (4-bit rows from a high nibble).
 WIDTHS = {"haswell": 8, "nehalem": 4}
 FORCED = {("quantized_linear", "haswell"): [(1, 11, 23, 16), (2, 5, 41, 8), (1, 8, 8, 8), (1, 9, 128, 64),
-                                           (1, 5, 288, 96), (5, 9, 128, 64), (10, 6, 64, 32)],
+                                           (1, 5, 288, 96), (5, 9, 128, 64), (10, 6, 64, 32), (1, 6, 96, 64),
+                                           (1, 4, 160, 64), (2, 6, 128, 64), (9, 5, 2048, 64)],
           ("quantized_linear", "nehalem"): [(1, 7, 13, 4), (2, 5, 64, 32), (1, 9, 160, 32)],
           ("quantized_matmul", "haswell"): [(1, 11, 23, 16), (5, 41, 17, 8), (3, 9, 128, 64)],
           ("quantized_matmul", "nehalem"): [(1, 13, 7, 4), (6, 64, 9, 32), (2, 5, 160, 32)]}
@@ -95,7 +96,8 @@ FORCED = {("quantized_linear", "haswell"): [(1, 11, 23, 16), (2, 5, 41, 8), (1, 
 @pytest.mark.skipif(not X86 or "+avx2" not in HOST_FEATURES, reason="needs an AVX2 host")
 @pytest.mark.parametrize("op, cpu", sorted(FORCED))
 def test_forced_cpu_packed_products_match_reference(op: str, cpu: str, monkeypatch) -> None:
-    """AVX2 (permutes, byte planes) and SSE (4 lanes: levels and scales gathered) forced with BRAZE_CPU."""
+    """AVX2 (permutes, byte planes: a 64 of a row of 96 or 160 crosses a block's end) and SSE (4 lanes: levels and
+    scales gathered) forced with BRAZE_CPU."""
     monkeypatch.setenv("BRAZE_CPU", cpu)
     assert host_target().vector_width == WIDTHS[cpu]
     for scheme in ("nf4", "int8"):
