@@ -62,6 +62,8 @@ CASES = [
     Case("cumsum over axis 0, 4096 x 256", lambda t, x: t.cumsum(x, 0), _arrays(_normal(4096, 256)), 2e-3),
     Case("expm1 1e6", lambda t, x: t.expm1(x), _arrays(_normal(1 << 20))),
     Case("tanh 1e6", lambda t, x: t.tanh(x), _arrays(_normal(1 << 20))),
+    Case("mish 1e6", lambda t, x: t.nn.functional.mish(x), _arrays(_normal(1 << 20))),
+    Case("softplus 1e6", lambda t, x: t.nn.functional.softplus(x), _arrays(_normal(1 << 20))),
     Case("group_norm 32 of 4 x 64 x 56 x 56", lambda t, x: t.nn.functional.group_norm(x, 32),
          _arrays(_normal(4, 64, 56, 56))),
     Case("repeat 2 x 2 of 512 x 512", lambda t, x: x.repeat(2, 2), _arrays(_normal(512, 512))),
