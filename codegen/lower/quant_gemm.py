@@ -8,10 +8,11 @@ row; a group's rows are decoded together so each vector of x is loaded once for 
 plane path, which decodes them one after another; x is first permuted into the planes' element order on both plane
 paths, AVX2's and AVX-512's).
 Several rows of x stream W the same way, X_TILE rows at a time and a chunk of K at a time (so that the tile's rows
-of x stay in L1), where W is int8 or its 4-bit blocks are whole vectors; otherwise (blocks across vectors) the
-product is tiled (quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that register tiles of x's rows
-read, threads taking C's columns by tiles. Each thread runs the region's elementwise epilogue over the columns of C
-it has computed (the gemm epilogue of linalg.py, on masked vectors).
+of x stay in L1), where W is int8 or its 4-bit blocks are whole vectors, for up to STREAMED_ROWS rows of x or long
+rows of W; otherwise (blocks across vectors, many rows of x against short rows of W) the product is tiled
+(quant_tiles.py): W^T is decoded DEPTH rows at a time into a panel that register tiles of x's rows read, threads
+taking C's columns by tiles. Each thread runs the region's elementwise epilogue over the columns of C it has
+computed (the gemm epilogue of linalg.py, on masked vectors).
 What surrounds the product (the region's plan, where C lives, the epilogue) is shared with quantized_matmul
 (quant_matmul.py): each op states its product as a PackedProduct and registers it with register_packed.
 """
@@ -40,7 +41,8 @@ from .reduction import single_body
 
 ROWS = 4
 # Several rows of x stream W through registers as one row does, wherever W is int8 or its 4-bit blocks are whole
-# vectors (_streams), a tile of X_TILE rows of x at a time: each decoded vector of W, scaled by its block's (row's)
+# vectors, up to STREAMED_ROWS of them or past that with rows of STREAMED_DEPTH and more (_streams), a tile of X_TILE
+# rows of x at a time: each decoded vector of W, scaled by its block's (row's)
 # scale, is multiplied into the accumulator of every row of the tile; a group takes as many rows of W (at least one)
 # as keep their accumulators and decoded vectors in registers (_group), so each vector of x is loaded once per
 # group. 4096 x 4096 on one Xeon thread (benchmarks/quantized_gemv.py), ms for 2 / 8 / 16 / 32 / 64
@@ -51,6 +53,15 @@ ROWS = 4
 # in 2.4 / 4.1 ms with its byte planes, 2.9 / 5.6 decoding a vector at a time (dense: 2.7-2.8 / 7.2-7.8).
 X_TILE = 8
 FEW_REGISTERS = 28  # of AVX-512's 32 (12 of 16 below it)
+# Streaming decodes W again for each tile of rows of x and sums each (row of W, row of x) pair across its vector's
+# lanes once per chunk of K; the tiled product decodes a panel once for all rows: with many rows of x and short rows
+# of W it is the faster. NF4 on one thread, ms streamed / tiled: K x N = 256 x 1024 at 32 / 64 / 256 / 1024 rows of
+# x 0.15 / 0.30 / 1.25 / 5.2 against 0.20 / 0.30 / 0.90 / 4.0 (int8 alike), 1024 x 256 at 64 / 256 / 1024 0.26 /
+# 1.11 / 4.2 against 0.30 / 0.96 / 4.1, 1024 x 1024 at 128 / 512 2.2 / 9.2 against 2.2 / 8.8, 2048 x 1024 at 128 / 512
+# 4.3 / 17.7 against 4.2 / 22.2, 4096 x 4096 at 256 / 512 85 / 148 against 121 / 214. A QLoRA training step of the
+# benchmark transformer at batch 8 (1024 rows of x, K of 256 and 1024) took 27.4 ms streamed, 20.8 tiled.
+STREAMED_ROWS = 64
+STREAMED_DEPTH = 2048
 # The most scratch x permuted for plane decodes takes (per thread); more rows of x decode W interleaved instead, which
 # ran NF4 4096 x 4096 10-20% slower at 2-64 rows of x (ms, planes / interleaved: 1.37 / 1.51 at 2, 3.6 / 4.3 at 8,
 # 21.8 / 23.7 at 64).
@@ -93,8 +104,14 @@ def _dot_rows(b: ir.IRBuilder, count: int, length: ir.Value | int, width: int, x
 
 
 def _streams(p: PackedWeight, m: int) -> bool:
-    """Whether m rows of x stream W's rows through registers (the GEMV form) rather than a tiled product."""
-    return m == 1 or not p.four_bit or p.block_per_vector
+    """Whether m rows of x stream W's rows through registers (the GEMV form) rather than a tiled product: one row,
+    or up to STREAMED_ROWS rows or rows of STREAMED_DEPTH elements and more, where W is int8 or its 4-bit blocks
+    are whole vectors."""
+    if m == 1:
+        return True
+    if p.four_bit and not p.block_per_vector:
+        return False
+    return m <= STREAMED_ROWS or p.k >= STREAMED_DEPTH
 
 
 def _permuted(p: PackedWeight, m: int) -> bool:

@@ -1,7 +1,7 @@
 """quantized_linear kernels against the numpy reference (x @ dequantize(codes, scales)^T) within the GEMM's bound,
 on edge shapes: one row of x (the GEMV path) and several (streamed like one for int8, whose rows end in a masked
-vector, and where 4-bit blocks are whole vectors: whole tiles of rows of x and a last partial one, K in chunks,
-x permuted for plane decodes up to a size; else the tiled path:
+vector, and where 4-bit blocks are whole vectors, up to 64 rows of x or rows of W of 2048 and more: whole tiles of
+rows of x and a last partial one, K in chunks, x permuted for plane decodes up to a size; else the tiled path:
 K beyond one panel, partial micro-tiles and last tiles), N and K around the vector width, primes, K not a multiple
 of the block, blocks of 1 and 3, blocks of 32s (AVX2 decodes those by byte shuffles, AVX-512 as even and odd planes
 where rows are whole blocks), empty dimensions (K = 0: zeros, for every row of x); with an epilogue fused into the
@@ -30,7 +30,7 @@ SHAPES = [(1, 1, 1, 64), (1, 7, 9, 64), (1, 9, 16, 16), (1, 13, 64, 64), (1, 6, 
           (0, 3, 5, 16), (2, 0, 5, 16), (3, 2, 0, 8), (1, 3, 32, 32), (1, 5, 288, 96), (1, 6, 96, 64),
           (1, 5, 384, 128), (2, 6, 96, 32), (8, 3, 32, 32), (9, 5, 64, 64), (17, 7, 128, 32), (12, 9, 192, 64),
           (0, 3, 64, 64), (5, 7, 64, 16), (9, 3, 32768, 64), (12, 6, 3000, 64), (24, 5, 2051, 64),
-          (10, 3, 2048, 64)]
+          (10, 3, 2048, 64), (65, 5, 128, 64), (66, 3, 2048, 64)]
 
 
 def packed_node(op: str, scheme: str, m: int, n: int, k: int, block: int, seed: int = 0):
