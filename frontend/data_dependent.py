@@ -1,12 +1,19 @@
-"""Functions whose result shape depends on the values: nonzero and unique. They run eagerly; on a traced tensor
-they raise a TraceError naming the user's line, since a graph's shapes are fixed."""
+"""Functions whose result shape depends on the values: nonzero, unique and masked_select. They run eagerly; on a
+traced tensor (for masked_select, a traced mask) they raise a TraceError naming the user's line, since a graph's
+shapes are fixed."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
+from braze.ir.errors import DTypeError, ShapeError
+from braze.ir.types import bool_
+
+from .dispatch import apply
 from .markers import eager_only
+from .movement import broadcast_to, reshape
+from .promotion import as_tensor
 from .tensor import Tensor
 
 _SHAPE_FROM_VALUES = "the result's shape depends on the values"
@@ -60,4 +67,24 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     return (out, *extras) if extras else out
 
 
-__all__ = ["nonzero", "argwhere", "unique"]
+@eager_only(_SHAPE_FROM_VALUES)
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The elements of `input` where the bool `mask` is True, as a 1-D tensor in row-major order (input and mask
+    broadcast together); the positions come from the mask's values, the elements through index_select, so the
+    gradient reaches `input`."""
+    if not isinstance(mask, Tensor) or mask.dtype != bool_:
+        raise DTypeError(f"masked_select: the mask must be a bool tensor, got "
+                         f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
+    selected = _values("masked_select", mask)
+    x = as_tensor(input)
+    try:
+        shape = np.broadcast_shapes(tuple(x.shape), selected.shape)
+    except ValueError:
+        raise ShapeError(f"masked_select: input of shape {tuple(x.shape)} and mask of shape {selected.shape} do "
+                         f"not broadcast") from None
+    flat = reshape(broadcast_to(x, shape), (-1,))
+    positions = Tensor._wrap(np.flatnonzero(np.broadcast_to(selected, shape)).astype(np.int64))
+    return apply("index_select", flat, positions, axis=0)
+
+
+__all__ = ["nonzero", "argwhere", "unique", "masked_select"]

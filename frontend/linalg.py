@@ -1,17 +1,89 @@
-"""Matrix products with torch's names: bmm, addmm, baddbmm, outer and einsum (einsum.py), each written with
+"""Matrix and vector products with torch's names: mm, mv, dot, vdot, inner, bmm, multi_dot and chain_matmul, the
+scaled sums addmm, addmv, addr, addbmm and baddbmm, outer, kron, cross, and einsum (einsum.py), each written with
 matmul, mul, sum and movement ops (so they trace and compile as those do).
+
+As in torch, mm, mv, dot, vdot, inner, cross, multi_dot, addmv and addbmm take operands of one dtype; outer, addr
+and kron promote.
 """
 from __future__ import annotations
 
-from typing import Any
+import math
+import warnings
+from typing import Any, Sequence
 
-from braze.ir.errors import ShapeError
+import numpy as np
+
+from braze.ir.errors import DTypeError, ShapeError
 
 from .einsum import einsum
-from .functions import add, matmul, mul
-from .movement import reshape
-from .promotion import as_tensor
+from .functions import add, matmul, mul, sub
+from .movement import index_select, normalize_dim, permute, reshape, transpose
+from .promotion import SCALARS, as_tensor
 from .tensor import Tensor
+
+
+def _one_dtype(name: str, *operands: Any) -> list[Tensor]:
+    """The operands as tensors, refused unless they share a dtype (torch does not promote these products)."""
+    tensors = [as_tensor(o) for o in operands]
+    if any(t.dtype != tensors[0].dtype for t in tensors):
+        raise DTypeError(f"{name}: expects operands of one dtype, got {', '.join(str(t.dtype) for t in tensors)}")
+    return tensors
+
+
+def _shapes(*tensors: Tensor) -> str:
+    return " and ".join(str(tuple(t.shape)) for t in tensors)
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """The product of two matrices, (n, m) @ (m, p)."""
+    a, b = _one_dtype("mm", input, mat2)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ShapeError(f"mm: expects two matrices, got shapes {_shapes(a, b)}")
+    if a.shape[1] != b.shape[0]:
+        raise ShapeError(f"mm: shapes {_shapes(a, b)} cannot be multiplied ({a.shape[1]} != {b.shape[0]})")
+    return matmul(a, b)
+
+
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    """The product of a matrix and a vector, (n, m) @ (m,)."""
+    a, v = _one_dtype("mv", input, vec)
+    if a.ndim != 2 or v.ndim != 1:
+        raise ShapeError(f"mv: expects a matrix and a vector, got shapes {_shapes(a, v)}")
+    if a.shape[1] != v.shape[0]:
+        raise ShapeError(f"mv: shapes {_shapes(a, v)} cannot be multiplied ({a.shape[1]} != {v.shape[0]})")
+    return matmul(a, v)
+
+
+def _dot(name: str, input: Tensor, other: Tensor) -> Tensor:
+    a, b = _one_dtype(name, input, other)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"{name}: expects two vectors, got shapes {_shapes(a, b)}")
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"{name}: expects vectors of one length, got shapes {_shapes(a, b)}")
+    return matmul(a, b)
+
+
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
+    """The inner product of two vectors of one length, as a 0-d tensor (torch names the second vector `tensor`)."""
+    return _dot("dot", input, tensor)
+
+
+def vdot(input: Tensor, other: Tensor) -> Tensor:
+    """dot with the first vector conjugated: dot itself, braze's tensors being real."""
+    return _dot("vdot", input, other)
+
+
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """Sums of products over the last dims: shape input.shape[:-1] + other.shape[:-1] (a product when one is 0-d)."""
+    a, b = _one_dtype("inner", input, other)
+    if not a.ndim or not b.ndim:
+        return mul(a, b)
+    k = a.shape[-1]
+    if b.shape[-1] != k:
+        raise ShapeError(f"inner: the last dims must match, got shapes {_shapes(a, b)}")
+    rows = reshape(a, (math.prod(a.shape[:-1]), k))
+    cols = transpose(reshape(b, (math.prod(b.shape[:-1]), k)), 0, 1)
+    return reshape(matmul(rows, cols), tuple(a.shape[:-1]) + tuple(b.shape[:-1]))
 
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
@@ -21,19 +93,109 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     return matmul(input, mat2)
 
 
+def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
+    """The product of a chain of matrices (the first and last may be vectors) in the order of fewest multiplications,
+    chosen as torch.linalg.multi_dot chooses it (so results round alike)."""
+    ts = _one_dtype("multi_dot", *tensors)
+    if len(ts) < 2:
+        raise ShapeError(f"multi_dot: expects at least 2 tensors, got {len(ts)}")
+    row, column = ts[0].ndim == 1, ts[-1].ndim == 1
+    for k, t in enumerate(ts):
+        if t.ndim != 2 and not (t.ndim == 1 and k in (0, len(ts) - 1)):
+            raise ShapeError(f"multi_dot: tensor {k} has shape {tuple(t.shape)}; the first and last must be 1-D or "
+                             f"2-D and the others 2-D")
+    ts[0] = reshape(ts[0], (1, -1)) if row else ts[0]
+    ts[-1] = reshape(ts[-1], (-1, 1)) if column else ts[-1]
+    for k in range(len(ts) - 1):
+        if ts[k].shape[1] != ts[k + 1].shape[0]:
+            raise ShapeError(f"multi_dot: tensors {k} and {k + 1} of shapes {_shapes(ts[k], ts[k + 1])} cannot be "
+                             f"multiplied")
+    out = _chain(ts)
+    return reshape(out, tuple(out.shape)[int(row):out.ndim - int(column)])
+
+
+def _chain(ts: list[Tensor]) -> Tensor:
+    """The chain's product in torch's order: for three, (AB)C unless A(BC) costs less; for more, the first cheapest
+    split of the classic dynamic program."""
+    if len(ts) == 2:
+        return matmul(ts[0], ts[1])
+    sizes = [ts[0].shape[0]] + [t.shape[1] for t in ts]
+    if len(ts) == 3:
+        a, b, c, d = sizes
+        if a * c * (b + d) > b * d * (a + c):
+            return matmul(ts[0], matmul(ts[1], ts[2]))
+        return matmul(matmul(ts[0], ts[1]), ts[2])
+    n = len(ts)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = -1
+            for k in range(i, j):
+                q = cost[i][k] + cost[k + 1][j] + sizes[i] * sizes[k + 1] * sizes[j + 1]
+                if cost[i][j] < 0 or q < cost[i][j]:
+                    cost[i][j], split[i][j] = q, k
+
+    def product(i: int, j: int) -> Tensor:
+        return ts[i] if i == j else matmul(product(i, split[i][j]), product(split[i][j] + 1, j))
+    return product(0, n - 1)
+
+
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    """The product of a chain of matrices (torch's older form of multi_dot, matrices only)."""
+    for k, m in enumerate(matrices):
+        if as_tensor(m).ndim != 2:
+            raise ShapeError(f"chain_matmul: expects matrices, tensor {k} has shape {tuple(as_tensor(m).shape)}")
+    if len(matrices) == 1:
+        return as_tensor(matrices[0]).clone()
+    return multi_dot(matrices)
+
+
 def addmm(input: Any, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2) for matrices."""
     if mat1.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"addmm: expects two matrices, got shapes {mat1.shape} and {mat2.shape}")
-    return _scaled_sum(input, matmul(mat1, mat2), beta, alpha)
+    return _scaled_sum("addmm", input, matmul(mat1, mat2), beta, alpha)
+
+
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * input + alpha * (mat @ vec)."""
+    _one_dtype("addmv", input, mat, vec)
+    return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
+
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * input + alpha * outer(vec1, vec2)."""
+    return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
+
+
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]: one (n, b*m) @ (b*m, p) product."""
+    _one_dtype("addbmm", input, batch1, batch2)
+    if batch1.ndim != 3 or batch2.ndim != 3:
+        raise ShapeError(f"addbmm: expects two rank-3 tensors, got shapes {_shapes(batch1, batch2)}")
+    (b, n, m), (b2, m2, p) = batch1.shape, batch2.shape
+    if b != b2 or m != m2:
+        raise ShapeError(f"addbmm: batches of shapes {_shapes(batch1, batch2)} cannot be multiplied")
+    product = matmul(reshape(permute(batch1, (1, 0, 2)), (n, b * m)), reshape(batch2, (b * m, p)))
+    return _scaled_sum("addbmm", input, product, beta, alpha)
 
 
 def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
     """beta * input + alpha * bmm(batch1, batch2)."""
-    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+    return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
-def _scaled_sum(input: Any, product: Tensor, beta: float, alpha: float) -> Tensor:
+def _scaled_sum(name: str, input: Any, product: Tensor, beta: float, alpha: float) -> Tensor:
+    shape = () if isinstance(input, SCALARS) else tuple(as_tensor(input).shape)
+    try:
+        fits = np.broadcast_shapes(shape, tuple(product.shape)) == tuple(product.shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{name}: input of shape {shape} does not broadcast to the product's shape "
+                         f"{tuple(product.shape)}")
     scaled = product if alpha == 1 else mul(product, alpha)
     if beta == 0:  # torch ignores input then, NaN and inf included
         return scaled
@@ -50,4 +212,41 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 ger = outer
 
 
-__all__ = ["bmm", "addmm", "baddbmm", "outer", "ger", "einsum"]
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """The Kronecker product: every element of input times the whole of other, as blocks (ranks aligned by leading
+    1s); one broadcast product, so each element is a single exact multiplication."""
+    a, b = as_tensor(input), as_tensor(other)
+    rank = max(a.ndim, b.ndim)
+    sa, sb = (1,) * (rank - a.ndim) + tuple(a.shape), (1,) * (rank - b.ndim) + tuple(b.shape)
+    spread_a = reshape(a, tuple(d for n in sa for d in (n, 1)))
+    spread_b = reshape(b, tuple(d for n in sb for d in (1, n)))
+    return reshape(mul(spread_a, spread_b), tuple(m * n for m, n in zip(sa, sb)))
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along `dim` (when None, torch's deprecated default: the first dim of size 3),
+    other dims broadcast; a1*b2 - a2*b1 and its rotations, as torch computes them."""
+    a, b = _one_dtype("cross", input, other)
+    if dim is None:
+        warnings.warn("cross: calling it without dim is deprecated in torch (it takes the first dim of size 3); "
+                      "pass dim, or use braze.linalg.cross", UserWarning, stacklevel=2)
+        dim = next((d for d, n in enumerate(a.shape) if n == 3), None)
+        if dim is None:
+            raise ShapeError(f"cross: no dim of size 3 in shape {tuple(a.shape)}")
+    if a.ndim != b.ndim:
+        raise ShapeError(f"cross: expects tensors of one rank, got shapes {_shapes(a, b)}")
+    d = normalize_dim(dim, a.ndim)
+    if not a.ndim or a.shape[d] != 3 or b.shape[d] != 3:
+        raise ShapeError(f"cross: dim {dim} must have size 3 in both, got shapes {_shapes(a, b)}")
+    try:
+        np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        raise ShapeError(f"cross: shapes {_shapes(a, b)} do not broadcast") from None
+    nxt, last = [1, 2, 0], [2, 0, 1]
+    return sub(mul(index_select(a, d, nxt), index_select(b, d, last)),
+               mul(index_select(a, d, last), index_select(b, d, nxt)))
+
+
+__all__ = ["mm", "mv", "dot", "vdot", "inner", "bmm", "chain_matmul", "addmm", "addmv", "addr", "addbmm", "baddbmm",
+           "outer", "ger", "kron", "cross", "einsum"]
+TENSOR_METHODS: tuple[str, ...] = ("mm", "mv", "dot", "vdot", "kron", "cross", "addmv", "addr", "addbmm")

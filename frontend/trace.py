@@ -37,6 +37,7 @@ from braze.ir.graph import Graph, Loc, Value
 from braze.ir.registry import is_op
 from braze.ir.types import type_of
 
+from .arrangement import trace as diagonal_sum
 from .dispatch import eager_apply, intercept
 from .nn.flag import Flag
 from .nn.module import Module
@@ -268,8 +269,10 @@ def _input_names(fn: Callable[..., Any], count: int) -> list[str]:
     return names
 
 
-def trace(module_or_fn: Module | Callable[..., Any], *example_inputs: Any, name: str | None = None) -> Graph:
+def trace(module_or_fn: Module | Callable[..., Any] | Tensor, *example_inputs: Any, name: str | None = None
+          ) -> Graph | Tensor:
     """Record `module_or_fn(*example_inputs)` as a verified IR graph carrying its weights (see the module doc).
+    Given a Tensor instead, torch.trace, whose name this shares: the sum of the matrix's diagonal.
 
     A Module (or a bound method of one) gets param and flag leaves with the module's paths; a plain function
     sees every tensor it closes over as a constant. Example inputs are Tensors or numpy arrays; they become the
@@ -277,6 +280,8 @@ def trace(module_or_fn: Module | Callable[..., Any], *example_inputs: Any, name:
     forward pass needs a traced value in Python or applies an op outside the registry, and when it changes
     Python state of its modules that a graph cannot repeat (trace_state.py).
     """
+    if isinstance(module_or_fn, Tensor) and not example_inputs and name is None:
+        return diagonal_sum(module_or_fn)
     root = module_or_fn if isinstance(module_or_fn, Module) else getattr(module_or_fn, "__self__", None)
     root = root if isinstance(root, Module) else None
     if not callable(module_or_fn):

@@ -6,6 +6,7 @@ or a short composition of them (linear), bound through apply so autodiff and tra
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,6 +27,9 @@ from .param import Param
 
 from .functional_activation import *  # noqa: F403  (re-exported: F.leaky_relu, F.elu, ...)
 from .functional_activation import __all__ as _activation_all
+from .functional_activation import SELU_ALPHA, SELU_SCALE, when_training
+from .functional_distance import *  # noqa: F403  (re-exported: F.cosine_similarity, F.pairwise_distance)
+from .functional_distance import __all__ as _distance_all
 from .functional_embedding import *  # noqa: F403  (re-exported: F.embedding, F.one_hot, F.embedding_bag)
 from .functional_embedding import EMBEDDING_BAG_MODES
 from .functional_embedding import __all__ as _embedding_all
@@ -39,10 +43,11 @@ from .functional_spatial import *  # noqa: F403  (re-exported: F.conv1d, F.inter
 from .functional_spatial import INTERPOLATE_MODES, PAD_MODES, pad_indexed, pair_of
 from .functional_spatial import __all__ as _spatial_all
 
-__all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu", "sigmoid",
-           "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "pad", "cross_entropy", "nll_loss",
-           "mse_loss", "scaled_dot_product_attention", *_activation_all, *_embedding_all, *_loss_all, *_norm_all,
-           *_spatial_all]
+__all__ = ["linear", "bilinear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu", "gelu", "silu",
+           "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "dropout1d",
+           "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "pad", "cross_entropy", "nll_loss",
+           "mse_loss", "scaled_dot_product_attention", *_activation_all, *_distance_all, *_embedding_all, *_loss_all,
+           *_norm_all, *_spatial_all]
 
 
 def __dir__() -> list[str]:
@@ -78,6 +83,31 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if adapter is not None and adapter.dropout > 0.0:
         return adapter.linear(input, weight.base(), bias)
     out = _f.matmul(input, _f.t(weight))
+    return out if bias is None else _f.add(out, bias)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y = x1^T A x2 + b per leading position, weight (out_features, in1_features, in2_features).
+
+    x1 @ A is one matmul with A laid out as (in1, out * in2); its product with x2 is then summed over in2.
+    """
+    if weight.ndim != 3:
+        raise ShapeError(f"bilinear(): weight must be 3-dimensional (out, in1, in2), got {list(weight.shape)}")
+    if input1.ndim != input2.ndim:
+        raise ShapeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}")
+    for axis, (a, b) in enumerate(zip(input1.shape[:-1], input2.shape[:-1])):
+        if a != b:
+            raise ShapeError(f"bilinear(): input batch dimensions do not match at dim {axis}: got {a} and {b}")
+    out_features, in1, in2 = weight.shape
+    for name, given, want in (("input1", input1.shape[-1], in1), ("input2", input2.shape[-1], in2)):
+        if given != want:
+            raise ShapeError(f"bilinear(): {name} size does not match weight size: got {given} but expected {want}")
+    if bias is not None and tuple(bias.shape) != (out_features,):
+        raise ShapeError(f"bilinear(): bias size does not match weight size: got {list(bias.shape)} but expected "
+                         f"[{out_features}]")
+    a = _f.reshape(_f.permute(weight, (1, 0, 2)), (in1, out_features * in2))
+    mixed = _f.reshape(_f.matmul(input1, a), tuple(input1.shape[:-1]) + (out_features, in2))
+    out = _f.sum(_f.mul(mixed, _f.unsqueeze(input2, -2)), -1)
     return out if bias is None else _f.add(out, bias)
 
 
@@ -238,6 +268,12 @@ def batch_norm(input: Tensor, running_mean: Any, running_var: Any, weight: Tenso
     return y
 
 
+def _checked_probability(p: float) -> None:
+    """A ValueError unless 0 <= p <= 1."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
 def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p) when training.
 
@@ -246,8 +282,7 @@ def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool =
     same way and captured as an i64 constant of the graph: interpreting the graph repeats the mask of the eager
     call that followed the same manual_seed, and every run of the graph uses that one mask.
     """
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    _checked_probability(p)
     if isinstance(training, (bool, np.bool_)):
         flag = Tensor._wrap(np.asarray(bool(training)))
         seed = default_generator.draw_seed() if training else 0
@@ -255,6 +290,97 @@ def dropout(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool =
         flag = training
         seed = default_generator.draw_seed()
     return apply("dropout", input, flag, Tensor._wrap(np.asarray(seed, dtype=np.int64)), p=p)
+
+
+def _channel_keep(input: Tensor, p: float, training: Any) -> Tensor:
+    """A (N, C, 1, ...) mask of one draw per channel: 1/(1-p) for a kept channel, 0 for a dropped one (1 where
+    `training` is off): dropout of ones, so the seed and the training flag are dropout's."""
+    if input.ndim < 2:
+        raise ValueError(f"feature dropout requires at least 2 dimensions in the input, got shape {input.shape}")
+    return dropout(_constant(1.0, input, tuple(input.shape[:2]) + (1,) * (input.ndim - 2)), p, training)
+
+
+def _feature_dropout(input: Tensor, p: float, training: Any) -> Tensor:
+    """Zero whole channels (dim 1) with probability p and scale the rest by 1/(1-p) when training."""
+    if p == 0.0 or (isinstance(training, (bool, np.bool_)) and not training):
+        return input
+    return _f.mul(input, _channel_keep(input, p, training))
+
+
+def _deprecated_rank(name: str, input: Tensor, ranks: tuple[int, int], spatial: int) -> None:
+    """torch's warning for a channel-wise dropout given an input of another rank."""
+    if input.ndim not in ranks:
+        warnings.warn(f"{name}: Received a {input.ndim}-D input to {name}, which is deprecated and will result in an "
+                      f"error in a future release. To retain the behavior and silence this warning, please use "
+                      f"dropout instead. Note that {name} exists to provide channel-wise dropout on inputs with "
+                      f"{spatial} spatial dimensions, a channel dimension, and an optional batch dimension (i.e. "
+                      f"{ranks[0]}D or {ranks[1]}D inputs).", UserWarning, stacklevel=3)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
+    """Channel-wise dropout of (N, C, L) or (C, L) input: each channel zeroed with probability p and the rest scaled
+    by 1/(1-p) when training (a bool, a Flag or a bool[] tensor, as dropout's)."""
+    _checked_probability(p)
+    if input.ndim not in (2, 3):
+        raise ValueError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
+                         f"dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
+                         f"channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+    return _batched(input, 3, lambda x: _feature_dropout(x, p, training))
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
+    """Channel-wise dropout of (N, C, H, W) input, as dropout1d; a 3-d input is taken as (N, C, L), as torch does
+    (with its warning)."""
+    _checked_probability(p)
+    _deprecated_rank("dropout2d", input, (3, 4), 2)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
+                      "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This "
+                      "behavior will change in a future release to interpret the input as one without a batch "
+                      "dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please "
+                      "switch to using dropout1d instead.", UserWarning, stacklevel=2)
+    return _feature_dropout(input, p, training)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: Any = True, inplace: bool = False) -> Tensor:
+    """Channel-wise dropout of (N, C, D, H, W) or (C, D, H, W) input, as dropout1d."""
+    _checked_probability(p)
+    _deprecated_rank("dropout3d", input, (4, 5), 3)
+    return _batched(input, 5, lambda x: _feature_dropout(x, p, training))
+
+
+# how far below 0 SELU saturates: the value alpha dropout gives the dropped entries, negated
+_SELU_SATURATION = SELU_SCALE * SELU_ALPHA
+
+
+def _alpha_dropout(input: Tensor, p: float, training: Any, feature: bool) -> Tensor:
+    """torch's alpha dropout: dropped entries (elements, or channels when `feature`) set to SELU's saturation value,
+    then all scaled by a and shifted by b so that a SELU network's activations keep zero mean and unit variance."""
+    _checked_probability(p)
+    if p == 0.0 or (isinstance(training, (bool, np.bool_)) and not training):
+        return input
+
+    def dropped() -> Tensor:
+        if p == 1.0:
+            return _f.mul(input, 0.0)
+        kept = _channel_keep(input, p, training) if feature else \
+            dropout(_constant(1.0, input, tuple(input.shape)), p, training)
+        keep = _f.to_dtype(_f.gt(kept, 0.0), input.dtype)
+        a = 1.0 / math.sqrt((_SELU_SATURATION ** 2 * p + 1) * (1 - p))
+        b = _f.add(_f.mul(_f.sub(keep, 1.0), _SELU_SATURATION * a), _SELU_SATURATION * a * p)
+        return _f.add(_f.mul(input, _f.mul(keep, a)), b)
+
+    return when_training(training, dropped, lambda: input)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: Any = False, inplace: bool = False) -> Tensor:
+    """Alpha dropout (for SELU networks) of each element with probability p when training; identity otherwise."""
+    return _alpha_dropout(input, p, training, feature=False)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: Any = False, inplace: bool = False) -> Tensor:
+    """Alpha dropout of whole channels (dim 1) with probability p when training; identity otherwise."""
+    return _alpha_dropout(input, p, training, feature=True)
 
 
 # --- padding ---------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""torch.nn.functional's activations beyond relu/gelu/silu, each a short composition of registered ops.
+"""torch.nn.functional's activations beyond relu/gelu/silu (elu and its selu/celu forms, the shrinks, rrelu, ...), each
+a short composition of registered ops.
 
 They are elementwise chains of registered ops (where, clamp, exp, expm1, log1p, div), so fusion compiles each into one
 kernel as fast as a dedicated op would; exponentials see only the branch's own range (exp of min(x, 0)), so a
@@ -6,12 +7,32 @@ branch where does not select never produces inf * 0 in the gradient.
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
+import numpy as np
+
 from .. import functions as _f
 from .. import math_functions as _m
-from ..promotion import as_operand
+from ..creation import rand
+from ..dispatch import apply
+from ..promotion import as_operand, binary_operands
 from ..tensor import Tensor
 
-__all__ = ["leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "softplus", "mish", "prelu", "glu"]
+__all__ = ["leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "softplus", "mish", "prelu", "glu",
+           "selu", "celu", "softsign", "logsigmoid", "softmin", "tanhshrink", "softshrink", "hardshrink", "threshold",
+           "rrelu"]
+
+# torch's SELU constants (Klambauer et al., 2017)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def when_training(training: Any, train: Callable[[], Tensor], evaluate: Callable[[], Tensor]) -> Tensor:
+    """train() where `training` holds, else evaluate(). A bool picks one now (only that one is computed); a Flag or
+    a bool[] tensor becomes the condition of a where, so a traced graph keeps the flag and serves both modes."""
+    if isinstance(training, (bool, np.bool_)):
+        return train() if training else evaluate()
+    return apply("where", training, *binary_operands(train(), evaluate()))
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -22,8 +43,27 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """input where positive, else alpha * (exp(input) - 1), by expm1: exp(x) - 1 cancelled near 0 (elu(-1e-7) came
     out -5.96e-8)."""
-    negative = _f.mul(_m.expm1(_f.clamp(input, max=0.0)), alpha)
-    return _f.where(_f.gt(input, 0.0), input, negative)
+    return _scaled_elu(input, alpha)
+
+
+def _scaled_elu(input: Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1.0) -> Tensor:
+    """torch's elu kernel: scale * input where positive, else alpha * scale * expm1(input_scale * input); selu and
+    celu are its instances."""
+    z = _f.clamp(input, max=0.0)
+    negative = _f.mul(_m.expm1(z if input_scale == 1.0 else _f.mul(z, input_scale)), alpha * scale)
+    return _f.where(_f.gt(input, 0.0), input if scale == 1.0 else _f.mul(input, scale), negative)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """Self-normalizing elu: SELU_SCALE * elu(input, SELU_ALPHA), by expm1 for accuracy near 0."""
+    return _scaled_elu(input, SELU_ALPHA, SELU_SCALE)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """input where positive, else alpha * (exp(input / alpha) - 1), by expm1 for accuracy near 0."""
+    if alpha == 0:
+        raise ValueError("celu: alpha cannot be 0 (it divides the input)")
+    return _scaled_elu(input, alpha, 1.0, 1.0 / alpha)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
@@ -56,15 +96,21 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     return _f.mul(input, hardsigmoid(input))
 
 
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """log(1 + exp(beta * input)) / beta, and input itself where beta * input > threshold, as torch.
+def log1p_exp(z: Tensor) -> Tensor:
+    """log(1 + exp(z)) as max(z, 0) + log1p(exp(-|z|)), which never overflows and keeps the small values of a very
+    negative z (log(1 + e) rounds 1 + e to 1 there: softplus(-20) came out 0, not 2.06e-9).
 
-    Computed as max(z, 0) + log1p(exp(-|z|)) with z = beta * input, which never overflows and keeps the small values
-    of a very negative z (log(1 + e) rounds 1 + e to 1 there: softplus(-20) came out 0, not 2.06e-9).
+    The terms are written so that autodiff's one-sided slopes at z = 0 add up to the true 1/2 (max and |z| as clamp
+    and abs gave 1 there).
     """
+    positive = _f.where(_f.gt(z, 0.0), z, 0.0)
+    return _f.add(positive, _m.log1p(_f.exp(_f.sub(_f.clamp(z, max=0.0), positive))))
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta * input)) / beta (by log1p_exp), and input itself where beta * input > threshold, as torch."""
     z = _f.mul(input, beta)
-    smooth = _f.add(_f.clamp(z, min=0.0), _m.log1p(_f.exp(_f.neg(_f.abs(z)))))
-    return _f.where(_f.gt(z, threshold), input, _f.div(smooth, beta))
+    return _f.where(_f.gt(z, threshold), input, _f.div(log1p_exp(z), beta))
 
 
 # Above this, mish(x) = x in float32 (tanh(softplus(x)) rounds to 1 from x = 9.1 on), and e^2 stays finite below it.
@@ -104,3 +150,61 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
         raise ValueError(f"glu: halving dimension must be even, but dimension {axis} is size {input.shape[axis]}")
     a, b = _f.chunk(input, 2, axis)
     return _f.mul(a, _f.sigmoid(b))
+
+
+def softsign(input: Tensor) -> Tensor:
+    """input / (1 + |input|)."""
+    return _f.div(input, _f.add(_f.abs(input), 1.0))
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(input)) as -log1p_exp(-input), accurate in both tails: -9.4e-14 at 30 and -100 at -100, where
+    log(sigmoid(input)) gives 0 and -inf."""
+    return _f.neg(log1p_exp(_f.neg(input)))
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    """softmax(-input) along dim; with dtype, the input is cast to it first."""
+    return _f.softmax(_f.neg(input), _f._softmax_dim("softmin", input, dim), dtype=dtype)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """input - tanh(input)."""
+    return _f.sub(input, _f.tanh(input))
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """input shrunk towards 0 by lambd: input - lambd above lambd, input + lambd below -lambd, else 0 (as |input| * 0,
+    so NaN stays NaN)."""
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+    return _f.where(_f.gt(input, lambd), _f.sub(input, lambd),
+                    _f.where(_f.lt(input, -lambd), _f.add(input, lambd), _f.mul(_f.abs(input), 0.0)))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """input where |input| > lambd, else 0 (NaN stays)."""
+    return _f.where(_f.le(_f.abs(input), lambd), 0.0, input)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """input where input > threshold, else value (NaN stays)."""
+    return _f.where(_f.le(input, threshold), value, input)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: Any = False,
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky relu: in training each non-positive element is scaled by its own slope, uniform in
+    [lower, upper) from the global generator; in evaluation the slope is (lower + upper) / 2.
+
+    `training` is a bool, a Flag or a bool[] tensor (see when_training). Under braze.trace the slopes are drawn once
+    and become a constant of the graph, as dropout's seed does: every run of the graph uses those slopes.
+    """
+    if lower > upper:
+        raise ValueError(f"rrelu: lower bound ({lower}) must be less than or equal to the upper bound ({upper})")
+
+    def randomized() -> Tensor:
+        slopes = _f.add(_f.mul(rand(input.shape, dtype=input.dtype), upper - lower), lower)
+        return _f.where(_f.gt(input, 0.0), input, _f.mul(input, slopes))
+
+    return when_training(training, randomized, lambda: leaky_relu(input, (lower + upper) / 2))

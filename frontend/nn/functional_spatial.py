@@ -10,6 +10,10 @@ input, and the phases interleave into the result. That skips the products with t
 convolution inserts between input elements, which a dilated one (below) still computes: conv2d on the input with
 those zeros inserted, padded by dilation * (k - 1) - padding. Both flip the kernel and swap its channel axes per
 group.
+
+unfold gathers each sliding block's taps with strided slices of the padded input, one axis at a time (kh + kw
+slices), and fold is its adjoint, a sum of the taps' strided slice_scatters. Neither multiplies by a 0/1 weight, so
+they are exact for every value, inf and NaN included.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ from ..dispatch import apply
 from ..tensor import Tensor
 
 __all__ = ["conv1d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
-           "adaptive_max_pool2d", "interpolate", "pixel_shuffle"]
+           "adaptive_max_pool2d", "interpolate", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "unfold",
+           "fold"]
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 INTERPOLATE_MODES = ("nearest", "linear", "bilinear")
@@ -316,3 +321,141 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     x = _f.reshape(input, tuple(lead) + (c // (r * r), r, r, h, w))
     x = _f.permute(x, list(range(k)) + [k, k + 3, k + 1, k + 4, k + 2])
     return _f.reshape(x, tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H * r, W * r) to (*, C * r**2, H, W), the inverse of pixel_shuffle, as torch."""
+    r = int(downscale_factor)
+    if input.ndim < 3:
+        raise ValueError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                         f"{input.ndim} dimension(s)")
+    if r <= 0:
+        raise ValueError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    for name, axis, size in (("height", -2, h), ("width", -1, w)):
+        if size % r:
+            raise ValueError(f"pixel_unshuffle expects {name} to be divisible by downscale_factor, but "
+                             f"input.size({axis})={size} is not divisible by {r}")
+    k = len(lead)
+    x = _f.reshape(input, tuple(lead) + (c, h // r, r, w // r, r))
+    x = _f.permute(x, list(range(k)) + [k, k + 2, k + 4, k + 1, k + 3])
+    return _f.reshape(x, tuple(lead) + (c * r * r, h // r, w // r))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Channels (dim 1) as a (groups, C / groups) grid, transposed: (N, C, *) keeps its shape, as torch."""
+    g = int(groups)
+    if input.ndim < 3:
+        raise ValueError(f"channel_shuffle expects input with > 2 dims, but got input with sizes "
+                         f"{list(input.shape)}")
+    if g <= 0:
+        raise ValueError(f"Number of groups to divide channels in must be positive. Value of groups:{g}")
+    n, c, *rest = input.shape
+    if c % g:
+        raise ValueError(f"Number of channels must be divisible by groups. Got {c} channels and {g} groups.")
+    x = _f.reshape(input, (n, g, c // g) + tuple(rest))
+    return _f.reshape(_f.transpose(x, 1, 2), tuple(input.shape))
+
+
+# --- sliding blocks: unfold and fold ------------------------------------------------------------------------
+
+
+Window = tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]]
+Slices = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def _window(function: str, kernel_size: Any, dilation: Any, padding: Any, stride: Any) -> Window:
+    """(kernel_size, dilation, padding, stride) as pairs, checked as torch checks them."""
+    k, d = pair_of(kernel_size, "kernel_size", function), pair_of(dilation, "dilation", function)
+    p, s = pair_of(padding, "padding", function), pair_of(stride, "stride", function)
+    for name, pair, least in (("kernel", k, 1), ("dilation", d, 1), ("stride", s, 1), ("padding", p, 0)):
+        if min(pair) < least:
+            relation = "greater than zero" if least else "non-negative"
+            raise ValueError(f"{function}: {name} should be {relation}, but got {name}_height: {pair[0]} "
+                             f"{name}_width: {pair[1]}")
+    return k, d, p, s
+
+
+def _blocks(function: str, size: Sequence[int], window: Window) -> tuple[int, int]:
+    """How many sliding blocks fit along the height and the width of a plane of `size`; at least one each."""
+    k, d, p, s = window
+    oh, ow = ((size[a] + 2 * p[a] - d[a] * (k[a] - 1) - 1) // s[a] + 1 for a in range(2))
+    if min(oh, ow) < 1:
+        raise ValueError(f"{function}: given spatial size {tuple(size)}, kernel_size={k}, dilation={d}, "
+                         f"padding={p}, stride={s}, the array of sliding blocks would be {(oh, ow)}, but its "
+                         f"components must be at least one")
+    return oh, ow
+
+
+def _tap_slices(shape: Sequence[int], axis: int, k: int, d: int, s: int, count: int) -> list[Slices]:
+    """The slice op's (starts, stops, steps) of each of the k taps along `axis`: count positions, s apart."""
+    out = []
+    for i in range(k):
+        starts, stops, steps = [0] * len(shape), list(shape), [1] * len(shape)
+        starts[axis], stops[axis], steps[axis] = i * d, i * d + (count - 1) * s + 1, s
+        out.append((tuple(starts), tuple(stops), tuple(steps)))
+    return out
+
+
+def _scatter_taps(taps: Sequence[Tensor], shape: tuple[int, ...], axis: int, k: int, d: int, s: int,
+                  count: int) -> Tensor:
+    """The sum of the k taps, each written into zeros of `shape` at its strided positions along `axis`."""
+    total = None
+    for tap, (a, b, c) in zip(taps, _tap_slices(shape, axis, k, d, s, count)):
+        placed = apply("slice_scatter", tap, shape=shape, starts=a, stops=b, steps=c)
+        total = placed if total is None else _f.add(total, placed)
+    return total
+
+
+def unfold(input: Tensor, kernel_size: int | Sequence[int], dilation: int | Sequence[int] = 1,
+           padding: int | Sequence[int] = 0, stride: int | Sequence[int] = 1) -> Tensor:
+    """The sliding blocks of (N, C, H, W) or unbatched (C, H, W) input as columns: (N, C * kh * kw, L), channel
+    order (c, kh, kw) and blocks in row-major order, as torch (im2col)."""
+    from .functional import pad
+    window = _window("unfold", kernel_size, dilation, padding, stride)
+    if input.ndim not in (3, 4) or 0 in input.shape[-3:]:
+        raise ValueError(f"unfold: expected a 3-d or 4-d (batch mode) input with possibly 0 batch size and other "
+                         f"non-zero dims, got {list(input.shape)}")
+    x = input if input.ndim == 4 else _f.unsqueeze(input, 0)
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = window
+    oh, ow = _blocks("unfold", x.shape[2:], window)
+    if ph or pw:
+        x = pad(x, (pw, pw, ph, ph))
+    rows = _f.stack([apply("slice", x, starts=a, stops=b, steps=c)
+                     for a, b, c in _tap_slices(x.shape, 2, kh, dh, sh, oh)], 2)
+    taps = _f.stack([apply("slice", rows, starts=a, stops=b, steps=c)
+                     for a, b, c in _tap_slices(rows.shape, 4, kw, dw, sw, ow)], 3)
+    out = _f.reshape(taps, (x.shape[0], x.shape[1] * kh * kw, oh * ow))
+    return out if input.ndim == 4 else _f.squeeze(out, 0)
+
+
+def fold(input: Tensor, output_size: int | Sequence[int], kernel_size: int | Sequence[int],
+         dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+         stride: int | Sequence[int] = 1) -> Tensor:
+    """Columns (N, C * kh * kw, L) or unbatched (C * kh * kw, L) summed into (N, C, H, W) at their sliding blocks'
+    places, overlaps added: unfold's adjoint (col2im), as torch."""
+    from .functional import pad
+    window = _window("fold", kernel_size, dilation, padding, stride)
+    size = pair_of(output_size, "output_size", "fold")
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = window
+    if input.ndim not in (2, 3) or 0 in input.shape[-2:]:
+        raise ValueError(f"fold: expected a 2-d or 3-d (batch mode) input with possibly 0 batch size and non-zero "
+                         f"dims, got {list(input.shape)}")
+    x = input if input.ndim == 3 else _f.unsqueeze(input, 0)
+    n, rows, length = x.shape
+    if rows % (kh * kw):
+        raise ValueError(f"fold: expected size of input's dimension {input.ndim - 2} to be divisible by the product "
+                         f"of kernel_size, but got input.size({input.ndim - 2})={rows} and kernel_size={(kh, kw)}")
+    oh, ow = _blocks("fold", size, window)
+    if length != oh * ow:
+        raise ValueError(f"fold: given output_size={size}, kernel_size={(kh, kw)}, dilation={(dh, dw)}, "
+                         f"padding={(ph, pw)}, stride={(sh, sw)}, expected size of input's dimension "
+                         f"{input.ndim - 1} to match the calculated number of sliding blocks {oh} * {ow} = "
+                         f"{oh * ow}, but got input.size({input.ndim - 1})={length}")
+    c, padded = rows // (kh * kw), (size[0] + 2 * ph, size[1] + 2 * pw)
+    taps = _f.reshape(x, (n, c, kh, kw, oh, ow))
+    rows_placed = _scatter_taps(_f.unbind(taps, 3), (n, c, kh, oh, padded[1]), 4, kw, dw, sw, ow)
+    out = _scatter_taps(_f.unbind(rows_placed, 2), (n, c) + padded, 2, kh, dh, sh, oh)
+    if ph or pw:
+        out = pad(out, (-pw, -pw, -ph, -ph))
+    return out if input.ndim == 3 else _f.squeeze(out, 0)

@@ -137,7 +137,8 @@ erf = _unary("erf", _erf_impl, lambda e, g, out, x: (e.mul(g, e.mul(e.exp(e.neg(
 sin = _unary("sin", np.sin, lambda e, g, out, x: (e.mul(g, e.cos(x)),))
 cos = _unary("cos", np.cos, lambda e, g, out, x: (e.neg(e.mul(g, e.sin(x))),))
 log1p = _unary("log1p", np.log1p, lambda e, g, out, x: (e.div(g, e.add(x, 1.0)),))
-expm1 = _unary("expm1", np.expm1, lambda e, g, out, x: (e.mul(g, e.add(out, 1.0)),))
+# exp(x), not out + 1: out + 1 cancels where expm1(x) nears -1 (at x = -20 in float32 it gives 0, not 2.1e-9)
+expm1 = _unary("expm1", np.expm1, lambda e, g, out, x: (e.mul(g, e.exp(x)),))
 
 
 def _atan2_vjp(e, g, out, y, x):

@@ -1,6 +1,6 @@
 """softplus, mish, elu and binary_cross_entropy_with_logits keep their tails: the tiny values far left (log1p, not
 log(1 + e), which rounds 1 + e to 1 there), elu's near 0 (expm1, not exp(x) - 1) and plain x far right, eager and
-compiled, with finite gradients."""
+compiled, with finite gradients (expm1's and elu's exact far left)."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,6 +78,18 @@ def test_elu_is_exact_near_zero_and_saturates_far_left(alpha: float) -> None:
     x64 = x.astype(np.float64)
     for got in _both(lambda v: F.elu(v, alpha), x):
         _close(got, np.where(x64 > 0, x64, alpha * np.expm1(x64)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_expm1_and_elu_gradients_keep_the_left_tail(dtype: type) -> None:
+    """d/dx expm1(x) = exp(x): from expm1(x) + 1 it cancels to 0 (float32) or to a few correct digits (float64)."""
+    x = np.array([-80.0, -30.0, -20.0, -1e-3, 0.0, 3.0], dtype)
+    want = np.exp(x.astype(np.float64))
+    for fn in (braze.expm1, F.elu):
+        t = braze.tensor(x, requires_grad=True)
+        fn(t).sum().backward()
+        got = t.grad.numpy().astype(np.float64)
+        np.testing.assert_allclose(got[:-1], want[:-1], rtol=2e-7 if dtype == np.float32 else 1e-15, atol=0)
 
 
 def test_bce_with_logits_keeps_the_loss_of_confident_right_answers() -> None:

@@ -1,5 +1,5 @@
-"""Activation layers (ReLU, GELU, SiLU, Hardtanh, LeakyReLU, ELU, ..., PReLU with its learned slope), Softmax,
-LogSoftmax, Flatten and Unflatten, as torch.nn's."""
+"""Activation layers (ReLU, GELU, SiLU, Hardtanh, LeakyReLU, ELU, SELU, CELU, the shrinks, RReLU, ..., PReLU with its
+learned slope), Softmax, Softmin, LogSoftmax, Flatten and Unflatten, as torch.nn's."""
 from __future__ import annotations
 
 import warnings
@@ -7,6 +7,7 @@ from typing import Any
 
 from ... import functions as _f
 from .. import functional as F
+from ..flag import Flag
 from ..module import Module
 from ._init import constant, float_dtype, lazy
 
@@ -245,6 +246,120 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
+class SELU(_Inplace):
+    """Self-normalizing elu: scale * elu(x, alpha) with torch's constants."""
+
+    _function = "selu"
+
+
+class CELU(Module):
+    """x where positive, else alpha * (exp(x / alpha) - 1)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = float(alpha), bool(inplace)
+
+    def forward(self, input: Any) -> Any:
+        return F.celu(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softsign(Module):
+    """x / (1 + |x|) elementwise."""
+
+    def forward(self, input: Any) -> Any:
+        return F.softsign(input)
+
+
+class LogSigmoid(Module):
+    """log(sigmoid(x)) elementwise, accurate in both tails."""
+
+    def forward(self, input: Any) -> Any:
+        return F.logsigmoid(input)
+
+
+class Softmin(Module):
+    """softmax(-x) along `dim` (torch's implicit choice, with its warning, when dim is None)."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Any) -> Any:
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Tanhshrink(Module):
+    """x - tanh(x) elementwise."""
+
+    def forward(self, input: Any) -> Any:
+        return F.tanhshrink(input)
+
+
+class Softshrink(Module):
+    """x shrunk towards 0 by lambd (0 within [-lambd, lambd])."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = float(lambd)
+
+    def forward(self, input: Any) -> Any:
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Module):
+    """x where |x| > lambd, else 0."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = float(lambd)
+
+    def forward(self, input: Any) -> Any:
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Threshold(Module):
+    """x where x > threshold, else value."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold, self.value, self.inplace = float(threshold), float(value), bool(inplace)
+
+    def forward(self, input: Any) -> Any:
+        return F.threshold(input, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
+class RReLU(Module):
+    """Randomized leaky relu: a random slope in [lower, upper) per non-positive element while the `training` flag is
+    on, (lower + upper) / 2 otherwise; the flag goes to F.rrelu as an operand, as Dropout's."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower, self.upper, self.inplace = float(lower), float(upper), bool(inplace)
+        self.training = Flag(True)
+
+    def forward(self, input: Any) -> Any:
+        return F.rrelu(input, self.lower, self.upper, self.flag("training"))
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
 __all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "Hardtanh", "ReLU6", "Hardsigmoid",
-           "Hardswish",
-           "Mish", "LeakyReLU", "ELU", "Softplus", "PReLU", "GLU", "LogSoftmax", "Unflatten"]
+           "Hardswish", "Mish", "LeakyReLU", "ELU", "Softplus", "PReLU", "GLU", "LogSoftmax", "Unflatten", "SELU",
+           "CELU", "Softsign", "LogSigmoid", "Softmin", "Tanhshrink", "Softshrink", "Hardshrink", "Threshold",
+           "RReLU"]

@@ -1,5 +1,6 @@
-"""RNN, LSTM and GRU, as torch.nn's: arguments, parameter names (weight_ih_l0, bias_hh_l1_reverse, ...), gate
-order, initialization and outputs.
+"""RNN, LSTM and GRU, and their single-step RNNCell, LSTMCell and GRUCell, as torch.nn's: arguments, parameter
+names (weight_ih_l0, bias_hh_l1_reverse, ...; a cell's weight_ih, ..., bias_hh), gate order, initialization and
+outputs. A layer and its cell share one step function.
 
 The recurrence is unrolled over the input's (fixed) sequence length: the input projection of every step is one
 matmul per layer and direction, then each step adds h @ weight_hh.T and applies the cell. A traced graph holds
@@ -12,7 +13,7 @@ a sequence's end, so each sequence starts from its own last element.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -25,10 +26,74 @@ from ..utils.rnn import PackedSequence
 from ._init import float_dtype, lazy, uniform
 
 
-class _RNNBase(Module):
-    """Layers x directions of one cell type; `_gates` is how many hidden-size blocks weight_ih stacks."""
+def _add_weights(module: Module, tag: str, gates: int, input_size: int, hidden_size: int, bias: bool, dtype: Any,
+                 device: Any) -> None:
+    """weight_ih{tag} (gates * hidden, input), weight_hh{tag} (gates * hidden, hidden) and, with bias, bias_ih{tag}
+    and bias_hh{tag}, all ~ U(-1/sqrt(hidden), 1/sqrt(hidden)) as torch."""
+    rows, sample = gates * hidden_size, uniform(1.0 / math.sqrt(hidden_size))
+    setattr(module, f"weight_ih{tag}", lazy((rows, input_size), sample, dtype, device))
+    setattr(module, f"weight_hh{tag}", lazy((rows, hidden_size), sample, dtype, device))
+    if bias:
+        setattr(module, f"bias_ih{tag}", lazy((rows,), sample, dtype, device))
+        setattr(module, f"bias_hh{tag}", lazy((rows,), sample, dtype, device))
+
+
+def _zeros(like: Any, shape: tuple[int, ...]) -> Tensor:
+    """The default initial state: zeros of `like`'s dtype."""
+    return Tensor._wrap(np.zeros(shape, dtype=like.dtype.numpy))
+
+
+def _nonlinearity(layer: str, nonlinearity: str) -> str:
+    """`nonlinearity` when an Elman step supports it."""
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"{layer}: nonlinearity={nonlinearity!r} is not supported; supported: 'tanh', 'relu'")
+    return nonlinearity
+
+
+class _ElmanStep:
+    """The Elman step of RNN and RNNCell: h' = nonlinearity(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh)."""
 
     _gates = 1
+    nonlinearity: str
+
+    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
+        pre = _f.add(gates_x, F.linear(h, w_hh, b_hh))
+        return (_f.tanh(pre) if self.nonlinearity == "tanh" else _f.relu(pre)), None
+
+
+class _LSTMStep:
+    """The LSTM step of LSTM and LSTMCell, torch's gate order (input, forget, cell, output):
+    c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c')."""
+
+    _gates = 4
+
+    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
+        gates = _f.add(gates_x, F.linear(h, w_hh, b_hh))
+        i, f, g, o = _f.chunk(gates, 4, -1)
+        c = _f.add(_f.mul(_f.sigmoid(f), c), _f.mul(_f.sigmoid(i), _f.tanh(g)))
+        return _f.mul(_f.sigmoid(o), _f.tanh(c)), c
+
+
+class _GRUStep:
+    """The GRU step of GRU and GRUCell, torch's gate order (reset, update, new):
+    n = tanh(x_n + r * (h @ W_hn.T + b_hn)), h' = (1 - z) * n + z * h."""
+
+    _gates = 3
+
+    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
+        x_r, x_z, x_n = _f.chunk(gates_x, 3, -1)
+        h_r, h_z, h_n = _f.chunk(F.linear(h, w_hh, b_hh), 3, -1)
+        r, z = _f.sigmoid(_f.add(x_r, h_r)), _f.sigmoid(_f.add(x_z, h_z))
+        n = _f.tanh(_f.add(x_n, _f.mul(r, h_n)))
+        return _f.add(n, _f.mul(z, _f.sub(h, n))), None
+
+
+class _RNNBase(Module):
+    """Layers x directions of one cell type, whose step class supplies `_gates` (how many hidden-size blocks
+    weight_ih stacks) and `_cell`."""
+
+    _gates: int
+    _cell: Callable[..., tuple[Any, Any]]
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device: Any = None,
@@ -42,16 +107,11 @@ class _RNNBase(Module):
         self.input_size, self.hidden_size, self.num_layers = int(input_size), int(hidden_size), int(num_layers)
         self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
         self.bidirectional = bool(bidirectional)
-        d, bound = float_dtype(dtype, name), 1.0 / math.sqrt(self.hidden_size)
-        rows = self._gates * self.hidden_size
+        d = float_dtype(dtype, name)
         for layer in range(self.num_layers):
             for suffix in self._suffixes():
                 width = self.input_size if layer == 0 else self.hidden_size * self._directions
-                setattr(self, f"weight_ih_l{layer}{suffix}", lazy((rows, width), uniform(bound), d, device))
-                setattr(self, f"weight_hh_l{layer}{suffix}", lazy((rows, self.hidden_size), uniform(bound), d, device))
-                if self.bias:
-                    setattr(self, f"bias_ih_l{layer}{suffix}", lazy((rows,), uniform(bound), d, device))
-                    setattr(self, f"bias_hh_l{layer}{suffix}", lazy((rows,), uniform(bound), d, device))
+                _add_weights(self, f"_l{layer}{suffix}", self._gates, width, self.hidden_size, self.bias, d, device)
         self.training = Flag(True)
 
     @property
@@ -70,7 +130,7 @@ class _RNNBase(Module):
                        packed: PackedSequence | None) -> tuple[Any, Any, Any]:
         """The outputs (L, N, H) of one layer and direction over x (L, N, I), and its final h and c."""
         w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
-        cell = self._cell  # type: ignore[attr-defined]  (each cell type defines its step)
+        cell = self._cell
         projected = F.linear(x, w_ih, b_ih)  # every step's input projection in one matmul
         steps = range(x.shape[0] - 1, -1, -1) if suffix else range(x.shape[0])
         running = packed.running() if packed is not None and suffix else None
@@ -90,7 +150,7 @@ class _RNNBase(Module):
     def _initial(self, x: Any, hx: Any) -> Any:
         shape = (self.num_layers * self._directions, x.shape[1], self.hidden_size)
         if hx is None:
-            return Tensor._wrap(np.zeros(shape, dtype=x.dtype.numpy))
+            return _zeros(x, shape)
         if tuple(hx.shape) != shape:
             raise ValueError(f"{type(self).__name__}: expected hidden size {shape}, got {tuple(hx.shape)}")
         return hx
@@ -152,21 +212,16 @@ def _final(states: list[Any], unbatched: bool) -> Any:
     return _f.squeeze(stacked, 1) if unbatched else stacked
 
 
-class RNN(_RNNBase):
+class RNN(_ElmanStep, _RNNBase):
     """Elman RNN: h' = nonlinearity(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh), nonlinearity 'tanh' or 'relu'."""
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
                  device: Any = None, dtype: Any = None) -> None:
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNN: nonlinearity={nonlinearity!r} is not supported; supported: 'tanh', 'relu'")
+        _nonlinearity("RNN", nonlinearity)
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
                          dtype)
         self.nonlinearity = nonlinearity
-
-    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
-        pre = _f.add(gates_x, F.linear(h, w_hh, b_hh))
-        return (_f.tanh(pre) if self.nonlinearity == "tanh" else _f.relu(pre)), None
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
         x, unbatched, packed = self._sequence(input)
@@ -174,12 +229,9 @@ class RNN(_RNNBase):
         return self._output(out, unbatched, packed), _final(hs, unbatched)
 
 
-
-class LSTM(_RNNBase):
+class LSTM(_LSTMStep, _RNNBase):
     """Long short-term memory with torch's gate order (input, forget, cell, output); returns
     (output, (h_n, c_n))."""
-
-    _gates = 4
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
@@ -190,12 +242,6 @@ class LSTM(_RNNBase):
                          dtype)
         self.proj_size = 0
 
-    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
-        gates = _f.add(gates_x, F.linear(h, w_hh, b_hh))
-        i, f, g, o = _f.chunk(gates, 4, -1)
-        c = _f.add(_f.mul(_f.sigmoid(f), c), _f.mul(_f.sigmoid(i), _f.tanh(g)))
-        return _f.mul(_f.sigmoid(o), _f.tanh(c)), c
-
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, tuple[Any, Any]]:
         x, unbatched, packed = self._sequence(input)
         h0, c0 = (None, None) if hx is None else (_hidden(hx[0], unbatched), _hidden(hx[1], unbatched))
@@ -203,18 +249,9 @@ class LSTM(_RNNBase):
         return self._output(out, unbatched, packed), (_final(hs, unbatched), _final(cs, unbatched))
 
 
-class GRU(_RNNBase):
+class GRU(_GRUStep, _RNNBase):
     """Gated recurrent unit with torch's gate order (reset, update, new):
     n = tanh(x_n + r * (h @ W_hn.T + b_hn)), h' = (1 - z) * n + z * h."""
-
-    _gates = 3
-
-    def _cell(self, gates_x: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
-        x_r, x_z, x_n = _f.chunk(gates_x, 3, -1)
-        h_r, h_z, h_n = _f.chunk(F.linear(h, w_hh, b_hh), 3, -1)
-        r, z = _f.sigmoid(_f.add(x_r, h_r)), _f.sigmoid(_f.add(x_z, h_z))
-        n = _f.tanh(_f.add(x_n, _f.mul(r, h_n)))
-        return _f.add(n, _f.mul(z, _f.sub(h, n))), None
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
         x, unbatched, packed = self._sequence(input)
@@ -222,4 +259,97 @@ class GRU(_RNNBase):
         return self._output(out, unbatched, packed), _final(hs, unbatched)
 
 
-__all__ = ["RNN", "LSTM", "GRU"]
+class _CellBase(Module):
+    """One step of a cell type on (N, input_size) or unbatched (input_size) input, with torch's parameters
+    weight_ih, weight_hh, bias_ih and bias_hh (None without bias); the state defaults to zeros."""
+
+    _gates: int
+    _cell: Callable[..., tuple[Any, Any]]
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if hidden_size <= 0:
+            raise ValueError(f"{name}: hidden_size must be positive, got {hidden_size}")
+        self.input_size, self.hidden_size, self.bias = int(input_size), int(hidden_size), bool(bias)
+        _add_weights(self, "", self._gates, self.input_size, self.hidden_size, self.bias, float_dtype(dtype, name),
+                     device)
+        if not self.bias:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+
+    def _batched(self, input: Any, states: Any, names: tuple[str, ...]) -> tuple[Any, list[Any], bool]:
+        """(N, input_size) input, its states (N, hidden_size) (zeros when None) and whether it was unbatched."""
+        name = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        if input.shape[-1] != self.input_size:
+            raise ValueError(f"{name}: input has inconsistent input_size: got {input.shape[-1]} expected "
+                             f"{self.input_size}")
+        unbatched = input.ndim == 1
+        x = _f.unsqueeze(input, 0) if unbatched else input
+        shape = (x.shape[0], self.hidden_size)
+        if states is None:
+            return x, [_zeros(x, shape)] * len(names), unbatched
+        out = []
+        for label, state in zip(names, states):
+            if state.ndim not in (1, 2):
+                raise ValueError(f"{name}: Expected {label} to be 1D or 2D, got {state.ndim}D instead")
+            state = _f.unsqueeze(state, 0) if unbatched else state
+            if tuple(state.shape) != shape:
+                raise ValueError(f"{name}: expected {label} of size {shape}, got {tuple(state.shape)}")
+            out.append(state)
+        return x, out, unbatched
+
+    def _step(self, x: Any, h: Any, c: Any) -> tuple[Any, Any]:
+        """The cell's step on batched x and state."""
+        return self._cell(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh, self.bias_hh)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        return s if self.bias else s + ", bias=False"
+
+
+def _unbatch(state: Any, unbatched: bool) -> Any:
+    """A cell's state without the batch dim an unbatched input was given."""
+    return _f.squeeze(state, 0) if unbatched else state
+
+
+class RNNCell(_ElmanStep, _CellBase):
+    """One Elman step: h' = nonlinearity(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh), nonlinearity 'tanh' or 'relu'."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
+                 device: Any = None, dtype: Any = None) -> None:
+        _nonlinearity("RNNCell", nonlinearity)
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input: Any, hx: Any = None) -> Any:
+        x, (h,), unbatched = self._batched(input, None if hx is None else (hx,), ("hidden",))
+        return _unbatch(self._step(x, h, None)[0], unbatched)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s if self.nonlinearity == "tanh" else f"{s}, nonlinearity={self.nonlinearity}"
+
+
+class LSTMCell(_LSTMStep, _CellBase):
+    """One LSTM step with torch's gate order (input, forget, cell, output); hx is (h, c) and the result (h', c')."""
+
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
+        x, (h, c), unbatched = self._batched(input, hx, ("hx[0]", "hx[1]"))
+        h, c = self._step(x, h, c)
+        return _unbatch(h, unbatched), _unbatch(c, unbatched)
+
+
+class GRUCell(_GRUStep, _CellBase):
+    """One GRU step with torch's gate order (reset, update, new): n = tanh(x_n + r * (h @ W_hn.T + b_hn)),
+    h' = (1 - z) * n + z * h."""
+
+    def forward(self, input: Any, hx: Any = None) -> Any:
+        x, (h,), unbatched = self._batched(input, None if hx is None else (hx,), ("hidden",))
+        return _unbatch(self._step(x, h, None)[0], unbatched)
+
+
+__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]

@@ -1,5 +1,5 @@
-"""Padding and resizing layers: ZeroPad2d, ConstantPad2d, ReflectionPad2d, ReplicationPad2d, Upsample and
-PixelShuffle, as torch.nn's."""
+"""Padding, resizing and rearranging layers: ZeroPad2d, ConstantPad2d, ReflectionPad2d, ReplicationPad2d, Upsample,
+PixelShuffle, PixelUnshuffle, ChannelShuffle, Unfold and Fold, as torch.nn's."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -99,4 +99,67 @@ class PixelShuffle(Module):
         return f"upscale_factor={self.upscale_factor}"
 
 
-__all__ = ["ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "Upsample", "PixelShuffle"]
+class PixelUnshuffle(Module):
+    """(*, C, H * r, W * r) to (*, C * r**2, H, W), the inverse of PixelShuffle."""
+
+    def __init__(self, downscale_factor: int) -> None:
+        super().__init__()
+        self.downscale_factor = int(downscale_factor)
+
+    def forward(self, input: Any) -> Any:
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    """Interleave the channels of `groups` groups: (N, C, *) keeps its shape."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = int(groups)
+
+    def forward(self, input: Any) -> Any:
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
+
+
+class Unfold(Module):
+    """F.unfold: the sliding blocks of (N, C, H, W) input as columns (N, C * kh * kw, L)."""
+
+    def __init__(self, kernel_size: int | Sequence[int], dilation: int | Sequence[int] = 1,
+                 padding: int | Sequence[int] = 0, stride: int | Sequence[int] = 1) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input: Any) -> Any:
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+class Fold(Module):
+    """F.fold: columns (N, C * kh * kw, L) summed into (N, C, *output_size), overlaps added."""
+
+    def __init__(self, output_size: int | Sequence[int], kernel_size: int | Sequence[int],
+                 dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                 stride: int | Sequence[int] = 1) -> None:
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input: Any) -> Any:
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+__all__ = ["ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "Upsample", "PixelShuffle",
+           "PixelUnshuffle", "ChannelShuffle", "Unfold", "Fold"]
