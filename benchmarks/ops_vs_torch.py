@@ -34,6 +34,10 @@ def _normal(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
     return lambda rng: rng.standard_normal(shape).astype(np.float32)
 
 
+def _uniform(low: float, high: float, *shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.uniform(low, high, shape).astype(np.float32)
+
+
 def _arrays(*makers: Callable[[np.random.Generator], np.ndarray]) -> Callable[[np.random.Generator], list]:
     return lambda rng: [make(rng) for make in makers]
 
@@ -74,6 +78,15 @@ CASES = [
     Case("layer_norm 16 x 4096", lambda t, x: t.nn.functional.layer_norm(x, (4096,)), _arrays(_normal(16, 4096))),
     Case("max_pool2d 2 of 4 x 64 x 112 x 112", lambda t, x: t.nn.functional.max_pool2d(x, 2),
          _arrays(_normal(4, 64, 112, 112))),
+    Case("atan 1e6", lambda t, x: t.atan(x), _arrays(_normal(1 << 20))),
+    Case("asin 1e6", lambda t, x: t.asin(x), _arrays(_uniform(-1, 1, 1 << 20))),
+    Case("atan2 1e6", lambda t, y, x: t.atan2(y, x), _arrays(_normal(1 << 20), _normal(1 << 20))),
+    Case("norm over rows 4096 x 256", lambda t, x: x.norm(dim=-1), _arrays(_normal(4096, 256))),
+    Case("cosine_similarity 4096 x 256", lambda t, x, y: t.nn.functional.cosine_similarity(x, y, dim=-1),
+         _arrays(_normal(4096, 256), _normal(4096, 256))),
+    Case("logsigmoid 1e6", lambda t, x: t.nn.functional.logsigmoid(x), _arrays(_normal(1 << 20))),
+    Case("unfold 3 x 3 of 8 x 64 x 32 x 32", lambda t, x: t.nn.functional.unfold(x, 3, padding=1),
+         _arrays(_normal(8, 64, 32, 32))),
 ]
 
 

@@ -15,9 +15,9 @@ from braze.ir.errors import BrazeError, DTypeError, ShapeError
 from braze.ir.types import as_dtype, bool_, int64
 
 from .dispatch import apply
-from .functions import (MinMax, abs, add, clamp, div, eq, gt, log, logical_and, logical_not, lt, maximum, mean, mul,
-                        ne, pow, sqrt, std, sub, sum, var, where)
-from .math_functions import _nonzero, floor, isnan
+from .functions import (MinMax, abs, add, div, eq, gt, logical_and, logical_not, maximum, mean, mul, ne, pow, sqrt,
+                        std, sub, sum, var, where)
+from .math_functions import _nonzero, isnan
 from .movement import movedim, narrow, normalize_dim, normalize_dims, reshape, unsqueeze
 from .ordering import sort
 from .pointwise import log_add
@@ -239,21 +239,12 @@ def _zero_safe(fn: Any, t: Tensor) -> Tensor:
     return where(zero, fn(t.detach()), fn(where(zero, 1.0, t)))
 
 
-def _binary_scale(a: Tensor, axes: tuple[int, ...]) -> Tensor:
-    """A power of two near the largest |x| of each reduced group (1 where that is 0, inf or NaN), as a constant:
-    dividing by it is exact, so a scaled norm equals the plain one wherever the plain one neither overflows nor
-    underflows."""
-    top = apply("max", a.detach(), axes=axes, keepdim=True)
-    usable = logical_and(gt(top, 0.0), lt(top, _INF))
-    exponent = floor(div(log(where(usable, top, 1.0)), math.log(2.0)))
-    return pow(2.0, clamp(exponent, max=float(np.finfo(a.dtype.numpy).maxexp - 1)))
-
-
 def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
                 dtype: Any = None) -> Tensor:
     """torch.linalg.vector_norm: (sum |x|^ord)^(1/ord) over `dim` (all dims when None), with ord inf/-inf the
-    largest/smallest |x| and ord 0 the count of nonzeros. Positive ord is computed on x scaled by a power of two
-    near max |x|, so values whose squares overflow (|x| > 1.8e19 in float32, where torch gives inf) still work."""
+    largest/smallest |x| and ord 0 the count of nonzeros. Computed as written, as torch's: |x|^ord overflows to inf
+    where torch's does (|x| > 1.8e19 for ord 2 in float32). Scaling by a power of two near max |x| avoided that at
+    2.6x the time of the plain norm (4096 x 256 rows compiled: 414 against 153 us, torch 164)."""
     if isinstance(ord, str):
         raise TypeError(f"linalg.vector_norm: ord must be a number, got {ord!r} (use linalg.matrix_norm for "
                         f"'fro' and 'nuc')")
@@ -270,12 +261,9 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
         return apply("max" if p > 0 else "min", a, axes=axes, keepdim=keepdim)
     if p == 1:
         return apply("sum", a, axes=axes, keepdim=keepdim)
-    scale = _binary_scale(a, axes) if p > 0 and _reduced_count(x, axes) else None
-    y = a if scale is None else div(a, scale)
-    terms = mul(y, y) if p == 2 else _zero_safe(lambda t: pow(t, p), y)
-    total = apply("sum", terms, axes=axes, keepdim=True)
-    root = _zero_safe(sqrt, total) if p == 2 else _zero_safe(lambda t: pow(t, 1.0 / p), total)
-    return _squeezed(root if scale is None else mul(root, scale), axes, keepdim)
+    terms = mul(a, a) if p == 2 else _zero_safe(lambda t: pow(t, p), a)
+    total = apply("sum", terms, axes=axes, keepdim=keepdim)
+    return _zero_safe(sqrt, total) if p == 2 else _zero_safe(lambda t: pow(t, 1.0 / p), total)
 
 
 def matrix_norm(input: Tensor, ord: str | float = "fro", dim: Sequence[int] = (-2, -1), keepdim: bool = False, *,

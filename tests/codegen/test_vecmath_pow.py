@@ -3,49 +3,19 @@ subnormals to the overflow threshold, C's special values exactly (numpy's float3
 host's vectors, scalars, SSE2 and AVX2 code."""
 from __future__ import annotations
 
-import ctypes
 import functools
-import uuid
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from braze.codegen import F32, I64, PTR, compile_ir, define_function, entry_builder, host_target, load, store, vec
-from braze.codegen import vector_loop
 from braze.codegen.vecmath_pow import powf
-
-IS_X86 = llvm.get_process_triple().startswith("x86_64")
-HAS_AVX2 = IS_X86 and "+avx2" in llvm.get_host_cpu_features().flatten().split(",")
-VARIANTS = ["vector", "scalar"] + (["generic-cpu"] if IS_X86 else []) + (["haswell"] if HAS_AVX2 else [])
-CPUS = {"generic-cpu": "x86-64", "haswell": "haswell"}
+from tests.codegen.binary_loops import VARIANTS, binary_loop
 
 
 @functools.cache
 def kernel(variant: str):
     """A compiled z[i] = pow(x[i], y[i]) loop for the variant, its library and symbol."""
-    target = host_target(CPUS.get(variant))
-    width = 1 if variant == "scalar" else target.vector_width
-    symbol = f"k_{uuid.uuid4().hex[:8]}_pow"
-    module = target.new_module(symbol)
-    fn = define_function(module, symbol, [("x", PTR), ("y", PTR), ("z", PTR), ("n", I64)], noalias=True)
-    b = entry_builder(fn)
-    x, y, z, n = fn.args
-
-    def body(i, lanes: int) -> None:
-        typ = vec(lanes, F32) if lanes > 1 else F32
-        store(b, powf(b, load(b, x, i, typ), load(b, y, i, typ)), z, i)
-    vector_loop(b, 0, n, width, body)
-    b.ret_void()
-    library = compile_ir(module, use_cache=False)
-    cfunc = library.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-
-    def run(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-        xs, ys = np.ascontiguousarray(xs, np.float32), np.ascontiguousarray(ys, np.float32)
-        out = np.empty_like(xs)
-        cfunc(xs.ctypes.data, ys.ctypes.data, out.ctypes.data, xs.size)
-        return out
-    return run, library, symbol
+    return binary_loop(powf, variant, "pow")
 
 
 @pytest.fixture(autouse=True)
