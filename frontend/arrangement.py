@@ -1,6 +1,7 @@
 """Functions that arrange a tensor's elements into new shapes, with torch's names: tile, meshgrid, cartesian_prod,
 diag, diag_embed, block_diag, trace (a Tensor method: braze.trace is the tracer), diff, take, take_along_dim, ravel,
-atleast_1d/2d/3d, rot90 and vander, and the creation functions tril_indices and triu_indices.
+atleast_1d/2d/3d, rot90 and vander, the creation functions tril_indices and triu_indices, and Tensor.unfold (a method
+only, as torch's).
 
 Each is written with ops the registry already defines, so it traces, differentiates and compiles as those do.
 Zeros placed around values (diag, diag_embed, block_diag) come from padding, never from multiplying by 0, so an
@@ -261,6 +262,32 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     return out if increasing else flip(out, (1,))
 
 
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """The windows of `size` elements, `step` apart, along `dimension`, as a new last dim (torch's Tensor.unfold).
+
+    Built from whichever is fewer: one strided slice per position within a window, or one slice per window.
+    """
+    x = as_tensor(input)
+    d = normalize_dim(dimension, x.ndim)
+    length = x.shape[d] if x.ndim else 1
+    if size < 0:
+        raise ShapeError(f"unfold: size is {size} but must be >= 0")
+    if size > length:
+        raise ShapeError(f"unfold: maximum size for tensor at dimension {d} is {length} but size is {size}")
+    if step <= 0:
+        raise ShapeError(f"unfold: step is {step} but must be > 0")
+    if not x.ndim:  # a 0-d tensor is one window of its one element, or an empty one
+        return narrow(reshape(x, (1,)), 0, 0, size)
+    count = (length - size) // step + 1
+    if 0 < size <= count:
+        shape = x.shape
+        starts = [tuple(j if a == d else 0 for a in range(x.ndim)) for j in range(size)]
+        stops = [tuple(j + (count - 1) * step + 1 if a == d else n for a, n in enumerate(shape)) for j in range(size)]
+        steps = tuple(step if a == d else 1 for a in range(x.ndim))
+        return stack([apply("slice", x, starts=a, stops=b, steps=steps) for a, b in zip(starts, stops)], -1)
+    return stack([movedim(narrow(x, d, i * step, size), d, -1) for i in range(count)], d)
+
+
 def _triangle_indices(name: str, lower: bool, row: int, col: int, offset: int, dtype: Any, device: Any) -> Tensor:
     d = as_dtype(dtype)
     if not d.is_integer:
@@ -286,4 +313,4 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = int64, dev
 __all__ = ["tile", "meshgrid", "cartesian_prod", "diag", "diag_embed", "block_diag", "diff", "take", "take_along_dim",
            "ravel", "atleast_1d", "atleast_2d", "atleast_3d", "rot90", "vander", "tril_indices", "triu_indices"]
 TENSOR_METHODS: tuple[str, ...] = ("tile", "diag", "diag_embed", "trace", "diff", "take", "take_along_dim", "ravel",
-                                   "rot90")
+                                   "rot90", "unfold")

@@ -1,4 +1,5 @@
-"""torch.nn.functional's group_norm, instance_norm, rms_norm and normalize, composed from registered ops.
+"""torch.nn.functional's group_norm, instance_norm, rms_norm, normalize and local_response_norm, composed from
+registered ops.
 
 group_norm and instance_norm reshape (N, C, *) to (N, G, C/G * prod(*)) and normalize each group's row with the
 layer_norm op, so they run on its fused row kernel; the per-channel affine is one broadcast multiply-add.
@@ -14,7 +15,7 @@ from ..dispatch import apply
 from ..tensor import Tensor
 from .param import Param
 
-__all__ = ["group_norm", "instance_norm", "rms_norm", "normalize"]
+__all__ = ["group_norm", "instance_norm", "rms_norm", "normalize", "local_response_norm"]
 
 
 def store_in_place(target: Any, value: Tensor) -> None:
@@ -87,3 +88,20 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
     else:
         norm = _f.pow(_f.sum(_f.pow(magnitude, p), dim, keepdim=True), 1.0 / p)
     return _f.div(input, _f.clamp(norm, min=eps))
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """input / (k + alpha * mean of squares over `size` neighbouring channels) ** beta, on (N, C, *) input.
+
+    The squares are laid out as a (N, 1, C, positions) plane, zero-padded along C as torch pads them, and averaged by
+    a (size, 1) window.
+    """
+    from .functional import avg_pool2d, pad
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} "
+                         f"dimensions)")
+    if input.numel() == 0:
+        return input
+    squares = _f.reshape(_f.mul(input, input), (input.shape[0], 1, input.shape[1], -1))
+    window = avg_pool2d(pad(squares, (0, 0, size // 2, (size - 1) // 2)), (size, 1), stride=1)
+    return _f.div(input, _f.pow(_f.add(_f.mul(_f.reshape(window, input.shape), alpha), k), beta))

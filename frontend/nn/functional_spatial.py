@@ -1,5 +1,5 @@
-"""torch.nn.functional's 1-d convolution and pooling, transposed convolution, padding modes, interpolate and
-pixel_shuffle, as compositions of registered ops.
+"""torch.nn.functional's 1-d convolution and pooling, adaptive max and power-average (LP) pooling, transposed
+convolution, padding modes, interpolate and pixel_shuffle, as compositions of registered ops.
 
 The 1-d forms are the 2-d ops on a height-1 plane. Reflect, replicate and circular padding are the pad op's modes
 (one pass over the result); nearest interpolation gathers with an index_select per axis; bilinear (and linear)
@@ -27,8 +27,8 @@ from ..dispatch import apply
 from ..tensor import Tensor
 
 __all__ = ["conv1d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
-           "adaptive_max_pool2d", "interpolate", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "unfold",
-           "fold"]
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "lp_pool1d", "lp_pool2d", "interpolate", "pixel_shuffle",
+           "pixel_unshuffle", "channel_shuffle", "unfold", "fold"]
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 INTERPOLATE_MODES = ("nearest", "linear", "bilinear")
@@ -109,6 +109,12 @@ def _bins(n_in: int, n_out: int) -> list[tuple[int, int]]:
     return [((i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)) for i in range(n_out)]
 
 
+def _adaptive_max(x: Tensor, axis: int, n_out: int) -> Tensor:
+    """The maxima over torch's n_out adaptive windows along `axis`."""
+    return _f.cat([_f.amax(_f.narrow(x, axis, a, b - a), axis, keepdim=True) for a, b in _bins(x.shape[axis], n_out)],
+                  axis)
+
+
 def adaptive_max_pool2d(input: Tensor, output_size: int | Sequence[int | None],
                         return_indices: bool = False) -> Tensor:
     """Max pooling of the last two dims to output_size (a None entry keeps that dim), torch's windows."""
@@ -117,10 +123,44 @@ def adaptive_max_pool2d(input: Tensor, output_size: int | Sequence[int | None],
     size = (output_size, output_size) if isinstance(output_size, (int, np.integer)) else tuple(output_size)
     h, w = input.shape[-2:]
     oh, ow = (h if size[0] is None else int(size[0])), (w if size[1] is None else int(size[1]))
-    rows = [_f.amax(_f.narrow(input, -2, a, b - a), -2, keepdim=True) for a, b in _bins(h, oh)]
-    plane = _f.cat(rows, -2)
-    cols = [_f.amax(_f.narrow(plane, -1, a, b - a), -1, keepdim=True) for a, b in _bins(w, ow)]
-    return _f.cat(cols, -1)
+    return _adaptive_max(_adaptive_max(input, -2, oh), -1, ow)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: int | Sequence[int], return_indices: bool = False) -> Tensor:
+    """Max pooling of the last dim of (N, C, L) or (C, L) input to output_size, torch's windows."""
+    if return_indices:
+        raise ValueError("adaptive_max_pool1d: return_indices=True is not supported; supported: False")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"adaptive_max_pool1d: expected 2 to 3 dimensions, but got a {input.ndim}-dimensional "
+                         f"tensor")
+    return _adaptive_max(input, -1, single(output_size, "output_size", "adaptive_max_pool1d"))
+
+
+def _lp_pool(input: Tensor, norm_type: float, kernel_size: Any, stride: Any, ceil_mode: bool, max_pool: Any,
+             avg_pool: Any, taps: int) -> Tensor:
+    """torch's power-average pooling: (sum of x**p over each window) ** (1/p), the sum being the window mean
+    times the kernel's `taps`; p = +-inf is the max of |x| (the min for -inf)."""
+    if norm_type == math.inf:
+        return max_pool(_f.abs(input), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -math.inf:
+        return _f.neg(max_pool(_f.neg(_f.abs(input)), kernel_size, stride, 0, 1, ceil_mode))
+    out = avg_pool(_f.pow(input, norm_type), kernel_size, stride, 0, ceil_mode)
+    return _f.pow(_f.mul(_f.mul(_f.sign(out), _f.relu(_f.abs(out))), taps), 1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int | Sequence[int],
+              stride: int | Sequence[int] | None = None, ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling over windows of the last dim: (sum of x**norm_type) ** (1 / norm_type)."""
+    taps = single(kernel_size, "kernel_size", "lp_pool1d")
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, max_pool1d, avg_pool1d, taps)
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size: int | Sequence[int],
+              stride: int | Sequence[int] | None = None, ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling over windows of the last two dims: (sum of x**norm_type) ** (1 / norm_type)."""
+    from .functional import avg_pool2d, max_pool2d
+    kh, kw = pair_of(kernel_size, "kernel_size", "lp_pool2d")
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, max_pool2d, avg_pool2d, kh * kw)
 
 
 # --- transposed convolution --------------------------------------------------------------------------------
@@ -222,13 +262,15 @@ PAD_OP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 def pad_indexed(input: Tensor, natural: Sequence[int], mode: str) -> Tensor:
-    """reflect/replicate/circular padding; natural lists (before, after) per axis, first axis first."""
+    """reflect/replicate/circular padding; natural lists (before, after) per axis, first axis first. Reflect pads
+    by less than the dim's size and circular by at most it (one mirror image, one wrap, as torch); replicate repeats
+    the edge element any number of times."""
     for axis in range(input.ndim):
         before, after = natural[2 * axis], natural[2 * axis + 1]
         if not before and not after:
             continue
         n = input.shape[axis]
-        limit = n - 1 if mode == "reflect" else n
+        limit = n - 1 if mode == "reflect" else n if mode == "circular" else math.inf
         if n == 0 or max(before, after) > limit or min(before, after) < 0:
             raise ValueError(f"pad: mode={mode!r} needs padding ({before}, {after}) within [0, {limit}] for "
                              f"dimension {axis} of size {n} (input {input.shape})")

@@ -194,6 +194,14 @@ FUNCTIONAL: list[Case] = [
         x, t.detach(), weight=w.detach()), (n(3, 4), pos(3, 4) / 2, pos(4))),
     ("multi_margin_loss", lambda m, F, x, w: F.multi_margin_loss(x, m.tensor([0, 3, 1]), p=2, margin=0.7,
                                                                  weight=w.detach()), (n(3, 4), pos(4))),
+    ("adaptive_max_pool1d", lambda m, F, x: F.adaptive_max_pool1d(x, 3), (n(2, 3, 8),)),
+    ("adaptive_max_pool1d_unbatched", lambda m, F, x: F.adaptive_max_pool1d(x, 5), (n(3, 7),)),
+    ("lp_pool1d", lambda m, F, x: F.lp_pool1d(x, 2, 3, stride=2), (n(2, 3, 8),)),
+    ("lp_pool1d_fractional_ceil", lambda m, F, x: F.lp_pool1d(x, 1.5, 3, stride=2, ceil_mode=True), (pos(2, 3, 8),)),
+    ("lp_pool2d", lambda m, F, x: F.lp_pool2d(x, 3, (2, 3)), (pos(2, 2, 4, 6),)),
+    ("lp_pool2d_inf", lambda m, F, x: F.lp_pool2d(x, float("inf"), 2, stride=1), (n(1, 2, 4, 4),)),
+    ("local_response_norm", lambda m, F, x: F.local_response_norm(x, 3, alpha=0.1, beta=0.6, k=1.5), (n(2, 5, 4),)),
+    ("local_response_norm_4d_even", lambda m, F, x: F.local_response_norm(x, 2), (n(2, 4, 3, 3),)),
     *COMPOSED,
 ]
 

@@ -1,5 +1,5 @@
 """Activation layers (ReLU, GELU, SiLU, Hardtanh, LeakyReLU, ELU, SELU, CELU, the shrinks, RReLU, ..., PReLU with its
-learned slope), Softmax, Softmin, LogSoftmax, Flatten and Unflatten, as torch.nn's."""
+learned slope), Softmax, Softmax2d, Softmin, LogSoftmax, Flatten and Unflatten, as torch.nn's."""
 from __future__ import annotations
 
 import warnings
@@ -82,6 +82,15 @@ class Softmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) at each spatial position of (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, input: Any) -> Any:
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3)
 
 
 class Flatten(Module):
@@ -359,7 +368,7 @@ class RReLU(Module):
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
 
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Flatten", "Hardtanh", "ReLU6", "Hardsigmoid",
-           "Hardswish", "Mish", "LeakyReLU", "ELU", "Softplus", "PReLU", "GLU", "LogSoftmax", "Unflatten", "SELU",
-           "CELU", "Softsign", "LogSigmoid", "Softmin", "Tanhshrink", "Softshrink", "Hardshrink", "Threshold",
-           "RReLU"]
+__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Softmax2d", "Flatten", "Hardtanh", "ReLU6",
+           "Hardsigmoid", "Hardswish", "Mish", "LeakyReLU", "ELU", "Softplus", "PReLU", "GLU", "LogSoftmax",
+           "Unflatten", "SELU", "CELU", "Softsign", "LogSigmoid", "Softmin", "Tanhshrink", "Softshrink", "Hardshrink",
+           "Threshold", "RReLU"]

@@ -1,12 +1,15 @@
-"""Containers Sequential, ModuleList and ModuleDict, as torch.nn's: children named "0", "1", ... or by key."""
+"""Containers Sequential, ModuleList, ModuleDict, ParameterList and ParameterDict, as torch.nn's: children and
+parameters named "0", "1", ... or by key."""
 from __future__ import annotations
 
 import operator
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping
 
+from ...tensor import Tensor
 from ..display import repeated_repr
 from ..module import Module
+from ..param import Param
 
 
 def _put(container: Module, name: str, module: Module) -> None:
@@ -200,4 +203,232 @@ class ModuleDict(Module):
             self[pair[0]] = pair[1]
 
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+def _as_parameter(value: Any) -> Any:
+    """A plain Tensor becomes a Parameter, as torch's parameter containers convert what is put in; anything else
+    (a Parameter, a module, any object) is kept as it is."""
+    return Param(value) if isinstance(value, Tensor) else value
+
+
+def _entry(container: Module, name: str) -> Any:
+    """What a parameter container holds under `name`: a registered parameter, buffer or module, else the plain
+    attribute. Read from the registries first, so a key that is also a method name ("keys") still gives the entry."""
+    d = container.__dict__
+    for registry in ("_parameters", "_buffers", "_modules"):
+        if name in d[registry]:
+            return d[registry][name]
+    return d[name]
+
+
+# torch.typename of a tensor of each dtype, which ParameterDict's repr shows
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+               "int32": "Int", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _entry_lines(pairs: Iterable[tuple[Any, Any]], describe_dtype: Any) -> str:
+    """torch's extra_repr of a parameter container: `  (key): Parameter containing: [<dtype> of size 3x4]` per
+    tensor entry, `  (key): Object of type: <type>` for anything else."""
+    lines = []
+    for k, p in pairs:
+        if isinstance(p, Param):
+            kind = "Tensor" if p.is_buffer else "Parameter"
+            size = "x".join(str(s) for s in p.lazy_shape)
+            lines.append(f"  ({k}): {kind} containing: [{describe_dtype(p.lazy_dtype)} of size {size}]")
+        else:
+            lines.append(f"  ({k}): Object of type: {type(p).__name__}")
+    return "\n".join(lines)
+
+
+class ParameterList(Module):
+    """A list of parameters registered under "0", "1", ..., so named_parameters, state dicts, optimizers, dtype
+    conversion and tracing see them; a plain Tensor put in becomes a Parameter, any other object is kept as is."""
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def _name(self, idx: int) -> str:
+        i, size = operator.index(idx), self._size
+        if not -size <= i < size:
+            raise IndexError(f"index {idx} is out of range")
+        return str(i % size)
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        if isinstance(idx, slice):
+            out = type(self)()
+            return out.extend([self[i] for i in range(*idx.indices(len(self)))])
+        return _entry(self, self._name(idx))
+
+    def __setitem__(self, idx: int, param: Any) -> None:
+        setattr(self, self._name(idx), _as_parameter(param))
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([self[i] for i in range(len(self))])
+
+    def __iadd__(self, parameters: Iterable[Any]) -> ParameterList:
+        return self.extend(parameters)
+
+    def __dir__(self) -> list[str]:
+        return [key for key in super().__dir__() if not key.isdigit()]
+
+    def append(self, value: Any) -> ParameterList:
+        """Add `value` at the end (a Tensor as a Parameter); returns self."""
+        self._size += 1
+        self[self._size - 1] = value
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        """Append each element of `values` (an iterable, never a tensor); returns self."""
+        if not isinstance(values, Iterable) or isinstance(values, (Tensor, Param)):
+            raise TypeError(f"ParameterList.extend should be called with an iterable, but got {type(values).__name__}")
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self) -> str:
+        return _entry_lines(enumerate(self), lambda dtype: f"torch.{dtype}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """An ordered mapping of string keys to parameters, registered under their keys (state dict key "pdict.key");
+    a plain Tensor put in becomes a Parameter, any other object is kept as is. A plain dict given to the
+    constructor or update() enters in sorted key order, as torch; an OrderedDict, a ParameterDict or pairs keep
+    their order."""
+
+    def __init__(self, parameters: Any = None) -> None:
+        super().__init__()
+        self._keys: dict[str, None] = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def _snapshot(self, memo: dict[int, Any]) -> Module:
+        """valid()'s snapshot, with a key order of its own (a shared one would let the snapshot's keys change the
+        original's)."""
+        new = super()._snapshot(memo)
+        new.__dict__["_keys"] = dict(self.__dict__["_keys"])
+        return new
+
+    @staticmethod
+    def _key(key: Any) -> str:
+        if not isinstance(key, str):
+            raise TypeError(f"Index given to ParameterDict cannot be used as a key as it is not a string (type is "
+                            f"'{type(key).__name__}').")
+        return key
+
+    def __getitem__(self, key: str) -> Any:
+        if self._key(key) not in self._keys:
+            raise KeyError(key)
+        return _entry(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._keys[self._key(key)] = None
+        setattr(self, key, _as_parameter(value))
+
+    def __delitem__(self, key: str) -> None:
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def copy(self) -> ParameterDict:
+        """A new ParameterDict holding the same entries (the same Parameter objects), in order."""
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        """The entry `key`, first set to `default` (a Tensor as a Parameter) when absent."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        for k in list(self._keys):
+            del self[k]
+
+    def pop(self, key: str) -> Any:
+        """Remove the entry `key` and return it."""
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self) -> tuple[str, Any]:
+        """Remove and return the last inserted (key, entry) pair."""
+        if not self._keys:
+            raise KeyError("popitem(): ParameterDict is empty")
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys: Iterable[str], default: Any = None) -> ParameterDict:
+        """A new ParameterDict with every key of `keys` set to `default`."""
+        return ParameterDict((k, default) for k in keys)
+
+    def keys(self) -> Iterable[str]:
+        return self._keys.keys()
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self) -> Iterable[Any]:
+        return (self[k] for k in self._keys)
+
+    def update(self, parameters: Any) -> None:
+        """Add or replace entries from a mapping (a plain dict in sorted key order, as torch) or (key, value) pairs."""
+        if not isinstance(parameters, Iterable):
+            raise TypeError(f"ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                            f"{type(parameters).__name__}")
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs: Iterable[Any] = parameters.items()
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = parameters
+        for j, pair in enumerate(pairs):
+            if not isinstance(pair, Iterable):
+                raise TypeError(f"ParameterDict update sequence element #{j} should be Iterable; is "
+                                f"{type(pair).__name__}")
+            if len(pair) != 2:
+                raise ValueError(f"ParameterDict update sequence element #{j} has length {len(pair)}; 2 is required")
+            self[pair[0]] = pair[1]
+
+    def extra_repr(self) -> str:
+        return _entry_lines(self.items(), lambda dtype: f"torch.{_TYPE_NAMES.get(str(dtype), str(dtype))}Tensor")
+
+    def __call__(self, input: Any) -> Any:
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def __or__(self, other: ParameterDict) -> ParameterDict:
+        merged = self.copy()
+        merged.update(other)
+        return merged
+
+    def __ror__(self, other: ParameterDict) -> ParameterDict:
+        merged = other.copy()
+        merged.update(self)
+        return merged
+
+    def __ior__(self, other: ParameterDict) -> ParameterDict:
+        self.update(other)
+        return self
+
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]

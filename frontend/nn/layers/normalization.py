@@ -1,5 +1,5 @@
-"""BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm and InstanceNorm1d/2d, as torch.nn's: parameter and buffer names,
-defaults and updates."""
+"""BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm, InstanceNorm1d/2d and LocalResponseNorm, as torch.nn's: parameter
+and buffer names, defaults and updates."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -202,4 +202,20 @@ class InstanceNorm2d(_InstanceNorm):
     _ranks = (3, 4)
 
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d"]
+class LocalResponseNorm(Module):
+    """Each channel divided by (k + alpha * mean of squares over `size` neighbouring channels) ** beta; it has no
+    parameters."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Any) -> Any:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "LocalResponseNorm"]
