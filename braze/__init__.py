@@ -32,10 +32,10 @@ from braze.frontend.lazy_modules import lazy_submodules  # noqa: E402
 
 _aliases.install()
 __getattr__ = lazy_submodules(globals(), {"optim": "braze.frontend.optim",  # imported when first used
-                                         "linalg": "braze.frontend.torch_linalg"})
+                                         "linalg": "braze.frontend.torch_linalg", "special": "braze.frontend.special"})
 
 __all__ = ["BrazeError", "DTypeError", "ExportError", "IndexRangeError", "ParseError", "RecordError", "ShapeError",
            "TensorSizeError", "TraceError", "VerifyError", "ArtifactError", "DType", "Device", "optimize", "compile",
            "CompiledModule", "get_num_threads", "set_num_threads", "dump", "export", "grad_graph", "trace_loss",
            "train_step_graph", "compile_train_step", "TrainStep", "export_onnx", "save", "load", "utils", "optim",
-           "linalg", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]
+           "linalg", "special", "bool_", "float32", "float64", "int8", "int32", "int64", "uint8", *_frontend_all]

@@ -1,7 +1,7 @@
-"""`braze.nn`, `braze.optim`, `braze.amp`, `braze.cuda`, `braze.linalg`, `braze.utils.data` and
+"""`braze.nn`, `braze.optim`, `braze.amp`, `braze.cuda`, `braze.linalg`, `braze.special`, `braze.utils.data` and
 `braze.utils.checkpoint` are the modules of `braze.frontend.nn`, `braze.frontend.optim`, `braze.frontend.amp`,
-`braze.frontend.cuda`, `braze.frontend.torch_linalg`, `braze.frontend.data` and `braze.frontend.checkpoint` under
-short names.
+`braze.frontend.cuda`, `braze.frontend.torch_linalg`, `braze.frontend.special`, `braze.frontend.data` and
+`braze.frontend.checkpoint` under short names.
 
 A finder makes `import braze.nn.x` return the very module object `braze.frontend.nn.x` (never a second copy with
 its own classes), at any depth.
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 ALIASES = {"braze.nn": "braze.frontend.nn", "braze.optim": "braze.frontend.optim",
            "braze.utils.data": "braze.frontend.data", "braze.utils.checkpoint": "braze.frontend.checkpoint",
            "braze.amp": "braze.frontend.amp", "braze.cuda": "braze.frontend.cuda",
-           "braze.linalg": "braze.frontend.torch_linalg"}
+           "braze.linalg": "braze.frontend.torch_linalg", "braze.special": "braze.frontend.special"}
 
 
 def _target(name: str) -> str | None:

@@ -15,8 +15,8 @@ from typing import Any, Iterable
 import braze
 import braze.nn.functional as F
 from braze.codegen.lower import lowered_ops
-from braze.frontend import (arrangement, assignment, creation, creation_methods, data_dependent, elementary, functions,
-                            linalg, math_functions, pointwise, reductions)
+from braze.frontend import (arrangement, assignment, binning, creation, creation_methods, data_dependent, elementary,
+                            functions, linalg, math_functions, pointwise, reductions)
 from braze.frontend.markers import eager_only_reason
 from braze.frontend.nn import layers
 from braze.ir.registry import get_op, op_names
@@ -34,7 +34,7 @@ def _namespace_rows() -> list[tuple[str, str]]:
     rows = [(name, _status(getattr(braze, name), CONSTANT)) for name in creation.__all__
             if inspect.isfunction(getattr(braze, name))]
     for module in (functions, math_functions, linalg, assignment, data_dependent, elementary, pointwise, reductions,
-                   arrangement):
+                   arrangement, binning):
         rows += [(name, _status(getattr(braze, name))) for name in module.__all__
                  if inspect.isfunction(getattr(braze, name))]
     return rows
@@ -69,8 +69,10 @@ def table() -> str:
              "Registered ops without a compiled kernel yet (a graph holding one runs in the reference interpreter "
              "but does not compile): " + ", ".join(f"`{op}`" for op in _uncompiled_ops()) + ".", ""]
     lines += _section("The torch namespace (`import braze as torch`)", _namespace_rows(), "torch.")
-    lines += _section("torch.linalg (`braze.linalg`)",
-                      ((n, _status(getattr(braze.linalg, n))) for n in braze.linalg.__all__), "torch.linalg.")
+    for space in ("linalg", "special"):
+        module = getattr(braze, space)
+        rows = ((n, _status(getattr(module, n))) for n in module.__all__)
+        lines += _section(f"torch.{space} (`braze.{space}`)", rows, f"torch.{space}.")
     lines += _section("Tensor methods", _method_rows(), "Tensor.")
     lines += _section("Layers (`import braze.nn as nn`)", ((n, TRACES) for n in layers.__all__), "nn.")
     lines += _section("nn.functional (`import braze.nn.functional as F`)",

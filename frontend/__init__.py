@@ -22,6 +22,8 @@ from .reductions import *  # noqa: F403
 from .reductions import __all__ as _reductions_all
 from .arrangement import *  # noqa: F403
 from .arrangement import __all__ as _arrangement_all
+from .binning import *  # noqa: F403
+from .binning import __all__ as _binning_all
 from .namespace import *  # noqa: F403
 from .namespace import __all__ as _namespace_all
 from .type_queries import *  # noqa: F403
@@ -43,4 +45,5 @@ __all__ = ["Tensor", "Gradients", "enable_grad", "inference_mode", "is_grad_enab
            "apply", "intercept", "nn", "amp", "cuda", "autocast", "is_autocast_enabled", "device", "Size",
            "ModuleRecord", "RecordEntry", "load_torch_state_dict", "trace",
            *_creation_all, *_functions_all, *_linalg_all, *_namespace_all, *_assignment_all, *_data_dependent_all,
-           *_math_all, *_type_queries_all, *_elementary_all, *_pointwise_all, *_reductions_all, *_arrangement_all]
+           *_math_all, *_type_queries_all, *_elementary_all, *_pointwise_all, *_reductions_all, *_arrangement_all,
+           *_binning_all]

@@ -1,6 +1,6 @@
 """Matrix and vector products with torch's names: mm, mv, dot, vdot, inner, bmm, multi_dot and chain_matmul, the
-scaled sums addmm, addmv, addr, addbmm and baddbmm, outer, kron, cross, and einsum (einsum.py), each written with
-matmul, mul, sum and movement ops (so they trace and compile as those do).
+scaled sums addmm, addmv, addr, addbmm and baddbmm, outer, kron, cross, einsum (einsum.py) and the pairwise
+distances cdist, each written with matmul, mul, sum and movement ops (so they trace and compile as those do).
 
 As in torch, mm, mv, dot, vdot, inner, cross, multi_dot, addmv and addbmm take operands of one dtype; outer, addr
 and kron promote.
@@ -16,9 +16,11 @@ import numpy as np
 from braze.ir.errors import DTypeError, ShapeError
 
 from .einsum import einsum
-from .functions import add, matmul, mul, sub
-from .movement import index_select, normalize_dim, permute, reshape, transpose
+from .dispatch import apply
+from .functions import abs, add, clamp, matmul, mul, sqrt, sub, sum
+from .movement import broadcast_to, cat, index_select, normalize_dim, permute, reshape, transpose, unsqueeze
 from .promotion import SCALARS, as_tensor
+from .reductions import _zero_safe, vector_norm
 from .tensor import Tensor
 
 
@@ -247,6 +249,60 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
                mul(index_select(a, d, last), index_select(b, d, nxt)))
 
 
+_CDIST_MODES = {None: 0, "use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dist": 1,
+                "donot_use_mm_for_euclid_dist": 2}
+_CDIST_MM_ROWS = 25  # the default mode takes the product form when either operand has more rows, as torch's
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = "use_mm_for_euclid_dist_if_necessary"
+          ) -> Tensor:
+    """The p-norm distances between the rows of x1 (..., P, M) and of x2 (..., R, M), batch dims broadcast: shape
+    (..., P, R). For p = 2 torch's choice of form: sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)) from one product of extended
+    rows (fast; cancels for close rows) when compute_mode asks for it or, by default, when P or R exceeds 25, else
+    the norm of the differences; gradients as torch's (0 at zero distance, every tied coordinate for p = inf)."""
+    a, b = _one_dtype("cdist", x1, x2)
+    if a.ndim < 2 or b.ndim < 2:
+        raise ShapeError(f"cdist: expects tensors of at least 2 dims, got shapes {_shapes(a, b)}")
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(f"cdist: x1 and x2 must have the same number of columns, got shapes {_shapes(a, b)}")
+    if not a.dtype.is_float:
+        raise DTypeError(f"cdist: expects floating-point tensors, got {a.dtype}")
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode; use one of "
+                         f"{', '.join(repr(m) for m in _CDIST_MODES if m)}")
+    p = float(p)
+    if not p >= 0:
+        raise ValueError(f"cdist: p must be non-negative, got {p}")
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    except ValueError:
+        raise ShapeError(f"cdist: the batch dims of shapes {_shapes(a, b)} do not broadcast") from None
+    (rows, m), cols = a.shape[-2:], b.shape[-2]
+    a, b = broadcast_to(a, batch + (rows, m)), broadcast_to(b, batch + (cols, m))
+    if not m:
+        return apply("broadcast_to", Tensor._wrap(np.zeros((), a.dtype.numpy)), shape=batch + (rows, cols))
+    mode = _CDIST_MODES[compute_mode]
+    if p == 2 and (mode == 1 or (mode == 0 and max(rows, cols) > _CDIST_MM_ROWS)):
+        return _euclidean_by_product(a, b)
+    diff = sub(unsqueeze(a, -2), unsqueeze(b, -3))
+    if p == math.inf:
+        size = abs(diff)
+        top = apply("max", size.detach(), axes=(diff.ndim - 1,), keepdim=True)
+        tied = apply("cast", apply("eq", size.detach(), top), dtype=a.dtype)
+        return add(reshape(top, tuple(top.shape[:-1])), sum(mul(sub(size, size.detach()), tied), -1))
+    return vector_norm(diff, p, -1)
+
+
+def _euclidean_by_product(a: Tensor, b: Tensor) -> Tensor:
+    """cdist's product form, torch's: [-2a, |a|^2, 1] . [b, 1, |b|^2] in one matmul, clamped at 0, square-rooted with
+    a zero gradient at 0."""
+    ones_a, ones_b = (apply("broadcast_to", Tensor._wrap(np.ones((), t.dtype.numpy)), shape=tuple(t.shape[:-1]) + (1,))
+                      for t in (a, b))
+    rows = cat([mul(a, -2.0), sum(mul(a, a), -1, keepdim=True), ones_a], -1)
+    cols = cat([b, ones_b, sum(mul(b, b), -1, keepdim=True)], -1)
+    return _zero_safe(sqrt, clamp(matmul(rows, transpose(cols, -2, -1)), min=0.0))
+
+
 __all__ = ["mm", "mv", "dot", "vdot", "inner", "bmm", "chain_matmul", "addmm", "addmv", "addr", "addbmm", "baddbmm",
-           "outer", "ger", "kron", "cross", "einsum"]
+           "outer", "ger", "kron", "cross", "einsum", "cdist"]
 TENSOR_METHODS: tuple[str, ...] = ("mm", "mv", "dot", "vdot", "kron", "cross", "addmv", "addr", "addbmm")

@@ -11,7 +11,7 @@ from typing import Any
 from braze.ir.errors import BrazeError
 from braze.ir.types import bool_
 
-from . import arrangement, elementary, pointwise, reductions
+from . import arrangement, binning, elementary, ordering, pointwise, reductions
 from . import functions as F
 from . import data_dependent as D
 from . import linalg as L
@@ -148,7 +148,7 @@ Tensor.__rmod__ = lambda self, other: MF.remainder(other, self)
 Tensor.multinomial = multinomial
 for _name in ("bmm", "addmm", "baddbmm", "outer", "ger"):
     setattr(Tensor, _name, getattr(L, _name))
-for _module in (elementary, pointwise, reductions, arrangement, L):
+for _module in (elementary, pointwise, reductions, arrangement, binning, ordering, L):
     for _name in getattr(_module, "TENSOR_METHODS", ()):
         setattr(Tensor, _name, getattr(_module, _name))
 Tensor.view = reshape

@@ -1,13 +1,15 @@
-"""Sorting and running sums and products along one dim: sort, argsort, topk (the registered ops of those names),
-cumsum and cumprod."""
+"""Sorting and running sums, products and extremes along one dim: sort, argsort, topk (the registered ops of those
+names), cumsum, cumprod, cummax and cummin."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from braze.ir.types import int64
 
 from .dispatch import apply
-from .movement import normalize_dim
+from .movement import cat, gather, narrow, normalize_dim
 from .promotion import as_tensor, cast, to_dtype
 from .tensor import Tensor
 
@@ -65,4 +67,50 @@ def cumprod(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     return _scan("cumprod", input, dim, dtype)
 
 
-__all__ = ["sort", "argsort", "topk", "cumsum", "cumprod"]
+class CumulativeResult(NamedTuple):
+    """The (values, indices) pair cummax and cummin return, as torch.return_types.cummax."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _running_extreme(input: Tensor, dim: int, compare: str) -> CumulativeResult:
+    """cummax (compare "ge") or cummin ("le"): the positions by a log2(n)-step scan whose pairwise step keeps the
+    later of two running extremes when it compares `compare` to the earlier one or is NaN, so that ties and NaN
+    go to the last occurrence, as torch's; the values are gathered from there, so the gradient flows to them."""
+    x = as_tensor(input)
+    d = normalize_dim(dim, x.ndim)
+    if not x.ndim:
+        return CumulativeResult(x.clone(), Tensor._wrap(np.zeros((), np.int64)))
+    n = x.shape[d]
+    line = [1] * x.ndim
+    line[d] = n
+    index = apply("broadcast_to", Tensor._wrap(np.arange(n, dtype=np.int64).reshape(line)), shape=tuple(x.shape))
+    values = x.detach()
+    shift = 1
+    while shift < n:
+        earlier, later = narrow(values, d, 0, n - shift), narrow(values, d, shift, n - shift)
+        take = apply(compare, later, earlier)
+        if x.dtype.is_float:
+            take = apply("maximum", take, apply("ne", later, later))
+        picked = [apply("where", take, narrow(t, d, shift, n - shift), narrow(t, d, 0, n - shift))
+                  for t in (values, index)]
+        values, index = (cat([narrow(t, d, 0, shift), p], d) for t, p in zip((values, index), picked))
+        shift *= 2
+    return CumulativeResult(gather(x, d, index), index)
+
+
+def cummax(input: Tensor, dim: int) -> CumulativeResult:
+    """The running maximum along `dim` and the position it was taken from (the last of equal values; NaN, once
+    seen, is the maximum), as torch's."""
+    return _running_extreme(input, dim, "ge")
+
+
+def cummin(input: Tensor, dim: int) -> CumulativeResult:
+    """The running minimum along `dim` and the position it was taken from (the last of equal values; NaN, once
+    seen, is the minimum), as torch's."""
+    return _running_extreme(input, dim, "le")
+
+
+__all__ = ["sort", "argsort", "topk", "cumsum", "cumprod", "cummax", "cummin"]
+TENSOR_METHODS: tuple[str, ...] = ("cummax", "cummin")  # bound as Tensor methods in methods.py

@@ -39,6 +39,8 @@ from .functional_loss import legacy_reduction as _reduction
 from .functional_norm import *  # noqa: F403  (re-exported: F.group_norm, F.rms_norm, ...)
 from .functional_norm import __all__ as _norm_all
 from .functional_norm import store_in_place
+from .functional_sampling import *  # noqa: F403  (re-exported: F.grid_sample, F.affine_grid, ...)
+from .functional_sampling import __all__ as _sampling_all
 from .functional_spatial import *  # noqa: F403  (re-exported: F.conv1d, F.interpolate, ...)
 from .functional_spatial import INTERPOLATE_MODES, PAD_MODES, pad_indexed, pair_of
 from .functional_spatial import __all__ as _spatial_all
@@ -47,7 +49,7 @@ __all__ = ["linear", "bilinear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive
            "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "dropout", "dropout1d",
            "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "pad", "cross_entropy", "nll_loss",
            "mse_loss", "scaled_dot_product_attention", *_activation_all, *_distance_all, *_embedding_all, *_loss_all,
-           *_norm_all, *_spatial_all]
+           *_norm_all, *_spatial_all, *_sampling_all]
 
 
 def __dir__() -> list[str]:
@@ -149,9 +151,10 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: in
 def max_pool2d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
                padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
-    """Max over sliding windows of the last two dims; stride defaults to kernel_size."""
+    """Max over sliding windows of the last two dims; stride defaults to kernel_size. With return_indices, also each
+    maximum's flat index h * W + w in its plane (max_pool2d_with_indices), as max_unpool2d takes them."""
     if return_indices:
-        raise ValueError("max_pool2d: return_indices=True is not supported (use braze.argmax on unfolded windows)")
+        return max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
     kernel = _pair(kernel_size, "kernel_size")
     return apply("max_pool2d", input, kernel_size=kernel, stride=kernel if stride is None else _pair(stride, "stride"),
                  padding=_pair(padding, "padding"), dilation=_pair(dilation, "dilation"), ceil_mode=ceil_mode)

@@ -7,20 +7,22 @@ branch where does not select never produces inf * 0 in the gradient.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import numpy as np
 
 from .. import functions as _f
 from .. import math_functions as _m
-from ..creation import rand
+from ..creation import default_generator, rand
 from ..dispatch import apply
+from ..movement import normalize_dim
 from ..promotion import as_operand, binary_operands
 from ..tensor import Tensor
 
 __all__ = ["leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "softplus", "mish", "prelu", "glu",
            "selu", "celu", "softsign", "logsigmoid", "softmin", "tanhshrink", "softshrink", "hardshrink", "threshold",
-           "rrelu"]
+           "rrelu", "gumbel_softmax"]
 
 # torch's SELU constants (Klambauer et al., 2017)
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -208,3 +210,28 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
         return _f.where(_f.gt(input, 0.0), input, _f.mul(input, slopes))
 
     return when_training(training, randomized, lambda: leaky_relu(input, (lower + upper) / 2))
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """softmax((logits + g) / tau) along dim for Gumbel(0, 1) noise g from the global generator: a relaxed sample of
+    the categorical distribution softmax(logits). With hard, the one-hot vector of its argmax, differentiated as the
+    soft sample (y_hard - y_soft.detach() + y_soft, torch's straight-through form).
+
+    Under braze.trace the noise is drawn once and becomes a constant of the graph, as dropout's seed does: every run
+    of the graph uses that noise.
+    """
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", UserWarning, stacklevel=2)
+    x = as_operand(logits)
+    if not x.dtype.is_float:
+        raise TypeError(f"gumbel_softmax: expects floating-point logits, got {x.dtype}")
+    axis = normalize_dim(dim, x.ndim)
+    noise = Tensor._wrap(default_generator.numpy.gumbel(size=tuple(x.shape)).astype(x.dtype.numpy))
+    y_soft = _f.softmax(_f.div(_f.add(x, noise), tau), axis)
+    if not hard:
+        return y_soft
+    index = _f.argmax(y_soft, axis)
+    y_hard = apply("one_hot", index, num_classes=x.shape[axis], dtype=x.dtype)
+    if axis != x.ndim - 1:
+        y_hard = _f.movedim(y_hard, -1, axis)
+    return _f.add(_f.sub(y_hard, y_soft.detach()), y_soft)

@@ -4,7 +4,7 @@ ops, so eager, autodiff, tracing and compiled graphs all get them from the parts
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from .. import functions as _f
 from ..creation import arange, full_like
@@ -16,8 +16,8 @@ from .functional_distance import pairwise_distance
 
 __all__ = ["l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "kl_div", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "cosine_embedding_loss",
-           "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss",
-           "multi_margin_loss"]
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss",
+           "multilabel_soft_margin_loss", "multi_margin_loss"]
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -193,16 +193,33 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     """max(0, margin + d(anchor, positive) - d(anchor, negative)) with pairwise_distance d; with swap, the negative's
     distance is the smaller of its distances to the anchor and to the positive."""
     reduction = checked_reduction("triplet_margin_loss", legacy_reduction(size_average, reduce, reduction))
+    return _triplet("triplet_margin_loss", anchor, positive, negative, lambda x, y: pairwise_distance(x, y, p, eps),
+                    margin, swap, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Callable[[Tensor, Tensor], Tensor] | None = None,
+                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
+    """triplet_margin_loss with any distance_function of two tensors (default pairwise_distance)."""
+    reduction = checked_reduction("triplet_margin_with_distance_loss", reduction)
+    return _triplet("triplet_margin_with_distance_loss", anchor, positive, negative,
+                    pairwise_distance if distance_function is None else distance_function, margin, swap, reduction)
+
+
+def _triplet(function: str, anchor: Tensor, positive: Tensor, negative: Tensor,
+             distance: Callable[[Tensor, Tensor], Tensor], margin: float, swap: bool, reduction: str) -> Tensor:
+    """max(0, margin + distance(anchor, positive) - distance(anchor, negative)), reduced; with swap, the negative's
+    distance is the smaller of its distances to the anchor and to the positive."""
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     a, pos, neg = (as_tensor(t) for t in (anchor, positive, negative))
     if not a.ndim == pos.ndim == neg.ndim:
-        raise ValueError(f"triplet_margin_loss: the anchor, positive, and negative tensors are expected to have the "
-                         f"same number of dimensions, but got: anchor {a.ndim}D, positive {pos.ndim}D, and negative "
-                         f"{neg.ndim}D inputs")
-    d_pos, d_neg = pairwise_distance(a, pos, p, eps), pairwise_distance(a, neg, p, eps)
+        raise ValueError(f"{function}: the anchor, positive, and negative tensors are expected to have the same number "
+                         f"of dimensions, but got: anchor {a.ndim}D, positive {pos.ndim}D, and negative {neg.ndim}D "
+                         f"inputs")
+    d_pos, d_neg = distance(a, pos), distance(a, neg)
     if swap:
-        d_neg = _f.minimum(d_neg, pairwise_distance(pos, neg, p, eps))
+        d_neg = _f.minimum(d_neg, distance(pos, neg))
     return reduce_loss(_f.clamp(_f.sub(_f.add(d_pos, margin), d_neg), min=0.0), reduction)
 
 

@@ -1,15 +1,25 @@
-"""torch.nn.functional's 1-d convolution and pooling, adaptive max and power-average (LP) pooling, transposed
+"""torch.nn.functional's 1-d and 3-d convolution and pooling, adaptive max and power-average (LP) pooling, transposed
 convolution, padding modes, interpolate and pixel_shuffle, as compositions of registered ops.
 
 The 1-d forms are the 2-d ops on a height-1 plane. Reflect, replicate and circular padding are the pad op's modes
-(one pass over the result); nearest interpolation gathers with an index_select per axis; bilinear (and linear)
-interpolation multiplies by a fixed (out, in) interpolation matrix per axis, so each is a GEMM. A transposed
+(one pass over the result); nearest interpolation gathers with an index_select per axis; linear, bilinear and
+trilinear interpolation multiply by a fixed (out, in) interpolation matrix per axis, so each is a GEMM. A transposed
 convolution (without dilation) is one stride-1 conv2d per output phase, the outputs whose positions are alike modulo
 the stride: phase r of an axis takes the kernel taps j = r + padding (mod stride), flipped, over a window of the
 input, and the phases interleave into the result. That skips the products with the stride - 1 zeros a transposed
 convolution inserts between input elements, which a dilated one (below) still computes: conv2d on the input with
 those zeros inserted, padded by dilation * (k - 1) - padding. Both flip the kernel and swap its channel axes per
 group.
+
+The 3-d forms run the 2-d ops over the depth axis folded into the batch. A 3-d convolution, with the input's depth
+moved next to its batch, is one conv2d per depth tap kd: on the strided depth slice that tap reads for every output
+depth (step stride_d, from kd * dilation_d) as a batch of N * D_out planes, with weight[:, :, kd]; the kD results
+are summed. So there are kD conv2d calls, each a GEMM over the whole batch, and no loop over depths. A transposed
+one is one conv_transpose2d per depth tap on all N * D input planes, each tap's planes added at the output depths
+they reach (stride_d apart, from kd * dilation_d). 3-d pooling is separable, torch's windows and divisors being
+products over the axes: 2-d pooling of each depth slice's (H, W) plane, then of the (D, H_out * W_out) planes of
+the results with a (kD, 1) window. For max pooling, the maximum that a window's first row-major maximum over (H, W)
+and then over depth picks is the window's first maximum in (D, H, W) order: torch's, where its gradient goes.
 
 unfold gathers each sliding block's taps with strided slices of the padded input, one axis at a time (kh + kw
 slices), and fold is its adjoint, a sum of the taps' strided slice_scatters. Neither multiplies by a 0/1 weight, so
@@ -26,12 +36,13 @@ from .. import functions as _f
 from ..dispatch import apply
 from ..tensor import Tensor
 
-__all__ = ["conv1d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
-           "adaptive_max_pool1d", "adaptive_max_pool2d", "lp_pool1d", "lp_pool2d", "interpolate", "pixel_shuffle",
+__all__ = ["conv1d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "max_pool1d", "max_pool3d",
+           "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "interpolate", "pixel_shuffle",
            "pixel_unshuffle", "channel_shuffle", "unfold", "fold"]
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
-INTERPOLATE_MODES = ("nearest", "linear", "bilinear")
+INTERPOLATE_MODES = ("nearest", "linear", "bilinear", "trilinear")
 
 
 def single(value: int | Sequence[int], name: str, function: str) -> int:
@@ -44,16 +55,29 @@ def single(value: int | Sequence[int], name: str, function: str) -> int:
     return values[0]
 
 
-def pair_of(value: int | Sequence[int], name: str, function: str) -> tuple[int, int]:
-    """An int repeated, or a pair."""
+_COUNT_NAMES = {2: "a pair", 3: "a triple"}
+
+
+def tuple_of(value: int | Sequence[int], rank: int, name: str, function: str) -> tuple[int, ...]:
+    """An int (or a 1-sequence) repeated `rank` times, or `rank` ints."""
     if isinstance(value, (int, np.integer)):
-        return int(value), int(value)
+        return (int(value),) * rank
     values = tuple(int(v) for v in value)
     if len(values) == 1:
-        return values[0], values[0]
-    if len(values) != 2:
-        raise ValueError(f"{function}: {name} expects an int or a pair of ints, got {value!r}")
-    return values  # type: ignore[return-value]
+        return values * rank
+    if len(values) != rank:
+        raise ValueError(f"{function}: {name} expects an int or {_COUNT_NAMES[rank]} of ints, got {value!r}")
+    return values
+
+
+def pair_of(value: int | Sequence[int], name: str, function: str) -> tuple[int, int]:
+    """An int repeated, or a pair."""
+    return tuple_of(value, 2, name, function)  # type: ignore[return-value]
+
+
+def triple_of(value: int | Sequence[int], name: str, function: str) -> tuple[int, int, int]:
+    """An int repeated, or a triple."""
+    return tuple_of(value, 3, name, function)  # type: ignore[return-value]
 
 
 def _on_plane(input: Tensor, fn: Any, batch_rank: int = 3) -> Tensor:
@@ -79,13 +103,16 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: in
 def max_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
                padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
-    """Max over sliding windows of the last dim; stride defaults to kernel_size."""
+    """Max over sliding windows of the last dim; stride defaults to kernel_size. With return_indices, also each
+    maximum's index along the dim (max_pool1d_with_indices)."""
     from .functional import max_pool2d
+    if return_indices:
+        from .functional_sampling import max_pool1d_with_indices
+        return max_pool1d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
     k = single(kernel_size, "kernel_size", "max_pool1d")
     s = k if stride is None else single(stride, "stride", "max_pool1d")
     return _on_plane(input, lambda x: max_pool2d(x, (1, k), (1, s), (0, single(padding, "padding", "max_pool1d")),
-                                                 (1, single(dilation, "dilation", "max_pool1d")), ceil_mode,
-                                                 return_indices))
+                                                 (1, single(dilation, "dilation", "max_pool1d")), ceil_mode))
 
 
 def avg_pool1d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
@@ -110,9 +137,13 @@ def _bins(n_in: int, n_out: int) -> list[tuple[int, int]]:
 
 
 def _adaptive_max(x: Tensor, axis: int, n_out: int) -> Tensor:
-    """The maxima over torch's n_out adaptive windows along `axis`."""
-    return _f.cat([_f.amax(_f.narrow(x, axis, a, b - a), axis, keepdim=True) for a, b in _bins(x.shape[axis], n_out)],
-                  axis)
+    """The maxima over torch's n_out adaptive windows along `axis`, each a max_pool2d of a (window, rest) plane: its
+    gradient goes to the window's first maximum, so reducing the last axis first gives torch's (see the module doc)."""
+    from .functional import max_pool2d
+    lead, rest = tuple(x.shape[:axis]), tuple(x.shape[axis:][1:])
+    planes = [max_pool2d(_f.reshape(_f.narrow(x, axis, a, b - a), (1, math.prod(lead), b - a, math.prod(rest))),
+                         (b - a, 1)) for a, b in _bins(x.shape[axis], n_out)]
+    return _f.reshape(_f.cat(planes, 2), lead + (n_out,) + rest)
 
 
 def adaptive_max_pool2d(input: Tensor, output_size: int | Sequence[int | None],
@@ -123,7 +154,7 @@ def adaptive_max_pool2d(input: Tensor, output_size: int | Sequence[int | None],
     size = (output_size, output_size) if isinstance(output_size, (int, np.integer)) else tuple(output_size)
     h, w = input.shape[-2:]
     oh, ow = (h if size[0] is None else int(size[0])), (w if size[1] is None else int(size[1]))
-    return _adaptive_max(_adaptive_max(input, -2, oh), -1, ow)
+    return _adaptive_max(_adaptive_max(input, -1, ow), -2, oh)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size: int | Sequence[int], return_indices: bool = False) -> Tensor:
@@ -322,18 +353,19 @@ def _linear_matrix(n_in: int, n_out: int, scale: float | None, align_corners: bo
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
-    """Resize the spatial dims (all after N, C): nearest, or linear (3-d input) / bilinear (4-d input)."""
+    """Resize the spatial dims (all after N, C): nearest, or linear (3-d input) / bilinear (4-d) / trilinear (5-d)."""
     if mode not in INTERPOLATE_MODES:
         raise ValueError(f"interpolate: mode={mode!r} is not supported; supported: "
                          f"{', '.join(repr(m) for m in INTERPOLATE_MODES)}")
     if antialias:
         raise ValueError("interpolate: antialias=True is not supported; supported: False")
     spatial = input.ndim - 2
-    wanted = {"linear": 1, "bilinear": 2}.get(mode)
+    wanted = {"linear": 1, "bilinear": 2, "trilinear": 3}.get(mode)
     if spatial < 1 or (wanted is not None and spatial != wanted):
         raise ValueError(f"interpolate: mode={mode!r} expects a {(wanted or 1) + 2}-d input, got {input.shape}")
     if mode == "nearest" and align_corners is not None:
-        raise ValueError("interpolate: align_corners only has an effect with mode='linear' or 'bilinear'")
+        raise ValueError("interpolate: align_corners only has an effect with mode='linear', 'bilinear' or "
+                         "'trilinear'")
     sizes, scales = _output_sizes(input, size, scale_factor, spatial)
     if recompute_scale_factor:  # the scale is recomputed from the sizes, as torch
         scales = [None] * spatial
@@ -501,3 +533,167 @@ def fold(input: Tensor, output_size: int | Sequence[int], kernel_size: int | Seq
     if ph or pw:
         out = pad(out, (-pw, -pw, -ph, -ph))
     return out if input.ndim == 3 else _f.squeeze(out, 0)
+
+
+# --- 3-d convolution and pooling ---------------------------------------------------------------------------
+
+
+def _volume(input: Tensor, function: str) -> Tensor:
+    """(N, C, D, H, W) input as given, unbatched (C, D, H, W) input as a batch of one; other ranks raise."""
+    if input.ndim not in (4, 5):
+        raise ValueError(f"{function}: expected a 4-d (C, D, H, W) or 5-d (N, C, D, H, W) input, got {input.shape}")
+    return input if input.ndim == 5 else _f.unsqueeze(input, 0)
+
+
+def _conv3d_pads(padding: int | Sequence[int] | str, kernel: Sequence[int], stride: tuple[int, ...],
+                 dilation: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(before, after) padding of depth, height and width; 'same' puts an odd one after, as torch."""
+    if not isinstance(padding, str):
+        return [(p, p) for p in triple_of(padding, "padding", "conv3d")]
+    if padding not in ("valid", "same"):
+        raise ValueError(f"conv3d: padding must be 'valid', 'same' or ints, got {padding!r}")
+    if padding == "same" and stride != (1, 1, 1):
+        raise ValueError("conv3d: padding='same' is not supported for strided convolutions (as torch)")
+    totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(dilation, kernel)]
+    return [(t // 2, t - t // 2) for t in totals]
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+           padding: int | Sequence[int] | str = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
+    """3-d cross-correlation of (N, C, D, H, W) or (C, D, H, W) input with a (C_out, C_in/groups, kD, kH, kW) weight,
+    as one conv2d per depth tap on the depth slices it reads, folded into the batch (see the module doc)."""
+    from .functional import conv2d, pad
+    fn = "conv3d"
+    s, d = triple_of(stride, "stride", fn), triple_of(dilation, "dilation", fn)
+    if weight.ndim != 5:
+        raise ValueError(f"{fn}: expected a 5-d (C_out, C_in/groups, kD, kH, kW) weight, got {weight.shape}")
+    (bd, ad), (bh, ah), (bw, aw) = _conv3d_pads(padding, weight.shape[2:], s, d)
+    x = _f.transpose(_volume(input, fn), 1, 2)
+    if bd or ad or ah > bh or aw > bw:
+        x = pad(x, (0, aw - bw, 0, ah - bh, 0, 0, bd, ad))
+    n, depth, kd = x.shape[0], x.shape[1], weight.shape[2]
+    out_d = (depth - d[0] * (kd - 1) - 1) // s[0] + 1
+    if out_d < 1:
+        raise ValueError(f"{fn}: the kernel's depth extent {d[0] * (kd - 1) + 1} exceeds the padded input depth "
+                         f"{depth}")
+    total = None
+    for tap, (w, (a, b, c)) in enumerate(zip(_f.unbind(weight, 2), _tap_slices(x.shape, 1, kd, d[0], s[0], out_d))):
+        planes = _f.reshape(apply("slice", x, starts=a, stops=b, steps=c), (n * out_d,) + tuple(x.shape[2:]))
+        y = conv2d(planes, w, bias if tap == 0 else None, s[1:], (bh, bw), d[1:], groups)
+        total = y if total is None else _f.add(total, y)
+    out = _f.transpose(_f.reshape(total, (n, out_d) + tuple(total.shape[1:])), 1, 2)
+    return out if input.ndim == 5 else _f.squeeze(out, 0)
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+                     padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0, groups: int = 1,
+                     dilation: int | Sequence[int] = 1) -> Tensor:
+    """The adjoint of conv3d in its input, for a (C_in, C_out/groups, kD, kH, kW) weight, as torch: one
+    conv_transpose2d per depth tap on the input's depth slices folded into the batch (see the module doc)."""
+    fn = "conv_transpose3d"
+    s, p = triple_of(stride, "stride", fn), triple_of(padding, "padding", fn)
+    op, d = triple_of(output_padding, "output_padding", fn), triple_of(dilation, "dilation", fn)
+    if any(o >= max(si, di) for o, si, di in zip(op, s, d)):
+        raise ValueError(f"{fn}: output_padding {op} must be smaller than either stride {s} or dilation {d}")
+    if weight.ndim != 5:
+        raise ValueError(f"{fn}: expected a 5-d (C_in, C_out/groups, kD, kH, kW) weight, got {weight.shape}")
+    x = _f.transpose(_volume(input, fn), 1, 2)
+    n, depth, kd = x.shape[0], x.shape[1], weight.shape[2]
+    planes = _f.reshape(x, (n * depth,) + tuple(x.shape[2:]))
+    taps = [conv_transpose2d(planes, w, None, s[1:], p[1:], op[1:], groups, d[1:]) for w in _f.unbind(weight, 2)]
+    taps = [_f.reshape(t, (n, depth) + tuple(t.shape[1:])) for t in taps]
+    full = (depth - 1) * s[0] + d[0] * (kd - 1) + 1 + op[0]
+    if full - 2 * p[0] < 1:
+        raise ValueError(f"{fn}: padding {p} leaves no output depth of the {full} the kernel reaches")
+    placed = _scatter_taps(taps, (n, full) + tuple(taps[0].shape[2:]), 1, kd, d[0], s[0], depth)
+    out = _f.transpose(_f.narrow(placed, 1, p[0], full - 2 * p[0]), 1, 2)
+    if bias is not None:
+        out = _f.add(out, _f.reshape(bias, (-1, 1, 1, 1)))
+    return out if input.ndim == 5 else _f.squeeze(out, 0)
+
+
+def _pool_volume(input: Tensor, function: str, plane: Any, depth: Any) -> Tensor:
+    """A separable pooling of the last three dims as two 2-d ones: `plane` on every depth slice's (H, W) plane, then
+    `depth` on a (D, Ho * Wo) plane with a (kD, 1) window; the leading dims are folded into the channels."""
+    _volume(input, function)
+    lead, (d, h, w) = tuple(input.shape[:-3]), input.shape[-3:]
+    rows = math.prod(lead)
+    planes = plane(_f.reshape(input, (1, rows * d, h, w)))
+    oh, ow = planes.shape[-2:]
+    out = depth(_f.reshape(planes, (1, rows, d, oh * ow)))
+    return _f.reshape(out, lead + (out.shape[2], oh, ow))
+
+
+def max_pool3d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor:
+    """Max over sliding windows of the last three dims; stride defaults to kernel_size. Each depth slice's window
+    maxima first, then theirs over depth: the first maximum in the window's row-major order, as torch."""
+    from .functional import max_pool2d
+    fn = "max_pool3d"
+    if return_indices:
+        raise ValueError(f"{fn}: return_indices=True is not supported; supported: False")
+    k = triple_of(kernel_size, "kernel_size", fn)
+    s = k if stride is None else triple_of(stride, "stride", fn)
+    p, d = triple_of(padding, "padding", fn), triple_of(dilation, "dilation", fn)
+    return _pool_volume(input, fn, lambda x: max_pool2d(x, k[1:], s[1:], p[1:], d[1:], ceil_mode),
+                        lambda x: max_pool2d(x, (k[0], 1), (s[0], 1), (p[0], 0), (d[0], 1), ceil_mode))
+
+
+def _inside(n: int, count: int, k: int, s: int, p: int) -> np.ndarray:
+    """How many of each of `count` windows' taps fall inside an axis of n elements (not in its padding)."""
+    starts = np.arange(count) * s - p
+    return np.minimum(starts + k, n) - np.maximum(starts, 0)
+
+
+def avg_pool3d(input: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """Mean over sliding windows of the last three dims; stride defaults to kernel_size. torch's divisor is a product
+    over the axes, so the mean is each depth slice's window means averaged over depth; with divisor_override, the
+    window sum (the mean of the inside taps times their count) over that divisor."""
+    from .functional import avg_pool2d
+    fn = "avg_pool3d"
+    if divisor_override is not None and int(divisor_override) == 0:
+        raise ValueError(f"{fn}: divisor_override must be non-zero")
+    k = triple_of(kernel_size, "kernel_size", fn)
+    s = k if stride is None else triple_of(stride, "stride", fn)
+    p = triple_of(padding, "padding", fn)
+    include = count_include_pad and divisor_override is None
+    out = _pool_volume(input, fn, lambda x: avg_pool2d(x, k[1:], s[1:], p[1:], ceil_mode, include),
+                       lambda x: avg_pool2d(x, (k[0], 1), (s[0], 1), (p[0], 0), ceil_mode, include))
+    if divisor_override is None:
+        return out
+    counts = np.ones(())
+    for a in range(3):
+        counts = np.multiply.outer(counts, _inside(input.shape[a - 3], out.shape[a - 3], k[a], s[a], p[a]))
+    return _f.mul(out, Tensor._wrap((counts / int(divisor_override)).astype(input.dtype.numpy)))
+
+
+def _volume_size(input: Tensor, output_size: int | Sequence[int | None], function: str) -> tuple[int, ...]:
+    """An adaptive pooling's output depth, height and width; a None entry keeps that input dim."""
+    size = (output_size,) * 3 if isinstance(output_size, (int, np.integer)) else tuple(output_size)
+    if len(size) != 3:
+        raise ValueError(f"{function}: output_size expects an int or a triple, got {output_size!r}")
+    _volume(input, function)
+    return tuple(input.shape[a - 3] if v is None else int(v) for a, v in enumerate(size))
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
+    """Average pooling of the last three dims to output_size (a None entry keeps that dim): torch's windows are a
+    product over the axes, so each depth slice's (H, W) means, then their means over depth."""
+    od, oh, ow = _volume_size(input, output_size, "adaptive_avg_pool3d")
+    return _pool_volume(input, "adaptive_avg_pool3d", lambda x: apply("adaptive_avg_pool2d", x, output_size=(oh, ow)),
+                        lambda x: apply("adaptive_avg_pool2d", x, output_size=(od, x.shape[-1])))
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: int | Sequence[int | None],
+                        return_indices: bool = False) -> Tensor:
+    """Max pooling of the last three dims to output_size (a None entry keeps that dim), torch's windows: one
+    max_pool3d when they tile each dim evenly, else maxima per window and dim."""
+    if return_indices:
+        raise ValueError("adaptive_max_pool3d: return_indices=True is not supported; supported: False")
+    size = _volume_size(input, output_size, "adaptive_max_pool3d")
+    if all(o > 0 and n % o == 0 for n, o in zip(input.shape[-3:], size)):
+        return max_pool3d(input, tuple(n // o for n, o in zip(input.shape[-3:], size)))
+    return _adaptive_max(_adaptive_max(_adaptive_max(input, -1, size[2]), -2, size[1]), -3, size[0])

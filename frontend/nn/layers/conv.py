@@ -1,5 +1,5 @@
-"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d, as torch.nn's: parameters, default initialization,
-padding modes and repr."""
+"""Conv1d/2d/3d and ConvTranspose1d/2d/3d, as torch.nn's: parameters, default initialization, padding modes and
+repr."""
 from __future__ import annotations
 
 import math
@@ -108,7 +108,7 @@ class _Conv(_ConvNd):
         return pads
 
     def forward(self, input: Any) -> Any:
-        conv = F.conv1d if self._rank == 1 else F.conv2d
+        conv = getattr(F, f"conv{self._rank}d")
         if self.padding_mode != "zeros":
             input = F.pad(input, self._mode_pads(), self.padding_mode)
         padding = self.padding if self.padding_mode == "zeros" else 0
@@ -123,6 +123,13 @@ class Conv1d(_Conv):
 
 class Conv2d(_Conv):
     """2-d convolution over (N, C, H, W) or (C, H, W) input; weight (out_channels, in_channels // groups, kh, kw)."""
+
+
+class Conv3d(_Conv):
+    """3-d convolution over (N, C, D, H, W) or (C, D, H, W) input; weight (out_channels, in_channels // groups, kd, kh,
+    kw)."""
+
+    _rank = 3
 
 
 class _ConvTranspose(_ConvNd):
@@ -146,7 +153,7 @@ class _ConvTranspose(_ConvNd):
         if output_size is not None:
             raise ValueError(f"{type(self).__name__}.forward: output_size is not supported; supported: None "
                              f"(set output_padding instead)")
-        fn = F.conv_transpose1d if self._rank == 1 else F.conv_transpose2d
+        fn = getattr(F, f"conv_transpose{self._rank}d")
         return fn(input, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups,
                   self.dilation)
 
@@ -161,4 +168,10 @@ class ConvTranspose2d(_ConvTranspose):
     """Transposed 2-d convolution over (N, C, H, W) or (C, H, W) input."""
 
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+class ConvTranspose3d(_ConvTranspose):
+    """Transposed 3-d convolution over (N, C, D, H, W) or (C, D, H, W) input."""
+
+    _rank = 3
+
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]

@@ -3,11 +3,12 @@ KLDivLoss, the margin, embedding and triplet losses, PoissonNLLLoss, GaussianNLL
 defaults, and weights kept as buffers."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ... import functions as _f
 from .. import functional as F
 from ..module import Module
+from .distance import PairwiseDistance
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -208,6 +209,25 @@ class TripletMarginLoss(_MarginLoss):
                                      swap=self.swap, reduction=self.reduction)
 
 
+class TripletMarginWithDistanceLoss(_Loss):
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) for any distance function d of two tensors; the
+    default nn.PairwiseDistance() is a child module, as torch."""
+
+    def __init__(self, *, distance_function: Callable[[Any, Any], Any] | None = None, margin: float = 1.0,
+                 swap: bool = False, reduction: str = "mean") -> None:
+        super().__init__(None, None, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             f"instead")
+        self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor: Any, positive: Any, negative: Any) -> Any:
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                   distance_function=self.distance_function, margin=self.margin,
+                                                   swap=self.swap, reduction=self.reduction)
+
+
 class PoissonNLLLoss(_Loss):
     """Poisson negative log-likelihood of targets given log-rates (or rates, with log_input=False)."""
 
@@ -266,5 +286,5 @@ class MultiMarginLoss(_Loss):
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
            "BCEWithLogitsLoss", "KLDivLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
-           "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
-           "MultiMarginLoss"]
+           "CosineEmbeddingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "PoissonNLLLoss",
+           "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss"]

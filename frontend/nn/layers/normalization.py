@@ -1,5 +1,5 @@
-"""BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm, InstanceNorm1d/2d and LocalResponseNorm, as torch.nn's: parameter
-and buffer names, defaults and updates."""
+"""BatchNorm1d/2d/3d, LayerNorm, GroupNorm, RMSNorm, InstanceNorm1d/2d/3d and LocalResponseNorm, as torch.nn's:
+parameter and buffer names, defaults and updates."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -87,6 +87,12 @@ class BatchNorm2d(_BatchNorm):
     """Batch norm over (N, C, H, W) input, as torch.nn.BatchNorm2d."""
 
     _ranks = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over (N, C, D, H, W) input, as torch.nn.BatchNorm3d."""
+
+    _ranks = (5,)
 
 
 class LayerNorm(Module):
@@ -202,6 +208,12 @@ class InstanceNorm2d(_InstanceNorm):
     _ranks = (3, 4)
 
 
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm over (N, C, D, H, W) or (C, D, H, W) input."""
+
+    _ranks = (4, 5)
+
+
 class LocalResponseNorm(Module):
     """Each channel divided by (k + alpha * mean of squares over `size` neighbouring channels) ** beta; it has no
     parameters."""
@@ -217,5 +229,5 @@ class LocalResponseNorm(Module):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d",
-           "LocalResponseNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d",
+           "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm"]

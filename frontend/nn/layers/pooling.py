@@ -1,5 +1,5 @@
-"""MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d and LPPool1d/2d, as torch.nn's (arguments,
-defaults and repr)."""
+"""MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d and LPPool1d/2d, as torch.nn's
+(arguments, defaults and repr)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -12,19 +12,23 @@ Size = int | Sequence[int]
 
 
 class MaxPool2d(Module):
-    """Max over kernel_size windows of the last two dims; stride defaults to kernel_size."""
+    """Max over kernel_size windows of the last two dims (with F.<_function>); stride defaults to kernel_size. With
+    return_indices, (values, indices) as max_unpool takes them, where `_indices` (not 3-d yet)."""
+
+    _function, _indices = "max_pool2d", True
 
     def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0, dilation: Size = 1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
-        if return_indices:
-            raise ValueError("MaxPool2d: return_indices=True is not supported")
+        if return_indices and not self._indices:
+            raise ValueError(f"{type(self).__name__}: return_indices=True is not supported")
         self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
         self.stride = stride if stride is not None else kernel_size
-        self.return_indices, self.ceil_mode = False, bool(ceil_mode)
+        self.return_indices, self.ceil_mode = bool(return_indices), bool(ceil_mode)
 
     def forward(self, input: Any) -> Any:
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        return getattr(F, self._function)(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                                          self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -32,20 +36,24 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
-    """Mean over kernel_size windows of the last two dims; stride defaults to kernel_size."""
+    """Mean over kernel_size windows of the last two dims (with F.<_function>, which takes a divisor_override when
+    `_overridable`); stride defaults to kernel_size."""
+
+    _function, _overridable = "avg_pool2d", False
 
     def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override: int | None = None) -> None:
         super().__init__()
-        if divisor_override is not None:
-            raise ValueError("AvgPool2d: divisor_override is not supported")
+        if divisor_override is not None and not self._overridable:
+            raise ValueError(f"{type(self).__name__}: divisor_override is not supported")
         self.kernel_size, self.padding = kernel_size, padding
         self.stride = stride if stride is not None else kernel_size
-        self.ceil_mode, self.count_include_pad, self.divisor_override = bool(ceil_mode), bool(count_include_pad), None
+        self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
+        self.divisor_override = divisor_override
 
     def forward(self, input: Any) -> Any:
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return getattr(F, self._function)(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                                          self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -76,8 +84,21 @@ class AdaptiveAvgPool2d(_AdaptivePool):
 class MaxPool1d(MaxPool2d):
     """Max over kernel_size windows of the last dim; stride defaults to kernel_size."""
 
-    def forward(self, input: Any) -> Any:
-        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+    _function = "max_pool1d"
+
+
+class MaxPool3d(MaxPool2d):
+    """Max over kernel_size windows of the last three dims of (N, C, D, H, W) or (C, D, H, W) input; stride defaults
+    to kernel_size."""
+
+    _function, _indices = "max_pool3d", False
+
+
+class AvgPool3d(AvgPool2d):
+    """Mean over kernel_size windows of the last three dims of (N, C, D, H, W) or (C, D, H, W) input; stride defaults
+    to kernel_size."""
+
+    _function, _overridable = "avg_pool3d", True
 
 
 class AvgPool1d(Module):
@@ -106,6 +127,12 @@ class AdaptiveAvgPool1d(_AdaptivePool):
     _function = "adaptive_avg_pool1d"
 
 
+class AdaptiveAvgPool3d(_AdaptivePool):
+    """Average pooling of the last three dims to `output_size` (an int, or a triple whose None keeps a dim)."""
+
+    _function = "adaptive_avg_pool3d"
+
+
 class _AdaptiveMaxPool(_AdaptivePool):
     """Max pooling to `output_size`; the indices of the maxima (return_indices=True) are not supported."""
 
@@ -126,6 +153,12 @@ class AdaptiveMaxPool1d(_AdaptiveMaxPool):
     """Max pooling of the last dim of (N, C, L) or (C, L) input to `output_size`."""
 
     _function = "adaptive_max_pool1d"
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPool):
+    """Max pooling of the last three dims to `output_size` (an int, or a triple whose None keeps a dim)."""
+
+    _function = "adaptive_max_pool3d"
 
 
 class _LPPool(Module):
@@ -159,5 +192,6 @@ class LPPool2d(_LPPool):
     _function = "lp_pool2d"
 
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "LPPool1d", "LPPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+           "LPPool1d", "LPPool2d"]

@@ -1,6 +1,6 @@
-"""Padding, resizing and rearranging layers: the 1-d and 2-d Zero, Constant, Reflection, Replication and Circular
-padding layers, Upsample and its UpsamplingNearest2d and UpsamplingBilinear2d forms, PixelShuffle, PixelUnshuffle,
-ChannelShuffle, Unfold and Fold, as torch.nn's."""
+"""Padding, resizing and rearranging layers: the 1-d, 2-d and 3-d Zero, Constant, Reflection, Replication and
+Circular padding layers, Upsample and its UpsamplingNearest2d and UpsamplingBilinear2d forms, PixelShuffle,
+PixelUnshuffle, ChannelShuffle, Unfold and Fold, as torch.nn's."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -74,12 +74,22 @@ class ConstantPad2d(_ConstantPad):
     _dims = 2
 
 
+class ConstantPad3d(_ConstantPad):
+    """Pad the last three dims by (left, right, top, bottom, front, back) with `value`."""
+
+    _dims = 3
+
+
 class ZeroPad1d(_Zeros, ConstantPad1d):
     """Pad the last dim by (left, right) with zeros."""
 
 
 class ZeroPad2d(_Zeros, ConstantPad2d):
     """Pad the last two dims by (left, right, top, bottom) with zeros."""
+
+
+class ZeroPad3d(_Zeros, ConstantPad3d):
+    """Pad the last three dims by (left, right, top, bottom, front, back) with zeros."""
 
 
 class _ReflectionPad(_Pad):
@@ -98,6 +108,12 @@ class ReflectionPad2d(_ReflectionPad):
     _dims = 2
 
 
+class ReflectionPad3d(_ReflectionPad):
+    """Reflection padding of the last three dims by (left, right, top, bottom, front, back)."""
+
+    _dims = 3
+
+
 class _ReplicationPad(_Pad):
     """Pad by repeating the edge elements."""
 
@@ -114,6 +130,12 @@ class ReplicationPad2d(_ReplicationPad):
     _dims = 2
 
 
+class ReplicationPad3d(_ReplicationPad):
+    """Replication padding of the last three dims by (left, right, top, bottom, front, back)."""
+
+    _dims = 3
+
+
 class _CircularPad(_Pad):
     """Pad with the input wrapped around: the elements of the other end."""
 
@@ -128,6 +150,12 @@ class CircularPad2d(_CircularPad):
     """Circular padding of the last two dims by (left, right, top, bottom)."""
 
     _dims = 2
+
+
+class CircularPad3d(_CircularPad):
+    """Circular padding of the last three dims by (left, right, top, bottom, front, back)."""
+
+    _dims = 3
 
 
 class Upsample(Module):
@@ -246,6 +274,7 @@ class Fold(Module):
                 f"padding={self.padding}, stride={self.stride}")
 
 
-__all__ = ["ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
-           "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d", "Upsample", "UpsamplingNearest2d",
+__all__ = ["ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
+           "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+           "CircularPad1d", "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d",
            "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "Unfold", "Fold"]
