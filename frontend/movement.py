@@ -33,6 +33,12 @@ def normalize_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...
     return tuple(normalize_dim(int(d), ndim) for d in dims)
 
 
+def clone(input: Tensor, *, memory_format: Any = None) -> Tensor:
+    """A copy of input that stays in the autodiff graph (torch.clone; Tensor.clone)."""
+    x = as_tensor(input)
+    return x.clone() if memory_format is None else x.clone(memory_format=memory_format)
+
+
 def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
     """`input` with a new shape of equal size; one dimension may be -1 (inferred)."""
     return apply("reshape", input, shape=infer_shape(shape, input.numel(), input.shape))
@@ -298,9 +304,9 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
     return apply("index_select", input, as_tensor(index), axis=dim)
 
 
-__all__ = ["reshape", "permute", "transpose", "swapaxes", "t", "flatten", "squeeze", "unsqueeze", "broadcast_to", "cat",
-           "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "row_stack", "narrow", "split", "chunk",
-           "unbind", "gather", "index_select", "flip", "roll", "repeat_interleave", "movedim", "moveaxis", "unflatten",
-           "tril", "triu", "diagonal"]
+__all__ = ["clone", "reshape", "permute", "transpose", "swapaxes", "t", "flatten", "squeeze", "unsqueeze",
+           "broadcast_to", "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "row_stack", "narrow",
+           "split", "chunk", "unbind", "gather", "index_select", "flip", "roll", "repeat_interleave", "movedim",
+           "moveaxis", "unflatten", "tril", "triu", "diagonal"]
 
 moveaxis = movedim

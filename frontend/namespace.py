@@ -2,10 +2,12 @@
 
 The aliases are the braze DTypes under torch's spellings, so `x.dtype == braze.long` holds for an int64 tensor.
 float16/half/bfloat16 name storage types only: using one as a tensor dtype raises a DTypeError saying so. This
-module defines names only (`int`, `float` and `bool` shadow the builtins here, so it holds no code).
+module defines names and the memory-format check (`int`, `float` and `bool` shadow the builtins here, so nothing below
+them may use those builtins).
 """
 from __future__ import annotations
 
+from braze.ir.errors import BrazeError
 from braze.ir.types import bfloat16, bool_, float16, float32, float64, int8, int32, int64, uint8
 
 
@@ -25,6 +27,13 @@ preserve_format = MemoryFormat("preserve_format")
 contiguous_format = MemoryFormat("contiguous_format")
 channels_last = MemoryFormat("channels_last")
 SUPPORTED_MEMORY_FORMATS = (preserve_format, contiguous_format)
+
+
+def check_memory_format(function: str, memory_format: object) -> None:
+    """Raise a BrazeError naming `function` unless memory_format is one braze's contiguous tensors can honour."""
+    if not any(memory_format is f for f in SUPPORTED_MEMORY_FORMATS):
+        raise BrazeError(f"{function}(): memory_format={memory_format!r} is not supported; braze tensors are "
+                         f"contiguous, so memory_format must be braze.preserve_format or braze.contiguous_format")
 
 long, int, double, half = int64, int32, float64, float16
 float = float32

@@ -14,7 +14,7 @@ from braze.ir.types import DType, as_dtype
 
 from .device import CPU, Device, as_device, is_device_like
 from .markers import eager_only
-from .namespace import SUPPORTED_MEMORY_FORMATS, preserve_format
+from .namespace import check_memory_format, preserve_format
 from .size import Size
 
 _DTYPES: dict[np.dtype, DType] = {}
@@ -279,8 +279,9 @@ class Tensor:
         """Set every element to `value` in place."""
         return self.copy_(value)
 
-    def clone(self) -> Tensor:
+    def clone(self, *, memory_format: Any = preserve_format) -> Tensor:
         """A copy of the data that stays in the autodiff graph (the gradient passes through unchanged)."""
+        check_memory_format("clone", memory_format)
         out = _fn.reshape(self, self.shape)
         out._data = np.array(out._data, copy=True)
         return out
@@ -306,9 +307,7 @@ class Tensor:
         if len(flags) > 2:
             raise TypeError(f"to(): at most two bool arguments (non_blocking, copy), got {len(flags)}")
         copy = flags[1] if len(flags) == 2 else copy
-        if not any(memory_format is f for f in SUPPORTED_MEMORY_FORMATS):
-            raise BrazeError(f"to(): memory_format={memory_format!r} is not supported; braze tensors are contiguous, "
-                             f"so memory_format must be braze.preserve_format or braze.contiguous_format")
+        check_memory_format("to", memory_format)
         out = self if dtype is None or as_dtype(dtype) == self.dtype else _fn.to_dtype(self, dtype)
         if device is not None and out.device != (device := as_device(device)):
             out = _dispatch.apply("copy", out)

@@ -21,6 +21,7 @@ from braze.ir.types import TensorType
 
 from .autodiff import no_grad
 from .device import Device
+from .namespace import check_memory_format, preserve_format
 from .tensor import Tensor
 from .trace_context import TRACE
 
@@ -172,9 +173,10 @@ class TracedTensor(Tensor):
     def data(self, value: Any) -> None:
         self.copy_(value)
 
-    def clone(self) -> Tensor:
+    def clone(self, *, memory_format: Any = preserve_format) -> Tensor:
         """Recorded as eager clone computes it (a reshape to the same shape)."""
         from . import functions as _fn
+        check_memory_format("clone", memory_format)
         return _fn.reshape(self, self.shape)
 
     def copy_(self, src: Any) -> TracedTensor:

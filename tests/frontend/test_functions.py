@@ -163,6 +163,7 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
     ("cumprod", lambda: braze.cumprod(T(X), 1), lambda: np.cumprod(X, 1)),
     ("cumprod_int", lambda: T(INTS).cumprod(dim=0), lambda: np.cumprod(INTS, 0)),
     ("cummax", lambda: braze.cummax(T(X), 1).values, lambda: np.maximum.accumulate(X, 1)),
+    ("clone", lambda: braze.clone(T(X), memory_format=braze.contiguous_format), lambda: X),
     ("cummin", lambda: braze.cummin(T(X), 0).values, lambda: np.minimum.accumulate(X, 0)),
     ("flip", lambda: braze.flip(T(B3), (0, 2)), lambda: B3[::-1, :, ::-1]),
     ("flip_method", lambda: T(X).flip(1), lambda: X[:, ::-1]),
