@@ -87,6 +87,12 @@ CASES = [
     Case("logsigmoid 1e6", lambda t, x: t.nn.functional.logsigmoid(x), _arrays(_normal(1 << 20))),
     Case("unfold 3 x 3 of 8 x 64 x 32 x 32", lambda t, x: t.nn.functional.unfold(x, 3, padding=1),
          _arrays(_normal(8, 64, 32, 32))),
+    Case("erfc 1e6", lambda t, x: t.erfc(x), _arrays(_normal(1 << 20))),
+    Case("lgamma 1e6", lambda t, x: t.lgamma(x), _arrays(_uniform(0.1, 20, 1 << 20))),
+    Case("conv3d 16 to 32, 3 x 3 x 3 of 2 x 8 x 32 x 32", lambda t, x, w: t.nn.functional.conv3d(x, w, padding=1),
+         _arrays(_normal(2, 16, 8, 32, 32), _normal(32, 16, 3, 3, 3)), 1e-3),
+    Case("grid_sample bilinear 4 x 16 x 64 x 64", lambda t, x, g: t.nn.functional.grid_sample(
+        x, g, align_corners=False), _arrays(_normal(4, 16, 64, 64), _uniform(-1, 1, 4, 64, 64, 2))),
 ]
 
 
