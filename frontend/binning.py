@@ -26,10 +26,6 @@ from .tensor import Tensor
 _SORT_COST = 32
 
 
-def _constant(value: Any, dtype: Any) -> Tensor:
-    return Tensor._wrap(np.asarray(value, dtype=dtype.numpy))
-
-
 def _side(right: bool, side: str | None) -> bool:
     """True for the right side (the first position after values equal to the one searched)."""
     if side is None:
@@ -75,7 +71,7 @@ def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False
         seq, values = flatten(seq, 0, -2), flatten(values, 0, -2)
     count = _count_below(seq, values, after)
     if dtype.is_float:
-        count = where(apply("ne", values, values), _constant(seq.shape[-1], int64), count)
+        count = where(apply("ne", values, values), as_tensor(seq.shape[-1], int64), count)
     count = reshape(count, shape)
     return cast(count, int32) if out_int32 else count
 
@@ -99,7 +95,7 @@ def _count_by_sorting(seq: Tensor, values: Tensor, after: bool) -> Tensor:
     order = apply("sort", joined, axis=1, descending=False)[1]
     is_entry = apply("lt", order, m) if after else apply("ge", order, n)
     running = apply("cumsum", cast(is_entry, int64), axis=1)
-    counts = apply("scatter", apply("broadcast_to", _constant(0, int64), shape=(b, m + n)), order, running, axis=1)
+    counts = apply("scatter", apply("broadcast_to", as_tensor(0, int64), shape=(b, m + n)), order, running, axis=1)
     return narrow(counts, 1, m if after else 0, n)
 
 
@@ -136,13 +132,13 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     else:
         lo, hi = (lo - 1.0, hi + 1.0) if lo == hi else (lo, hi)
         _check_range(lo, hi)
-        lo_t, hi_t = _constant(lo, x.dtype), _constant(hi, x.dtype)
+        lo_t, hi_t = as_tensor(lo, x.dtype), as_tensor(hi, x.dtype)
     inside = apply("mul", apply("ge", flat, lo_t), apply("le", flat, hi_t))
     scaled = apply("div", apply("mul", apply("sub", flat, lo_t), float(bins)), apply("sub", hi_t, lo_t))
-    position = apply("clamp", cast(apply("floor", where(inside, scaled, _constant(0.0, x.dtype))), int64),
+    position = apply("clamp", cast(apply("floor", where(inside, scaled, as_tensor(0.0, x.dtype))), int64),
                      min=None, max=float(bins - 1))
-    position = where(inside, position, _constant(bins, int64))
-    ones = apply("broadcast_to", _constant(1, int64), shape=tuple(flat.shape))
+    position = where(inside, position, as_tensor(bins, int64))
+    ones = apply("broadcast_to", as_tensor(1, int64), shape=tuple(flat.shape))
     counts = apply("scatter_add", ones, position, axis=0, shape=(bins + 1,))
     return cast(narrow(counts, 0, 0, bins), x.dtype)
 

@@ -20,15 +20,11 @@ from braze.ir.types import float32, float64
 
 from .dispatch import apply
 from .functions import _floating, abs, logical_and, where
+from .promotion import as_tensor
 from .tensor import Tensor
 
 _LN2 = math.log(2.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-
-def _constant(value: float, like: Tensor) -> Tensor:
-    """`value` as a 0-d constant of like's dtype."""
-    return Tensor._wrap(np.asarray(value, dtype=like.dtype.numpy))
 
 
 def _big(x: Tensor) -> float:
@@ -43,7 +39,7 @@ def _snap_to_integer(r: Tensor) -> Tensor:
     detached, so that the gradient stays r's."""
     n = apply("round", r)
     close = apply("le", abs(apply("sub", r, n)), apply("mul", abs(n), 2.0 * float(np.finfo(r.dtype.numpy).eps)))
-    return apply("add", r, where(close, apply("sub", n, r), _constant(0.0, r)).detach())
+    return apply("add", r, where(close, apply("sub", n, r), as_tensor(0.0, r.dtype)).detach())
 
 
 def tan(input: Tensor) -> Tensor:
@@ -77,11 +73,8 @@ def _asin_reduced(a: Tensor) -> tuple[Tensor, Tensor]:
     root a vector: 0.65x torch's time). NaN beyond 1 (a negative square root)."""
     big = apply("gt", a, 0.5)
     w = where(big, apply("mul", apply("sub", 1.0, a), 0.5), apply("mul", a, a))
-    s = where(big, apply("sqrt", where(big, w, _constant(0.25, a))), a)  # the root sees only its branch's range
-    p = _constant(_ASIN_P[-1], a)
-    for c in reversed(_ASIN_P[:-1]):
-        p = apply("add", apply("mul", p, w), c)
-    return big, apply("add", s, apply("mul", s, apply("mul", w, p)))
+    s = where(big, apply("sqrt", where(big, w, as_tensor(0.25, a.dtype))), a)  # the root sees only its branch's range
+    return big, apply("add", s, apply("mul", s, apply("mul", w, _polynomial(w, _ASIN_P))))
 
 
 def asin(input: Tensor) -> Tensor:
@@ -116,7 +109,7 @@ def acos(input: Tensor) -> Tensor:
 def _odd(x: Tensor, magnitude: Callable[[Tensor], Tensor]) -> Tensor:
     """The odd f(x) = s f(s x), s = -1 for x < 0 else 1, from `magnitude`, f on x >= 0 and on -0 (giving -0): unlike
     f(|x|) with x's sign, this keeps the derivative at 0 (that of |x| is 0 there)."""
-    s = where(apply("lt", x, 0.0), _constant(-1.0, x), _constant(1.0, x))
+    s = where(apply("lt", x, 0.0), as_tensor(-1.0, x.dtype), as_tensor(1.0, x.dtype))
     return apply("mul", magnitude(apply("mul", x, s)), s)
 
 
@@ -132,7 +125,7 @@ def sinh(input: Tensor) -> Tensor:
     def magnitude(a: Tensor) -> Tensor:
         limit, half_exp = _exp_limit(a)
         far = apply("gt", a, limit)
-        u = apply("expm1", apply("sub", a, where(far, _constant(limit, a), _constant(0.0, a))))
+        u = apply("expm1", apply("sub", a, where(far, as_tensor(limit, a.dtype), as_tensor(0.0, a.dtype))))
         e = apply("add", u, 1.0)
         return where(far, apply("mul", e, half_exp), apply("mul", apply("add", u, apply("div", u, e)), 0.5))
     return _odd(_floating(input), magnitude)
@@ -144,7 +137,7 @@ def cosh(input: Tensor) -> Tensor:
     a = abs(_floating(input))
     limit, half_exp = _exp_limit(a)
     far = apply("gt", a, limit)
-    e = apply("exp", apply("sub", a, where(far, _constant(limit, a), _constant(0.0, a))))
+    e = apply("exp", apply("sub", a, where(far, as_tensor(limit, a.dtype), as_tensor(0.0, a.dtype))))
     return where(far, apply("mul", e, half_exp), apply("add", apply("mul", e, 0.5), apply("div", 0.5, e)))
 
 
@@ -223,7 +216,7 @@ _UNSHIFT = math.exp(-_SHIFT)
 
 def _polynomial(u: Tensor, coefficients: tuple[float, ...]) -> Tensor:
     """sum c_k u^k by Horner's rule, coefficients lowest degree first."""
-    p = _constant(coefficients[-1], u)
+    p = as_tensor(coefficients[-1], u.dtype)
     for c in reversed(coefficients[:-1]):
         p = apply("add", apply("mul", p, u), c)
     return p
@@ -267,7 +260,7 @@ def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor) -> Tensor:
     -0 value where the derivative is positive); 0 where the derivative is infinite (0 inf would make the value NaN).
     For functions whose derivative has a closed form more accurate than differentiating their approximation."""
     d = derivative.detach()
-    d = where(apply("eq", abs(d), math.inf), _constant(0.0, d), d)
+    d = where(apply("eq", abs(d), math.inf), as_tensor(0.0, d.dtype), d)
     return apply("sub", value.detach(), apply("mul", apply("sub", x.detach(), x), d))
 
 
@@ -318,14 +311,14 @@ def _erfinv_magnitude(a: Tensor) -> Tensor:
     w = apply("neg", apply("log", apply("mul", apply("sub", 1.0, a), apply("add", a, 1.0))))
     central = apply("lt", w, 5.0)
     near = _polynomial(apply("sub", w, 2.5), _ERFINV_CENTRAL)
-    far = _polynomial(apply("sub", apply("sqrt", where(central, _constant(5.0, w), w)), 3.0), _ERFINV_TAIL)
+    far = _polynomial(apply("sub", apply("sqrt", where(central, as_tensor(5.0, w.dtype), w)), 3.0), _ERFINV_TAIL)
     x = apply("mul", a, where(central, near, far))
     low = apply("lt", a, 0.5)
     residual = where(low, apply("sub", apply("erf", x), a),
-                     apply("sub", apply("sub", 1.0, a), _erfc(where(low, _constant(1.0, x), x))))
+                     apply("sub", apply("sub", 1.0, a), _erfc(where(low, as_tensor(1.0, x.dtype), x))))
     q = apply("mul", apply("mul", residual, 1.0 / _TWO_OVER_SQRT_PI), apply("exp", apply("mul", x, x)))
     refined = apply("sub", x, apply("div", q, apply("add", apply("mul", x, q), 1.0)))
-    return where(apply("eq", a, 1.0), _constant(math.inf, a), refined)
+    return where(apply("eq", a, 1.0), as_tensor(math.inf, a.dtype), refined)
 
 
 def erfinv(input: Tensor) -> Tensor:
@@ -371,7 +364,7 @@ def _reflected(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     infinite)."""
     reflect = apply("lt", w, 0.5)
     y = where(reflect, apply("sub", 1.0, w), w)
-    r = where(reflect, apply("sub", w, apply("round", w)), _constant(0.5, w))
+    r = where(reflect, apply("sub", w, apply("round", w)), as_tensor(0.5, w.dtype))
     return reflect, y, where(apply("eq", w, 0.0), w, r)
 
 
@@ -381,13 +374,13 @@ def _lgamma_positive(y: Tensor) -> Tensor:
     to there, log((y - 1) ... (y - m)) + lgamma(y - m) with y - k exact; beyond, Stirling's series. One log serves
     all three."""
     big = apply("gt", y, _STIRLING_FROM)
-    z = where(big, y, _constant(_STIRLING_FROM, y))
-    near = where(big, _constant(1.0, y), y)
+    z = where(big, y, as_tensor(_STIRLING_FROM, y.dtype))
+    near = where(big, as_tensor(1.0, y.dtype), y)
     steps = apply("clamp", apply("ceil", apply("sub", near, 2.5)), min=0.0, max=_STIRLING_FROM - 2.5)
-    product = _constant(1.0, y)
+    product = as_tensor(1.0, y.dtype)
     for k in range(1, int(_STIRLING_FROM - 2.5) + 1):
         product = apply("mul", product, where(apply("le", float(k), steps), apply("sub", near, float(k)),
-                                              _constant(1.0, y)))
+                                              as_tensor(1.0, y.dtype)))
     u = apply("sub", near, steps)
     near_one = apply("lt", u, 1.5)
     logarithm = apply("log", where(big, z, where(near_one, u, product)))
@@ -395,7 +388,7 @@ def _lgamma_positive(y: Tensor) -> Tensor:
     series = apply("mul", inverse, _polynomial(apply("mul", inverse, inverse), _STIRLING))
     stirling = apply("add", apply("sub", apply("mul", apply("sub", z, 0.5), logarithm), z),
                      apply("add", series, 0.5 * math.log(2.0 * math.pi)))
-    v = apply("sub", u, where(near_one, _constant(1.0, y), _constant(2.0, y)))
+    v = apply("sub", u, where(near_one, as_tensor(1.0, y.dtype), as_tensor(2.0, y.dtype)))
     taylor = apply("mul", v, apply("add", apply("mul", v, _polynomial(v, _LGAMMA_AT_2)), 1.0 - _EULER_GAMMA))
     small = where(near_one, apply("sub", taylor, logarithm), apply("add", logarithm, taylor))
     return where(big, stirling, small)
@@ -413,14 +406,14 @@ def lgamma(input: Tensor) -> Tensor:
     sine = abs(apply("sin", apply("mul", r, math.pi)))
     reflected = apply("sub", apply("sub", math.log(math.pi), apply("log", sine)), positive)
     out = where(reflect, reflected, positive)
-    return _narrow(where(apply("eq", abs(w), math.inf), _constant(math.inf, w), out), x)
+    return _narrow(where(apply("eq", abs(w), math.inf), as_tensor(math.inf, w.dtype), out), x)
 
 
 def _digamma_positive(y: Tensor) -> Tensor:
     """digamma of float64 y >= 1/2: the asymptotic series at y (from 10) or at y + 10 less 1/y + ... + 1/(y + 9);
     within 1/4 of the positive root, where that cancels, the Taylor series there."""
     low = apply("lt", y, _ASYMPTOTIC_FROM)
-    small = where(low, y, _constant(1.0, y))
+    small = where(low, y, as_tensor(1.0, y.dtype))
     z = where(low, apply("add", y, 10.0), y)
     inverse = apply("div", 1.0, z)
     square = apply("mul", inverse, inverse)
@@ -432,7 +425,7 @@ def _digamma_positive(y: Tensor) -> Tensor:
     far = where(low, apply("sub", far, total), far)
     u = apply("sub", y, _DIGAMMA_ROOT)
     near = apply("le", abs(u), 0.25)
-    return where(near, _polynomial(where(near, u, _constant(0.0, u)), _DIGAMMA_AT_ROOT), far)
+    return where(near, _polynomial(where(near, u, as_tensor(0.0, u.dtype)), _DIGAMMA_AT_ROOT), far)
 
 
 def digamma(input: Tensor) -> Tensor:
@@ -448,7 +441,7 @@ def digamma(input: Tensor) -> Tensor:
     cotangent = apply("div", apply("mul", apply("cos", angle), math.pi), apply("sin", angle))
     out = where(reflect, apply("sub", positive, cotangent), positive)
     pole = logical_and(apply("lt", w, 0.0), apply("eq", r, 0.0))
-    return _narrow(where(pole, _constant(math.nan, w), out), x)
+    return _narrow(where(pole, as_tensor(math.nan, w.dtype), out), x)
 
 
 def deg2rad(input: Tensor) -> Tensor:

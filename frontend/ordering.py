@@ -15,7 +15,7 @@ from .tensor import Tensor
 
 
 class SortResult(NamedTuple):
-    """The (values, indices) pair sort and topk return, as torch.return_types.sort."""
+    """The (values, indices) pair sort, topk, cummax and cummin return, as torch.return_types.sort."""
 
     values: Tensor
     indices: Tensor
@@ -67,21 +67,14 @@ def cumprod(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     return _scan("cumprod", input, dim, dtype)
 
 
-class CumulativeResult(NamedTuple):
-    """The (values, indices) pair cummax and cummin return, as torch.return_types.cummax."""
-
-    values: Tensor
-    indices: Tensor
-
-
-def _running_extreme(input: Tensor, dim: int, compare: str) -> CumulativeResult:
+def _running_extreme(input: Tensor, dim: int, compare: str) -> SortResult:
     """cummax (compare "ge") or cummin ("le"): the positions by a log2(n)-step scan whose pairwise step keeps the
     later of two running extremes when it compares `compare` to the earlier one or is NaN, so that ties and NaN
     go to the last occurrence, as torch's; the values are gathered from there, so the gradient flows to them."""
     x = as_tensor(input)
     d = normalize_dim(dim, x.ndim)
     if not x.ndim:
-        return CumulativeResult(x.clone(), Tensor._wrap(np.zeros((), np.int64)))
+        return SortResult(x.clone(), Tensor._wrap(np.zeros((), np.int64)))
     n = x.shape[d]
     line = [1] * x.ndim
     line[d] = n
@@ -97,16 +90,16 @@ def _running_extreme(input: Tensor, dim: int, compare: str) -> CumulativeResult:
                   for t in (values, index)]
         values, index = (cat([narrow(t, d, 0, shift), p], d) for t, p in zip((values, index), picked))
         shift *= 2
-    return CumulativeResult(gather(x, d, index), index)
+    return SortResult(gather(x, d, index), index)
 
 
-def cummax(input: Tensor, dim: int) -> CumulativeResult:
+def cummax(input: Tensor, dim: int) -> SortResult:
     """The running maximum along `dim` and the position it was taken from (the last of equal values; NaN, once
     seen, is the maximum), as torch's."""
     return _running_extreme(input, dim, "ge")
 
 
-def cummin(input: Tensor, dim: int) -> CumulativeResult:
+def cummin(input: Tensor, dim: int) -> SortResult:
     """The running minimum along `dim` and the position it was taken from (the last of equal values; NaN, once
     seen, is the minimum), as torch's."""
     return _running_extreme(input, dim, "le")

@@ -155,9 +155,15 @@ def logaddexp2(input: Any, other: Any) -> Tensor:
 def xlogy(input: Any, other: Any) -> Tensor:
     """Elementwise input * log(other), 0 where input is 0 (even for other 0 or inf) unless other is NaN (then NaN),
     as torch; log reads 1 where input is 0, so that no gradient is NaN there."""
+    return x_times_log(input, other, "log", 1.0)
+
+
+def x_times_log(input: Any, other: Any, log: str, neutral: float) -> Tensor:
+    """input * log(other) for the op `log` (log, log1p), 0 where input is 0 unless other is NaN; `log` reads
+    `neutral` (where it is 0) there, so that no gradient is NaN."""
     x, y = _float_operands(input, other)
     zero = logical_and(apply("eq", x, 0.0), apply("eq", y, y))
-    return where(zero, 0.0, apply("mul", x, apply("log", where(zero, 1.0, y))))
+    return where(zero, 0.0, apply("mul", x, apply(log, where(zero, neutral, y))))
 
 
 def clamp_min(input: Tensor, min: Any) -> Tensor:

@@ -11,13 +11,14 @@ import math
 from typing import Any
 
 from .dispatch import apply
-from .elementary import (_SHIFT, _TWO_OVER_SQRT_PI, _UNSHIFT, _constant, _erfcx, _exp_neg_square, _finite, _narrow,
+from .elementary import (_SHIFT, _TWO_OVER_SQRT_PI, _UNSHIFT, _erfcx, _exp_neg_square, _finite, _narrow,
                          _square_limit, _wide, _with_derivative, digamma, erfc, erfinv, exp2)
 from .elementary import lgamma as gammaln
-from .functions import _floating, abs, erf, log_softmax, logical_and, logsumexp, softmax, where
+from .functions import _floating, abs, erf, log_softmax, logsumexp, softmax, where
 from .functions import sigmoid as expit
 from .math_functions import expm1, log1p, round
-from .pointwise import _float_operands, logit, sinc, xlogy
+from .pointwise import logit, sinc, x_times_log, xlogy
+from .promotion import as_tensor
 from .tensor import Tensor
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -64,7 +65,7 @@ def log_ndtr(input: Tensor) -> Tensor:
     left = apply("sub", apply("log", _narrow(half_r, x)), apply("mul", apply("mul", x, 0.5), x))
     negative = apply("le", x, 0.0)
     value = where(far, left, where(negative, apply("log", lower), apply("log1p", apply("neg", lower))))
-    cdf = where(far, _constant(1.0, x), where(negative, lower, apply("sub", 1.0, lower)))
+    cdf = where(far, as_tensor(1.0, x.dtype), where(negative, lower, apply("sub", 1.0, lower)))
     slope = where(far, _narrow(apply("div", _INV_SQRT_2PI, half_r), x),
                   apply("div", _narrow(apply("mul", gaussian, _INV_SQRT_2PI * _UNSHIFT), x), cdf))
     return _with_derivative(value, _finite(x), slope)
@@ -78,7 +79,7 @@ def erfcx(input: Tensor) -> Tensor:
     limit = _square_limit(x)
     c = apply("clamp", x, min=-limit, max=0.5)
     near = _narrow(apply("mul", _exp_neg_square(c, -1.0), _wide(apply("sub", 1.0, apply("erf", c)))), x)
-    near = where(apply("lt", x, -limit), _constant(math.inf, x), near)
+    near = where(apply("lt", x, -limit), as_tensor(math.inf, x.dtype), near)
     value = where(apply("lt", x, 0.5), near, _narrow(_erfcx(x), x))
     finite = _finite(x)
     slope = apply("sub", apply("mul", apply("mul", finite, value), 2.0), _TWO_OVER_SQRT_PI)
@@ -90,17 +91,15 @@ def entr(input: Tensor) -> Tensor:
     so that the gradient there is 0 (torch's is inf at 0, NaN below)."""
     x = _floating(input)
     positive = apply("gt", x, 0.0)
-    inner = apply("neg", apply("mul", x, apply("log", where(positive, x, _constant(1.0, x)))))
-    edge = where(apply("eq", x, 0.0), _constant(0.0, x), _constant(-math.inf, x))
-    return where(positive, inner, where(apply("ne", x, x), _constant(math.nan, x), edge))
+    inner = apply("neg", apply("mul", x, apply("log", where(positive, x, as_tensor(1.0, x.dtype)))))
+    edge = where(apply("eq", x, 0.0), as_tensor(0.0, x.dtype), as_tensor(-math.inf, x.dtype))
+    return where(positive, inner, where(apply("ne", x, x), as_tensor(math.nan, x.dtype), edge))
 
 
 def xlog1py(input: Any, other: Any) -> Tensor:
     """Elementwise input * log1p(other), 0 where input is 0 unless other is NaN (then NaN), as torch (see
     xlogy)."""
-    x, y = _float_operands(input, other)
-    zero = logical_and(apply("eq", x, 0.0), apply("eq", y, y))
-    return where(zero, 0.0, apply("mul", x, apply("log1p", where(zero, 0.0, y))))
+    return x_times_log(input, other, "log1p", 0.0)
 
 
 psi = digamma

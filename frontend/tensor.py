@@ -29,14 +29,15 @@ def dtype_of(array: np.ndarray) -> DType:
 
 
 def as_array(data: Any, dtype: Any = None) -> np.ndarray:
-    """Array for tensor data: Python floats -> float32, ints -> int64, bools -> bool; numpy keeps its dtype."""
+    """Array for tensor data: Python floats -> float32, ints -> int64, bools -> bool; numpy keeps its dtype. With a
+    dtype, Python floats convert to it directly (0.1 as float64 is 0.1, not 0.1 rounded to float32 first)."""
     if isinstance(data, Tensor):
         array = data._data
     elif isinstance(data, (np.ndarray, np.generic)):
         array = np.asarray(data)
     else:
         array = np.asarray(data)
-        if array.dtype == np.float64:
+        if array.dtype == np.float64 and dtype is None:
             array = array.astype(np.float32)
     if dtype is not None:
         array = array.astype(as_dtype(dtype).numpy, copy=False)

@@ -5,19 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functions as _f
-from ..promotion import binary_operands
+from ..pointwise import _float_operands
 from ..reductions import vector_norm
 from ..tensor import Tensor
 
 __all__ = ["cosine_similarity", "pairwise_distance"]
-
-
-def _float_operands(x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
-    """The operands promoted together, integers and bools as float32 (torch's norms take floats only)."""
-    a, b = binary_operands(x1, x2)
-    if not a.dtype.is_float:
-        a, b = _f._floating(a), _f._floating(b)
-    return a, b
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:

@@ -32,6 +32,13 @@ def test_tensor_explicit_dtype_converts() -> None:
     assert t.dtype == braze.float64 and t.tolist() == [1.0, 2.0]
 
 
+def test_tensor_python_floats_with_a_float64_dtype_are_exact() -> None:
+    """As torch's: 0.1 as float64 is the double nearest 0.1, not 0.1 rounded to float32 first."""
+    assert braze.tensor(0.1, dtype=braze.float64).item() == 0.1
+    assert braze.tensor([1 / 3, 1e-300], dtype=braze.float64).tolist() == [1 / 3, 1e-300]
+    assert braze.tensor(0.1).item() == float(np.float32(0.1))
+
+
 def test_tensor_copies_its_data() -> None:
     a = np.ones(3, np.float32)
     t = braze.tensor(a)
