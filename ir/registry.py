@@ -72,6 +72,10 @@ class OpDef:
     aliases: the result is its one operand's bytes as they stand (the same dtype and row-major order under another
          shape: the reshapes), so a compiled graph may give it the operand's storage instead of a copy
          (plan_memory).
+    table: the position of an operand the op reads where the values of another operand point (gather's x), its
+         result otherwise one element per element of that other operand: fusion may run the op inside an
+         elementwise region, which then reads the table from memory (never computes it in the region) and never
+         writes a result over it.
     rows: (node, which operands carry rows, a chunk's row count) -> the node's attributes for a chunk of that many
          rows, or None where result row i is not computed from row i of the row-carrying operands alone
          (ir/row_rules.py); None as the trait means the category's rule: elementwise ops broadcast rows, a
@@ -101,6 +105,7 @@ class OpDef:
     joins: bool = False
     aliases: bool = False
     rows: RowsRule | None = None
+    table: int | None = None
     attr_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -425,8 +425,8 @@ def register(*ops: str) -> Callable[[Lowering], Lowering]:
 
 def gather(builder: ir.IRBuilder, base: ir.Value, offsets: ir.Value, dtype: DType, mask: ir.Value,
            fill: ir.Value) -> ir.Value:
-    """base[offsets[i]] in lane i for the lanes in `mask` (i64 offsets), `fill` in the others; masked-off lanes
-    never touch memory. Register form (bool as i1) like `load`."""
+    """base[offsets[i]] in lane i for the lanes in `mask` (i64 offsets, or i32 ones sign-extended), `fill` in the
+    others; masked-off lanes never touch memory. Register form (bool as i1) like `load`."""
     lanes = offsets.type.count
     element = memory_type(dtype)
     typ = ir.VectorType(element, lanes)

@@ -17,10 +17,12 @@ import hashlib
 
 import llvmlite.ir as ir
 
+from braze.ir.graph import Node
+from braze.ir.ops.indexing import index_range_message
 from braze.ir.types import DType
 
-from ..loops import I1, I8, I64, alloca, for_range, i64
-from .base import Kernel, load
+from ..loops import I1, I8, I64, alloca, for_range, i64, splat
+from .base import Kernel, intrinsic, load
 
 CHECK_PREFIX = "braze.check."
 
@@ -54,10 +56,15 @@ def module_checks(module: ir.Module) -> dict[int, str]:
 
 class IndexCheck:
     """The range check of one index operand of a kernel: `index(raw)` gives the clamped i64 index and notes an
-    out-of-range one; `finish()`, emitted after the kernel's loops, reports the first bad value of the operand."""
+    out-of-range one (`outside(lanes)` notes those of a vector); `finish()`, emitted after the kernel's loops,
+    reports the first bad value of the operand. The operand is `count` dense elements, or with `walk` (its shape,
+    element strides and offset) the elements a kernel reads through a broadcast or strided view, in that shape's
+    row-major order."""
 
-    def __init__(self, kernel: Kernel, message: str, indices: ir.Value, count: int, dtype: DType, size: int) -> None:
+    def __init__(self, kernel: Kernel, message: str, indices: ir.Value, count: int, dtype: DType, size: int,
+                 walk: tuple[tuple[int, ...], tuple[int, ...], int] | None = None) -> None:
         self.kernel, self.indices, self.count, self.dtype, self.size = kernel, indices, count, dtype, size
+        self.walk = walk
         self.number = _declare_check(kernel.fn.module, message)
         self.bad = alloca(kernel.builder, I1, name="index.bad")
         kernel.builder.store(ir.Constant(I1, 0), self.bad)
@@ -73,6 +80,17 @@ class IndexCheck:
         index = b.select(b.icmp_signed("<", index, i64(0)), i64(0), index)
         return b.select(b.icmp_signed(">=", index, i64(self.size)), i64(max(self.size - 1, 0)), index)
 
+    def outside(self, index: ir.Value, mask: ir.Value | None = None) -> ir.Value:
+        """Which lanes of the i64 vector `index` lie outside [0, size), noting any in `mask` (all without one) as a
+        failed check."""
+        b = self.kernel.builder
+        lanes = index.type.count
+        outside = b.icmp_unsigned(">=", index, splat(b, i64(self.size), lanes))
+        noted = outside if mask is None else b.and_(outside, mask)
+        any_outside = intrinsic(b, f"llvm.vector.reduce.or.v{lanes}i1", [noted], I1)
+        b.store(b.or_(b.load(self.bad, typ=I1), any_outside), self.bad)
+        return outside
+
     def finish(self) -> None:
         """If an index was bad: find the operand's first bad value and report it (once per call)."""
         b = self.kernel.builder
@@ -81,10 +99,34 @@ class IndexCheck:
             b.store(i64(0), first)
             with for_range(b, 0, self.count, name="scan") as k:
                 at = b.sub(i64(self.count - 1), k)  # backwards: the last bad one seen is the first in order
-                value = load(b, self.indices, at, self.dtype)
+                value = load(b, self.indices, self._position(b, at), self.dtype)
                 value = b.sext(value, I64) if value.type != I64 else value
                 b.store(b.select(self._outside(b, value), value, b.load(first, typ=I64)), first)
             _report(b, self.kernel.status, self.number, b.load(first, typ=I64))
+
+
+    def _position(self, b: ir.IRBuilder, at: ir.Value) -> ir.Value:
+        """Where element `at` (row-major) of the checked operand lies in its buffer."""
+        if self.walk is None:
+            return at
+        shape, strides, offset = self.walk
+        position: ir.Value = i64(offset)
+        for dim, stride in zip(reversed(shape), reversed(strides)):
+            if stride:
+                position = b.add(position, b.mul(b.urem(at, i64(dim)), i64(stride)))
+            at = b.udiv(at, i64(dim))
+        return position
+
+
+def index_check(k: Kernel, node: Node, position: int, size: int, where: str, *, ptr: ir.Value | None = None,
+                walk: tuple[tuple[int, ...], tuple[int, ...], int] | None = None) -> IndexCheck:
+    """The range check of the node's operand `position` (its kernel argument, or `ptr` read through `walk`), with
+    the reference's message and the node it is in."""
+    indices = node.inputs[position]
+    loc = f", from {node.loc}" if node.loc is not None and str(node.loc) else ""
+    message = f"{index_range_message(node.op, '{}', size, where)} (in %{node.out.name} = {node.op}{loc})"
+    return IndexCheck(k, message, k.ins[position] if ptr is None else ptr, indices.type.size, indices.dtype, size,
+                      walk)
 
 
 def _report(b: ir.IRBuilder, status: ir.Value, number: int, value: ir.Value) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import get_op
-from braze.ir.views import View, body_views
+from braze.ir.views import View, body_views, broadcast
 from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI
 from braze.ir.types import DType, float64, int32
 
@@ -31,8 +31,9 @@ from ..vecmath_emit import libm
 from ..vecmath_atan import atan2f
 from ..vecmath_pow import powf
 from ..loops import F32, vector_const
-from .base import (KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of, register,
-                   register_type, unsupported, widen)
+from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of,
+                   register, register_type, unsupported, widen)
+from .lookup import Lookup, gather_lookup
 from .nest import Operand, elementwise_nest, reads_rows
 
 Emit = Callable[[ir.IRBuilder, Sequence[ir.Value], dict[str, Any], DType], ir.Value]
@@ -388,12 +389,21 @@ def apply_node(b: ir.IRBuilder, node: Node, args: Sequence[ir.Value], lanes: int
     return emit(b, args, node.attr, operand_dtype(node))
 
 
-def body_compute(body: Graph) -> Callable[[ir.IRBuilder, Sequence[ir.Value], int], list[ir.Value]]:
-    """Evaluate an elementwise body graph on its inputs' register values; returns its outputs' values."""
-    def compute(b: ir.IRBuilder, values: Sequence[ir.Value], lanes: int) -> list[ir.Value]:
+def body_compute(body: Graph, lookups: Sequence[Lookup] = ()
+                 ) -> Callable[[ir.IRBuilder, Sequence, int], list[ir.Value]]:
+    """Evaluate an elementwise body graph on its inputs' register values, followed by one TableRow per lookup (the
+    body's gathers, evaluated by them); returns its outputs' values."""
+    by_node = {lookup.node.out.name: n for n, lookup in enumerate(lookups)}
+
+    def compute(b: ir.IRBuilder, values: Sequence, lanes: int) -> list[ir.Value]:
         env = {v.name: value for v, value in zip(body.inputs, values)}
+        rows = values[len(body.inputs):]
         for node in body.nodes:
-            env[node.outputs[0].name] = apply_node(b, node, [env[v.name] for v in node.inputs], lanes)
+            n = by_node.get(node.out.name)
+            if n is not None:
+                env[node.out.name] = lookups[n].emit(b, rows[n], env[node.inputs[1].name], lanes)
+            else:
+                env[node.outputs[0].name] = apply_node(b, node, [env[v.name] for v in node.inputs], lanes)
         return [env[v.name] for v in body.outputs]
     return compute
 
@@ -401,28 +411,55 @@ def body_compute(body: Graph) -> Callable[[ir.IRBuilder, Sequence[ir.Value], int
 def lower_body(ctx: KernelContext, node: Node, body: Graph, op: str) -> KernelSpec:
     """The kernel of an elementwise body applied to the node's operands (one result per body output). View ops in
     the body (slices, transposes, reshapes of its inputs) cost no pass of their own: the nest reads their results
-    through strided views of the operands' buffers (ir/views.py)."""
+    through strided views of the operands' buffers (ir/views.py). A gather reads its table where its indices point
+    (lookup.py), the indices loaded like any operand."""
     shape = node.attr["shape"]
-    loads, computed = _read_views(body)
+    at, computed = body_views(body, get_op)
+    loads = _read_views(body, at, computed)
     if not reads_rows(shape, [(v.type, view) for v, _, view in loads]):
         raise Unfusable("an operand does not broadcast to the domain or its view is strided along the innermost axis")
     k = begin_kernel(ctx, node.outputs, node.inputs, noalias=False)
+    lookups = [_lookup(k, n, at, computed, shape) for n in computed if get_op(n.op).table is not None]
     inner = body.replace(inputs=tuple(v for v, _, _ in loads), nodes=computed)
     elementwise_nest(k, shape, [Operand(k.ins[operand], v.type, view) for v, operand, view in loads],
-                     [Operand(p, v.type) for p, v in zip(k.outs, node.outputs)], body_compute(inner))
+                     [Operand(p, v.type) for p, v in zip(k.outs, node.outputs)], body_compute(inner, lookups),
+                     [lookup.table for lookup in lookups])
+    for lookup in lookups:
+        lookup.check.finish()
     return k.finish(op)
 
 
-def _read_views(body: Graph) -> tuple[list[tuple[Value, int, View]], tuple[Node, ...]]:
-    """The values the body's computing nodes read from memory (the body's inputs themselves, and the results of
-    view ops on them), each with the operand it lies in and its view there; and the computing nodes."""
-    at, computed = body_views(body, get_op)
+def _read_views(body: Graph, at: dict[str, tuple[int, View]], computed: Sequence[Node]
+                ) -> list[tuple[Value, int, View]]:
+    """The values the body's computing nodes read from memory element by element (the body's inputs themselves,
+    and the results of view ops on them), each with the operand it lies in and its view there: all but the
+    lookups' tables, which they read where their indices point."""
     copying = [n.op for n in computed if get_op(n.op).view is not None and not get_op(n.op).elementwise_like]
     if copying:
         raise Unfusable(f"{copying[0]} in an elementwise region needs a copy")
     values = {v.name: v for v in (*body.inputs, *(v for n in body.nodes for v in n.outputs))}
-    read = {v.name for n in computed for v in n.inputs} | {v.name for v in body.outputs}
-    return [(values[name], *at[name]) for name in at if name in read], tuple(computed)
+    read = {v.name for v in body.outputs}
+    for n in computed:
+        table = get_op(n.op).table
+        read |= {v.name for position, v in enumerate(n.inputs) if position != table}
+    return [(values[name], *at[name]) for name in at if name in read]
+
+
+def _lookup(k: Kernel, node: Node, at: dict[str, tuple[int, View]], computed: Sequence[Node],
+            shape: tuple[int, ...]) -> Lookup:
+    """The lookup of a body's gather: its table and its indices must be read from the region's operands (the
+    indices possibly through broadcast_to), as the fuse pass forms such regions."""
+    producers = {n.out.name: n for n in computed}
+    table, indices = node.inputs
+    while indices.name in producers and producers[indices.name].op == "broadcast_to":
+        indices = producers[indices.name].inputs[0]
+    if table.name not in at or indices.name not in at:
+        raise Unfusable("a gather whose table or indices the region computes")
+    if 0 in table.shape:
+        raise Unfusable("a gather from an empty table (its kernel of its own reports every index)")
+    (table_operand, table_view), (index_operand, index_view) = at[table.name], at[indices.name]
+    index_walk = broadcast(index_view, indices.shape, node.inputs[1].shape)
+    return gather_lookup(k, node, k.ins[table_operand], table_view, k.ins[index_operand], index_walk, shape)
 
 
 @register(*sorted(ELEMENTWISE))

@@ -15,22 +15,16 @@ import llvmlite.ir as ir
 
 from braze.ir.graph import Node, Value
 from braze.ir.ops._common import normalize_axis
-from braze.ir.ops.indexing import axis_subject, classes_subject, index_range_message
+from braze.ir.ops.indexing import axis_subject, classes_subject
 from braze.ir.types import DType, bool_
 
 from ..loops import I64, for_range, i64, vector_loop
 from .base import (Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, constant, contiguous_strides,
                    iota, load, offset_of, register, store, thread_share, unit_loop, widen)
-from .checks import IndexCheck
+from .checks import IndexCheck, index_check
 from .elementwise import ELEMENTWISE
-
-
-def index_check(k: Kernel, node: Node, position: int, size: int, where: str) -> IndexCheck:
-    """The range check of operand `position` of the node, with the reference's message and the node it is in."""
-    indices = node.inputs[position]
-    loc = f", from {node.loc}" if node.loc is not None and str(node.loc) else ""
-    message = f"{index_range_message(node.op, '{}', size, where)} (in %{node.out.name} = {node.op}{loc})"
-    return IndexCheck(k, message, k.ins[position], indices.type.size, indices.dtype, size)
+from .lookup import dense_gather_lookup
+from .nest import Operand, elementwise_nest
 
 
 def check_every_index(k: Kernel, check: IndexCheck, position: int, count: int, dtype: DType) -> None:
@@ -64,21 +58,20 @@ def for_each_index(k: Kernel, x_shape: tuple[int, ...], indices: Value, axis: in
 
 @register("gather")
 def lower_gather(node: Node, ctx: KernelContext) -> KernelSpec:
-    """out[c] = x[c with c[axis] replaced by indices[c]]; rows of the result are the thread units."""
+    """out[c] = x[c with c[axis] replaced by indices[c]]: the elementwise nest over the indices with one lookup
+    (lookup.py), a vector gather per lane group."""
     x, indices, out = node.inputs[0], node.inputs[1], node.out
     axis = normalize_axis("gather", node.attr["axis"], x.type.rank)
     k = begin_kernel(ctx, node.outputs, node.inputs)
-    b = k.builder
     if out.type.size == 0:
         return k.finish(node.op)
-    check = index_check(k, node, 1, x.shape[axis], axis_subject(node.attr["axis"]))
+    lookup = dense_gather_lookup(k, node)
     if x.shape[axis] == 0:
-        check_every_index(k, check, 1, indices.type.size, indices.dtype)
+        check_every_index(k, lookup.check, 1, indices.type.size, indices.dtype)
         return k.finish(node.op)
-    first, last = thread_share(b, k.tid, k.nthreads, prod(out.shape[:-1]))
-    for_each_index(k, x.shape, indices, axis, first, last, check,
-                   lambda at, src: store(b, load(b, k.ins[0], src, x.dtype), k.outs[0], at, x.dtype))
-    check.finish()
+    elementwise_nest(k, out.shape, [Operand(k.ins[1], indices.type)], [Operand(k.outs[0], out.type)],
+                     lambda b, values, lanes: [lookup.emit(b, values[1], values[0], lanes)], [lookup.table])
+    lookup.check.finish()
     return k.finish(node.op)
 
 

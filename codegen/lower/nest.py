@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from braze.ir.errors import CodegenError
-from braze.ir.types import TensorType
+from braze.ir.types import DType, TensorType
 from braze.ir.views import View, broadcast, contiguous
 
 from ..loops import i64, lane_mask, vector_loop
@@ -39,6 +39,27 @@ class Operand:
     def walk(self, shape: Sequence[int]) -> View:
         """Where the operand's elements lie when read broadcast to `shape`."""
         return broadcast(self.view or contiguous(self.type.shape), self.type.shape, shape)
+
+
+@dataclass(frozen=True)
+class Table:
+    """An operand read where indices point (a gather's x): `walk` is, over the nest's domain, the position each
+    element's index adds to (the indexed axis's stride is 0 in it), in elements of `dtype`."""
+
+    ptr: ir.Value
+    dtype: DType
+    walk: View
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """A table at one lane group of the nest: lane j's position is `offset + j * step`, lanes outside `mask` (when
+    there is one) lie past the row and must not be read."""
+
+    table: Table
+    offset: ir.Value
+    step: int
+    mask: ir.Value | None
 
 
 def _chunks(rows: int, inner: int, width: int) -> int:
@@ -62,17 +83,19 @@ def reads_rows(shape: Sequence[int], operands: Sequence[tuple[TensorType, View |
 
 
 def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand], outputs: Sequence[Operand],
-                     compute: Callable[[ir.IRBuilder, Sequence[ir.Value], int], Sequence[ir.Value]]) -> None:
+                     compute: Callable[[ir.IRBuilder, Sequence, int], Sequence[ir.Value]],
+                     tables: Sequence[Table] = ()) -> None:
     """Emit the threaded loop nest computing outputs (dense, of `shape`) from broadcast inputs, lane group by lane
     group: every input of a lane group is loaded before any output of it is stored, so results may overwrite an
-    operand of the same shape (the memory plan's in-place rule)."""
+    operand of the same shape (the memory plan's in-place rule). compute(builder, values, lanes) gets the inputs'
+    values, then a TableRow per table."""
     if prod(shape) == 0:
         return
     if not reads_rows(shape, [(o.type, o.view) for o in inputs]):
         raise CodegenError(f"elementwise nest over {list(shape)}: an operand does not broadcast to it or its view is "
                            f"strided along the innermost axis (check reads_rows first)")
     b, width = k.builder, k.width
-    reads = [o.walk(shape) for o in inputs]
+    reads = [o.walk(shape) for o in inputs] + [t.walk for t in tables]
     strides = [r.strides for r in reads] + [contiguous_strides(shape)] * len(outputs)
     dims, walks, _ = coalesce(shape, strides)
     if not dims:
@@ -94,11 +117,13 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
         def body(i: ir.Value, lanes: int, valid: int | None = None) -> None:
             """`lanes` elements from i, the first `valid` of them only when given (a row's partial last vector)."""
             mask = None if valid is None else lane_mask(lanes, valid)
-            values = [widen(b, fixed[n], lanes) if n in fixed else
-                      load(b, o.ptr, b.add(bases[n], i), o.type.dtype, lanes, mask) for n, o in enumerate(inputs)]
+            values: list = [widen(b, fixed[n], lanes) if n in fixed else
+                            load(b, o.ptr, b.add(bases[n], i), o.type.dtype, lanes, mask) for n, o in enumerate(inputs)]
+            for n, t in enumerate(tables, len(inputs)):
+                values.append(TableRow(t, b.add(bases[n], b.mul(i, i64(walks[n][-1]))), walks[n][-1], mask))
             results = compute(b, values, lanes)
             for n, (o, value) in enumerate(zip(outputs, results)):
-                at = b.add(bases[len(inputs) + n], i)
+                at = b.add(bases[len(reads) + n], i)
                 if valid is None:
                     store(b, value, o.ptr, at, o.type.dtype)
                 else:
@@ -107,4 +132,4 @@ def elementwise_nest(k: Kernel, shape: tuple[int, ...], inputs: Sequence[Operand
         vector_loop(b, start, stop, width, body, name="e", partial=masked_tail(inner, width))
 
 
-__all__ = ["Operand", "elementwise_nest"]
+__all__ = ["Operand", "Table", "TableRow", "elementwise_nest"]

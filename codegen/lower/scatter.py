@@ -7,8 +7,6 @@ reference's order, so the sums are deterministic and bit-exact whatever the thre
 """
 from __future__ import annotations
 
-from math import prod
-
 import llvmlite.ir as ir
 
 from braze.ir.graph import Node
@@ -18,7 +16,7 @@ from braze.ir.ops.indexing import axis_subject
 from ..loops import I1, for_range, i64
 from .base import (KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, constant, contiguous_strides, load,
                    offset_of, register, store)
-from .indexing import index_check
+from .checks import index_check
 
 
 # numpy's add per dtype kind: a bool sum is a logical or.

@@ -170,7 +170,8 @@ def _axis_taps(coord: Tensor, size: int, mode: str, padding_mode: str, align_cor
 
 def _read(planes: Tensor, pixels: Sequence[Tensor], sizes: Sequence[int]) -> Tensor:
     """The values of planes (N, C, prod(sizes)) at integral pixel coordinates (N, *out), one per spatial axis,
-    as (N, C, *out): one gather, and 0 where a coordinate is outside the input (the gather reads pixel 0 there)."""
+    as (N, C, prod(out)): one gather, and 0 where a coordinate is outside the input (the gather reads pixel 0
+    there). Flat, so that a compiled graph's corner gathers and their weighted sum are one kernel."""
     inside = None
     for p, size in zip(pixels, sizes):
         within = _f.logical_and(_f.ge(p, 0.0), _f.le(p, size - 1))
@@ -181,8 +182,7 @@ def _read(planes: Tensor, pixels: Sequence[Tensor], sizes: Sequence[int]) -> Ten
         flat = index if flat is None else _f.add(_f.mul(flat, size), index)
     n, c, out = planes.shape[0], planes.shape[1], tuple(pixels[0].shape[1:])
     flat = _f.broadcast_to(_f.reshape(flat, (n, 1, -1)), (n, c, math.prod(out)))
-    values = _f.reshape(_f.gather(planes, 2, flat), (n, c, *out))
-    return _f.where(_f.unsqueeze(inside, 1), values, 0.0)
+    return _f.where(_f.reshape(inside, (n, 1, -1)), _f.gather(planes, 2, flat), 0.0)
 
 
 def _check_grid_sample(input: Tensor, grid: Tensor, mode: str, padding_mode: str) -> None:
@@ -225,15 +225,16 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     sizes = tuple(input.shape[2:])
     coords = _f.unbind(grid, -1)[::-1]  # the grid lists x (the last axis) first
     taps = [_axis_taps(coord, size, mode, padding_mode, align) for coord, size in zip(coords, sizes)]
-    planes = _f.reshape(input, (input.shape[0], input.shape[1], -1))
+    n = input.shape[0]
+    planes = _f.reshape(input, (n, input.shape[1], -1))
     out = None
     for corner in itertools.product(*taps):
         weight = corner[0][1]
         for _, w in corner[1:]:
             weight = _f.mul(weight, w)
-        value = _f.mul(_read(planes, [pixel for pixel, _ in corner], sizes), _f.unsqueeze(weight, 1))
+        value = _f.mul(_read(planes, [pixel for pixel, _ in corner], sizes), _f.reshape(weight, (n, 1, -1)))
         out = value if out is None else _f.add(out, value)
-    return out
+    return _f.reshape(out, (n, input.shape[1], *grid.shape[1:-1]))
 
 
 # --- max pooling with indices, max unpooling -------------------------------------------------------------------

@@ -251,7 +251,7 @@ def _gather_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray
 gather = defop("gather", ("x", "indices"), vjp_reads=(1,), infer=_gather_infer, impl=_gather_impl,
                vjp=lambda e, g, out, x, indices, *, axis: (
                    e.scatter_add(g, indices, axis=axis, shape=tuple(x.shape)), None),
-               attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),),
+               attrs=(AttrSpec("axis", "int"),), category="index", index_operands=((1, _operand_axis),), table=0,
                doc="out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis` (torch.gather).")
 
 

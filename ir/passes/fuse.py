@@ -3,6 +3,11 @@ region's nodes as its body, and codegen compiles each region into one kernel.
 
 Which nodes take part (all by the registry's traits):
 - elementwise: ops whose `elementwise_like` trait is set (category "elementwise", and broadcast_to);
+- lookups: ops with a `table` trait (gather) join elementwise regions as elementwise ops whose table operand is
+  read where their indices point: a region takes them in when both the table and the indices come from outside it
+  (the indices possibly through broadcast_to members), so the kernel reads both from memory. grid_sample's four
+  corner gathers, the broadcast of their indices over the channels and the weighted sum are then one kernel, where
+  each gather and each broadcast index was written to memory and read back;
 - reductions: ops with a `reduces` trait (sum, mean, max, min, argmax, argmin, softmax, log_softmax, layer_norm);
   each reduces its first operand, of shape S, over a set of axes (its *domain* is S and the axes);
 - anchors: ops with an `anchor` trait: matmul and linear (kind "gemm"), conv2d (kind "conv");
@@ -21,12 +26,13 @@ Which nodes take part (all by the registry's traits):
 - leaves (param, flag, constant) and every other op never join a region. Scalar constants read by a region are
   copied into its body (a constant left with no reader outside any body disappears); other leaves are operands.
 
-How regions grow: in graph order, each elementwise or reduction node starts a region of its own and then merges
-with the regions that produce its operands: an anchor's region first (the node becomes part of an epilogue),
-then reduction regions, then elementwise regions, earliest first. Anchors merge with nothing that produces them.
+How regions grow: in graph order, each elementwise, lookup or reduction node starts a region of its own and then
+merges with the regions that produce its operands: an anchor's region first (the node becomes part of an
+epilogue), then reduction regions, then elementwise regions, earliest first. Anchors merge with nothing that
+produces them.
 A merge is legal when the merged region satisfies its kind's rule and creates no cycle between regions:
-- "elementwise" (only elementwise members): the iteration space is the broadcast of the members' result shapes,
-  and every value leaving the region has exactly that shape;
+- "elementwise" (only elementwise members and lookups): the iteration space is the broadcast of the members' result
+  shapes, and every value leaving the region has exactly that shape;
 - "reduction" (at least one reduction): every reduction has the same domain (S, axes); every elementwise
   member's result broadcasts to S or has S's reduced shape (with or without the kept unit axes), and so does
   every value leaving the region. Softmax, layer norm and sum/mean written longhand, and a residual add before a
@@ -74,7 +80,7 @@ Domain = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 def node_kind(node: Node) -> str:
-    """How fusion sees a node: "leaf", "gemm", "conv", "reduction", "elementwise" or "opaque"."""
+    """How fusion sees a node: "leaf", "gemm", "conv", "reduction", "elementwise", "lookup" or "opaque"."""
     op = get_op(node.op)
     if op.is_leaf:
         return "leaf"
@@ -82,6 +88,8 @@ def node_kind(node: Node) -> str:
         return op.anchor
     if op.is_reduction:
         return "reduction"
+    if op.table is not None:
+        return "lookup"
     return "elementwise" if op.elementwise_like else "opaque"
 
 
@@ -122,12 +130,12 @@ class _Fuser:
         for i, kind in enumerate(self.kinds):
             if kind == "leaf":
                 continue
-            self.regions[i], self.region_of[i] = _Region(kind, [i]), i
+            self.regions[i], self.region_of[i] = _Region("elementwise" if kind == "lookup" else kind, [i]), i
             self.pred[i] = {self.region_of[p] for p in self._producers(i)}
             self.succ[i] = set()
             for r in self.pred[i]:
                 self.succ[r].add(i)
-            if kind not in ("elementwise", "reduction"):
+            if kind not in ("elementwise", "reduction", "lookup"):
                 continue
             for p in sorted(self._producers(i), key=self._priority):
                 if self.region_of[p] != self.region_of[i]:
@@ -147,7 +155,8 @@ class _Fuser:
 
     def _feeds_only_epilogue(self, producer: int, target: _Region) -> bool:
         region = self.regions.get(producer)
-        if region is None or region.kind != "elementwise" or len(target.members) < 2:
+        if region is None or region.kind != "elementwise" or len(target.members) < 2 \
+                or any(self.kinds[m] == "lookup" for m in region.members):
             return False
         shape, inside = self.nodes[target.members[0]].outputs[0].shape, set(target.members[1:])
         own = set(region.members)
@@ -228,8 +237,31 @@ class _Fuser:
         if producer in ("gemm", "conv"):
             return producer if self._is_epilogue(members) else None
         kind = "reduction" if "reduction" in kinds else "elementwise"
+        if not self._lookups_read_memory(kind, members):
+            return None
         domain = self._domain(kind, members)
         return kind if domain is not None and self._fits(domain, members) else None
+
+    def _lookups_read_memory(self, kind: str, members: list[int]) -> bool:
+        """Lookups (gather) join elementwise regions only, with their table from outside the region and their
+        indices too, or broadcast from a value from outside: the kernel reads both from memory, so a bad index is
+        found again by scanning the indices after the loop, and no member computes what a lookup reads."""
+        lookups = [m for m in members if self.kinds[m] == "lookup"]
+        if not lookups:
+            return True
+        if kind != "elementwise":
+            return False
+        inside = set(members)
+        for m in lookups:
+            node = self.nodes[m]
+            table = get_op(node.op).table
+            for position, value in enumerate(node.inputs):
+                p = self.producer.get(value.name)
+                while position != table and p in inside and self.nodes[p].op == "broadcast_to":
+                    p = self.producer.get(self.nodes[p].inputs[0].name)
+                if p in inside:
+                    return False
+        return True
 
     def _is_epilogue(self, members: list[int]) -> bool:
         """The first member is the anchor; every other one is elementwise, of its shape, reading a region value."""
@@ -251,7 +283,7 @@ class _Fuser:
             domains = {reduction_domain(self.nodes[m]) for m in members if self.kinds[m] == "reduction"}
             return domains.pop() if len(domains) == 1 else None
         try:
-            computing = [m for m in members if self.kinds[m] == "elementwise"]  # not the view ops taken in
+            computing = [m for m in members if self.kinds[m] in ("elementwise", "lookup")]  # not view ops taken in
             return tuple(np.broadcast_shapes(*(self.nodes[m].out.shape for m in computing))), ()
         except ValueError:
             return None
@@ -264,7 +296,7 @@ class _Fuser:
         member_set = set(members)
         for m in members:
             out = self.nodes[m].outputs[0].shape
-            if self.kinds[m] == "elementwise" and not (out in reduced or _broadcasts_to(out, shape)):
+            if self.kinds[m] in ("elementwise", "lookup") and not (out in reduced or _broadcasts_to(out, shape)):
                 return False
             if self._escapes(m, member_set) and out != shape and out not in reduced:
                 return False
@@ -287,8 +319,10 @@ class _Fuser:
             def loads_rows(view: View, operand: Value) -> bool:
                 return inner_stride(broadcast(view, operand.shape, shape), shape) in (0, 1)
             for m in region.members:
+                table = get_op(self.nodes[m].op).table
                 for position in range(len(self.nodes[m].inputs)):
-                    taken += self._view_chain_into(m, position, set(region.members) | set(taken), loads_rows)
+                    if position != table:   # a table is read where its indices point, from its own buffer
+                        taken += self._view_chain_into(m, position, set(region.members) | set(taken), loads_rows)
             for m in dict.fromkeys(taken):
                 del self.regions[self.region_of[m]]
                 self._contract(key, m)

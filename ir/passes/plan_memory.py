@@ -109,12 +109,14 @@ def in_place_capable(node: Node) -> bool:
 
 
 def read_through_views(node: Node) -> set[str]:
-    """The operands a fused region's body reads through view ops (a slice, a transpose): element i of the result is
-    not computed from their element i, so no result may be written over them."""
+    """The operands a fused region's body reads through view ops (a slice, a transpose) or as a lookup's table
+    (gather's x): element i of the result is not computed from their element i, so no result may be written over
+    them."""
     if node.op != "fused":
         return set()
     body = node.attr["body"]
     viewed = {v.name for n in body.nodes if get_op(n.op).view is not None for v in n.inputs}
+    viewed |= {n.inputs[get_op(n.op).table].name for n in body.nodes if get_op(n.op).table is not None}
     return {outer.name for outer, inner in zip(node.inputs, body.inputs) if inner.name in viewed}
 
 

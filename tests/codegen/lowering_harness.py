@@ -46,8 +46,7 @@ def make_node(op: str, *operands: Any, **attrs: Any) -> Node:
 
 def force_cpu(cpu: str | None, monkeypatch: Any) -> int:
     """Compile for `cpu` (BRAZE_CPU; None: the host), skipping the test where the host cannot run its code (an x86
-    host without AVX2); returns that target's float32 lanes. Kernels are cached by node: a test compiling the same
-    node for two CPUs gives each its own shapes."""
+    host without AVX2); returns that target's float32 lanes."""
     if cpu is not None:
         if not (host_target().is_x86 and host_target().vector_width >= 8):
             pytest.skip("needs an AVX2 host")
@@ -92,13 +91,13 @@ _compiled: dict[str, Compiled] = {}
 
 
 def compile_node(node: Node, target=None, fixed: frozenset[str] = frozenset()) -> Compiled:
-    """Lower and compile `node` (once per process for equal nodes); `fixed` names the operands the lowering may
-    read in a prepared form (KernelContext.fixed: params in a module)."""
-    key = describe(node) + repr(sorted(fixed))
+    """Lower and compile `node` (once per process for equal nodes and targets); `fixed` names the operands the
+    lowering may read in a prepared form (KernelContext.fixed: params in a module)."""
+    target = target or host_target()
+    key = describe(node) + repr(sorted(fixed)) + target.identity
     if key in _compiled:
         return _compiled[key]
     digest = hashlib.sha256(key.encode()).hexdigest()
-    target = target or host_target()
     module = target.new_module(f"t_{digest[:16]}")
     spec = lower_node(node, KernelContext(module, target, f"k_{digest[:8]}_{node.op}", fixed))
     wrapper = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I64, PTR]), f"t_{digest[:16]}")
