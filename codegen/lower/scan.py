@@ -13,7 +13,7 @@ from braze.ir.graph import Node
 from braze.ir.ops._common import normalize_axis
 from braze.ir.types import DType, int64
 
-from ..loops import I1, I8, I32, I64, PTR, alloca, for_range, i64
+from ..loops import I1, I8, I32, I64, PTR, alloca, for_range, i64, splat, vector_loop
 from .base import Kernel, KernelContext, KernelSpec, begin_kernel, claimed_unit_loop, load, register, store
 from .elementwise import compare
 
@@ -207,7 +207,9 @@ def _radix_lines(node: Node, k: Kernel, dims: tuple[int, int, int], count: int, 
 def _selected_lines(node: Node, ctx: KernelContext, axis: int, count: int, descending: bool) -> KernelSpec:
     """Each line's first `count` in sort's order, kept sorted in scratch while the line is read once: a value enters
     while fewer are kept or where it sorts strictly before the last kept one (so an equal later value never displaces
-    an earlier one: sort's stable order), and moves up past those it sorts before."""
+    an earlier one: sort's stable order), and moves up past those it sorts before. A contiguous line is read a
+    vector at a time, and a vector none of whose values would enter is passed over with one compare: once `count`
+    are kept, few values of a long line enter (about count log(n / count) of n random ones)."""
     x, positions = node.inputs[0], node.outputs[1].dtype
     outer, size, inner = prod(x.shape[:axis]), x.shape[axis], prod(x.shape[axis + 1:])
     k = begin_kernel(ctx, node.outputs, node.inputs)
@@ -216,29 +218,52 @@ def _selected_lines(node: Node, ctx: KernelContext, axis: int, count: int, desce
         return k.finish(node.op)
     kept = (b.gep(k.scratch, [i64(count * positions.itemsize)], source_etype=I8), k.scratch)  # values, positions
     held, placed = alloca(b, I64, "held"), alloca(b, I1, "placed")
+
+    def last_kept() -> tuple[ir.Value, ir.Value]:
+        """Whether `count` values are kept, and the last of them (an arbitrary kept slot's value when not)."""
+        full = b.icmp_signed("==", b.load(held, typ=I64), i64(count))
+        return full, load(b, kept[0], b.select(full, i64(count - 1), i64(0)), x.dtype)
+
+    def consider(start: ir.Value, i: ir.Value) -> None:
+        """Value i of the line from `start` enters the kept ones if it sorts before the last (or there is room)."""
+        value = load(b, k.ins[0], b.add(start, b.mul(i, i64(inner))), x.dtype)
+        full, last = last_kept()
+        with b.if_then(b.or_(b.not_(full), _before(b, value, last, x.dtype, descending))):
+            n = b.load(held, typ=I64)
+            slots = b.select(full, i64(count), b.add(n, i64(1)))
+            b.store(slots, held)
+            b.store(ir.Constant(I1, 0), placed)
+            with for_range(b, 0, slots, name="slot") as r:   # from the last slot up: shift, then place once
+                j = b.sub(b.sub(slots, i64(1)), r)
+                above = b.select(b.icmp_signed(">", j, i64(0)), b.sub(j, i64(1)), i64(0))
+                previous = load(b, kept[0], above, x.dtype)
+                free = b.not_(b.load(placed, typ=I1))
+                shift = b.and_(free, b.and_(b.icmp_signed(">", j, i64(0)),
+                                            _before(b, value, previous, x.dtype, descending)))
+                with b.if_then(free):
+                    store(b, b.select(shift, previous, value), kept[0], j, x.dtype)
+                    store(b, b.select(shift, load(b, kept[1], above, positions), i), kept[1], j, positions)
+                    b.store(b.not_(shift), placed)
+
+    width = k.width if inner == 1 and size >= 2 * k.width else 1
     with claimed_unit_loop(k, [outer, inner], name="line") as (p, q):
         start = b.add(b.mul(p, i64(size * inner)), q)
         b.store(i64(0), held)
-        with for_range(b, 0, size, name="i") as i:
-            value = load(b, k.ins[0], b.add(start, b.mul(i, i64(inner))), x.dtype)
-            n = b.load(held, typ=I64)
-            full = b.icmp_signed("==", n, i64(count))
-            last = load(b, kept[0], b.select(full, i64(count - 1), i64(0)), x.dtype)
-            with b.if_then(b.or_(b.not_(full), _before(b, value, last, x.dtype, descending))):
-                slots = b.select(full, i64(count), b.add(n, i64(1)))
-                b.store(slots, held)
-                b.store(ir.Constant(I1, 0), placed)
-                with for_range(b, 0, slots, name="slot") as r:   # from the last slot up: shift, then place once
-                    j = b.sub(b.sub(slots, i64(1)), r)
-                    above = b.select(b.icmp_signed(">", j, i64(0)), b.sub(j, i64(1)), i64(0))
-                    previous = load(b, kept[0], above, x.dtype)
-                    free = b.not_(b.load(placed, typ=I1))
-                    shift = b.and_(free, b.and_(b.icmp_signed(">", j, i64(0)),
-                                                _before(b, value, previous, x.dtype, descending)))
-                    with b.if_then(free):
-                        store(b, b.select(shift, previous, value), kept[0], j, x.dtype)
-                        store(b, b.select(shift, load(b, kept[1], above, positions), i), kept[1], j, positions)
-                        b.store(b.not_(shift), placed)
+
+        def values(i: ir.Value, lanes: int) -> None:
+            if lanes == 1:
+                consider(start, i)
+                return
+            full, last = last_kept()
+            entering = _before(b, load(b, k.ins[0], b.add(start, i), x.dtype, lanes), splat(b, last, lanes), x.dtype,
+                               descending)
+            bits = b.zext(b.bitcast(entering, ir.IntType(lanes)), I64)
+            bits = b.select(full, bits, i64(2 ** lanes - 1))
+            with b.if_then(b.icmp_unsigned("!=", bits, i64(0))):
+                with for_range(b, 0, lanes, name="lane") as lane:   # the last kept only ever rises: a value below
+                    with b.if_then(b.trunc(b.lshr(bits, lane), I1)):   # it now never enters later
+                        consider(start, b.add(i, lane))
+        vector_loop(b, 0, size, width, values, name="i")
         _write_line(b, k, p, q, count, inner, kept, x.dtype, positions)
     return k.finish(node.op, count * (positions.itemsize + x.dtype.itemsize))
 

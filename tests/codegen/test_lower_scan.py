@@ -1,14 +1,14 @@
 """The sort lowering (radix sort for lines of RADIX_LEAST or more float32 or int32 values, else merge sort), and
-topk's (by insertion, or from the sort), against the numpy reference (a stable argsort, NaN largest), bit for bit:
-values and positions, on edge lengths, ties, NaN, signed zeros, both directions, inner axes, integer and bool lines,
-1 and 3 threads."""
+topk's (by insertion, a vector of a long line passed over at once where none of it enters, or from the sort),
+against the numpy reference (a stable argsort, NaN largest), bit for bit: values and positions, on edge lengths,
+ties, NaN, signed zeros, both directions, inner axes, integer and bool lines, 1 and 3 threads."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from braze.codegen.lower.scan import RADIX_LEAST
-from tests.codegen.lowering_harness import check_node, make_node
+from tests.codegen.lowering_harness import check_node, force_cpu, make_node
 
 LENGTHS = [0, 1, 5, 33, RADIX_LEAST - 1, RADIX_LEAST, 301]
 
@@ -80,6 +80,22 @@ def test_topk_lowering_is_sorts_first_k(n, k, largest):
     the line) and from the merge sort (beyond), whose boundaries these k straddle."""
     x = np.stack([_line(n, seed) for seed in range(3)])
     check_node(make_node("topk", x, axis=1, k=k, largest=largest), [x])
+
+
+@pytest.mark.parametrize("cpu", [None, "haswell"])
+@pytest.mark.parametrize("k", [1, 7, 20])
+def test_topk_passes_over_vectors_none_of_whose_values_enter(k, cpu, monkeypatch):
+    """Long contiguous lines are read a vector at a time and a vector is skipped when none of its values sorts
+    before the last kept one: the same values and positions as the sort, with NaN and ties in the vectors that do
+    hold entering values, on AVX-512 and AVX2 widths."""
+    force_cpu(cpu, monkeypatch)
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((4, 517 + k)).astype(np.float32)
+    x[1, ::37] = np.nan
+    x[2, 100:140] = x[2].max()
+    x[3] = np.round(x[3])
+    for largest in (True, False):
+        check_node(make_node("topk", x, axis=1, k=k, largest=largest), [x])
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "uint8", "bool"])
