@@ -423,6 +423,22 @@ def register(*ops: str) -> Callable[[Lowering], Lowering]:
     return wrap
 
 
+def scatter(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, offsets: ir.Value, dtype: DType,
+            mask: ir.Value) -> None:
+    """base[offsets[i]] = value[i] for the lanes in `mask` (i64 offsets); gather's inverse. Register form (bool as
+    i1) like `store`."""
+    lanes = offsets.type.count
+    element = memory_type(dtype)
+    typ = ir.VectorType(element, lanes)
+    ptrs = builder.gep(base, [offsets], source_etype=element)
+    ptrs.type = ir.VectorType(PTR, lanes)  # llvmlite types a vector-indexed gep as a scalar pointer
+    fn = _intrinsic(builder.module, f"llvm.masked.scatter.v{lanes}{_SUFFIX[dtype.name]}.v{lanes}p0", ir.VoidType(),
+                    [typ, ptrs.type, I32, mask.type])
+    if dtype.name == "bool":
+        value = builder.zext(value, typ)
+    builder.call(fn, [value, ptrs, ir.Constant(I32, dtype.itemsize), mask])
+
+
 def gather(builder: ir.IRBuilder, base: ir.Value, offsets: ir.Value, dtype: DType, mask: ir.Value,
            fill: ir.Value) -> ir.Value:
     """base[offsets[i]] in lane i for the lanes in `mask` (i64 offsets, or i32 ones sign-extended), `fill` in the

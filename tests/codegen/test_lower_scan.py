@@ -1,7 +1,8 @@
 """The sort lowering (radix sort for lines of RADIX_LEAST or more float32 or int32 values, else merge sort), and
-topk's (by insertion, a vector of a long line passed over at once where none of it enters, or from the sort),
-against the numpy reference (a stable argsort, NaN largest), bit for bit: values and positions, on edge lengths,
-ties, NaN, signed zeros, both directions, inner axes, integer and bool lines, 1 and 3 threads."""
+topk's (lines side by side in lanes, by insertion with a vector of a long line passed over at once where none of it
+enters, or from the sort), against the numpy reference (a stable argsort, NaN largest), bit for bit: values and
+positions, on edge lengths, ties, NaN, signed zeros, both directions, inner axes, integer and bool lines, 1 and 3
+threads."""
 from __future__ import annotations
 
 import numpy as np
@@ -96,6 +97,24 @@ def test_topk_passes_over_vectors_none_of_whose_values_enter(k, cpu, monkeypatch
     x[3] = np.round(x[3])
     for largest in (True, False):
         check_node(make_node("topk", x, axis=1, k=k, largest=largest), [x])
+
+
+@pytest.mark.parametrize("cpu", [None, "haswell"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_topk_of_lines_side_by_side_in_lanes(dtype, cpu, monkeypatch):
+    """Small k over many short rows (a gather per column) or along an inner axis (vector loads), lines in lanes
+    through an insertion network: sort's order with ties, NaN and signed zeros, k up to the whole line, a last
+    group of fewer lines than lanes, on AVX-512 and AVX2 widths."""
+    force_cpu(cpu, monkeypatch)
+    rng = np.random.default_rng(11)
+    for shape, axis, k in (((37, 8), 1, 2), ((19, 33), 1, 8), ((40, 128), 1, 1), ((21, 5), 1, 5),
+                           ((3, 50, 37), 1, 6), ((2, 9, 16), 1, 8), ((8, 5, 17), 0, 3)):
+        x = rng.integers(-3, 4, shape).astype(dtype)
+        if dtype.startswith("float"):
+            x[rng.random(shape) < 0.15] = np.nan
+            x[rng.random(shape) < 0.1] = -0.0
+        for largest in (True, False):
+            check_node(make_node("topk", x, axis=axis, k=k, largest=largest), [x])
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "uint8", "bool"])
