@@ -32,6 +32,7 @@ from .gemm_driver import Plan, Problem, emit_problem, make_plan
 from .gemm_kernel import F32, Epilogue, Tiling, TilePos, const64, elem_ptr, load_vec, tiling_for
 from .gemm_pack import Prepacked, Strided, batch_offset
 from .gemv import emit_gemv, gemv_applies
+from .gemv_rows import emit_rows_gemv, rows_gemv_applies
 from .loops import PTR, define_function, entry_builder, for_range, optimize_for_size, splat, zeros
 from .target import host_target
 
@@ -160,8 +161,10 @@ def matmul_spec(x_shape: Sequence[int], y_shape: Sequence[int], x_strides: Seque
 
 
 def uses_gemv(spec: GemmSpec) -> bool:
-    """Whether emit_gemm emits the GEMV kernel for `spec` (codegen/gemv.py): few rows of A, B read as W^T."""
-    return gemv_applies(spec.m, spec.batch, spec.a, spec.b)
+    """Whether emit_gemm emits a GEMV kernel for `spec`, which packs nothing: few rows of A, B read as W^T
+    (codegen/gemv.py) or by its rows (codegen/gemv_rows.py)."""
+    return gemv_applies(spec.m, spec.batch, spec.a, spec.b) or \
+        rows_gemv_applies(spec.m, spec.batch, spec.a, spec.b, spec.c)
 
 
 def gemm_plan(spec: GemmSpec, tiling: Tiling | None = None) -> Plan:
@@ -186,9 +189,12 @@ def gemm_shared_bytes(spec: GemmSpec, tiling: Tiling | None = None) -> int:
 def emit_gemm(module: ir.Module, name: str, spec: GemmSpec, tiling: Tiling | None = None,
               epilogue: Epilogue | None = None, n_extra: int = 0) -> ir.Function:
     """Emit the threaded GEMM kernel `name` for `spec` into `module` (signature in the module docstring)."""
-    if uses_gemv(spec):
+    if gemv_applies(spec.m, spec.batch, spec.a, spec.b):
         return emit_gemv(module, name, spec.m, spec.n, spec.k, spec.batch, spec.a, spec.b, spec.c,
                          tiling or default_tiling(), epilogue, n_extra)
+    if rows_gemv_applies(spec.m, spec.batch, spec.a, spec.b, spec.c):
+        return emit_rows_gemv(module, name, spec.m, spec.n, spec.k, spec.batch, spec.a, spec.b, spec.c,
+                              tiling or default_tiling(), epilogue, n_extra)
     return emit_problem(module, name, spec.problem(), tiling or default_tiling(), epilogue, n_extra)
 
 

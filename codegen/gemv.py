@@ -80,8 +80,8 @@ def emit_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: tuple
     builder = entry_builder(fn)
     backward = _odd_call(builder, share)
     rows = [divmod(i, m) for i in range(m * prod(batch))]  # (batch index, row) of every row of A
-    x_rows = [_offset(builder, a_ptr, a, batch, index, row) for index, row in rows]
-    c_rows = [_offset(builder, c_ptr, c, batch, index, row) for index, row in rows]
+    x_rows = [row_offset(builder, a_ptr, a, batch, index, row) for index, row in rows]
+    c_rows = [row_offset(builder, c_ptr, c, batch, index, row) for index, row in rows]
     shape = gemv_shape(len(rows))
     group = _emit_group(module, f"{name}.group", shape, k, b.cs, tiling)
     tail = _emit_group(module, f"{name}.tail", GemvShape(shape.m, n % shape.rows, shape.sets), k, b.cs, tiling) \
@@ -102,7 +102,7 @@ def emit_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: tuple
                 col = const64(n // shape.rows * shape.rows)
                 builder.call(tail, [elem_ptr(builder, b_ptr, builder.mul(col, const64(b.cs))), col, *x_rows, *c_rows])
         if finish is not None:
-            _apply_epilogue(builder, finish, rows, c_rows, first, last, tiling.width, extra)
+            apply_epilogue(builder, finish, rows, c_rows, first, last, tiling.width, extra)
     builder.ret_void()
     return fn
 
@@ -120,15 +120,15 @@ def _odd_call(builder: ir.IRBuilder, share: ir.Value) -> ir.Value:
     return builder.load(odd, typ=I1, name="backward")
 
 
-def _offset(builder: ir.IRBuilder, base: ir.Value, op: Strided, batch: tuple[int, ...], index: int,
-            row: int) -> ir.Value:
+def row_offset(builder: ir.IRBuilder, base: ir.Value, op: Strided, batch: tuple[int, ...], index: int,
+               row: int) -> ir.Value:
     """The address of row `row` of batch `index` of an operand."""
     offset = builder.add(batch_offset(builder, const64(index), batch, op.batch_strides), const64(row * op.rs))
     return elem_ptr(builder, base, offset)
 
 
-def _apply_epilogue(builder: ir.IRBuilder, finish: ir.Function, rows, c_rows, first, last, width: int,
-                    extra) -> None:
+def apply_epilogue(builder: ir.IRBuilder, finish: ir.Function, rows, c_rows, first, last, width: int,
+                   extra) -> None:
     """The epilogue over C[row, first:last] of every row of A, in vectors of `width` and a masked last one."""
     count = builder.sub(last, first)
     vectors = builder.sdiv(count, const64(width))
@@ -225,4 +225,4 @@ def _store_sums(builder: ir.IRBuilder, sums: ir.Value, ptr: ir.Value, count: int
         builder.store(builder.extract_element(sums, ir.Constant(I32, r)), elem_ptr(builder, ptr, r), align=4)
 
 
-__all__ = ["GEMV_ROWS", "GemvShape", "emit_gemv", "gemv_applies", "gemv_shape"]
+__all__ = ["GEMV_ROWS", "GemvShape", "apply_epilogue", "emit_gemv", "gemv_applies", "gemv_shape", "row_offset"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from braze.codegen.gemm import (GemmSpec, bias_cols, chain, gemm_scratch_bytes, matmul_spec, relu, residual,
-                                tiling_for, uses_gemv)
-from braze.codegen.gemv import GEMV_ROWS
+from braze.codegen.gemm import (GemmSpec, Strided, bias_cols, chain, gemm_scratch_bytes, matmul_spec, relu,
+                                residual, tiling_for, uses_gemv)
+from braze.codegen.gemv import GEMV_ROWS, gemv_applies
 from tests.codegen.native import assert_close, dot_tolerance
 from tests.codegen.test_gemm import RNG, WIDTHS, check, count_writes, run
 
@@ -22,7 +22,7 @@ def test_the_gemv_kernel_takes_a_few_rows_of_a_times_a_transposed_weight() -> No
     assert uses_gemv(matmul_spec((2, 1, 9), (9, 5), None, (1, 9)))  # two batches of one row, one W
     assert gemm_scratch_bytes(GemmSpec.contiguous(1, 64, 64, trans_b=True)) == 0
     assert not uses_gemv(GemmSpec.contiguous(GEMV_ROWS + 1, 10, 7, trans_b=True))
-    assert not uses_gemv(GemmSpec.contiguous(1, 10, 7))  # B's rows contiguous: the GEMM reads them in place
+    assert not gemv_applies(1, (), Strided(7, 1), Strided(10, 1))  # B's rows contiguous: codegen/gemv_rows.py
     assert not uses_gemv(GemmSpec.contiguous(1, 10, 7, (2,), trans_b=True))  # a W per batch
 
 
