@@ -30,6 +30,17 @@ def test_scatter_add_matches_reference(data, shape, dtype: str, index_dtype: str
     check_node(make_node("scatter_add", g, indices, axis=axis, shape=shape), [g, indices])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_scatter_add_along_the_last_axis_writes_every_row(dtype: str) -> None:
+    """Rows of 37 and of 1 along the last axis with more indices than positions (repeats), and a target row past
+    the indices' rows (zeros)."""
+    rng = np.random.default_rng(3)
+    for shape, index_shape in (((4, 37), (3, 50)), ((5, 1), (5, 3))):
+        g = special_array(rng, index_shape, dtype)
+        indices = rng.integers(0, shape[-1], index_shape)
+        check_node(make_node("scatter_add", g, indices, axis=-1, shape=shape), [g, indices])
+
+
 @pytest.mark.parametrize("nthreads", [1, 3])
 def test_out_of_range_index_reports_the_first_bad_value_in_order(nthreads: int) -> None:
     g = np.ones((3, 2), np.float32)
