@@ -67,20 +67,23 @@ def test_gemv_walks_w_backward_on_odd_calls_to_the_same_bytes(nthreads: int, m: 
         np.testing.assert_array_equal(backward, forward)
 
 
+@pytest.mark.parametrize("trans_b", [True, False], ids=["w_t", "b_by_rows"])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_gemv_bias_relu_residual_epilogue(width: int) -> None:
-    m, n, k = 3, 2 * width + 3, 3 * width - 1
+def test_gemv_bias_relu_residual_epilogue(width: int, trans_b: bool) -> None:
+    """Both GEMVs: W^T (this module's) and a row-major B read by its rows (codegen/gemv_rows.py), over C's columns
+    in more than one claimed block."""
+    m, n, k = 3, 9 * width + 3, 3 * width - 1
     a = RNG.standard_normal((m, k)).astype(np.float32)
-    w = RNG.standard_normal((n, k)).astype(np.float32)
+    w = RNG.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
     bias = RNG.standard_normal(n).astype(np.float32)
     res = RNG.standard_normal((m, n)).astype(np.float32)
-    spec = GemmSpec.contiguous(m, n, k, trans_b=True)
+    spec = GemmSpec.contiguous(m, n, k, trans_b=trans_b)
     c = run(spec, a.ravel(), w.ravel(), tiling=tiling_for(width), epilogue=chain(bias_cols(0), relu, residual(1, n)),
             tag="gemv-bias-relu-res", extras=(bias, res.ravel()), nthreads=2)
-    a64, w64 = a.astype(np.float64), w.astype(np.float64)
-    want = np.maximum(a64 @ w64.T + bias, 0) + res
-    tol = dot_tolerance(k, np.abs(a64) @ np.abs(w64.T) + np.abs(bias) + np.abs(res))
-    assert_close(c.reshape(m, n), want, tol, f"GEMV epilogue W={width}")
+    a64, b64 = a.astype(np.float64), (w.T if trans_b else w).astype(np.float64)
+    want = np.maximum(a64 @ b64 + bias, 0) + res
+    tol = dot_tolerance(k, np.abs(a64) @ np.abs(b64) + np.abs(bias) + np.abs(res))
+    assert_close(c.reshape(m, n), want, tol, f"GEMV epilogue W={width} trans_b={trans_b}")
 
 
 @pytest.mark.parametrize("x_shape", [(3, 1, 20), (1, 2, 20), (1, 1, 1, 20)])

@@ -1,6 +1,6 @@
 """The GEMV kernel for a few rows of A times a row-major (k, n) B read by its rows (x @ w, w an input or a param read
-in place), against numpy (float64) on edge shapes of every vector width, with epilogues, batches and thread splits:
-every element of C written once, the same bytes on any number of threads.
+in place), against numpy (float64) on edge shapes of every vector width, batches and thread splits: every element
+of C written once, the same bytes on any number of threads (its epilogues: test_gemv.py).
 
 Tolerance: test_gemm's (native.dot_tolerance).
 """
@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from braze.codegen.gemm import (GemmSpec, Strided, bias_cols, chain, gemm_scratch_bytes, matmul_spec, relu, residual,
-                                tiling_for, uses_gemv)
+from braze.codegen.gemm import GemmSpec, Strided, gemm_scratch_bytes, matmul_spec, tiling_for, uses_gemv
 from braze.codegen.gemv import GEMV_ROWS
 from braze.codegen.gemv_rows import rows_gemv_applies
 from tests.codegen.native import assert_close, dot_tolerance
@@ -59,22 +58,6 @@ def test_threads_write_each_column_once_and_agree_with_one_thread(nthreads: int)
             nthreads=nthreads, concurrent=True)
     assert (counts == 1).all()
     np.testing.assert_array_equal(c, run(spec, a.ravel(), b.ravel()))
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_gemv_of_b_by_rows_bias_relu_residual_epilogue(width: int) -> None:
-    m, n, k = 3, 9 * width + 3, 3 * width - 1
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
-    bias = RNG.standard_normal(n).astype(np.float32)
-    res = RNG.standard_normal((m, n)).astype(np.float32)
-    c = run(GemmSpec.contiguous(m, n, k), a.ravel(), b.ravel(), tiling=tiling_for(width),
-            epilogue=chain(bias_cols(0), relu, residual(1, n)), tag="bias-relu-res", extras=(bias, res.ravel()),
-            nthreads=2)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    want = np.maximum(a64 @ b64 + bias, 0) + res
-    tolerance = dot_tolerance(k, np.abs(a64) @ np.abs(b64) + np.abs(bias) + np.abs(res))
-    assert_close(c[:m * n].reshape(m, n), want, tolerance, f"epilogue W={width}")
 
 
 @pytest.mark.parametrize("x_shape", [(3, 1, 20), (1, 2, 20), (1, 1, 1, 20)])
