@@ -1,5 +1,6 @@
 """GEMV with B read by rows: C = A @ B for a few rows of A (batch 1 to 3) with B a row-major (k, n) matrix as stored
-(x @ w where w is an input of the graph, attention's probabilities @ V while decoding one token).
+(x @ w where w is an input of the graph, attention's probabilities @ V while decoding one token, a weight stored as
+(in, out) like GPT-2's Conv1D, read in place).
 
 The GEMM packed such a B on every call, all of it for one row of A: x @ w with w 4096 x 4096 took 2.5x torch's time.
 Each column of C is a sum down a column of B, so this kernel streams B's rows in order instead: C's columns

@@ -271,7 +271,7 @@ def _expm1_reduced(m: VectorEmit, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.V
 
 def _half_expm1(m: VectorEmit, x: ir.Value) -> ir.Value:
     """expm1(x) / 2 for x in [0, 18.5] (or NaN): 2^(n-1) expm1(r) + (2^(n-1) - 1/2) in one FMA for every n there
-    (2^(n-1) - 1/2 rounds for n > 25, by less than the result's half ulp), no special cases."""
+    (2^(n-1) - 1/2 rounds for n > 24, by less than the result's half ulp), no special cases."""
     n, n_int, p = _expm1_reduced(m, x)
     half_n = m.scale(m.k(0.5), n) if m.can_scale() else m.pow2(m.b.sub(n_int, m.ki(1)))
     return m.fma(half_n, p, m.sub(half_n, 0.5))
