@@ -38,6 +38,10 @@ def _uniform(low: float, high: float, *shape: int) -> Callable[[np.random.Genera
     return lambda rng: rng.uniform(low, high, shape).astype(np.float32)
 
 
+def _integers(high: int, *shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.integers(0, high, shape)
+
+
 def _arrays(*makers: Callable[[np.random.Generator], np.ndarray]) -> Callable[[np.random.Generator], list]:
     return lambda rng: [make(rng) for make in makers]
 
@@ -56,6 +60,10 @@ CASES = [
     Case("topk 2 of 4096 x 8 (a router)", lambda t, x: t.topk(x, 2)[1], _arrays(_normal(4096, 8))),
     Case("x @ w 1 x 4096 x 4096, w an input", lambda t, x, w: x @ w, _arrays(_normal(1, 4096), _normal(4096, 4096)),
          tolerance=1e-3),
+    Case("x.scatter_add along 1000 of 256 rows, 100 each", lambda t, x, i, s: x.scatter_add(1, i, s),
+         _arrays(_normal(256, 1000), _integers(1000, 256, 100), _normal(256, 100))),
+    Case("x.index_add of 50000 messages to 10000 x 64 nodes", lambda t, x, i, s: x.index_add(0, i, s),
+         _arrays(_normal(10000, 64), _integers(10000, 50000), _normal(50000, 64))),
     Case("x ** 3, 1e6", lambda t, x: x ** 3, _arrays(_normal(1 << 20))),
     Case("|x| ** 2.5, 1e6", lambda t, x: x.abs() ** 2.5, _arrays(_normal(1 << 20))),
     Case("x @ y.T 512 x 768 x 3072", lambda t, x, y: x @ y.t(), _arrays(_normal(512, 768), _normal(3072, 768))),

@@ -77,7 +77,7 @@ def _scattered(x: Tensor, positions: Tensor, v: Tensor, accumulate: bool) -> Ten
     values = apply("reshape", apply("broadcast_to", v, shape=tuple(positions.shape)), shape=(count,))
     flat = apply("reshape", x, shape=(x.numel(),))
     if accumulate:
-        out = apply("add", flat, apply("scatter_add", values, flat_positions, axis=0, shape=(x.numel(),)))
+        out = apply("scatter_add", values, flat_positions, flat, axis=0, shape=(x.numel(),))
     else:
         out = apply("scatter", flat, flat_positions, values, axis=0)
     return apply("reshape", out, shape=tuple(x.shape))
@@ -157,8 +157,8 @@ def scatter(input: Tensor, dim: int, index: Tensor, src: Any = None, *, value: A
         raise BrazeError(f"scatter: reduce={reduce!r} is not supported; supported values: None, 'add'")
     source = _fitted("scatter", input, index, value if src is None else src)
     axis = normalize_dim(dim, input.ndim)
-    if reduce == "add":
-        return apply("add", input, apply("scatter_add", source, index, axis=axis, shape=tuple(input.shape)))
+    if reduce == "add":   # into input itself, in index order, as torch adds
+        return apply("scatter_add", source, index, input, axis=axis, shape=tuple(input.shape))
     return apply("scatter", input, index, source, axis=axis)
 
 
@@ -171,7 +171,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     """input with alpha * source's slices added at the positions index selects along dim."""
     axis = normalize_dim(dim, input.ndim)
     source = _like(input, source if alpha == 1 else apply("mul", source, alpha))
-    return apply("add", input, apply("index_add", source, as_tensor(index), axis=axis, shape=tuple(input.shape)))
+    return apply("index_add", source, as_tensor(index), input, axis=axis, shape=tuple(input.shape))
 
 
 def _in_place(fn: Any, name: str) -> Any:

@@ -134,10 +134,11 @@ def lower_index_select(node: Node, ctx: KernelContext) -> KernelSpec:
 
 @register("index_add")
 def lower_index_add(node: Node, ctx: KernelContext) -> KernelSpec:
-    """out[p, indices[i], q] += g[p, i, q] over zeros, i in index order: each element sums its terms in the order
-    of the reference's np.add.at, so results are bit-exact whatever the thread count. The thread units are
-    (p, block of q columns), disjoint in the result, so repeated indices never collide across threads."""
+    """out[p, indices[i], q] += g[p, i, q] over the base (or zeros), i in index order: each element sums its terms
+    in the order of the reference's np.add.at, so results are bit-exact whatever the thread count. The thread units
+    are (p, block of q columns), disjoint in the result, so repeated indices never collide across threads."""
     g, indices, out = node.inputs[0], node.inputs[1], node.out
+    based = len(node.inputs) == 3
     shape = node.attr["shape"]
     axis = normalize_axis("index_add", node.attr["axis"], len(shape))
     outer, size, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
@@ -158,7 +159,8 @@ def lower_index_add(node: Node, ctx: KernelContext) -> KernelSpec:
         with for_range(b, 0, size, name="row") as r:
             row = b.add(out_base, b.mul(r, i64(inner)))
             vector_loop(b, q0, q1, k.width, lambda q, lanes: store(
-                b, constant(dtype, 0, lanes), k.outs[0], b.add(row, q), dtype), name="zero")
+                b, load(b, k.ins[2], b.add(row, q), dtype, lanes) if based else constant(dtype, 0, lanes),
+                k.outs[0], b.add(row, q), dtype), name="start")
         with for_range(b, 0, count, name="i") as i:
             dst = b.add(out_base, b.mul(check.index(load(b, k.ins[1], i, indices.dtype)), i64(inner)))
             src = b.add(g_base, b.mul(i, i64(inner)))

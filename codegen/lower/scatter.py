@@ -1,9 +1,9 @@
-"""scatter_add (the transpose of gather): zeros of the target shape with each source element added at its gather
-position, range-checked like the other indexing kernels (codegen/lower/checks.py).
+"""scatter_add (the transpose of gather): the base operand (or zeros) of the target shape with each source element
+added at its gather position, range-checked like the other indexing kernels (codegen/lower/checks.py).
 
 Two source elements can only meet when they differ in their coordinate along the axis alone, so the thread units are
-the target's fibers along the axis: a thread zeroes its fibers and adds their source elements in index order, the
-reference's order, so the sums are deterministic and bit-exact whatever the thread count.
+the target's fibers along the axis: a thread starts its fibers (from the base, or zeros) and adds their source
+elements in index order, the reference's order, so the sums are deterministic and bit-exact whatever the thread count.
 """
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ _ADD = {"float": ir.IRBuilder.fadd, "int": ir.IRBuilder.add, "uint": ir.IRBuilde
 
 @register("scatter_add")
 def lower_scatter_add(node: Node, ctx: KernelContext) -> KernelSpec:
-    """out[c with c[axis] = indices[c]] += g[c] for every position c of indices, each fiber of out in index order."""
+    """out = base (or zeros), then out[c with c[axis] = indices[c]] += g[c] for every position c of indices, each
+    fiber of out in index order."""
     g, indices, out = node.inputs[0], node.inputs[1], node.out
+    based = len(node.inputs) == 3
     shape = out.shape
     axis = normalize_axis("scatter_add", node.attr["axis"], len(shape))
     k = begin_kernel(ctx, node.outputs, node.inputs)
@@ -38,8 +40,9 @@ def lower_scatter_add(node: Node, ctx: KernelContext) -> KernelSpec:
     out_strides, in_strides = contiguous_strides(shape), contiguous_strides(indices.shape)
     with claimed_unit_loop(k, [shape[d] for d in others], name="fiber") as coords:
         fiber = offset_of(b, coords, [out_strides[d] for d in others])
-        with for_range(b, 0, shape[axis], name="zero") as t:
-            store(b, constant(dtype, 0.0), k.outs[0], b.add(fiber, b.mul(t, i64(out_strides[axis]))), dtype)
+        with for_range(b, 0, shape[axis], name="start") as t:
+            at = b.add(fiber, b.mul(t, i64(out_strides[axis])))
+            store(b, load(b, k.ins[2], at, dtype) if based else constant(dtype, 0.0), k.outs[0], at, dtype)
         covered: ir.Value = ir.Constant(I1, 1)
         for c, d in zip(coords, others):
             if indices.shape[d] < shape[d]:

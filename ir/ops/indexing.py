@@ -255,26 +255,38 @@ gather = defop("gather", ("x", "indices"), vjp_reads=(1,), infer=_gather_infer, 
                doc="out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis` (torch.gather).")
 
 
-def _scatter_add_infer(g: TensorType, indices: TensorType, *, axis: int, shape: tuple[int, ...]) -> TensorType:
+def _scatter_add_infer(g: TensorType, indices: TensorType, base: TensorType | None = None, *, axis: int,
+                       shape: tuple[int, ...]) -> TensorType:
     _gather_check("scatter_add", shape, indices, axis)
     if g.shape != indices.shape:
         raise ShapeError(f"scatter_add: source {g} and indices {indices} must have the same shape")
+    if base is not None and (base.shape != tuple(shape) or base.dtype != g.dtype):
+        raise ShapeError(f"scatter_add: base {base} must have the target shape {list(shape)} and the dtype of the "
+                         f"source {g}")
     return g.with_shape(shape)
 
 
-def _scatter_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
+def _scatter_add_impl(g: np.ndarray, indices: np.ndarray, base: np.ndarray | None = None, *, axis: int,
+                      shape: tuple[int, ...]) -> np.ndarray:
     ax = axis % len(shape)
     _check_range("scatter_add", indices, shape[ax], axis_subject(axis))
-    out = np.zeros(shape, g.dtype)
+    out = np.zeros(shape, g.dtype) if base is None else np.array(base, copy=True)
     np.add.at(out, _along_axis(indices, ax), g)
     return out
 
 
-scatter_add = defop("scatter_add", ("g", "indices"), infer=_scatter_add_infer, impl=_scatter_add_impl,
-                    vjp=lambda e, gg, out, g, indices, *, axis, shape: (e.gather(gg, indices, axis=axis), None),
+def _scatter_add_vjp(e, gg, out, g, indices, base=None, *, axis, shape):
+    grads = (e.gather(gg, indices, axis=axis), None)
+    return grads if base is None else grads + (gg,)
+
+
+scatter_add = defop("scatter_add", ("g", "indices", "base?"), infer=_scatter_add_infer, impl=_scatter_add_impl,
+                    vjp=_scatter_add_vjp, vjp_reads=(1,),
                     attrs=(AttrSpec("axis", "int"), AttrSpec("shape", "shape")), category="index",
                     index_operands=((1, _target_axis),),
-                    doc="Zeros of `shape` with g added at the gather positions: the transpose of gather.")
+                    doc="base (zeros without one) of `shape` with g added at the gather positions, one element "
+                        "after another in index order (torch's x.scatter_add(axis, indices, g)): the transpose of "
+                        "gather.")
 
 
 def _scatter_infer(x: TensorType, indices: TensorType, src: TensorType, *, axis: int) -> TensorType:
@@ -340,7 +352,8 @@ index_select = defop("index_select", ("x", "indices"), vjp_reads=(1,),
                          "the embedding lookup.")
 
 
-def _index_add_infer(g: TensorType, indices: TensorType, *, axis: int, shape: tuple[int, ...]) -> TensorType:
+def _index_add_infer(g: TensorType, indices: TensorType, base: TensorType | None = None, *, axis: int,
+                     shape: tuple[int, ...]) -> TensorType:
     _require_index("index_add", indices)
     if not shape:
         raise ShapeError("index_add: the target shape must have at least one axis")
@@ -349,24 +362,34 @@ def _index_add_infer(g: TensorType, indices: TensorType, *, axis: int, shape: tu
     if g.shape != want:
         raise ShapeError(f"index_add: source {g} does not match indices {indices} selecting along axis {axis} "
                          f"of shape {list(shape)} (expected shape {list(want)})")
+    if base is not None and (base.shape != tuple(shape) or base.dtype != g.dtype):
+        raise ShapeError(f"index_add: base {base} must have the target shape {list(shape)} and the dtype of the "
+                         f"source {g}")
     return g.with_shape(shape)
 
 
-def _index_add_impl(g: np.ndarray, indices: np.ndarray, *, axis: int, shape: tuple[int, ...]) -> np.ndarray:
+def _index_add_impl(g: np.ndarray, indices: np.ndarray, base: np.ndarray | None = None, *, axis: int,
+                    shape: tuple[int, ...]) -> np.ndarray:
     ax = axis % len(shape)
     _check_range("index_add", indices, shape[ax], axis_subject(axis))
-    out = np.zeros(shape, g.dtype)
+    out = np.zeros(shape, g.dtype) if base is None else np.array(base, copy=True)
     rows = g.reshape(shape[:ax] + (indices.size,) + shape[ax + 1:])
     np.add.at(np.moveaxis(out, ax, 0), indices.reshape(-1), np.moveaxis(rows, ax, 0))
     return out
 
 
-index_add = defop("index_add", ("g", "indices"), infer=_index_add_infer, impl=_index_add_impl,
-                  vjp=lambda e, gg, out, g, indices, *, axis, shape: (e.index_select(gg, indices, axis=axis), None),
+def _index_add_vjp(e, gg, out, g, indices, base=None, *, axis, shape):
+    grads = (e.index_select(gg, indices, axis=axis), None)
+    return grads if base is None else grads + (gg,)
+
+
+index_add = defop("index_add", ("g", "indices", "base?"), infer=_index_add_infer, impl=_index_add_impl,
+                  vjp=_index_add_vjp, vjp_reads=(1,),
                   attrs=(AttrSpec("axis", "int"), AttrSpec("shape", "shape")), category="index",
                   index_operands=((1, _target_axis),),
-                  doc="Zeros of `shape` with the slices of g summed into the positions `indices` select: "
-                      "the transpose of index_select.")
+                  doc="base (zeros without one) of `shape` with the slices of g added into the positions `indices` "
+                      "select, one after another in index order (torch's x.index_add(axis, indices, g)): the "
+                      "transpose of index_select.")
 
 
 # --- one_hot ----------------------------------------------------------------------------------------------

@@ -66,9 +66,13 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], type[Exception], tu
     ("gather-float-index", "gather", (f64(3, 4), f64(3, 4)), {"axis": 0}, DTypeError, ("gather", "indices")),
     ("scatter-source", "scatter_add", (f64(2, 2), np.zeros((2, 3), np.int64)), {"axis": 0, "shape": (3, 4)},
      ShapeError, ("scatter_add", "f64[2,2]", "i64[2,3]")),
+    ("scatter-base", "scatter_add", (f64(2, 3), np.zeros((2, 3), np.int64), f64(3, 5)), {"axis": 0, "shape": (3, 4)},
+     ShapeError, ("scatter_add", "base f64[3,5]", "[3, 4]")),
     ("index-select-scalar", "index_select", (f64(), i64(0)), {"axis": 0}, ShapeError, ("index_select", "scalar")),
     ("index-add-source", "index_add", (f64(2, 2), i64(0, 1, 1)), {"axis": 0, "shape": (4, 2)}, ShapeError,
      ("index_add", "f64[2,2]", "[3, 2]")),
+    ("index-add-base", "index_add", (f64(3, 2), i64(0, 1, 1), np.zeros((4, 2), np.float32)),
+     {"axis": 0, "shape": (4, 2)}, ShapeError, ("index_add", "base f32[4,2]", "dtype")),
     ("one-hot-classes", "one_hot", (i64(0, 1),), {"num_classes": 0}, ShapeError, ("one_hot", "num_classes")),
 ]
 

@@ -24,8 +24,8 @@ def _naive_gather(x, idx, axis):
     return out
 
 
-def _naive_scatter_add(g, idx, axis, shape):
-    out = np.zeros(shape, g.dtype)
+def _naive_scatter_add(g, idx, axis, shape, base=None):
+    out = np.zeros(shape, g.dtype) if base is None else base.copy()
     for pos in itertools.product(*map(range, idx.shape)):
         dst = list(pos)
         dst[axis] = idx[pos]
@@ -137,6 +137,10 @@ SAMPLES = [
     Sample("scatter_add", (normal((2, 1, 3)), np.array([[[4, 4, 0]], [[1, 0, 1]]], np.int64)),
            {"axis": 2, "shape": (3, 4, 5)}, expected=lambda g, i: _naive_scatter_add(g, i, 2, (3, 4, 5)),
            label="smaller-index"),
+    Sample("scatter_add", (normal((3, 5)), np.array([[6, 0, 6, 6, 2], [1, 1, 1, 1, 1], [0, 6, 3, 0, 4]], np.int64),
+                           normal((3, 7), 2)), {"axis": 1, "shape": (3, 7)},
+           expected=lambda g, i, x: _naive_scatter_add(g, i, 1, (3, 7), x),
+           torch=lambda g, i, x: x.scatter_add(1, i, g), label="onto-a-base"),
     Sample("scatter_add", (normal((6,)), np.array([1, 1, 1, 0, 2, 1], np.int64)), {"axis": 0, "shape": (3,)},
            expected=lambda g, i: _naive_scatter_add(g, i, 0, (3,)), label="rank1-repeats"),
     Sample("scatter_add", (normal((1,)), np.array([0], np.int64)), {"axis": 0, "shape": (1,)},
@@ -157,6 +161,11 @@ SAMPLES = [
     Sample("index_add", (normal((2, 4, 140)), np.array([2, 0, 2, 2], np.int64)), {"axis": 1, "shape": (2, 3, 140)},
            expected=lambda g, i: np.stack([g[:, 1], np.zeros((2, 140)), g[:, 0] + g[:, 2] + g[:, 3]], axis=1),
            torch=lambda g, i: _torch().zeros(2, 3, 140, dtype=g.dtype).index_add(1, i, g), label="wide-rows"),
+    Sample("index_add", (normal((2, 4, 37)), np.array([2, 0, 2, 2], np.int64), normal((2, 3, 37), 3)),
+           {"axis": 1, "shape": (2, 3, 37)},
+           expected=lambda g, i, x: np.stack([x[:, 0] + g[:, 1], x[:, 1], ((x[:, 2] + g[:, 0]) + g[:, 2]) + g[:, 3]],
+                                             axis=1),
+           torch=lambda g, i, x: x.index_add(1, i, g), label="onto-a-base"),
     Sample("index_add", (normal((3, 2)), np.zeros(3, np.int32)), {"axis": 0, "shape": (1, 2)},
            expected=lambda g, i: (g[0] + g[1] + g[2])[None], label="size-1"),
     Sample("index_add", (normal((0, 3)), np.zeros(0, np.int64)), {"axis": 0, "shape": (4, 3)},
