@@ -4,7 +4,8 @@ cos (also in float64) are in vecmath_trig.py and described there.
 
 LLVM's llvm.exp/llvm.log and libm's tanhf/erff become one scalar library call per lane, which stops a vectorized
 loop cold. These are straight-line IR (float arithmetic, integer bit manipulation and selects, no branches, no
-calls, no table lookups; sin/cos branch to libm for rare inputs), emitted once per module, width and element type
+calls, no table lookups; sin/cos branch to libm for rare inputs, and a vector log to its special values only where
+a lane needs them), emitted once per module, width and element type
 as internal alwaysinline functions over float (`braze.vm.exp.f32`) or <W x float> (`braze.vm.exp.v16f32`), so
 they inline into the kernel's loop and a scalar call in a loop vectorizes. Arithmetic carries only the `contract`
 flag (FMA where the target has it); every special case (NaN, infinities, zeros, subnormals, overflow) is handled
@@ -21,7 +22,8 @@ dense samples in [-20, 20] and near each threshold, with and without FMA; ACCURA
   (-inf, -1e4) never underflow on the way. exp(-inf) = 0, exp(+inf) = inf.
 - log, <= 1 ulp: x = 2^e m with m in [sqrt(1/2), sqrt(2)) by integer arithmetic on the bits (subnormals are
   first scaled by 2^23), log(1 + f) = f - f^2/2 + f^3 P(f) with the P of Cephes logf, and e ln2 added as a
-  head and a tail (Cody-Waite). log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf.
+  head and a tail (Cody-Waite). log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf. A vector of positive normal
+  numbers only branches past the scaling and the special values.
 - tanh, <= 2 ulp: q = h / (h + 1) with h = expm1(2|x|) / 2 (expm1's reduction and polynomial, below, without its
   special cases: 2|x| is clamped to [0, 18.5], past which tanh rounds to 1), refined below |x| = 0.55 as h (1 - q),
   with x's sign. One formula for all x: the form 1 - 2 / (exp(2|x|) + 1) cancels near 0 and needed a second
@@ -150,22 +152,54 @@ def exp2_nonpositive(m: VectorEmit, y: ir.Value) -> ir.Value:
     return m.select(zero, 0.0, _times_pow2(m, p, n, m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))))
 
 
+_FLT_MIN = 1.1754943508222875e-38   # the least normal float32
+
+
 def _log(m: VectorEmit, x: ir.Value) -> ir.Value:
-    """log(x) to 1 ulp: exponent and mantissa from the bits, Cephes polynomial for log(1 + f)."""
-    tiny = m.cmp("<", x, 1.1754943508222875e-38)         # subnormal (and zero or negative: fixed below)
-    xs = m.select(tiny, m.mul(x, 8388608.0), x)
-    bits = m.bits(xs)
+    """log(x) to 1 ulp: exponent and mantissa from the bits, Cephes polynomial for log(1 + f). A vector whose lanes
+    are all positive normal numbers (nearly every one) skips the subnormal scaling and the special values, checked
+    at once: 28 vector instructions a vector against 33 (AVX-512, load and store included), 1.25x faster on 2^17
+    values in cache; any other vector takes the full form, the same arithmetic."""
+    if m.width == 1:
+        return _log_any(m, x)
+    fast = _log_core(m, x, None)
+    normal = m.b.and_(m.cmp(">=", x, _FLT_MIN), m.cmp("<", x, _INF))   # NaN fails both
+    entry = m.b.block
+    slow = m.b.append_basic_block("log.special")
+    done = m.b.append_basic_block("log.done")
+    m.b.cbranch(m.any(m.b.not_(normal)), slow, done).set_weights([1, 1 << 10])
+    m.b.position_at_end(slow)
+    full = _log_any(m, x)
+    m.b.branch(done)
+    m.b.position_at_end(done)
+    out = m.b.phi(m.f)
+    out.add_incoming(fast, entry)
+    out.add_incoming(full, slow)
+    return out
+
+
+def _log_any(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """log(x) for any x: subnormals scaled by 2^23 first, log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf."""
+    tiny = m.cmp("<", x, _FLT_MIN)                       # subnormal (and zero or negative: fixed below)
+    r = _log_core(m, m.select(tiny, m.mul(x, 8388608.0), x), tiny)
+    r = m.select(m.cmp("==", x, _INF), _INF, r)
+    r = m.select(m.cmp("==", x, 0.0), -_INF, r)
+    return m.select(m.cmp("<", x, 0.0, ordered=False), _NAN, r)   # negative or NaN
+
+
+def _log_core(m: VectorEmit, x: ir.Value, tiny: ir.Value | None) -> ir.Value:
+    """log(x) for a positive normal x, or for a subnormal one scaled by 2^23 in the lanes of `tiny`."""
+    bits = m.bits(x)
     e = m.b.ashr(m.b.sub(bits, m.ki(_SQRT_HALF_BITS)), m.ki(23))
     f = m.sub(m.float(m.b.sub(bits, m.b.shl(e, m.ki(23)))), 1.0)
-    e = m.b.sitofp(m.b.add(e, m.b.select(tiny, m.ki(-23), m.ki(0))), m.f)
+    if tiny is not None:
+        e = m.b.add(e, m.b.select(tiny, m.ki(-23), m.ki(0)))
+    e = m.b.sitofp(e, m.f)
     z = m.mul(f, f)
     y = m.mul(m.mul(f, z), m.horner(f, _LOG_P))
     y = m.fma(e, _LN2_LO, y)
     y = m.fma(z, -0.5, y)
-    r = m.fma(e, _LN2_HI, m.add(f, y))
-    r = m.select(m.cmp("==", x, _INF), _INF, r)
-    r = m.select(m.cmp("==", x, 0.0), -_INF, r)
-    return m.select(m.cmp("<", x, 0.0, ordered=False), _NAN, r)   # negative or NaN
+    return m.fma(e, _LN2_HI, m.add(f, y))
 
 
 # tanh(x) rounds to +-1 in float32 for |x| >= 9.01; its argument to expm1 is clamped at 2 x 9.25.
