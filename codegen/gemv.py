@@ -72,10 +72,7 @@ def emit_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: tuple
     """Emit the GEMM signature's `void name(a, b, c, scratch, tid, nthreads, claim, share, extra...)` for a problem
     gemv_applies to (the scratch is unused; through the share words it reads the call count, or walks forward when
     they are null)."""
-    mark_explicit(module)
-    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR),
-            ("share", PTR)]
-    fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
+    fn = define_gemv(module, name, n_extra)
     a_ptr, b_ptr, c_ptr, _, tid, nthreads, claim, share, *extra = fn.args
     builder = entry_builder(fn)
     backward = _odd_call(builder, share)
@@ -105,6 +102,15 @@ def emit_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: tuple
             apply_epilogue(builder, finish, rows, c_rows, first, last, tiling.width, extra)
     builder.ret_void()
     return fn
+
+
+def define_gemv(module: ir.Module, name: str, n_extra: int) -> ir.Function:
+    """A GEMV kernel function with the GEMM signature `void name(a, b, c, scratch, tid, nthreads, claim, share,
+    extra...)`, compiled for size in a module marked for the short optimization pipeline (mark_explicit)."""
+    mark_explicit(module)
+    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR),
+            ("share", PTR)]
+    return optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
 
 
 def _odd_call(builder: ir.IRBuilder, share: ir.Value) -> ir.Value:
@@ -225,4 +231,5 @@ def _store_sums(builder: ir.IRBuilder, sums: ir.Value, ptr: ir.Value, count: int
         builder.store(builder.extract_element(sums, ir.Constant(I32, r)), elem_ptr(builder, ptr, r), align=4)
 
 
-__all__ = ["GEMV_ROWS", "GemvShape", "apply_epilogue", "emit_gemv", "gemv_applies", "gemv_shape", "row_offset"]
+__all__ = ["GEMV_ROWS", "GemvShape", "apply_epilogue", "define_gemv", "emit_gemv", "gemv_applies", "gemv_shape",
+           "row_offset"]

@@ -25,8 +25,8 @@ from .gemm_epilogue import emit_tile_epilogue
 from .gemm_kernel import (I64, PTR, Epilogue, Tiling, const64, default_pos, elem_ptr, lane_mask, load_vec, mul_add,
                           store_vec, vec_type)
 from .gemm_pack import Strided, smin
-from .gemv import GEMV_ROWS, apply_epilogue, row_offset
-from .loops import F32, define_function, entry_builder, for_range, mark_explicit, optimize_for_size, splat, zeros
+from .gemv import GEMV_ROWS, apply_epilogue, define_gemv, row_offset
+from .loops import F32, define_function, entry_builder, for_range, splat, zeros
 
 # Rows of B each pass over C's columns adds (four sequential streams, C loaded and stored once per four FMAs).
 ROWS_PER_PASS = 4
@@ -46,10 +46,7 @@ def emit_rows_gemv(module: ir.Module, name: str, m: int, n: int, k: int, batch: 
                    n_extra: int = 0) -> ir.Function:
     """Emit the GEMM signature's `void name(a, b, c, scratch, tid, nthreads, claim, share, extra...)` for a problem
     rows_gemv_applies to (scratch and share words unused)."""
-    mark_explicit(module)
-    args = [("a", PTR), ("b", PTR), ("c", PTR), ("scratch", PTR), ("tid", I64), ("nthreads", I64), ("claim", PTR),
-            ("share", PTR)]
-    fn = optimize_for_size(define_function(module, name, args + [(f"extra{i}", PTR) for i in range(n_extra)]))
+    fn = define_gemv(module, name, n_extra)
     a_ptr, b_ptr, c_ptr, _, tid, nthreads, claim, _, *extra = fn.args
     builder = entry_builder(fn)
     rows = [divmod(i, m) for i in range(m * prod(batch))]  # (batch index, row) of every row of A

@@ -162,20 +162,8 @@ def _log(m: VectorEmit, x: ir.Value) -> ir.Value:
     values in cache; any other vector takes the full form, the same arithmetic."""
     if m.width == 1:
         return _log_any(m, x)
-    fast = _log_core(m, x, None)
     normal = m.b.and_(m.cmp(">=", x, _FLT_MIN), m.cmp("<", x, _INF))   # NaN fails both
-    entry = m.b.block
-    slow = m.b.append_basic_block("log.special")
-    done = m.b.append_basic_block("log.done")
-    m.b.cbranch(m.any(m.b.not_(normal)), slow, done).set_weights([1, 1 << 10])
-    m.b.position_at_end(slow)
-    full = _log_any(m, x)
-    m.b.branch(done)
-    m.b.position_at_end(done)
-    out = m.b.phi(m.f)
-    out.add_incoming(fast, entry)
-    out.add_incoming(full, slow)
-    return out
+    return m.unless_rare(m.b.not_(normal), _log_core(m, x, None), lambda: _log_any(m, x), "log", 1 << 10)
 
 
 def _log_any(m: VectorEmit, x: ir.Value) -> ir.Value:

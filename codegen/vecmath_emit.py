@@ -3,7 +3,7 @@ and libm calls lane by lane for what has no vector form.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
@@ -109,6 +109,26 @@ class VectorEmit:
         fn = self.module.globals.get(f"llvm.vector.reduce.or.v{self.width}i1") or ir.Function(
             self.module, ir.FunctionType(ir.IntType(1), [mask.type]), f"llvm.vector.reduce.or.v{self.width}i1")
         return self.b.call(fn, [mask])
+
+
+    def unless_rare(self, rare: ir.Value, fast: ir.Value, slow: Callable[[], ir.Value], name: str,
+                    odds: int) -> ir.Value:
+        """`fast`, or where some lane of the mask `rare` is set, slow() (emitted in a block of its own that runs
+        only then, weighted as taken once in `odds`): a vector function's uncommon inputs cost the common ones one
+        check."""
+        entry = self.b.block
+        branch = self.b.append_basic_block(f"{name}.rare")
+        done = self.b.append_basic_block(f"{name}.done")
+        self.b.cbranch(self.any(rare), branch, done).set_weights([1, odds])
+        self.b.position_at_end(branch)
+        other = slow()
+        taken = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        out = self.b.phi(fast.type)
+        out.add_incoming(fast, entry)
+        out.add_incoming(other, taken)
+        return out
 
 
 def permute_lookup(builder: ir.IRBuilder, table: Sequence[float], index: ir.Value) -> ir.Value:

@@ -121,18 +121,8 @@ def _pick(m: VectorEmit, n: ir.Value, s: ir.Value, c: ir.Value, offset: int) -> 
 def _libm_beyond_limit(m: VectorEmit, x: ir.Value, fast: ir.Value, name: str) -> ir.Value:
     """fast, with libm's result in the lanes where |x| >= LIMIT or x is NaN; libm runs only if some lane needs it."""
     bad = m.cmp(">=", m.abs(x), LIMIT, ordered=False)
-    entry = m.b.block
-    slow = m.b.append_basic_block(f"{name}.libm")
-    done = m.b.append_basic_block(f"{name}.done")
-    m.b.cbranch(m.any(bad), slow, done).set_weights([1, 1 << 20])
-    m.b.position_at_end(slow)
-    exact = m.select(bad, libm(m.b, name if m.element == F64 else name + "f", x), fast)
-    m.b.branch(done)
-    m.b.position_at_end(done)
-    out = m.b.phi(m.f)
-    out.add_incoming(fast, entry)
-    out.add_incoming(exact, slow)
-    return out
+    return m.unless_rare(bad, fast, lambda: m.select(bad, libm(m.b, name if m.element == F64 else name + "f", x),
+                                                     fast), name, 1 << 20)
 
 
 def _sin(m: VectorEmit, x: ir.Value) -> ir.Value:
