@@ -1,6 +1,6 @@
-"""Vectorizable float32 math: exp, log, tanh, erf, sigmoid, log1p, expm1 and the activations built on exp (gelu,
-silu); sin and
-cos (also in float64) are in vecmath_trig.py and described there.
+"""Vectorizable float32 and float64 math: exp, log, tanh, erf, sigmoid, log1p, expm1 and the activations built on
+exp (gelu, silu); sin and cos are in vecmath_trig.py and the float64 bodies of exp, log, expm1, tanh and erf in
+vecmath64.py, each described there.
 
 LLVM's llvm.exp/llvm.log and libm's tanhf/erff become one scalar library call per lane, which stops a vectorized
 loop cold. These are straight-line IR (float arithmetic, integer bit manipulation and selects, no branches, no
@@ -65,6 +65,7 @@ from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
 
 from . import vecmath_erf
 from .loops import F32, F64, vec
+from .vecmath64 import ACCURACY64, BODIES64
 from .vecmath_emit import VectorEmit
 from .vecmath_trig import ACCURACY_TRIG, TRIG_BODIES
 
@@ -119,16 +120,7 @@ def _exp(m: VectorEmit, x: ir.Value) -> ir.Value:
     r = m.fma(n, -_LN2_HI, xc)
     r = m.fma(n, -_LN2_LO, r)
     p = m.add(m.fma(m.mul(r, r), m.horner(r, _EXP_P), r), 1.0)
-    return m.select(zero, 0.0, _times_pow2(m, p, n, n_int))
-
-
-def _times_pow2(m: VectorEmit, p: ir.Value, n: ir.Value, n_int: ir.Value) -> ir.Value:
-    """p 2^n for an integer n in [-150, 129] (as float n and as integer n_int), rounded once: AVX-512's vscalefps in
-    one instruction, else two exact powers of two, each factor normal."""
-    if m.can_scale():
-        return m.scale(p, n)
-    half = m.b.ashr(n_int, m.ki(1))
-    return m.mul(m.mul(p, m.pow2(half)), m.pow2(m.b.sub(n_int, half)))
+    return m.select(zero, 0.0, m.times_pow2(p, n, n_int))
 
 
 # 2^f = 1 + f P(f) on [-1/2, 1/2]: P's coefficients, highest degree first (a weighted least-squares fit of the
@@ -149,7 +141,7 @@ def exp2_nonpositive(m: VectorEmit, y: ir.Value) -> ir.Value:
     n = m.sub(t, _ROUND_MAGIC)                            # y rounded to an integer, exactly: |y| <= 150
     f = m.sub(y, n)
     p = m.fma(m.horner(f, _EXP2_P), f, 1.0)
-    return m.select(zero, 0.0, _times_pow2(m, p, n, m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))))
+    return m.select(zero, 0.0, m.times_pow2(p, n, m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))))
 
 
 _FLT_MIN = 1.1754943508222875e-38   # the least normal float32
@@ -276,7 +268,7 @@ def _expm1(m: VectorEmit, x: ir.Value) -> ir.Value:
     n, n_int, p = _expm1_reduced(m, xc)
     two_n = m.pow2(n_int)                                # only used where |n| <= 24
     near = m.fma(two_n, p, m.sub(two_n, 1.0))
-    whole = _times_pow2(m, m.add(p, 1.0), n, n_int)      # n in [-29, 128]
+    whole = m.times_pow2(m.add(p, 1.0), n, n_int)      # n in [-29, 128]
     r = m.select(m.cmp("<=", m.abs(n), _EXPM1_EXACT_N), near, m.sub(whole, 1.0))
     return m.copysign(r, x)                              # expm1 has x's sign: keeps expm1(-0) = -0
 
@@ -303,8 +295,11 @@ BODIES: dict[str, Callable[[VectorEmit, ir.Value], ir.Value]] = {
     "exp": _exp, "log": _log, "tanh": _tanh, "erf": _erf, "sigmoid": _sigmoid,
     "silu": _silu, "gelu_tanh": _gelu_tanh, "gelu_erf": _gelu_erf, "log1p": _log1p, "expm1": _expm1, **TRIG_BODIES,
 }
-FUNCTIONS: tuple[str, ...] = tuple(BODIES)
-FLOAT64_FUNCTIONS: tuple[str, ...] = tuple(TRIG_BODIES)
+FUNCTIONS: tuple[str, ...] = tuple(BODIES)   # each in float32 and float64
+# Max error in float64 ulp of each float64 version (over ACCURATE_RANGE where it has one), asserted by the tests.
+ACCURACY_F64: dict[str, float] = {**ACCURACY64, "sigmoid": 2.5, "silu": 3.5, "gelu_tanh": 3.0, "gelu_erf": 3.0,
+                                  "log1p": 2.5, **{name: ulps for (name, dtype), ulps in ACCURACY_TRIG.items()
+                                                   if dtype == "f64"}}
 # The libm function a vecmath function calls for the rare inputs it leaves to libm (float32 names).
 LIBM_FALLBACK: dict[str, str] = {name: name + "f" for name in TRIG_BODIES}
 
@@ -320,8 +315,6 @@ def function(module: ir.Module, name: str, width: int = 1, element: ir.Type = F3
     once per module, width and element type."""
     if name not in BODIES:
         raise KeyError(f"no vector math function {name!r}; available: {', '.join(FUNCTIONS)}")
-    if element == F64 and name not in FLOAT64_FUNCTIONS:
-        raise KeyError(f"no float64 vector math function {name!r}; available: {', '.join(FLOAT64_FUNCTIONS)}")
     symbol = function_name(name, width, element)
     existing = module.globals.get(symbol)
     if existing is not None:
@@ -332,7 +325,8 @@ def function(module: ir.Module, name: str, width: int = 1, element: ir.Type = F3
     fn.attributes.add("alwaysinline")
     fn.attributes.add("nounwind")
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    builder.ret(BODIES[name](VectorEmit(builder, module, width, element), fn.args[0]))
+    body = BODIES64.get(name, BODIES[name]) if element == F64 else BODIES[name]
+    builder.ret(body(VectorEmit(builder, module, width, element), fn.args[0]))
     return fn
 
 

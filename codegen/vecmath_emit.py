@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from .loops import CONTRACT, F32, I32, I64, vec, undef, vector_const
-from .target import is_x86_triple
+from .target import is_x86_triple, target_of
 
 
 class VectorEmit:
@@ -86,17 +86,29 @@ class VectorEmit:
         return self.float(self.b.shl(self.b.add(n, self.ki(bias)), self.ki(mantissa)))
 
     def can_scale(self) -> bool:
-        """Whether scale() is one instruction here: float32 vectors of 16 lanes on x86 (AVX-512)."""
-        return self.element == F32 and self.width == 16 and is_x86_triple(str(self.module.triple))
+        """Whether scale() is one instruction here: vectors of 16 float32 or 8 float64 lanes in a module for an x86
+        target with AVX-512 (8 float64 lanes are also two AVX2 registers)."""
+        target = target_of(self.module)
+        return (self.width * self.bits_per_lane == 512 and target is not None and target.vector_width == 16
+                and is_x86_triple(target.triple))
 
     def scale(self, x: ir.Value, n: ir.Value) -> ir.Value:
-        """x 2^floor(n) per lane, rounded once (vscalefps: overflow to inf, underflow through the subnormals to 0);
-        only where can_scale()."""
-        name = "llvm.x86.avx512.mask.scalef.ps.512"
+        """x 2^floor(n) per lane, rounded once (vscalefps/pd: overflow to inf, underflow through the subnormals to
+        0); only where can_scale()."""
+        name = f"llvm.x86.avx512.mask.scalef.{'ps' if self.element == F32 else 'pd'}.512"
+        mask = ir.IntType(self.width)
         fn = self.module.globals.get(name) or ir.Function(
-            self.module, ir.FunctionType(self.f, [self.f, self.f, self.f, ir.IntType(16), I32]), name)
+            self.module, ir.FunctionType(self.f, [self.f, self.f, self.f, mask, I32]), name)
         current_rounding = 4  # _MM_FROUND_CUR_DIRECTION: the MXCSR's round-to-nearest
-        return self.b.call(fn, [x, n, x, ir.Constant(ir.IntType(16), -1), ir.Constant(I32, current_rounding)])
+        return self.b.call(fn, [x, n, x, ir.Constant(mask, -1), ir.Constant(I32, current_rounding)])
+
+    def times_pow2(self, p: ir.Value, n: ir.Value, n_int: ir.Value) -> ir.Value:
+        """p 2^n for an integer n (as float n and as integer n_int) whose halves 2^(n/2) are normal, rounded once:
+        one vscalef on AVX-512, else two exact powers of two."""
+        if self.can_scale():
+            return self.scale(p, n)
+        half = self.b.ashr(n_int, self.ki(1))
+        return self.mul(self.mul(p, self.pow2(half)), self.pow2(self.b.sub(n_int, half)))
 
     def lookup(self, table: list[float], index: ir.Value) -> ir.Value:
         """table[index] per lane (see permute_lookup)."""

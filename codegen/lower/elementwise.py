@@ -14,7 +14,6 @@ broadcast strides.
 """
 from __future__ import annotations
 
-from math import sqrt
 from typing import Any, Callable, Sequence
 
 import llvmlite.ir as ir
@@ -23,7 +22,6 @@ import numpy as np
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import get_op
 from braze.ir.views import View, body_views, broadcast
-from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI
 from braze.ir.types import DType, float64, int32
 
 from .. import vecmath
@@ -244,38 +242,7 @@ def _clip(b: ir.IRBuilder, x: ir.Value, attrs: dict[str, Any]) -> ir.Value:
 # --- transcendental and activations ---------------------------------------------------------------------------
 
 
-def _f64_sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    e = libm(b, "exp", b.fneg(intrinsic(b, f"llvm.fabs.{_suffix(x)}", [x])))
-    d = b.fadd(e, _constant_like(x, 1))
-    return b.select(b.fcmp_ordered(">=", x, _constant_like(x, 0)), b.fdiv(_constant_like(x, 1), d), b.fdiv(e, d))
-
-
-def _f64_gelu(b: ir.IRBuilder, x: ir.Value, approximate: str) -> ir.Value:
-    half_x = b.fmul(_constant_like(x, 0.5), x)
-    if approximate == "tanh":
-        cubic = b.fmul(_constant_like(x, GELU_CUBIC), b.fmul(b.fmul(x, x), x))
-        inner = b.fmul(_constant_like(x, SQRT_2_OVER_PI), b.fadd(x, cubic))
-        return b.fmul(half_x, b.fadd(_constant_like(x, 1), libm(b, "tanh", inner)))
-    return b.fmul(half_x, b.fadd(_constant_like(x, 1), libm(b, "erf", b.fdiv(x, _constant_like(x, sqrt(2.0))))))
-
-
-def _transcendental(name: str, f64: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> Emit:
-    def emit(b, args, attrs, dtype):
-        return vecmath.call(b, name, args[0]) if dtype.name == "f32" else f64(b, args[0])
-    return emit
-
-
-ELEMENTWISE["exp"] = _transcendental("exp", lambda b, x: libm(b, "exp", x))
-ELEMENTWISE["log"] = _transcendental("log", lambda b, x: libm(b, "log", x))
-ELEMENTWISE["tanh"] = _transcendental("tanh", lambda b, x: libm(b, "tanh", x))
-ELEMENTWISE["erf"] = _transcendental("erf", lambda b, x: libm(b, "erf", x))
-ELEMENTWISE["sigmoid"] = _transcendental("sigmoid", _f64_sigmoid)
-ELEMENTWISE["silu"] = _transcendental("silu", lambda b, x: b.fmul(x, _f64_sigmoid(b, x)))
-ELEMENTWISE["log1p"] = _transcendental("log1p", lambda b, x: libm(b, "log1p", x))
-ELEMENTWISE["expm1"] = _transcendental("expm1", lambda b, x: libm(b, "expm1", x))
-
-
-for _name in vecmath.FLOAT64_FUNCTIONS:   # sin, cos: vectorized in both float dtypes
+for _name in ("exp", "log", "tanh", "erf", "sigmoid", "silu", "log1p", "expm1", "sin", "cos"):   # both float dtypes
     ELEMENTWISE[_name] = (lambda name: lambda b, args, attrs, dtype: vecmath.call(b, name, args[0]))(_name)
 
 
@@ -311,10 +278,7 @@ def _remainder(b, args, attrs, dtype):
 
 @_emitter("gelu")
 def _gelu(b, args, attrs, dtype):
-    approximate = attrs.get("approximate", "none")
-    if dtype.name == "f32":
-        return vecmath.call(b, "gelu_tanh" if approximate == "tanh" else "gelu_erf", args[0])
-    return _f64_gelu(b, args[0], approximate)
+    return vecmath.call(b, "gelu_tanh" if attrs.get("approximate", "none") == "tanh" else "gelu_erf", args[0])
 
 
 @_emitter("sqrt")

@@ -12,11 +12,13 @@ from dataclasses import replace
 
 import llvmlite.binding as llvm
 import pytest
+from llvmlite import ir
 
-from braze.codegen import compile_ir, host_target
+from braze.codegen import compile_ir, host_target, vecmath
 from braze.codegen.conv import ConvSpec, emit_conv2d
 from braze.codegen.gemm import (GemmSpec, Strided, bias_cols, bias_rows, chain, emit_gemm, gemm_plan, relu,
                                 tiling_for)
+from braze.codegen.loops import F64, vec
 from tests.codegen import test_conv, test_gemm
 from tests.codegen.native import unique_name
 
@@ -122,20 +124,27 @@ def test_avx512_kernels_match_numpy_on_that_cpu(cpu, monkeypatch) -> None:
 
 
 def _exp(module, name, tiling) -> None:
-    """A function returning exp of a vector of the target's width."""
-    from braze.codegen import vecmath
-    from braze.codegen.loops import vec
-    from llvmlite import ir
-    typ = vec(tiling.width)
+    """A function returning exp of a float32 vector of the target's width."""
+    _vector_exp(module, name, vec(tiling.width))
+
+
+def _exp64(module, name, tiling) -> None:
+    """A function returning exp of 8 float64 lanes: an elementwise nest's float64 vectors on any x86 target, one
+    AVX-512 register or two AVX2 ones."""
+    _vector_exp(module, name, vec(8, F64))
+
+
+def _vector_exp(module, name, typ) -> None:
     fn = ir.Function(module, ir.FunctionType(typ, [typ]), name)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     builder.ret(vecmath.call(builder, "exp", fn.args[0]))
 
 
 @pytest.mark.parametrize("cpu, scaled", [("znver4", True), ("skylake-avx512", True), ("haswell", False)])
-def test_exp_scales_by_two_to_the_n_in_one_instruction_on_avx512(cpu, scaled) -> None:
-    asm, _ = _asm(cpu, _exp)
-    assert ("vscalefps" in asm) == scaled
+@pytest.mark.parametrize("emit, instruction", [(_exp, "vscalefps"), (_exp64, "vscalefpd")], ids=["f32", "f64"])
+def test_exp_scales_by_two_to_the_n_in_one_instruction_on_avx512(cpu, scaled, emit, instruction) -> None:
+    asm, _ = _asm(cpu, emit)
+    assert (instruction in asm) == scaled
 
 
 def _gemm_packing_a(module, name, tiling) -> None:

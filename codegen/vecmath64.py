@@ -1,0 +1,172 @@
+"""Vectorizable float64 exp, log, expm1, tanh and erf: the float64 bodies of vecmath's functions that need their own
+constants (sigmoid, silu, gelu and log1p are written once, over exp, log and erf, in vecmath.py).
+
+libm's exp, log, tanh and erf are one scalar call per lane; a float64 model's softmax, sigmoid or GELU took 3-14x
+torch's time through them. These are straight-line IR as the float32 ones are (selects for the special values, one
+branch where a vector holds a rare input), with the same structure and more terms:
+- exp, <= 1 ulp: x = n ln2 + r (ln2 in a 21-bit head, exact times any n here, and a tail), |r| <= ln2/2, e^r = 1 + r +
+  r^2 Q(r) with Q the Taylor series to r^13/13! (remainder below 0.05 ulp), scaled by 2^n as two exact powers of two
+  (AVX-512: one vscalefpd), so that subnormal results round once. Below -746 the result is 0 (from the lane's
+  exp(0), as in float32: no microcode assist), above 709.79 +inf.
+- log, <= 1 ulp: x = 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), s = f / (2 + f), log(1 + f) = f - (f^2/2 -
+  s (f^2/2 + R(s^2))) with R the series of 2 atanh(s) / s - 2 to s^20 (remainder below 2^-58), e ln2 added as head
+  and tail. Subnormals are scaled by 2^52 first and the special values selected, only in a vector that has one.
+- expm1, <= 2 ulp: reduced as exp, expm1(r) = r + r^2/2 + r^3 Q(r) (Taylor to r^13/13!), then 2^n expm1(r) +
+  (2^n - 1) in one FMA where 2^n - 1 is exact (|n| <= 53), else 2^n (1 + expm1(r)) - 1.
+- tanh, <= 2.5 ulp (1.8 with FMA, 2.1 without): h / (h + 1) with h = expm1(2|x|) / 2, refined below |x| = 0.55 as
+  h (1 - q), x's sign: the float32 method with float64's constants.
+- erf, <= 1.5 ulp: x + x P(x^2) below 1/2 (Taylor to x^33); from 1/2, 1 - erfc(|x|) with erfc(a) = e^(-a^2) t R(t),
+  t = 1 / (1 + a/2) (the fit of braze's erfc, absolute error 3.5e-17) and e^(-a^2) from a's exact square as
+  e^(-h^2) e^(-(a - h)(a + h)), h = a rounded to 20 fraction bits: erfc is within a few ulp of itself, which is
+  well under an ulp of erf = 1 - erfc; 1 from 6 (erf rounds to 1 from 5.93).
+The bounds are asserted by tests/codegen/test_vecmath.py against numpy's long double, with and without FMA.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import llvmlite.ir as ir
+
+from .vecmath_emit import VectorEmit
+
+ACCURACY64: dict[str, float] = {"exp": 1.0, "log": 1.0, "expm1": 2.0, "tanh": 2.5, "erf": 1.5}
+
+_INF = float("inf")
+_NAN = float("nan")
+_LN2_HI = 0.6931467056274414           # ln 2 to 21 bits (its low 32 bits clear): n * _LN2_HI is exact for |n| < 2^32
+_LN2_LO = 4.7493250390316726e-07       # ln 2 - _LN2_HI
+_LOG2E = 1.4426950408889634
+_ROUND_MAGIC = 6755399441055744.0      # 1.5 * 2^52: (v + M) - M rounds v to the nearest integer, |v| < 2^51
+_SQRT_HALF_BITS = 0x3FE6A09E667F3BCD   # bits of sqrt(1/2)
+_DBL_MIN = 2.2250738585072014e-308     # the least normal float64
+_EXP_HIGH = 710.0                      # exp(709.79) overflows: clamped here, the result is inf
+_EXP_ZERO = -746.0                     # exp(x) rounds to 0 below ln 2^-1075 = -745.13
+
+# 1/k!, k = 13 down to 2: e^r = 1 + r + r^2 Q(r)
+_EXP_Q = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))
+# 1/k!, k = 13 down to 3: expm1(r) = r + r^2/2 + r^3 Q(r)
+_EXPM1_Q = tuple(1.0 / math.factorial(k) for k in range(13, 2, -1))
+# 2 / (2k + 1), k = 10 down to 1: R(z) = z P(z), 2 atanh(s) = 2s + s R(s^2)
+_LOG_P = tuple(2.0 / (2 * k + 1) for k in range(10, 0, -1))
+_EXPM1_EXACT_N = 53.0                  # 2^n - 1 is exact for |n| <= 53
+_EXPM1_LOW = -40.0                     # expm1(x) rounds to -1 below -37.43 (2^n stays normal down here)
+_TANH_CLAMP = 44.0                     # tanh(x) rounds to +-1 for |x| >= 19.06; expm1's argument is clamped at 2 x 22
+
+
+def _reduce(m: VectorEmit, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """x = n ln2 + r with |r| <= ln2/2 (just over, by rounding): n as float, n as integer and r, for |x| < 2^50."""
+    t = m.fma(x, _LOG2E, _ROUND_MAGIC)
+    n = m.sub(t, _ROUND_MAGIC)
+    n_int = m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))
+    r = m.fma(n, -_LN2_HI, x)
+    return n, n_int, m.fma(n, -_LN2_LO, r)
+
+
+def _exp(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """exp(x) to 1 ulp (see the module docstring)."""
+    xc = m.select(m.cmp(">", x, _EXP_HIGH), _EXP_HIGH, x)     # NaN fails both compares and propagates
+    zero = m.cmp("<", x, _EXP_ZERO)
+    xc = m.select(zero, 0.0, xc)
+    n, n_int, r = _reduce(m, xc)
+    p = m.add(m.fma(m.mul(r, r), m.horner(r, _EXP_Q), r), 1.0)
+    return m.select(zero, 0.0, m.times_pow2(p, n, n_int))
+
+
+def _log(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """log(x) to 1 ulp; a vector of positive normal numbers only skips the subnormal scaling and special values."""
+    if m.width == 1:
+        return _log_any(m, x)
+    normal = m.b.and_(m.cmp(">=", x, _DBL_MIN), m.cmp("<", x, _INF))   # NaN fails both
+    return m.unless_rare(m.b.not_(normal), _log_core(m, x, None), lambda: _log_any(m, x), "log64", 1 << 10)
+
+
+def _log_any(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """log(x) for any x: subnormals scaled by 2^52 first, log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf."""
+    tiny = m.cmp("<", x, _DBL_MIN)
+    r = _log_core(m, m.select(tiny, m.mul(x, 2.0 ** 52), x), tiny)
+    r = m.select(m.cmp("==", x, _INF), _INF, r)
+    r = m.select(m.cmp("==", x, 0.0), -_INF, r)
+    return m.select(m.cmp("<", x, 0.0, ordered=False), _NAN, r)
+
+
+def _log_core(m: VectorEmit, x: ir.Value, tiny: ir.Value | None) -> ir.Value:
+    """log(x) for a positive normal x, or for a subnormal one scaled by 2^52 in the lanes of `tiny`."""
+    bits = m.bits(x)
+    e = m.b.ashr(m.b.sub(bits, m.ki(_SQRT_HALF_BITS)), m.ki(52))
+    f = m.sub(m.float(m.b.sub(bits, m.b.shl(e, m.ki(52)))), 1.0)
+    if tiny is not None:
+        e = m.b.add(e, m.b.select(tiny, m.ki(-52), m.ki(0)))
+    e = m.b.sitofp(e, m.f)
+    s = m.div(f, m.add(f, 2.0))
+    z = m.mul(s, s)
+    half_square = m.mul(m.mul(f, f), 0.5)
+    tail = m.fma(s, m.fma(z, m.horner(z, _LOG_P), half_square), m.mul(e, _LN2_LO))
+    return m.fma(e, _LN2_HI, m.sub(f, m.sub(half_square, tail)))
+
+
+def _expm1_reduced(m: VectorEmit, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(n, n_int, expm1(r)) for x = n ln2 + r."""
+    n, n_int, r = _reduce(m, x)
+    return n, n_int, m.fma(m.mul(r, r), m.fma(m.horner(r, _EXPM1_Q), r, 0.5), r)
+
+
+def _expm1(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """exp(x) - 1 to 2 ulp (see the module docstring)."""
+    xc = m.select(m.cmp(">", x, _EXP_HIGH), _EXP_HIGH, x)
+    xc = m.select(m.cmp("<", xc, _EXPM1_LOW), _EXPM1_LOW, xc)   # NaN fails both compares
+    n, n_int, p = _expm1_reduced(m, xc)
+    two_n = m.pow2(n_int)                                      # only used where |n| <= 53
+    near = m.fma(two_n, p, m.sub(two_n, 1.0))
+    whole = m.times_pow2(m.add(p, 1.0), n, n_int)
+    r = m.select(m.cmp("<=", m.abs(n), _EXPM1_EXACT_N), near, m.sub(whole, 1.0))
+    return m.copysign(r, x)                                    # keeps expm1(-0) = -0
+
+
+def _tanh(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """tanh(x) to 2.5 ulp as q = h / (h + 1), h = expm1(2|x|) / 2 (see vecmath's float32 tanh)."""
+    y = m.mul(m.abs(x), 2.0)
+    y = m.select(m.cmp(">", y, _TANH_CLAMP), _TANH_CLAMP, y)   # NaN fails the compare and propagates
+    n, n_int, p = _expm1_reduced(m, y)
+    half_n = m.pow2(m.b.sub(n_int, m.ki(1)))                  # 2^(n-1) - 1/2 rounds only past n = 54, harmlessly
+    h = m.fma(half_n, p, m.sub(half_n, 0.5))
+    q = m.div(h, m.add(h, 1.0))
+    q = m.select(m.cmp("<", y, 1.1), m.fma(m.b.fneg(q), h, h), q)
+    return m.copysign(q, x)
+
+
+# erf(x) = x + x (2/sqrt(pi) - 1 + sum_k>=1 (-1)^k 2/sqrt(pi) x^2k / (k! (2k + 1))), the sum's coefficients k = 24
+# down to 1 and the constant (decimal, so that it carries 2/sqrt(pi)'s digits past its own rounding): the Taylor series
+# to x^49, whose remainder is below 2^-60 of erf(x) for |x| < _ERF_TAIL
+_ERF_SMALL = (*((-1) ** k / (math.factorial(k) * (2 * k + 1)) * (2 / math.sqrt(math.pi)) for k in range(24, 0, -1)),
+              0.12837916709551257390)
+_ERF_TAIL = 1.0                        # below, the series; from here erfc < 0.16 and 1 - erfc loses nothing
+_ERF_ONE = 6.0                         # erf(x) rounds to 1 from 5.93
+# e^(z^2) erfc(z) / t for z >= 1/2, t = 1 / (1 + z/2), lowest degree first: braze's float64 erfc fit (the frontend's
+# _ERFCX), absolute error 3.5e-17
+_ERFCX = (0.2820947917738781, 0.2820947917739251, 0.24683294279175705, 0.1763092457760629, 0.0837468481427118,
+          -0.004406479843214608, -0.056773913301193725, -0.05310600351552773, -0.007248895460490267,
+          0.07661642024786335, -0.10881044087591948, 0.7625231214659697, -2.9661883871052472, 8.469323694524912,
+          -19.855028428446605, 36.36325624960691, -50.054281043933116, 51.07777252452088, -38.20247127413583,
+          20.44561798501353, -7.445389164486265, 1.6585505882437404, -0.1710351890403826)
+# 1/k!, k = 4 down to 0: e^u for |u| < 2^-17 (u = -(a - h)(a + h)), the remainder below 2^-90
+_EXP_SMALL = tuple(1.0 / math.factorial(k) for k in range(4, -1, -1))
+_SQUARE_SPLIT = 2.0 ** 20              # h = a rounded to 20 fraction bits: h^2 is exact for a < 8
+
+
+def _erf(m: VectorEmit, x: ir.Value) -> ir.Value:
+    """erf(x) to 1.5 ulp (see the module docstring)."""
+    a = m.abs(x)
+    small = m.fma(x, m.horner(m.mul(x, x), _ERF_SMALL), x)
+    ac = m.select(m.cmp(">", a, _ERF_ONE), _ERF_ONE, m.select(m.cmp("<", a, _ERF_TAIL), _ERF_TAIL, a))
+    t = m.div(1.0, m.fma(ac, 0.5, 1.0))
+    h = m.mul(m.sub(m.fma(ac, _SQUARE_SPLIT, _ROUND_MAGIC), _ROUND_MAGIC), 1.0 / _SQUARE_SPLIT)
+    u = m.mul(m.sub(h, ac), m.add(ac, h))
+    gaussian = m.mul(_exp(m, m.b.fneg(m.mul(h, h))), m.horner(u, _EXP_SMALL))
+    erfc = m.mul(m.mul(gaussian, t), m.horner(t, _ERFCX[::-1]))
+    large = m.copysign(m.select(m.cmp(">=", a, _ERF_ONE), 1.0, m.sub(1.0, erfc)), x)
+    return m.select(m.cmp("<", a, _ERF_TAIL), small, large)
+
+
+BODIES64: dict[str, Callable[[VectorEmit, ir.Value], ir.Value]] = {
+    "exp": _exp, "log": _log, "expm1": _expm1, "tanh": _tanh, "erf": _erf}
