@@ -12,8 +12,8 @@ PreparedWeight whose prepack function the module runs once when it is loaded. At
 is a GEMV that streams W as stored (codegen/gemv.py), with nothing to pack. A conv2d (other than depthwise,
 which reads its weight in place) whose weight is fixed likewise reads the weight pre-packed as its GEMM's A.
 
-Other dtypes (float64, integers) use a row kernel vectorized along C's columns, without FMA contraction so that
-every thread split rounds alike; conv2d in float64 uses direct loops. Regions of those dtypes are lowered op by op
+float64 matmul and linear run on the packed blocks and register tiles of matmul_tiled.py; integers on a row kernel
+vectorized along C's columns; conv2d in float64 uses direct loops. Regions of those dtypes are lowered op by op
 (fused.py).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 
 from braze.ir.graph import Graph, Node, Value
 from braze.ir.registry import is_leaf
-from braze.ir.types import float32
+from braze.ir.types import float32, float64
 
 from ..conv import (ConvSpec, conv2d_scratch_bytes, conv2d_shared_bytes, conv_weight_floats, emit_conv2d,
                     emit_conv_weight_prepack, weight_kernel)
@@ -37,6 +37,7 @@ from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_k
                    claim_words, claimed_unit_loop, constant, contiguous_strides, load, offset_of, register, round_up,
                    share_words, store, unsupported, widen)
 from .elementwise import apply_node
+from .matmul_tiled import tiled_matmul
 from .reduction import single_body
 
 # Maps a shape broadcasting to the anchor's result to (offset of a tile position, stride along the columns).
@@ -237,7 +238,8 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
 
 
 def _generic_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
-    """C[i, j..j+W] = sum_k A[i, k] B[k, j..j+W] per row of every batch, for dtypes the GEMM does not cover."""
+    """C[i, j..j+W] = sum_k A[i, k] B[k, j..j+W] per row of every batch, for integer dtypes; float64 goes to
+    matmul_tiled."""
     x = node.inputs[0]
     y_shape, y_strides = _b_operand(node)
     spec = matmul_spec(x.shape, y_shape, None, y_strides)
@@ -246,6 +248,8 @@ def _generic_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
     b = k.builder
     if spec.m * spec.n * spec.count == 0:
         return k.finish(node.op)
+    if dtype == float64:
+        return tiled_matmul(node, k, spec)
     with claimed_unit_loop(k, list(spec.batch) + [spec.m], name="row") as index:
         batch, i = index[:-1], index[-1]
         a0 = offset_of(b, list(batch) + [i], spec.a.batch_strides + (spec.a.rs,))

@@ -1,0 +1,339 @@
+"""matmul and linear in float64: packed blocks and a register tile, or dot products for a few rows or columns.
+
+float32 has the GEMM of codegen/gemm.py; float64 had a row kernel with one accumulator vector per step of K (a load,
+a multiply, an add and a store through memory for each), 5-20x torch's time. Two forms here (tiled_form):
+- packed: the BLIS loops in small. C splits into units of (batch, column block, run of row blocks); for each K block
+  of _KC a unit packs its columns of B into panels (of the register tile's width, zeros past N: vector loads where
+  B's rows are contiguous, squares of lanes x lanes transposed in registers where its columns are, as a linear's
+  weight, else element by element), then for each row block packs A's micro-panel (the block's rows side by side
+  at each k) and runs the register tile over every panel: 12 rows x 2 vectors of 8 lanes on AVX-512, 6 x 2 of 4 on
+  AVX2 (the float32 GEMM's shapes and its unrolled k loop), B's panel hinted into L1 ahead. B's block takes half of
+  L2 and at most half of C's columns, and C's rows split in at most _RUNS runs, so two threads share the work.
+- dot: where C has at most _DOT_MOST rows or columns and A's rows and B's columns are contiguous (x @ W^T at batch
+  1, a matrix times a vector), nothing is worth packing: R x J dot products, each a vector of partial sums along K
+  (4 x 4 on AVX-512, 3 x 3 below), the last partial vector masked, summed by a halving tree at the end.
+Every element of C is the same sequence of operations whatever the unit split (one chain of multiply-adds in K's
+order, the tile resuming from C after the first K block; or the lanes and the same tree), so results are bitwise
+equal on any number of threads. FMA where the target has it (llvm.fma), else a multiply and an add.
+"""
+from __future__ import annotations
+
+from math import ceil
+from typing import Callable
+
+import llvmlite.ir as ir
+
+from braze.ir.graph import Node
+
+from ..cache_sizes import host_cache_sizes
+from ..gemm import GemmSpec
+from ..gemm_kernel import CACHE_LINE, K_UNROLL, L1, carried_loop, prefetch
+from ..loops import I32, alloca, for_range, i64, lane_mask, splat, vector_const, vector_registers
+from .base import Kernel, KernelSpec, claimed_unit_loop, constant, intrinsic, load, offset_of, pointer, store
+
+# (rows, vectors) of the register tile of packed blocks and (rows, columns) of the dot tile, by vector registers
+_PACKED_TILE = {32: (12, 2), 16: (6, 2)}
+_DOT_TILE = {32: (4, 4), 16: (3, 3)}
+_DOT_MOST = 4        # the dot tile where C has at most this many rows or columns: nothing to gain from packing
+_KC = 256            # K block: a packed micro-panel of A (12 rows) takes 24 KB, B's (16 columns) 32 KB
+# A unit takes at least _ROW_BLOCKS row blocks (B's block is packed once per unit: 1-2% of its time at 8 when B's rows
+# are contiguous), and C's rows split into at most _RUNS runs of them (a transposing pack costs more)
+_ROW_BLOCKS = 8
+_RUNS = 2
+_PREFETCH_STEPS = 16
+
+
+def tiled_form(spec: GemmSpec) -> str:
+    """"dot" for a few rows or columns of C whose A rows and B columns are contiguous (x @ W^T at batch 1, a
+    matrix times a vector) and for an empty K (C is zeros), else "packed" (see the module docstring)."""
+    few = spec.m <= _DOT_MOST or spec.n <= _DOT_MOST
+    return "dot" if few and spec.b.rs == 1 and spec.a.cs == 1 or spec.k == 0 else "packed"
+
+
+def tiled_matmul(node: Node, k: Kernel, spec: GemmSpec) -> KernelSpec:
+    """The kernel of `node` (matmul or linear, float64) computing `spec` with the tile of tiled_form(spec)."""
+    lanes = max(k.width // 2, 1)   # float64 lanes in one vector register
+    registers = vector_registers(k.width)
+    fused = "+fma" in k.target.features.split(",")
+    if tiled_form(spec) == "packed":
+        rows, vectors = _PACKED_TILE[registers]
+        packed = _Packed(k, spec, node.out.dtype, lanes, fused, min(rows, spec.m), vectors * lanes)
+        return packed.emit(node.op)
+    rows, cols = _DOT_TILE[registers]
+    tile = _Dot(k, spec, node.out.dtype, lanes, fused)
+    block_rows, block_cols = min(rows, spec.m), min(cols, spec.n)
+    row_blocks, col_blocks = ceil(spec.m / block_rows), ceil(spec.n / block_cols)
+    b = k.builder
+    with claimed_unit_loop(k, list(spec.batch) + [col_blocks, row_blocks], name="tile") as index:
+        batch, col_block, row_block = index[:-2], index[-2], index[-1]
+        i0, j0 = b.mul(row_block, i64(block_rows)), b.mul(col_block, i64(block_cols))
+        bases = tuple(offset_of(b, batch, s.batch_strides) for s in (spec.a, spec.b, spec.c))
+        last_rows, last_cols = spec.m - (row_blocks - 1) * block_rows, spec.n - (col_blocks - 1) * block_cols
+        _by_size(b, row_block, row_blocks, block_rows, last_rows, lambda rows_here: _by_size(
+            b, col_block, col_blocks, block_cols, last_cols, lambda cols_here: tile.emit(bases, i0, j0, rows_here,
+                                                                                          cols_here)))
+    return k.finish(node.op)
+
+
+def _by_size(b: ir.IRBuilder, block: ir.Value, blocks: int, size: int, last: int, emit: Callable[[int], None]) -> None:
+    """emit(n) for block `block` of `blocks`, n its static size: `size`, or in a branch of its own `last` for the
+    last block where that is smaller."""
+    if last == size:
+        emit(size)
+        return
+    with b.if_else(b.icmp_unsigned("==", block, i64(blocks - 1))) as (is_last, is_full):
+        with is_last:
+            emit(last)
+        with is_full:
+            emit(size)
+
+
+class _Tile:
+    """What both tiles share: the kernel, the problem, the lanes and the multiply-add."""
+
+    def __init__(self, k: Kernel, spec: GemmSpec, dtype, lanes: int, fused: bool) -> None:
+        self.k, self.b, self.spec, self.dtype, self.lanes, self.fused = k, k.builder, spec, dtype, lanes, fused
+        self.vector = constant(dtype, 0, lanes).type
+
+    def madd(self, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
+        """x y + acc: one rounding with FMA, else two (never contracted, so every tile rounds alike)."""
+        if self.fused:
+            return intrinsic(self.b, f"llvm.fma.v{self.lanes}f64", [x, y, acc])
+        return self.b.fadd(self.b.fmul(x, y), acc)
+
+    def masks(self, cols: int) -> list[ir.Value | None]:
+        """The lane masks of the vectors of a row of `cols` columns (None for a full vector)."""
+        lanes = self.lanes
+        return [lane_mask(lanes, cols - v * lanes) if (v + 1) * lanes > cols else None
+                for v in range(ceil(cols / lanes))]
+
+
+class _Packed(_Tile):
+    """The packed form (see the module docstring). C in units of (batch, column block, run of row blocks), K in blocks of _KC: each K block packs the unit's
+    columns of B (panels of panel_cols, zeros past N) and then, row block by row block, a micro-panel of A (its rows
+    side by side at each k), and runs the register tile over every panel. The tile starts from C after the first K
+    block, so every element of C is one chain of multiply-adds in K's order, as unblocked."""
+
+    def __init__(self, k: Kernel, spec: GemmSpec, dtype, lanes: int, fused: bool, block_rows: int,
+                 panel_cols: int) -> None:
+        super().__init__(k, spec, dtype, lanes, fused)
+        self.block_rows, self.panel_cols = block_rows, panel_cols
+        # B's packed block takes half of L2 (at most 32 panels) and at most half of N's panels, so that C's columns
+        # split between two threads; A's micro-panel sits after it
+        in_l2 = max(1, min(32, host_cache_sizes().l2 // 2 // (_KC * panel_cols * 8)))
+        self.block_cols = max(1, min(in_l2, ceil(ceil(spec.n / panel_cols) / 2))) * panel_cols
+        self.a_panel = _KC * self.block_cols   # elements of scratch before A's micro-panel
+
+    def emit(self, op: str) -> KernelSpec:
+        b, spec, k = self.b, self.spec, self.k
+        row_blocks = ceil(spec.m / self.block_rows)
+        per_run = max(_ROW_BLOCKS, ceil(row_blocks / _RUNS))
+        runs, col_blocks = ceil(row_blocks / per_run), ceil(spec.n / self.block_cols)
+        last_rows = spec.m - (row_blocks - 1) * self.block_rows
+        last_cols = spec.n - (col_blocks - 1) * self.block_cols
+        with claimed_unit_loop(k, list(spec.batch) + [col_blocks, runs], name="unit") as index:
+            batch, col_block, run = index[:-2], index[-2], index[-1]
+            bases = tuple(offset_of(b, batch, s.batch_strides) for s in (spec.a, spec.b, spec.c))
+            j0 = b.mul(col_block, i64(self.block_cols))
+            first = b.mul(run, i64(per_run))
+            whole = (row_blocks if last_rows == self.block_rows else row_blocks - 1) - (runs - 1) * per_run
+            is_last_run = b.icmp_unsigned("==", run, i64(runs - 1))
+            stop = b.add(first, b.select(is_last_run, i64(whole), i64(per_run)))
+            with for_range(b, 0, spec.k, _KC, name="kb") as kb:
+                depth = b.select(b.icmp_signed("<", b.sub(i64(spec.k), kb), i64(_KC)), b.sub(i64(spec.k), kb),
+                                 i64(_KC))
+                _by_size(b, col_block, col_blocks, self.block_cols, last_cols,
+                         lambda cols: self.pack_b(bases[1], kb, depth, j0, cols))
+                with for_range(b, first, stop, name="rows") as row_block:
+                    self.row_block(bases, b.mul(row_block, i64(self.block_rows)), self.block_rows, kb, depth, j0,
+                                   col_block, col_blocks, last_cols)
+                if last_rows != self.block_rows:
+                    with b.if_then(is_last_run):
+                        self.row_block(bases, i64((row_blocks - 1) * self.block_rows), last_rows, kb, depth, j0,
+                                       col_block, col_blocks, last_cols)
+        return k.finish(op, scratch_bytes=8 * (self.a_panel + _KC * self.block_rows))
+
+    def pack_b(self, b_base: ir.Value, kb: ir.Value, depth: ir.Value, j0: ir.Value, cols: int) -> None:
+        """B[kb : kb + depth, j0 : j0 + cols] as panels of panel_cols columns (each depth rows of them, zeros past
+        `cols`), panel p at p _KC panel_cols: by rows of vectors where B's rows are contiguous, by squares of lanes x
+        lanes transposed in registers where its columns are (a linear's weight), else element by element."""
+        b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
+        start = b.add(b.add(b_base, b.mul(kb, i64(spec.b.rs))), b.mul(j0, i64(spec.b.cs)))
+        vectors = [(p * self.panel_cols + v * lanes, p * _KC * self.panel_cols + v * lanes)
+                   for p in range(ceil(cols / self.panel_cols)) for v in range(self.panel_cols // lanes)]
+        if spec.b.rs == 1 and spec.b.cs != 1 and lanes > 1:
+            squares = b.sub(depth, b.urem(depth, i64(lanes)))
+            with for_range(b, 0, squares, lanes, name="pack_b") as kk:
+                for col, at in vectors:
+                    self._pack_square(b.add(start, kk), col, min(max(cols - col, 0), lanes), b.add(
+                        i64(at), b.mul(kk, i64(self.panel_cols))))
+            rows_from = squares
+        else:
+            rows_from = i64(0)
+        with for_range(b, rows_from, depth, name="pack_b_rows") as kk:
+            row = b.add(start, b.mul(kk, i64(spec.b.rs)))
+            for col, at in vectors:
+                valid = min(max(cols - col, 0), lanes)
+                value = self._b_vector(row, col, valid) if valid else constant(dtype, 0, lanes)
+                store(b, value, self.k.scratch, b.add(i64(at), b.mul(kk, i64(self.panel_cols))), dtype)
+
+    def _b_vector(self, row: ir.Value, col: int, valid: int) -> ir.Value:
+        """B's `valid` elements of a row from its column `col` past `row` (an element offset), zeros after them."""
+        b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
+        if spec.b.cs == 1:
+            mask = lane_mask(lanes, valid) if valid < lanes else None
+            return load(b, self.k.ins[1], b.add(row, i64(col)), dtype, lanes, mask)
+        value = constant(dtype, 0, lanes)
+        for lane in range(valid):
+            element = load(b, self.k.ins[1], b.add(row, i64((col + lane) * spec.b.cs)), dtype)
+            value = b.insert_element(value, element, ir.Constant(I32, lane))
+        return value
+
+    def _pack_square(self, start: ir.Value, col: int, valid: int, at: ir.Value) -> None:
+        """lanes rows of B from `start` (an element offset) by `valid` columns from `col`, B's columns contiguous:
+        each column a vector load, the square transposed, each row stored at `at` + its row's panel offset."""
+        b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
+        zero = constant(dtype, 0, lanes)
+        columns = [load(b, self.k.ins[1], b.add(start, i64((col + c) * spec.b.cs)), dtype, lanes) if c < valid
+                   else zero for c in range(lanes)]
+        for r, row in enumerate(_transpose(b, columns)):
+            store(b, row, self.k.scratch, b.add(at, i64(r * self.panel_cols)), dtype)
+
+    def row_block(self, bases: tuple[ir.Value, ...], i0: ir.Value, rows: int, kb: ir.Value, depth: ir.Value,
+                  j0: ir.Value, col_block: ir.Value, col_blocks: int, last_cols: int) -> None:
+        """Pack A's micro-panel of `rows` rows for this K block, then the tile over every panel of the block."""
+        b, spec, dtype = self.b, self.spec, self.dtype
+        with for_range(b, 0, depth, name="pack_a") as kk:
+            column = b.add(bases[0], b.mul(b.add(kb, kk), i64(spec.a.cs)))
+            for r in range(rows):
+                value = load(b, self.k.ins[0], b.add(column, b.mul(b.add(i0, i64(r)), i64(spec.a.rs))), dtype)
+                store(b, value, self.k.scratch, b.add(i64(self.a_panel), b.add(b.mul(kk, i64(rows)), i64(r))), dtype)
+
+        def panels(cols: int) -> None:
+            full, rest = divmod(cols, self.panel_cols)
+            with for_range(b, 0, full, name="panel") as p:
+                self.tile(bases[2], i0, rows, b.add(j0, b.mul(p, i64(self.panel_cols))), self.panel_cols, p, kb,
+                          depth)
+            if rest:
+                self.tile(bases[2], i0, rows, b.add(j0, i64(full * self.panel_cols)), rest, i64(full), kb, depth)
+        _by_size(b, col_block, col_blocks, self.block_cols, last_cols, panels)
+
+    def tile(self, c_base: ir.Value, i0: ir.Value, rows: int, j: ir.Value, cols: int, panel: ir.Value,
+             kb: ir.Value, depth: ir.Value) -> None:
+        """C[i0 : i0 + rows, j : j + cols] += A's micro-panel times B's panel `panel`, from 0 on the first K block:
+        the float32 micro-kernel's loop (K_UNROLL steps at a time, then one by one) with its accumulators carried."""
+        b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
+        masks = self.masks(cols)
+        vectors = len(masks)
+        c_rows = [b.add(b.add(c_base, b.mul(b.add(i0, i64(r)), i64(spec.c.rs))), j) for r in range(rows)]
+        c_at = [(r, v, b.add(c_rows[r], i64(v * lanes))) for r in range(rows) for v in range(vectors)]
+        zero = constant(dtype, 0, lanes)
+        first = b.icmp_unsigned("==", kb, i64(0))
+        entry = b.block
+        with b.if_then(b.not_(first)):
+            old = [load(b, self.k.outs[0], at, dtype, lanes, masks[v]) for _, v, at in c_at]
+            loaded = b.block
+        acc = [b.phi(self.vector) for _ in c_at]
+        for phi, value in zip(acc, old):
+            phi.add_incoming(zero, entry)
+            phi.add_incoming(value, loaded)
+        b_panel = b.mul(panel, i64(_KC * self.panel_cols))
+
+        def steps(count: int) -> Callable[[ir.Value, list[ir.Value]], list[ir.Value]]:
+            def body(kk: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+                for step in range(count):
+                    carried = self._step(b.add(kk, i64(step)), b_panel, rows, vectors, carried)
+                return carried
+            return body
+        at, acc = carried_loop(b, i64(0), depth, K_UNROLL, acc, steps(K_UNROLL), "ku")
+        _, acc = carried_loop(b, at, depth, 1, acc, steps(1), "k")
+        for (_, v, at), value in zip(c_at, acc):
+            store(b, value, self.k.outs[0], at, dtype, masks[v])
+
+    def _step(self, kk: ir.Value, b_panel: ir.Value, rows: int, vectors: int, acc: list[ir.Value]) -> list[ir.Value]:
+        """One k step of the tile: B's vectors of the panel's row kk, each row's element of A broadcast."""
+        b, lanes, dtype = self.b, self.lanes, self.dtype
+        row = b.add(b_panel, b.mul(kk, i64(self.panel_cols)))
+        for line in range(0, self.panel_cols * 8, CACHE_LINE):   # B's panel streams from L2: hint it to L1
+            prefetch(b, pointer(b, self.k.scratch, b.add(row, i64(_PREFETCH_STEPS * self.panel_cols + line // 8)),
+                                dtype), L1)
+        bv = [load(b, self.k.scratch, b.add(row, i64(v * lanes)), dtype, lanes) for v in range(vectors)]
+        a_at = b.add(i64(self.a_panel), b.mul(kk, i64(rows)))
+        out = []
+        for r in range(rows):
+            a = splat(b, load(b, self.k.scratch, b.add(a_at, i64(r)), dtype), lanes)
+            out += [self.madd(a, bv[v], acc[r * vectors + v]) for v in range(vectors)]
+        return out
+
+
+class _Dot(_Tile):
+    """rows x cols elements of C as dot products of A's rows and B's columns, each a vector of partial sums."""
+
+    def accumulators(self, count: int) -> list[ir.Value]:
+        """`count` vector slots holding zeros (in the entry block, so that LLVM keeps them in registers)."""
+        zero = constant(self.dtype, 0, self.lanes)
+        slots = [alloca(self.b, zero.type) for _ in range(count)]
+        for slot in slots:
+            self.b.store(zero, slot)
+        return slots
+
+    def emit(self, bases: tuple[ir.Value, ...], i0: ir.Value, j0: ir.Value, rows: int, cols: int) -> None:
+        """C[i0 : i0 + rows, j0 : j0 + cols] as rows x cols dot products along K."""
+        b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
+        a_base, b_base, c_base = bases
+        acc = self.accumulators(rows * cols)
+        a_rows = [b.add(a_base, b.mul(b.add(i0, i64(r)), i64(spec.a.rs))) for r in range(rows)]
+        b_cols = [b.add(b_base, b.mul(b.add(j0, i64(c)), i64(spec.b.cs))) for c in range(cols)]
+
+        def step(kk: ir.Value, mask: ir.Value | None) -> None:
+            a = [load(b, self.k.ins[0], b.add(start, kk), dtype, lanes, mask) for start in a_rows]
+            w = [load(b, self.k.ins[1], b.add(start, kk), dtype, lanes, mask) for start in b_cols]
+            for r in range(rows):
+                for c in range(cols):
+                    slot = acc[r * cols + c]
+                    b.store(self.madd(a[r], w[c], b.load(slot, typ=a[r].type)), slot)
+        full = spec.k - spec.k % lanes
+        with for_range(b, 0, full, lanes, name="k") as kk:
+            step(kk, None)
+        if spec.k % lanes:
+            step(i64(full), lane_mask(lanes, spec.k % lanes))
+        for r in range(rows):
+            c_row = b.add(c_base, b.mul(b.add(i0, i64(r)), i64(spec.c.rs)))
+            for c in range(cols):
+                total = _halving_sum(b, b.load(acc[r * cols + c], typ=self.vector), lanes)
+                store(b, total, self.k.outs[0], b.add(c_row, b.add(j0, i64(c))), dtype)
+
+
+def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The square of len(rows) vectors of as many lanes transposed, in log2(lanes) stages of two-vector shuffles:
+    at each stage, with q half of the current block width, row i and row i + q exchange the halves of their blocks
+    (q = lanes / 2, then lanes / 4, down to 1)."""
+    lanes = len(rows)
+    rows = list(rows)
+    q = lanes // 2
+    while q >= 1:
+        index = ir.VectorType(I32, lanes)
+        first = [(lane // (2 * q)) * 2 * q + lane % (2 * q) + (0 if lane % (2 * q) < q else lanes - q)
+                 for lane in range(lanes)]
+        second = [(lane // (2 * q)) * 2 * q + lane % (2 * q) + (q if lane % (2 * q) < q else lanes)
+                  for lane in range(lanes)]
+        for i in range(lanes):
+            if (i // q) % 2 == 0:
+                top, bottom = rows[i], rows[i + q]
+                rows[i] = b.shuffle_vector(top, bottom, vector_const(index, first))
+                rows[i + q] = b.shuffle_vector(top, bottom, vector_const(index, second))
+        q //= 2
+    return rows
+
+
+def _halving_sum(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
+    """The sum of a vector's lanes as a tree: its halves added, then their halves, down to one lane."""
+    while lanes > 1:
+        half = lanes // 2
+        low = b.shuffle_vector(v, v, vector_const(ir.VectorType(I32, half), list(range(half))))
+        high = b.shuffle_vector(v, v, vector_const(ir.VectorType(I32, half), list(range(half, lanes))))
+        v, lanes = b.fadd(low, high), half
+    return b.extract_element(v, ir.Constant(I32, 0))
+
+
+__all__ = ["tiled_form", "tiled_matmul"]
