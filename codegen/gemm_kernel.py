@@ -222,10 +222,11 @@ def elem_ptr(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value | int) -> i
 
 
 def mul_add(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, c: ir.Value, fma: bool) -> ir.Value:
-    """a*b + c: one llvm.fma where the target has FMA, else a multiply and an add LLVM may contract."""
+    """a*b + c on float32 or float64 vectors: one llvm.fma where the target has FMA, else a multiply and an add LLVM
+    may contract."""
     if fma:
-        width = a.type.count
-        fn = intrinsic(builder.module, f"llvm.fma.v{width}f32", a.type, [a.type] * 3)
+        element = "f32" if a.type.element == F32 else "f64"
+        fn = intrinsic(builder.module, f"llvm.fma.v{a.type.count}{element}", a.type, [a.type] * 3)
         return builder.call(fn, [a, b, c])
     return builder.fadd(builder.fmul(a, b, flags=("contract",)), c, flags=("contract",))
 

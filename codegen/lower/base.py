@@ -406,6 +406,19 @@ def unit_loop(builder: ir.IRBuilder, dims: Sequence[int], start: ir.Value, stop:
             carry = wrap
 
 
+def by_size(b: ir.IRBuilder, block: ir.Value, blocks: int, size: int, last: int, emit: Callable[[int], None]) -> None:
+    """emit(n) for block `block` of `blocks`, n its static size: `size`, or in a branch of its own `last` for the
+    last block where that is smaller."""
+    if last == size:
+        emit(size)
+        return
+    with b.if_else(b.icmp_unsigned("==", block, i64(blocks - 1))) as (is_last, is_full):
+        with is_last:
+            emit(last)
+        with is_full:
+            emit(size)
+
+
 # --- the lowering table ---------------------------------------------------------------------------------------
 
 Lowering = Callable[[Node, KernelContext], KernelSpec]

@@ -12,9 +12,9 @@ PreparedWeight whose prepack function the module runs once when it is loaded. At
 is a GEMV that streams W as stored (codegen/gemv.py), with nothing to pack. A conv2d (other than depthwise,
 which reads its weight in place) whose weight is fixed likewise reads the weight pre-packed as its GEMM's A.
 
-float64 matmul and linear run on the packed blocks and register tiles of matmul_tiled.py; integers on a row kernel
-vectorized along C's columns; conv2d in float64 uses direct loops. Regions of those dtypes are lowered op by op
-(fused.py).
+float64 matmul and linear run on the packed blocks and register tiles of matmul_tiled.py, float64 conv2d on the
+register tile of conv_tiled.py, integer matmul on a row kernel vectorized along C's columns. Regions of those dtypes
+are lowered op by op (fused.py).
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_k
                    claim_words, claimed_unit_loop, constant, contiguous_strides, load, offset_of, register, round_up,
                    share_words, store, unsupported, widen)
 from .elementwise import apply_node
+from .conv_tiled import tiled_conv2d
 from .matmul_tiled import tiled_matmul
 from .reduction import single_body
 
@@ -272,39 +273,6 @@ def _generic_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
     return k.finish(node.op)
 
 
-def _direct_conv(node: Node, ctx: KernelContext) -> KernelSpec:
-    """conv2d by direct loops, one (image, output channel) plane per unit, for float64."""
-    x, w = node.inputs[:2]
-    attrs, dtype = node.attr, node.out.dtype
-    n, c, h, wd = x.shape
-    c_out, c_in, kh, kw = w.shape
-    _, _, oh_count, ow_count = node.out.shape
-    (sh, sw), (ph, pw), (dh, dw) = attrs["stride"], attrs["padding"], attrs["dilation"]
-    per_group = c_out // attrs["groups"]
-    k = begin_kernel(ctx, node.outputs, node.inputs)
-    b = k.builder
-    with claimed_unit_loop(k, [n, c_out], name="plane") as (image, co):
-        group = b.udiv(co, i64(per_group))
-        x0 = b.mul(b.add(b.mul(image, i64(c)), b.mul(group, i64(c_in))), i64(h * wd))
-        w0 = b.mul(co, i64(c_in * kh * kw))
-        bias = load(b, k.ins[2], co, dtype) if len(node.inputs) == 3 else constant(dtype, 0)
-        out0 = b.mul(b.add(b.mul(image, i64(c_out)), co), i64(oh_count * ow_count))
-        with for_range(b, 0, oh_count, name="oh") as oh, for_range(b, 0, ow_count, name="ow") as ow:
-            acc = alloca(b, bias.type)
-            b.store(bias, acc)
-            with for_range(b, 0, c_in, name="ci") as ci, for_range(b, 0, kh, name="i") as i, \
-                    for_range(b, 0, kw, name="j") as j:
-                ih = b.add(b.sub(b.mul(oh, i64(sh)), i64(ph)), b.mul(i, i64(dh)))
-                iw = b.add(b.sub(b.mul(ow, i64(sw)), i64(pw)), b.mul(j, i64(dw)))
-                inside = b.and_(b.icmp_unsigned("<", ih, i64(h)), b.icmp_unsigned("<", iw, i64(wd)))
-                at = b.add(x0, b.add(b.mul(ci, i64(h * wd)), b.add(b.mul(ih, i64(wd)), iw)))
-                value = b.select(inside, load(b, k.ins[0], b.select(inside, at, i64(0)), dtype), constant(dtype, 0))
-                weight = load(b, k.ins[1], b.add(w0, b.add(b.mul(ci, i64(kh * kw)), b.add(b.mul(i, i64(kw)), j))), dtype)
-                b.store(b.fadd(b.load(acc, typ=bias.type), b.fmul(value, weight)), acc)
-            store(b, b.load(acc, typ=bias.type), k.outs[0], b.add(out0, b.add(b.mul(oh, i64(ow_count)), ow)), dtype)
-    return k.finish(node.op)
-
-
 @register("matmul", "linear")
 def lower_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
     if node.out.dtype != float32:
@@ -315,7 +283,7 @@ def lower_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
 @register("conv2d")
 def lower_conv2d(node: Node, ctx: KernelContext) -> KernelSpec:
     if node.out.dtype != float32:
-        return _direct_conv(node, ctx)
+        return tiled_conv2d(node, begin_kernel(ctx, node.outputs, node.inputs))
     try:
         return _conv_region(node, ctx, single_body(node))
     except Unfusable as exc:

@@ -27,9 +27,9 @@ from braze.ir.graph import Node
 
 from ..cache_sizes import host_cache_sizes
 from ..gemm import GemmSpec
-from ..gemm_kernel import CACHE_LINE, K_UNROLL, L1, carried_loop, prefetch
+from ..gemm_kernel import CACHE_LINE, K_UNROLL, L1, carried_loop, mul_add, prefetch
 from ..loops import I32, alloca, for_range, i64, lane_mask, splat, vector_const, vector_registers
-from .base import Kernel, KernelSpec, claimed_unit_loop, constant, intrinsic, load, offset_of, pointer, store
+from .base import Kernel, KernelSpec, by_size, claimed_unit_loop, constant, load, offset_of, pointer, store
 
 # (rows, vectors) of the register tile of packed blocks and (rows, columns) of the dot tile, by vector registers
 _PACKED_TILE = {32: (12, 2), 16: (6, 2)}
@@ -69,23 +69,10 @@ def tiled_matmul(node: Node, k: Kernel, spec: GemmSpec) -> KernelSpec:
         i0, j0 = b.mul(row_block, i64(block_rows)), b.mul(col_block, i64(block_cols))
         bases = tuple(offset_of(b, batch, s.batch_strides) for s in (spec.a, spec.b, spec.c))
         last_rows, last_cols = spec.m - (row_blocks - 1) * block_rows, spec.n - (col_blocks - 1) * block_cols
-        _by_size(b, row_block, row_blocks, block_rows, last_rows, lambda rows_here: _by_size(
+        by_size(b, row_block, row_blocks, block_rows, last_rows, lambda rows_here: by_size(
             b, col_block, col_blocks, block_cols, last_cols, lambda cols_here: tile.emit(bases, i0, j0, rows_here,
                                                                                           cols_here)))
     return k.finish(node.op)
-
-
-def _by_size(b: ir.IRBuilder, block: ir.Value, blocks: int, size: int, last: int, emit: Callable[[int], None]) -> None:
-    """emit(n) for block `block` of `blocks`, n its static size: `size`, or in a branch of its own `last` for the
-    last block where that is smaller."""
-    if last == size:
-        emit(size)
-        return
-    with b.if_else(b.icmp_unsigned("==", block, i64(blocks - 1))) as (is_last, is_full):
-        with is_last:
-            emit(last)
-        with is_full:
-            emit(size)
 
 
 class _Tile:
@@ -96,10 +83,8 @@ class _Tile:
         self.vector = constant(dtype, 0, lanes).type
 
     def madd(self, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
-        """x y + acc: one rounding with FMA, else two (never contracted, so every tile rounds alike)."""
-        if self.fused:
-            return intrinsic(self.b, f"llvm.fma.v{self.lanes}f64", [x, y, acc])
-        return self.b.fadd(self.b.fmul(x, y), acc)
+        """x y + acc: one rounding with FMA, else two (the target has no FMA to contract them into)."""
+        return mul_add(self.b, x, y, acc, self.fused)
 
     def masks(self, cols: int) -> list[ir.Value | None]:
         """The lane masks of the vectors of a row of `cols` columns (None for a full vector)."""
@@ -142,7 +127,7 @@ class _Packed(_Tile):
             with for_range(b, 0, spec.k, _KC, name="kb") as kb:
                 depth = b.select(b.icmp_signed("<", b.sub(i64(spec.k), kb), i64(_KC)), b.sub(i64(spec.k), kb),
                                  i64(_KC))
-                _by_size(b, col_block, col_blocks, self.block_cols, last_cols,
+                by_size(b, col_block, col_blocks, self.block_cols, last_cols,
                          lambda cols: self.pack_b(bases[1], kb, depth, j0, cols))
                 with for_range(b, first, stop, name="rows") as row_block:
                     self.row_block(bases, b.mul(row_block, i64(self.block_rows)), self.block_rows, kb, depth, j0,
@@ -216,7 +201,7 @@ class _Packed(_Tile):
                           depth)
             if rest:
                 self.tile(bases[2], i0, rows, b.add(j0, i64(full * self.panel_cols)), rest, i64(full), kb, depth)
-        _by_size(b, col_block, col_blocks, self.block_cols, last_cols, panels)
+        by_size(b, col_block, col_blocks, self.block_cols, last_cols, panels)
 
     def tile(self, c_base: ir.Value, i0: ir.Value, rows: int, j: ir.Value, cols: int, panel: ir.Value,
              kb: ir.Value, depth: ir.Value) -> None:
