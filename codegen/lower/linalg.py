@@ -38,7 +38,7 @@ from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_k
                    share_words, store, unsupported, widen)
 from .elementwise import apply_node
 from .conv_tiled import tiled_conv2d
-from .matmul_tiled import tiled_matmul
+from .matmul_tiled import Operands, tiled_matmul
 from .reduction import single_body
 
 # Maps a shape broadcasting to the anchor's result to (offset of a tile position, stride along the columns).
@@ -127,7 +127,7 @@ def plan_region(body: Graph, anchor: Node) -> tuple[dict[str, int], str | None]:
     """Extra-pointer slots (epilogue inputs, then side-stored results) and the result stored as C."""
     used = {v.name for n in body.nodes if n is not anchor for v in n.inputs}
     inputs = [v.name for v in body.inputs if v.name in used]
-    floats = [v.name for v in body.outputs if v.dtype == float32]
+    floats = [v.name for v in body.outputs if v.dtype == anchor.out.dtype]
     c_name = floats[-1] if floats else None
     slots = {name: i for i, name in enumerate(inputs)}
     for v in body.outputs:
@@ -140,8 +140,10 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     anchor = anchor_of(body)
     x, y = anchor.inputs
     index = {v.name: i for i, v in enumerate(body.inputs)}
-    if x.name not in index or y.name not in index or anchor.out.dtype != float32:
-        raise Unfusable("the matmul's operands are not region operands of float32")
+    if x.name not in index or y.name not in index or anchor.out.dtype not in (float32, float64):
+        raise Unfusable("the matmul's operands are not region operands of float32 or float64")
+    if anchor.out.dtype == float64:
+        return _tiled_region(node, ctx, body, anchor, index)
     # B read pre-packed replaces the operand's buffer in the whole kernel, so nothing else may read it there.
     reads_y = any(y in n.inputs for n in body.nodes if n is not anchor) or x.name == y.name
     weight = node.inputs[index[y.name]]
@@ -152,6 +154,19 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     prepared = _prepack_b(ctx, spec, weight, index[y.name], tiling) if fixed else None
     if prepared is not None:
         spec = prepared[0]
+    slots, c_name = plan_region(body, anchor)
+    epilogue = epilogue_of(body, anchor, _gemm_mapper(anchor, spec), slots, c_name, None)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    fn = emit_gemm(ctx.module, f"{ctx.name}.gemm", spec, tiling, epilogue, len(slots))
+    fn.linkage = "internal"
+    scratch, shared = gemm_scratch_bytes(spec, tiling), gemm_shared_bytes(spec, tiling)
+    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, (scratch, shared),
+                 node.op, () if prepared is None else (prepared[1],), counts_calls=uses_gemv(spec))
+
+
+def _gemm_mapper(anchor: Node, spec: GemmSpec) -> Mapper:
+    """Offsets of the GEMM's tile positions in a shape broadcasting to the matmul's result (Mapper)."""
+    x, y = anchor.inputs
     out_shape = anchor.out.shape
     nbatch = len(spec.batch)
 
@@ -165,14 +180,30 @@ def _gemm_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
             total = b.add(b.mul(pos.row, i64(rows)), b.mul(pos.col, i64(cols)))
             return b.add(total, batch_offset(b, pos.batch, spec.batch, batch_strides)) if nbatch else total
         return offset, cols
+    return mapper
+
+
+def _tiled_region(node: Node, ctx: KernelContext, body: Graph, anchor: Node, index: dict[str, int]) -> KernelSpec:
+    """A float64 gemm region: matmul_tiled with the region's epilogue applied to C's final values, C the float64
+    result the region stores last (plan_region)."""
+    x, y = anchor.inputs
+    y_shape, y_strides = _b_operand(anchor)
+    spec = matmul_spec(x.shape, y_shape, None, y_strides)
     slots, c_name = plan_region(body, anchor)
-    epilogue = epilogue_of(body, anchor, mapper, slots, c_name, None)
+    if c_name is None:
+        raise Unfusable("no float64 result of the region to accumulate C in")
+    epilogue = epilogue_of(body, anchor, _gemm_mapper(anchor, spec), slots, c_name, None)
     k = begin_kernel(ctx, node.outputs, node.inputs)
-    fn = emit_gemm(ctx.module, f"{ctx.name}.gemm", spec, tiling, epilogue, len(slots))
-    fn.linkage = "internal"
-    scratch, shared = gemm_scratch_bytes(spec, tiling), gemm_shared_bytes(spec, tiling)
-    return _call(k, fn, [k.ins[index[x.name]], k.ins[index[y.name]]], body, slots, c_name, anchor, (scratch, shared),
-                 node.op, () if prepared is None else (prepared[1],), counts_calls=uses_gemv(spec))
+    where, extras = _region_pointers(k, body, slots)
+    operands = Operands(k.ins[index[x.name]], k.ins[index[y.name]], where[c_name], epilogue, tuple(extras))
+    return tiled_matmul(node.op, k, spec, anchor.out.dtype, operands)
+
+
+def _region_pointers(k, body: Graph, slots: dict[str, int]) -> tuple[dict[str, ir.Value], list[ir.Value]]:
+    """The kernel's buffer of every region operand and result by name, and the extra pointers in slot order."""
+    where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)}
+    where |= {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
+    return where, [where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1])]
 
 
 def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict[str, int], c_name: str | None,
@@ -183,8 +214,7 @@ def _call(k, fn: ir.Function, operands: list[ir.Value], body: Graph, slots: dict
     share words for the call count beside them (codegen/abi.py: CALLS)."""
     b = k.builder
     scratch, shared = sizes
-    where = {v.name: k.ins[i] for i, v in enumerate(body.inputs)} | {v.name: k.outs[i] for i, v in enumerate(body.outputs)}
-    extras = [where[name] for name, _ in sorted(slots.items(), key=lambda item: item[1])]
+    where, extras = _region_pointers(k, body, slots)
     total = scratch
     if c_name is None:
         c = b.gep(k.scratch, [i64(round_up(scratch))], source_etype=I8)
@@ -250,7 +280,7 @@ def _generic_matmul(node: Node, ctx: KernelContext) -> KernelSpec:
     if spec.m * spec.n * spec.count == 0:
         return k.finish(node.op)
     if dtype == float64:
-        return tiled_matmul(node, k, spec)
+        return tiled_matmul(node.op, k, spec, dtype)
     with claimed_unit_loop(k, list(spec.batch) + [spec.m], name="row") as index:
         batch, i = index[:-1], index[-1]
         a0 = offset_of(b, list(batch) + [i], spec.a.batch_strides + (spec.a.rs,))

@@ -18,22 +18,25 @@ equal on any number of threads. FMA where the target has it (llvm.fma), else a m
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import ceil
 from typing import Callable
 
 import llvmlite.ir as ir
 
-from braze.ir.graph import Node
+from braze.ir.types import DType
 
 from ..cache_sizes import host_cache_sizes
 from ..gemm import GemmSpec
-from ..gemm_kernel import CACHE_LINE, K_UNROLL, L1, carried_loop, mul_add, prefetch
+from ..gemm_kernel import CACHE_LINE, K_UNROLL, L1, Epilogue, TilePos, carried_loop, mul_add, prefetch
 from ..loops import I32, alloca, for_range, i64, lane_mask, splat, vector_const, vector_registers
-from .base import Kernel, KernelSpec, by_size, claimed_unit_loop, constant, load, offset_of, pointer, store
+from .base import (Kernel, KernelSpec, by_size, claimed_unit_loop, constant, contiguous_strides, load, offset_of,
+                   pointer, store)
 
 # (rows, vectors) of the register tile of packed blocks and (rows, columns) of the dot tile, by vector registers
 _PACKED_TILE = {32: (12, 2), 16: (6, 2)}
 _DOT_TILE = {32: (4, 4), 16: (3, 3)}
+_DOT_ROW = 4         # lanes of the vector a row of the dot tile goes through an epilogue in (its columns at most)
 _DOT_MOST = 4        # the dot tile where C has at most this many rows or columns: nothing to gain from packing
 _KC = 256            # K block: a packed micro-panel of A (12 rows) takes 24 KB, B's (16 columns) 32 KB
 # A unit takes at least _ROW_BLOCKS row blocks (B's block is packed once per unit: 1-2% of its time at 8 when B's rows
@@ -50,37 +53,64 @@ def tiled_form(spec: GemmSpec) -> str:
     return "dot" if few and spec.b.rs == 1 and spec.a.cs == 1 or spec.k == 0 else "packed"
 
 
-def tiled_matmul(node: Node, k: Kernel, spec: GemmSpec) -> KernelSpec:
-    """The kernel of `node` (matmul or linear, float64) computing `spec` with the tile of tiled_form(spec)."""
+@dataclass(frozen=True)
+class Operands:
+    """Where the kernel reads A and B and writes C, and a fused region's epilogue: applied to each vector of C's
+    final values (at its TilePos, whose args are `extras`) before the store."""
+
+    a: ir.Value
+    b: ir.Value
+    c: ir.Value
+    epilogue: Epilogue | None = None
+    extras: tuple[ir.Value, ...] = ()
+
+
+def tiled_matmul(op: str, k: Kernel, spec: GemmSpec, dtype: DType, operands: Operands | None = None) -> KernelSpec:
+    """The kernel (of a matmul or linear node, or a gemm region, float64) computing `spec` with the tile of
+    tiled_form(spec); A, B and C the node's operands and result unless `operands` say otherwise."""
+    operands = operands or Operands(k.ins[0], k.ins[1], k.outs[0])
     lanes = max(k.width // 2, 1)   # float64 lanes in one vector register
     registers = vector_registers(k.width)
     fused = "+fma" in k.target.features.split(",")
     if tiled_form(spec) == "packed":
         rows, vectors = _PACKED_TILE[registers]
-        packed = _Packed(k, spec, node.out.dtype, lanes, fused, min(rows, spec.m), vectors * lanes)
-        return packed.emit(node.op)
+        packed = _Packed(k, spec, dtype, lanes, fused, operands, min(rows, spec.m), vectors * lanes)
+        return packed.emit(op)
     rows, cols = _DOT_TILE[registers]
-    tile = _Dot(k, spec, node.out.dtype, lanes, fused)
+    tile = _Dot(k, spec, dtype, lanes, fused, operands)
     block_rows, block_cols = min(rows, spec.m), min(cols, spec.n)
     row_blocks, col_blocks = ceil(spec.m / block_rows), ceil(spec.n / block_cols)
     b = k.builder
     with claimed_unit_loop(k, list(spec.batch) + [col_blocks, row_blocks], name="tile") as index:
         batch, col_block, row_block = index[:-2], index[-2], index[-1]
         i0, j0 = b.mul(row_block, i64(block_rows)), b.mul(col_block, i64(block_cols))
-        bases = tuple(offset_of(b, batch, s.batch_strides) for s in (spec.a, spec.b, spec.c))
+        tile.at_batch(batch)
         last_rows, last_cols = spec.m - (row_blocks - 1) * block_rows, spec.n - (col_blocks - 1) * block_cols
         by_size(b, row_block, row_blocks, block_rows, last_rows, lambda rows_here: by_size(
-            b, col_block, col_blocks, block_cols, last_cols, lambda cols_here: tile.emit(bases, i0, j0, rows_here,
+            b, col_block, col_blocks, block_cols, last_cols, lambda cols_here: tile.emit(i0, j0, rows_here,
                                                                                           cols_here)))
-    return k.finish(node.op)
+    return k.finish(op)
 
 
 class _Tile:
     """What both tiles share: the kernel, the problem, the lanes and the multiply-add."""
 
-    def __init__(self, k: Kernel, spec: GemmSpec, dtype, lanes: int, fused: bool) -> None:
+    def __init__(self, k: Kernel, spec: GemmSpec, dtype: DType, lanes: int, fused: bool, operands: Operands) -> None:
         self.k, self.b, self.spec, self.dtype, self.lanes, self.fused = k, k.builder, spec, dtype, lanes, fused
+        self.ops = operands
         self.vector = constant(dtype, 0, lanes).type
+
+    def at_batch(self, batch: tuple[ir.Value, ...]) -> None:
+        """Set the unit's batch index: the operands' offsets for it and its flat index (TilePos.batch)."""
+        b = self.b
+        self.bases = tuple(offset_of(b, batch, s.batch_strides) for s in (self.spec.a, self.spec.b, self.spec.c))
+        self.flat_batch = offset_of(b, batch, contiguous_strides(self.spec.batch))
+
+    def final(self, value: ir.Value, row: ir.Value, col: ir.Value, mask: ir.Value | None) -> ir.Value:
+        """A vector of C's final values at (row, col), through the epilogue if there is one."""
+        if self.ops.epilogue is None:
+            return value
+        return self.ops.epilogue(self.b, value, TilePos(self.flat_batch, row, col, mask, self.ops.extras))
 
     def madd(self, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
         """x y + acc: one rounding with FMA, else two (the target has no FMA to contract them into)."""
@@ -94,14 +124,15 @@ class _Tile:
 
 
 class _Packed(_Tile):
-    """The packed form (see the module docstring). C in units of (batch, column block, run of row blocks), K in blocks of _KC: each K block packs the unit's
-    columns of B (panels of panel_cols, zeros past N) and then, row block by row block, a micro-panel of A (its rows
-    side by side at each k), and runs the register tile over every panel. The tile starts from C after the first K
-    block, so every element of C is one chain of multiply-adds in K's order, as unblocked."""
+    """The packed form (see the module docstring): C in units of (batch, column block, run of row blocks), K in
+    blocks of _KC. Each K block packs the unit's columns of B (panels of panel_cols, zeros past N), then row block by
+    row block a micro-panel of A (its rows side by side at each k), and runs the register tile over every panel. The
+    tile starts from C after the first K block, so every element of C is one chain of multiply-adds in K's order,
+    as unblocked; the epilogue runs on the last K block."""
 
-    def __init__(self, k: Kernel, spec: GemmSpec, dtype, lanes: int, fused: bool, block_rows: int,
-                 panel_cols: int) -> None:
-        super().__init__(k, spec, dtype, lanes, fused)
+    def __init__(self, k: Kernel, spec: GemmSpec, dtype: DType, lanes: int, fused: bool, operands: Operands,
+                 block_rows: int, panel_cols: int) -> None:
+        super().__init__(k, spec, dtype, lanes, fused, operands)
         self.block_rows, self.panel_cols = block_rows, panel_cols
         # B's packed block takes half of L2 (at most 32 panels) and at most half of N's panels, so that C's columns
         # split between two threads; A's micro-panel sits after it
@@ -118,7 +149,8 @@ class _Packed(_Tile):
         last_cols = spec.n - (col_blocks - 1) * self.block_cols
         with claimed_unit_loop(k, list(spec.batch) + [col_blocks, runs], name="unit") as index:
             batch, col_block, run = index[:-2], index[-2], index[-1]
-            bases = tuple(offset_of(b, batch, s.batch_strides) for s in (spec.a, spec.b, spec.c))
+            self.at_batch(batch)
+            bases = self.bases
             j0 = b.mul(col_block, i64(self.block_cols))
             first = b.mul(run, i64(per_run))
             whole = (row_blocks if last_rows == self.block_rows else row_blocks - 1) - (runs - 1) * per_run
@@ -167,10 +199,10 @@ class _Packed(_Tile):
         b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
         if spec.b.cs == 1:
             mask = lane_mask(lanes, valid) if valid < lanes else None
-            return load(b, self.k.ins[1], b.add(row, i64(col)), dtype, lanes, mask)
+            return load(b, self.ops.b, b.add(row, i64(col)), dtype, lanes, mask)
         value = constant(dtype, 0, lanes)
         for lane in range(valid):
-            element = load(b, self.k.ins[1], b.add(row, i64((col + lane) * spec.b.cs)), dtype)
+            element = load(b, self.ops.b, b.add(row, i64((col + lane) * spec.b.cs)), dtype)
             value = b.insert_element(value, element, ir.Constant(I32, lane))
         return value
 
@@ -179,7 +211,7 @@ class _Packed(_Tile):
         each column a vector load, the square transposed, each row stored at `at` + its row's panel offset."""
         b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
         zero = constant(dtype, 0, lanes)
-        columns = [load(b, self.k.ins[1], b.add(start, i64((col + c) * spec.b.cs)), dtype, lanes) if c < valid
+        columns = [load(b, self.ops.b, b.add(start, i64((col + c) * spec.b.cs)), dtype, lanes) if c < valid
                    else zero for c in range(lanes)]
         for r, row in enumerate(_transpose(b, columns)):
             store(b, row, self.k.scratch, b.add(at, i64(r * self.panel_cols)), dtype)
@@ -191,7 +223,7 @@ class _Packed(_Tile):
         with for_range(b, 0, depth, name="pack_a") as kk:
             column = b.add(bases[0], b.mul(b.add(kb, kk), i64(spec.a.cs)))
             for r in range(rows):
-                value = load(b, self.k.ins[0], b.add(column, b.mul(b.add(i0, i64(r)), i64(spec.a.rs))), dtype)
+                value = load(b, self.ops.a, b.add(column, b.mul(b.add(i0, i64(r)), i64(spec.a.rs))), dtype)
                 store(b, value, self.k.scratch, b.add(i64(self.a_panel), b.add(b.mul(kk, i64(rows)), i64(r))), dtype)
 
         def panels(cols: int) -> None:
@@ -216,7 +248,7 @@ class _Packed(_Tile):
         first = b.icmp_unsigned("==", kb, i64(0))
         entry = b.block
         with b.if_then(b.not_(first)):
-            old = [load(b, self.k.outs[0], at, dtype, lanes, masks[v]) for _, v, at in c_at]
+            old = [load(b, self.ops.c, at, dtype, lanes, masks[v]) for _, v, at in c_at]
             loaded = b.block
         acc = [b.phi(self.vector) for _ in c_at]
         for phi, value in zip(acc, old):
@@ -232,8 +264,20 @@ class _Packed(_Tile):
             return body
         at, acc = carried_loop(b, i64(0), depth, K_UNROLL, acc, steps(K_UNROLL), "ku")
         _, acc = carried_loop(b, at, depth, 1, acc, steps(1), "k")
-        for (_, v, at), value in zip(c_at, acc):
-            store(b, value, self.k.outs[0], at, dtype, masks[v])
+
+        def store_tile(final: bool) -> None:
+            for (r, v, at), value in zip(c_at, acc):
+                if final:
+                    value = self.final(value, b.add(i0, i64(r)), b.add(j, i64(v * lanes)), masks[v])
+                store(b, value, self.ops.c, at, dtype, masks[v])
+        if self.ops.epilogue is None or spec.k <= _KC:
+            store_tile(self.ops.epilogue is not None)
+            return
+        with b.if_else(b.icmp_unsigned("==", b.add(kb, depth), i64(spec.k))) as (last, partial):
+            with last:
+                store_tile(True)
+            with partial:
+                store_tile(False)
 
     def _step(self, kk: ir.Value, b_panel: ir.Value, rows: int, vectors: int, acc: list[ir.Value]) -> list[ir.Value]:
         """One k step of the tile: B's vectors of the panel's row kk, each row's element of A broadcast."""
@@ -262,17 +306,17 @@ class _Dot(_Tile):
             self.b.store(zero, slot)
         return slots
 
-    def emit(self, bases: tuple[ir.Value, ...], i0: ir.Value, j0: ir.Value, rows: int, cols: int) -> None:
+    def emit(self, i0: ir.Value, j0: ir.Value, rows: int, cols: int) -> None:
         """C[i0 : i0 + rows, j0 : j0 + cols] as rows x cols dot products along K."""
         b, spec, lanes, dtype = self.b, self.spec, self.lanes, self.dtype
-        a_base, b_base, c_base = bases
+        a_base, b_base, c_base = self.bases
         acc = self.accumulators(rows * cols)
         a_rows = [b.add(a_base, b.mul(b.add(i0, i64(r)), i64(spec.a.rs))) for r in range(rows)]
         b_cols = [b.add(b_base, b.mul(b.add(j0, i64(c)), i64(spec.b.cs))) for c in range(cols)]
 
         def step(kk: ir.Value, mask: ir.Value | None) -> None:
-            a = [load(b, self.k.ins[0], b.add(start, kk), dtype, lanes, mask) for start in a_rows]
-            w = [load(b, self.k.ins[1], b.add(start, kk), dtype, lanes, mask) for start in b_cols]
+            a = [load(b, self.ops.a, b.add(start, kk), dtype, lanes, mask) for start in a_rows]
+            w = [load(b, self.ops.b, b.add(start, kk), dtype, lanes, mask) for start in b_cols]
             for r in range(rows):
                 for c in range(cols):
                     slot = acc[r * cols + c]
@@ -283,10 +327,17 @@ class _Dot(_Tile):
         if spec.k % lanes:
             step(i64(full), lane_mask(lanes, spec.k % lanes))
         for r in range(rows):
-            c_row = b.add(c_base, b.mul(b.add(i0, i64(r)), i64(spec.c.rs)))
-            for c in range(cols):
-                total = _halving_sum(b, b.load(acc[r * cols + c], typ=self.vector), lanes)
-                store(b, total, self.k.outs[0], b.add(c_row, b.add(j0, i64(c))), dtype)
+            c_row = b.add(b.add(c_base, b.mul(b.add(i0, i64(r)), i64(spec.c.rs))), j0)
+            totals = [_halving_sum(b, b.load(acc[r * cols + c], typ=self.vector), lanes) for c in range(cols)]
+            if self.ops.epilogue is None:
+                for c, total in enumerate(totals):
+                    store(b, total, self.ops.c, b.add(c_row, i64(c)), dtype)
+                continue
+            row = constant(dtype, 0, _DOT_ROW)   # the epilogue sees the row's results as one masked vector
+            for c, total in enumerate(totals):
+                row = b.insert_element(row, total, ir.Constant(I32, c))
+            mask = lane_mask(_DOT_ROW, cols) if cols < _DOT_ROW else None
+            store(b, self.final(row, b.add(i0, i64(r)), j0, mask), self.ops.c, c_row, dtype, mask)
 
 
 def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
@@ -321,4 +372,4 @@ def _halving_sum(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
     return b.extract_element(v, ir.Constant(I32, 0))
 
 
-__all__ = ["tiled_form", "tiled_matmul"]
+__all__ = ["Operands", "tiled_form", "tiled_matmul"]

@@ -259,10 +259,30 @@ def test_conv_regions_fuse_linear_epilogues(build, shapes, fused: bool) -> None:
         assert op_by_op(node) != fused
 
 
-def test_float64_gemm_region_falls_back_op_by_op() -> None:
-    (node, operands), = regions(lambda b, x, w, c: b.relu(b.add(b.matmul(x, w), c)), [(9, 20), (20, 35), (35,)],
-                                dtype="float64", kind="gemm")
-    check(node, operands, 1e-13, 1e-13)
+@pytest.mark.parametrize("build, shapes", [
+    (lambda b, x, w, c: b.relu(b.add(b.matmul(x, w), c)), [(9, 20), (20, 35), (35,)]),
+    (lambda b, x, w, c, r: b.add(b.gelu(b.add(b.matmul(x, w), c)), r), [(2, 9, 300), (300, 35), (35,), (2, 9, 35)]),
+    (lambda b, x, w, c: _two_results(b, b.add(b.matmul(x, w), c)), [(13, 8), (8, 3), (13, 1)]),
+    (lambda b, x, w, c: b.mul(b.matmul(x, w), c), [(30,), (30, 17), ()]),
+    (lambda b, x, w, c: b.tanh(b.add(b.linear(x, w), c)), [(3, 40), (7, 40), (7,)]),
+    (lambda b, x, w, c: b.sigmoid(b.add(b.linear(x, w), c)), [(20, 300), (7, 300), (20, 1)]),
+])
+@pytest.mark.parametrize("cpu", [None, "haswell"])
+def test_float64_gemm_regions_fuse_their_epilogue(build, shapes, cpu, monkeypatch) -> None:
+    """The packed tile (its epilogue on the last of several K blocks where K = 300) and the dot tile (a linear of 3
+    rows) store C through the epilogue, side results too."""
+    force_cpu(cpu, monkeypatch)
+    found = regions(build, shapes, dtype="float64", kind="gemm")
+    assert len(found) == 1
+    for node, operands in found:
+        check(node, operands, 1e-13, 1e-13 * np.sqrt(shapes[0][-1]))
+        assert not op_by_op(node)
+
+
+def test_float64_gemm_region_without_a_float64_result_falls_back_op_by_op() -> None:
+    (node, operands), = regions(lambda b, x, w: b.gt(b.matmul(x, w), 0.0), [(6, 30), (30, 17)], dtype="float64",
+                                kind="gemm")
+    check(node, operands)
     assert op_by_op(node)
 
 
