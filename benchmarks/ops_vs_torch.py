@@ -34,6 +34,10 @@ def _normal(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
     return lambda rng: rng.standard_normal(shape).astype(np.float32)
 
 
+def _double(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.standard_normal(shape)
+
+
 def _uniform(low: float, high: float, *shape: int) -> Callable[[np.random.Generator], np.ndarray]:
     return lambda rng: rng.uniform(low, high, shape).astype(np.float32)
 
@@ -104,6 +108,16 @@ CASES = [
          _arrays(_normal(2, 16, 8, 32, 32), _normal(32, 16, 3, 3, 3)), 1e-3),
     Case("grid_sample bilinear 4 x 16 x 64 x 64", lambda t, x, g: t.nn.functional.grid_sample(
         x, g, align_corners=False), _arrays(_normal(4, 16, 64, 64), _uniform(-1, 1, 4, 64, 64, 2))),
+    # float64 models (a model.double(), gradient checks): matmul and conv2d had scalar kernels, exp, log, tanh and erf
+    # one libm call per element
+    Case("float64 linear 64 x 784 -> 512", lambda t, x, w: t.nn.functional.linear(x, w),
+         _arrays(_double(64, 784), _double(512, 784))),
+    Case("float64 x @ y 512 x 512 x 512", lambda t, x, y: x @ y, _arrays(_double(512, 512), _double(512, 512))),
+    Case("float64 conv2d 64 to 64, 3 x 3 of 56 x 56", lambda t, x, w: t.nn.functional.conv2d(x, w, padding=1),
+         _arrays(_double(1, 64, 56, 56), _double(64, 64, 3, 3))),
+    Case("float64 softmax 512 x 512", lambda t, x: t.softmax(x, -1), _arrays(_double(512, 512))),
+    Case("float64 tanh 1e6", lambda t, x: t.tanh(x), _arrays(_double(1 << 20))),
+    Case("float64 gelu 1e6", lambda t, x: t.nn.functional.gelu(x), _arrays(_double(1 << 20))),
 ]
 
 
