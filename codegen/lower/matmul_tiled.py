@@ -348,7 +348,7 @@ class _Dot(_Tile):
             step(i64(full), lane_mask(lanes, spec.k % lanes))
         for r in range(rows):
             c_row = b.add(b.add(c_base, b.mul(b.add(i0, i64(r)), i64(spec.c.rs))), j0)
-            totals = [_halving_sum(b, b.load(acc[r * cols + c], typ=self.vector), lanes) for c in range(cols)]
+            totals = [halving_sum(b, b.load(acc[r * cols + c], typ=self.vector), lanes) for c in range(cols)]
             if self.ops.epilogue is None:
                 for c, total in enumerate(totals):
                     store(b, total, self.ops.c, b.add(c_row, i64(c)), dtype)
@@ -382,7 +382,7 @@ def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     return rows
 
 
-def _halving_sum(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
+def halving_sum(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
     """The sum of a vector's lanes as a tree: its halves added, then their halves, down to one lane."""
     while lanes > 1:
         half = lanes // 2
