@@ -66,7 +66,7 @@ from braze.ir.ops.elementwise import GELU_CUBIC, SQRT_2_OVER_PI, SQRT_HALF
 from . import vecmath_erf
 from .loops import F32, F64, vec
 from .vecmath64 import ACCURACY64, BODIES64
-from .vecmath_emit import VectorEmit
+from .vecmath_emit import VectorEmit, log_of_any
 from .vecmath_trig import ACCURACY_TRIG, TRIG_BODIES
 
 # Max error in ulp over all float32 inputs in ACCURATE_RANGE (default: all of them), asserted by the tests.
@@ -80,12 +80,10 @@ ACCURATE_RANGE: dict[str, tuple[float, float]] = {"silu": (-87.0, float("inf")),
 OUTSIDE_ABS_ERROR = 2.0 ** -24
 
 _INF = float("inf")
-_NAN = float("nan")
 _LN2_HI = 0.693359375          # 355/512: n * _LN2_HI is exact for |n| < 2^15
 _LN2_LO = -2.12194440e-4       # ln 2 - _LN2_HI
 _LOG2E = 1.44269504088896341
 _ROUND_MAGIC = 12582912.0      # 1.5 * 2^23: (v + M) - M rounds v to the nearest integer, |v| < 2^22
-_SQRT_HALF_BITS = 0x3F3504F3   # bits of sqrt(1/2)
 
 # Cephes expf: e^r = 1 + r + r^2 P(r), |r| <= ln2/2.
 _EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
@@ -144,37 +142,14 @@ def exp2_nonpositive(m: VectorEmit, y: ir.Value) -> ir.Value:
     return m.select(zero, 0.0, m.times_pow2(p, n, m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))))
 
 
-_FLT_MIN = 1.1754943508222875e-38   # the least normal float32
-
-
 def _log(m: VectorEmit, x: ir.Value) -> ir.Value:
-    """log(x) to 1 ulp: exponent and mantissa from the bits, Cephes polynomial for log(1 + f). A vector whose lanes
-    are all positive normal numbers (nearly every one) skips the subnormal scaling and the special values, checked
-    at once: 28 vector instructions a vector against 33 (AVX-512, load and store included), 1.25x faster on 2^17
-    values in cache; any other vector takes the full form, the same arithmetic."""
-    if m.width == 1:
-        return _log_any(m, x)
-    normal = m.b.and_(m.cmp(">=", x, _FLT_MIN), m.cmp("<", x, _INF))   # NaN fails both
-    return m.unless_rare(m.b.not_(normal), _log_core(m, x, None), lambda: _log_any(m, x), "log", 1 << 10)
+    """log(x) to 1 ulp: exponent and mantissa from the bits, Cephes polynomial for log(1 + f) (vecmath_emit's
+    log_of_any: 28 vector instructions a vector against 33 for a vector of positive normal numbers, AVX-512)."""
+    return log_of_any(m, x, _log_core)
 
 
-def _log_any(m: VectorEmit, x: ir.Value) -> ir.Value:
-    """log(x) for any x: subnormals scaled by 2^23 first, log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf."""
-    tiny = m.cmp("<", x, _FLT_MIN)                       # subnormal (and zero or negative: fixed below)
-    r = _log_core(m, m.select(tiny, m.mul(x, 8388608.0), x), tiny)
-    r = m.select(m.cmp("==", x, _INF), _INF, r)
-    r = m.select(m.cmp("==", x, 0.0), -_INF, r)
-    return m.select(m.cmp("<", x, 0.0, ordered=False), _NAN, r)   # negative or NaN
-
-
-def _log_core(m: VectorEmit, x: ir.Value, tiny: ir.Value | None) -> ir.Value:
-    """log(x) for a positive normal x, or for a subnormal one scaled by 2^23 in the lanes of `tiny`."""
-    bits = m.bits(x)
-    e = m.b.ashr(m.b.sub(bits, m.ki(_SQRT_HALF_BITS)), m.ki(23))
-    f = m.sub(m.float(m.b.sub(bits, m.b.shl(e, m.ki(23)))), 1.0)
-    if tiny is not None:
-        e = m.b.add(e, m.b.select(tiny, m.ki(-23), m.ki(0)))
-    e = m.b.sitofp(e, m.f)
+def _log_core(m: VectorEmit, e: ir.Value, f: ir.Value) -> ir.Value:
+    """log(2^e (1 + f)) for 1 + f in [sqrt(1/2), sqrt(2))."""
     z = m.mul(f, f)
     y = m.mul(m.mul(f, z), m.horner(f, _LOG_P))
     y = m.fma(e, _LN2_LO, y)

@@ -28,18 +28,14 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from .vecmath_emit import VectorEmit
+from .vecmath_emit import VectorEmit, log_of_any
 
 ACCURACY64: dict[str, float] = {"exp": 1.0, "log": 1.0, "expm1": 2.0, "tanh": 2.5, "erf": 1.25}
 
-_INF = float("inf")
-_NAN = float("nan")
 _LN2_HI = 0.6931467056274414           # ln 2 to 21 bits (its low 32 bits clear): n * _LN2_HI is exact for |n| < 2^32
 _LN2_LO = 4.7493250390316726e-07       # ln 2 - _LN2_HI
 _LOG2E = 1.4426950408889634
 _ROUND_MAGIC = 6755399441055744.0      # 1.5 * 2^52: (v + M) - M rounds v to the nearest integer, |v| < 2^51
-_SQRT_HALF_BITS = 0x3FE6A09E667F3BCD   # bits of sqrt(1/2)
-_DBL_MIN = 2.2250738585072014e-308     # the least normal float64
 _EXP_HIGH = 710.0                      # exp(709.79) overflows: clamped here, the result is inf
 _EXP_ZERO = -746.0                     # exp(x) rounds to 0 below ln 2^-1075 = -745.13
 
@@ -74,30 +70,12 @@ def _exp(m: VectorEmit, x: ir.Value) -> ir.Value:
 
 
 def _log(m: VectorEmit, x: ir.Value) -> ir.Value:
-    """log(x) to 1 ulp; a vector of positive normal numbers only skips the subnormal scaling and special values."""
-    if m.width == 1:
-        return _log_any(m, x)
-    normal = m.b.and_(m.cmp(">=", x, _DBL_MIN), m.cmp("<", x, _INF))   # NaN fails both
-    return m.unless_rare(m.b.not_(normal), _log_core(m, x, None), lambda: _log_any(m, x), "log64", 1 << 10)
+    """log(x) to 1 ulp (see the module docstring; vecmath_emit's log_of_any around the core)."""
+    return log_of_any(m, x, _log_core)
 
 
-def _log_any(m: VectorEmit, x: ir.Value) -> ir.Value:
-    """log(x) for any x: subnormals scaled by 2^52 first, log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf."""
-    tiny = m.cmp("<", x, _DBL_MIN)
-    r = _log_core(m, m.select(tiny, m.mul(x, 2.0 ** 52), x), tiny)
-    r = m.select(m.cmp("==", x, _INF), _INF, r)
-    r = m.select(m.cmp("==", x, 0.0), -_INF, r)
-    return m.select(m.cmp("<", x, 0.0, ordered=False), _NAN, r)
-
-
-def _log_core(m: VectorEmit, x: ir.Value, tiny: ir.Value | None) -> ir.Value:
-    """log(x) for a positive normal x, or for a subnormal one scaled by 2^52 in the lanes of `tiny`."""
-    bits = m.bits(x)
-    e = m.b.ashr(m.b.sub(bits, m.ki(_SQRT_HALF_BITS)), m.ki(52))
-    f = m.sub(m.float(m.b.sub(bits, m.b.shl(e, m.ki(52)))), 1.0)
-    if tiny is not None:
-        e = m.b.add(e, m.b.select(tiny, m.ki(-52), m.ki(0)))
-    e = m.b.sitofp(e, m.f)
+def _log_core(m: VectorEmit, e: ir.Value, f: ir.Value) -> ir.Value:
+    """log(2^e (1 + f)) for 1 + f in [sqrt(1/2), sqrt(2))."""
     s = m.div(f, m.add(f, 2.0))
     z = m.mul(s, s)
     half_square = m.mul(m.mul(f, f), 0.5)

@@ -5,6 +5,7 @@ import ctypes
 import functools
 import math
 import uuid
+import warnings
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -355,7 +356,8 @@ def reference64(name: str, x: np.ndarray) -> np.ndarray:
             return wide * _sigmoid_wide(2 * np.sqrt(np.longdouble(2) / np.pi) * (wide + np.longdouble(0.044715) *
                                                                                    wide ** 3))
     mpmath = pytest.importorskip("mpmath")
-    with mpmath.workprec(80), np.errstate(all="ignore"):
+    with mpmath.workprec(80), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # values past long double's range convert to 0 or inf
         if name == "erf":
             values = [mpmath.erf(v) for v in x.tolist()]
         else:
