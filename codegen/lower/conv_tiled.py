@@ -27,10 +27,10 @@ import llvmlite.ir as ir
 
 from braze.ir.graph import Node
 
-from ..gemm_kernel import mul_add
+from ..gemm_kernel import TilePos, mul_add
 from ..loops import I32, alloca, for_range, i64, splat, vector_registers
 from .base import Kernel, KernelSpec, by_size, claimed_unit_loop, constant, gather, iota, load, store
-from .matmul_tiled import halving_sum
+from .matmul_tiled import Operands, halving_sum
 
 # (channels, pixel vectors) of the tile, by vector registers
 _TILE = {32: (12, 2), 16: (6, 2)}
@@ -57,8 +57,10 @@ class _Geometry:
     per_group_weight: int
 
 
-def tiled_conv2d(node: Node, k: Kernel) -> KernelSpec:
-    """The kernel of a float64 conv2d node (see the module docstring)."""
+def tiled_conv2d(node: Node, k: Kernel, operands: Operands | None = None, op: str | None = None) -> KernelSpec:
+    """The kernel of a float64 conv2d node, or (`op` "fused") of a conv region anchored on it (see the module
+    docstring): x, w and the bias (or None) in operands.a, .b and .bias, the result in .c, a region's epilogue applied
+    to each stored vector at TilePos(image, channel, output position oh OW + ow)."""
     x_shape, w_shape, out_shape = node.inputs[0].shape, node.inputs[1].shape, node.out.shape
     attrs = node.attr
     if w_shape[2:] == (1, 1) and attrs["stride"] == (1, 1) and attrs["padding"] == (0, 0):
@@ -69,8 +71,9 @@ def tiled_conv2d(node: Node, k: Kernel) -> KernelSpec:
     per_group = w_shape[0] // attrs["groups"]
     geometry = _Geometry(x_shape, out_shape, attrs["groups"], c_in, (kh, kw), attrs["stride"], attrs["padding"],
                          attrs["dilation"], False, (c_in * kh * kw, kh * kw, kw, 1), per_group * c_in * kh * kw)
-    bias = k.ins[2] if len(node.inputs) == 3 else None
-    return _emit(node, k, geometry, k.ins[0], k.ins[1], bias)
+    if operands is None:
+        operands = Operands(k.ins[0], k.ins[1], k.outs[0], bias=k.ins[2] if len(node.inputs) == 3 else None)
+    return _emit(node, k, geometry, operands, op or node.op)
 
 
 def tiled_conv2d_grad_input(node: Node, k: Kernel) -> KernelSpec:
@@ -81,21 +84,20 @@ def tiled_conv2d_grad_input(node: Node, k: Kernel) -> KernelSpec:
     per_group = c_out // attrs["groups"]
     geometry = _Geometry(g_shape, dx_shape, attrs["groups"], per_group, (kh, kw), attrs["stride"], attrs["padding"],
                          attrs["dilation"], True, (kh * kw, cg * kh * kw, kw, 1), per_group * cg * kh * kw)
-    return _emit(node, k, geometry, k.ins[0], k.ins[1], None)
+    return _emit(node, k, geometry, Operands(k.ins[0], k.ins[1], k.outs[0]), node.op)
 
 
-def _emit(node: Node, k: Kernel, geometry: _Geometry, source: ir.Value, weight: ir.Value,
-          bias: ir.Value | None) -> KernelSpec:
+def _emit(node: Node, k: Kernel, geometry: _Geometry, operands: Operands, op: str) -> KernelSpec:
     n, channels, rows_count, pixels_count = geometry.result
     per_group = channels // geometry.groups
     if n * channels * rows_count * pixels_count == 0:
-        return k.finish(node.op)
+        return k.finish(op)
     lanes = max(k.width // 2, 1)
     rows, vectors = _TILE[vector_registers(k.width)]
     rows, vectors = min(rows, per_group), min(vectors, ceil(pixels_count / lanes))
     pixels = vectors * lanes
     channel_blocks, pixel_blocks = ceil(per_group / rows), ceil(pixels_count / pixels)
-    tile = _ConvTile(node, k, geometry, (source, weight, bias), lanes, "+fma" in k.target.features.split(","))
+    tile = _ConvTile(node, k, geometry, operands, lanes, "+fma" in k.target.features.split(","))
     b = k.builder
     dims = [n, geometry.groups, channel_blocks, rows_count, pixel_blocks]
     with claimed_unit_loop(k, dims, name="tile") as (image, group, block, row, pixel_block):
@@ -103,16 +105,18 @@ def _emit(node: Node, k: Kernel, geometry: _Geometry, source: ir.Value, weight: 
         p0 = b.mul(pixel_block, i64(pixels))
         by_size(b, block, channel_blocks, rows, per_group - (channel_blocks - 1) * rows,
                 lambda rows_here: tile.emit(image, group, first, row, p0, rows_here, vectors))
-    return k.finish(node.op)
+    return k.finish(op)
 
 
 class _ConvTile:
     """One (channels x pixel vectors) tile of the result, by a geometry."""
 
-    def __init__(self, node: Node, k: Kernel, geometry: _Geometry, pointers: tuple, lanes: int, fused: bool) -> None:
+    def __init__(self, node: Node, k: Kernel, geometry: _Geometry, operands: Operands, lanes: int,
+                 fused: bool) -> None:
         self.k, self.b, self.g, self.lanes, self.fused = k, k.builder, geometry, lanes, fused
         self.dtype = node.out.dtype
-        self.source, self.weight, self.bias = pointers
+        self.ops = operands
+        self.source, self.weight, self.bias = operands.a, operands.b, operands.bias
 
     def emit(self, image: ir.Value, group: ir.Value, first: ir.Value, row: ir.Value, p0: ir.Value, rows: int,
              vectors: int) -> None:
@@ -155,7 +159,12 @@ class _ConvTile:
             at = b.add(out, b.add(i64(r * rows_count * pixels_count), b.mul(row, i64(pixels_count))))
             for v in range(vectors):
                 value = b.load(acc[r * vectors + v], typ=zero.type)
-                store(b, value, self.k.outs[0], b.add(at, b.add(p0, i64(v * lanes))), dtype, in_row[v])
+                p = b.add(p0, i64(v * lanes))
+                if self.ops.epilogue is not None:
+                    position = b.add(b.mul(row, i64(pixels_count)), p)
+                    where = TilePos(image, b.add(channel, i64(r)), position, in_row[v], self.ops.extras)
+                    value = self.ops.epilogue(b, value, where)
+                store(b, value, self.ops.c, b.add(at, p), dtype, in_row[v])
 
     def _row(self, row: ir.Value, i: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(whether kernel row i of result row `row` lands in the source, the source row it reads)."""

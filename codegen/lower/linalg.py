@@ -230,28 +230,19 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     anchor = anchor_of(body)
     x, w = anchor.inputs[:2]
     index = {v.name: i for i, v in enumerate(body.inputs)}
-    if any(v.name not in index for v in anchor.inputs) or anchor.out.dtype != float32:
-        raise Unfusable("the conv2d's operands are not region operands of float32")
+    if any(v.name not in index for v in anchor.inputs) or anchor.out.dtype not in (float32, float64):
+        raise Unfusable("the conv2d's operands are not region operands of float32 or float64")
+    if anchor.out.dtype == float64:
+        return _tiled_conv_region(node, ctx, body, anchor, index)
     attrs = anchor.attr
     n, c, h, wd = x.shape
     spec = ConvSpec(n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], attrs["stride"], attrs["padding"],
                     attrs["dilation"], attrs["groups"])
-    out_shape = anchor.out.shape
-    width = out_shape[3]
-
-    def mapper(shape: tuple[int, ...]):
-        s = broadcast_strides(shape, out_shape)
-        if s[2] != s[3] * width and out_shape[2] > 1:  # one output row (a 1-d conv): any row stride is linear
-            raise Unfusable(f"an epilogue operand of shape {shape} is not linear in the output position")
-
-        def offset(b: ir.IRBuilder, pos: TilePos) -> ir.Value:
-            return offset_of(b, [pos.batch, pos.row, pos.col], [s[0], s[1], s[3]])
-        return offset, s[3]
     slots, c_name = plan_region(body, anchor)
     bias_slot = None
     if len(anchor.inputs) == 3:
         bias_slot = slots.setdefault(anchor.inputs[2].name, len(slots))
-    epilogue = epilogue_of(body, anchor, mapper, slots, c_name, bias_slot)
+    epilogue = epilogue_of(body, anchor, _conv_mapper(anchor), slots, c_name, bias_slot)
     tiling = tiling_for(ctx.target.vector_width, cpu=ctx.target.cpu)
     weight = node.inputs[index[w.name]]
     prepared = _prepack_conv_weight(ctx, spec, weight, index[w.name], tiling) if weight.name in ctx.fixed else None
@@ -263,6 +254,38 @@ def _conv_region(node: Node, ctx: KernelContext, body: Graph) -> KernelSpec:
     scratch, shared = conv2d_scratch_bytes(spec, tiling), conv2d_shared_bytes(spec, tiling)
     return _call(k, fn, [k.ins[index[x.name]], k.ins[index[w.name]]], body, slots, c_name, anchor, (scratch, shared),
                  node.op, () if prepared is None else (prepared[1],))
+
+
+def _conv_mapper(anchor: Node) -> Mapper:
+    """Offsets of the conv's tile positions (image, output channel, output position) in a shape broadcasting to its
+    result, which must be linear in the output position (Mapper)."""
+    out_shape = anchor.out.shape
+    width = out_shape[3]
+
+    def mapper(shape: tuple[int, ...]):
+        s = broadcast_strides(shape, out_shape)
+        if s[2] != s[3] * width and out_shape[2] > 1:  # one output row (a 1-d conv): any row stride is linear
+            raise Unfusable(f"an epilogue operand of shape {shape} is not linear in the output position")
+
+        def offset(b: ir.IRBuilder, pos: TilePos) -> ir.Value:
+            return offset_of(b, [pos.batch, pos.row, pos.col], [s[0], s[1], s[3]])
+        return offset, s[3]
+    return mapper
+
+
+def _tiled_conv_region(node: Node, ctx: KernelContext, body: Graph, anchor: Node, index: dict[str, int]
+                       ) -> KernelSpec:
+    """A float64 conv region: conv_tiled starting from the bias, the region's epilogue applied to each stored
+    vector, C the float64 result the region stores last (plan_region)."""
+    slots, c_name = plan_region(body, anchor)
+    if c_name is None:
+        raise Unfusable("no float64 result of the region to store the conv in")
+    epilogue = epilogue_of(body, anchor, _conv_mapper(anchor), slots, c_name, None)
+    k = begin_kernel(ctx, node.outputs, node.inputs)
+    where, extras = _region_pointers(k, body, slots)
+    x, w, *bias = (k.ins[index[v.name]] for v in anchor.inputs)
+    operands = Operands(x, w, where[c_name], epilogue, tuple(extras), bias[0] if bias else None)
+    return tiled_conv2d(anchor, k, operands, node.op)
 
 
 # --- other dtypes ---------------------------------------------------------------------------------------------

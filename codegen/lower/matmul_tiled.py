@@ -55,14 +55,16 @@ def tiled_form(spec: GemmSpec) -> str:
 
 @dataclass(frozen=True)
 class Operands:
-    """Where the kernel reads A and B and writes C, and a fused region's epilogue: applied to each vector of C's
-    final values (at its TilePos, whose args are `extras`) before the store."""
+    """Where a tiled kernel reads its operands (A and B; a conv's x and w) and writes C, and a fused region's
+    epilogue: applied to each vector of C's final values (at its TilePos, whose args are `extras`) before the
+    store."""
 
     a: ir.Value
     b: ir.Value
     c: ir.Value
     epilogue: Epilogue | None = None
     extras: tuple[ir.Value, ...] = ()
+    bias: ir.Value | None = None   # a conv2d's, added first (conv_tiled)
 
 
 def tiled_matmul(op: str, k: Kernel, spec: GemmSpec, dtype: DType, operands: Operands | None = None) -> KernelSpec:

@@ -246,16 +246,29 @@ def test_gemm_regions_fuse_their_epilogue(build, shapes) -> None:
         assert not op_by_op(node)
 
 
-@pytest.mark.parametrize("build, shapes, fused", [
+CONV_REGIONS = [
     (lambda b, x, w, c: b.relu(b.add(b.conv2d(x, w, padding=(1, 1)), c)), [(2, 3, 8, 9), (5, 3, 3, 3), (5, 1, 1)],
      True),
     (lambda b, x, w, c, r: b.add(b.conv2d(x, w, c, stride=(2, 2)), r), [(1, 4, 9, 9), (4, 4, 3, 3), (4,), (1, 4, 4, 4)],
      True),
     (lambda b, x, w, r: b.add(b.conv2d(x, w), r), [(1, 2, 6, 7), (3, 2, 3, 3), (1, 1, 4, 1)], False),
-])
+]
+
+
+@pytest.mark.parametrize("build, shapes, fused", CONV_REGIONS)
 def test_conv_regions_fuse_linear_epilogues(build, shapes, fused: bool) -> None:
     for node, operands in regions(build, shapes, kind="conv"):
         check(node, operands, 64 * F32_EPS, 64 * F32_EPS * 6)
+        assert op_by_op(node) != fused
+
+
+@pytest.mark.parametrize("cpu", [None, "haswell"])
+@pytest.mark.parametrize("build, shapes, fused", CONV_REGIONS)
+def test_float64_conv_regions_fuse_linear_epilogues(build, shapes, fused: bool, cpu, monkeypatch) -> None:
+    """conv_tiled starts from the bias and stores through the epilogue."""
+    force_cpu(cpu, monkeypatch)
+    for node, operands in regions(build, shapes, dtype="float64", kind="conv"):
+        check(node, operands, 1e-13, 1e-13 * 6)
         assert op_by_op(node) != fused
 
 
