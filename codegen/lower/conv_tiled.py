@@ -205,8 +205,9 @@ class _ConvTile:
                       constant(dtype, 0, lanes))
 
 
-# (output channels, kernel columns at most) of the weight gradient's tile of dot products, by vector registers
-_WEIGHT_TILE = {32: 8, 16: 4}
+# Accumulators of the weight gradient's tile of dot products (output channels x kernel columns), by vector registers:
+# 8 x 3 with AVX-512's 32, 4 x 3 with 16, beside the vectors of g and x
+_WEIGHT_ACCUMULATORS = {32: 24, 16: 12}
 
 
 def tiled_conv2d_grad_weight(node: Node, k: Kernel, slices: int) -> KernelSpec:
@@ -226,7 +227,7 @@ def tiled_conv2d_grad_weight(node: Node, k: Kernel, slices: int) -> KernelSpec:
     if c_out * cg * kh * kw == 0:
         return k.finish(node.op)
     lanes = max(k.width // 2, 1)
-    rows = min(_WEIGHT_TILE[vector_registers(k.width)], per_group)
+    rows = max(1, min(_WEIGHT_ACCUMULATORS[vector_registers(k.width)] // kw, per_group))
     blocks = ceil(per_group / rows)
     per_slice = n // slices
     b, dtype = k.builder, node.out.dtype
