@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
+from typing import Callable
 
 import llvmlite.ir as ir
 
@@ -34,6 +35,19 @@ from .matmul_tiled import Operands, halving_sum
 
 # (channels, pixel vectors) of the tile, by vector registers
 _TILE = {32: (12, 2), 16: (6, 2)}
+# Kernel columns unrolled at most; a wider kernel (IR text may give any) loops over them instead of growing the code
+_UNROLLED_TAPS = 16
+
+
+def for_taps(b: ir.IRBuilder, count: int, body: Callable[[ir.Value], None]) -> None:
+    """body(j) for the kernel columns j < count: unrolled (constant j, whose column arithmetic LLVM hoists out of
+    the loops around) up to _UNROLLED_TAPS, else a loop."""
+    if count <= _UNROLLED_TAPS:
+        for j in range(count):
+            body(i64(j))
+        return
+    with for_range(b, 0, count, name="tap") as j:
+        body(j)
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,6 @@ class _ConvTile:
         pixel = [b.add(splat(b, b.add(p0, i64(v * lanes)), lanes), iota(ir.IntType(64), lanes))
                  for v in range(vectors)]
         in_row = [b.icmp_signed("<", p, splat(b, i64(pixels_count), lanes)) for p in pixel]
-        taps = [[self._columns(p, j, mask) for p, mask in zip(pixel, in_row)] for j in range(g.taps[1])]
         zero = constant(dtype, 0, lanes)
         acc = [alloca(b, zero.type) for _ in range(rows * vectors)]
         channel = b.add(b.mul(group, i64(per_group)), first)   # the tile's first result channel
@@ -146,14 +159,16 @@ class _ConvTile:
             with b.if_then(inside):   # kernel rows outside the source add nothing
                 at = b.add(plane, b.add(b.mul(c, i64(source_h * source_w)), b.mul(source_row, i64(source_w))))
                 w_tap = b.add(b.mul(c, i64(sc)), b.mul(i, i64(si)))
-                for j, columns in enumerate(taps):
-                    xs = [self._pixels(at, offsets, mask) for offsets, mask in columns]
+
+                def tap(j: ir.Value) -> None:
+                    xs = [self._pixels(at, *self._columns(p, j, mask)) for p, mask in zip(pixel, in_row)]
                     for r in range(rows):
-                        w = load(b, self.weight, b.add(w_rows[r], b.add(w_tap, i64(j * sj))), dtype)
+                        w = load(b, self.weight, b.add(w_rows[r], b.add(w_tap, b.mul(j, i64(sj)))), dtype)
                         weight = splat(b, w, lanes)
                         for v in range(vectors):
                             slot = acc[r * vectors + v]
                             b.store(mul_add(b, weight, xs[v], b.load(slot, typ=zero.type), self.fused), slot)
+                for_taps(b, g.taps[1], tap)
         out = b.mul(b.add(b.mul(image, i64(channels)), channel), i64(rows_count * pixels_count))
         for r in range(rows):
             at = b.add(out, b.add(i64(r * rows_count * pixels_count), b.mul(row, i64(pixels_count))))
@@ -179,15 +194,16 @@ class _ConvTile:
         inside = b.and_(b.icmp_signed(">=", t, i64(0)), b.icmp_signed("<", source_row, i64(g.source[2])))
         return b.and_(exact, inside), source_row
 
-    def _columns(self, pixel: ir.Value, j: int, in_row: ir.Value) -> tuple[ir.Value, ir.Value]:
+    def _columns(self, pixel: ir.Value, j: ir.Value, in_row: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(the source columns kernel column j of the result pixels reads, the lanes that read one)."""
         b, g, lanes = self.b, self.g, self.lanes
         (_, s), (_, pad), (_, d) = g.stride, g.padding, g.dilation
         width = splat(b, i64(g.source[3]), lanes)
+        shift = b.sub(b.mul(j, i64(d)), i64(pad))
         if not g.transposed:
-            columns = b.add(b.mul(pixel, splat(b, i64(s), lanes)), splat(b, i64(j * d - pad), lanes))
+            columns = b.add(b.mul(pixel, splat(b, i64(s), lanes)), splat(b, shift, lanes))
             return columns, b.and_(in_row, b.icmp_unsigned("<", columns, width))
-        t = b.add(pixel, splat(b, i64(pad - j * d), lanes))
+        t = b.sub(pixel, splat(b, shift, lanes))
         columns = b.sdiv(t, splat(b, i64(s), lanes)) if s > 1 else t
         inside = b.and_(b.icmp_signed(">=", t, splat(b, i64(0), lanes)), b.icmp_signed("<", columns, width))
         if s > 1:
@@ -206,7 +222,7 @@ class _ConvTile:
 
 
 # Accumulators of the weight gradient's tile of dot products (output channels x kernel columns), by vector registers:
-# 8 x 3 with AVX-512's 32, 4 x 3 with 16, beside the vectors of g and x
+# 8 x 3 with AVX-512's 32, 4 x 3 with 16, beside the vectors of g and x; a wider kernel's columns take several tiles
 _WEIGHT_ACCUMULATORS = {32: 24, 16: 12}
 
 
@@ -227,8 +243,10 @@ def tiled_conv2d_grad_weight(node: Node, k: Kernel, slices: int) -> KernelSpec:
     if c_out * cg * kh * kw == 0:
         return k.finish(node.op)
     lanes = max(k.width // 2, 1)
-    rows = max(1, min(_WEIGHT_ACCUMULATORS[vector_registers(k.width)] // kw, per_group))
-    blocks = ceil(per_group / rows)
+    most = _WEIGHT_ACCUMULATORS[vector_registers(k.width)]
+    columns_per = min(kw, most)                   # a kernel wider than the accumulators takes several tiles
+    rows = max(1, min(most // columns_per, per_group))
+    blocks, column_blocks = ceil(per_group / rows), ceil(kw / columns_per)
     per_slice = n // slices
     b, dtype = k.builder, node.out.dtype
     (sh, sw), (ph, pw), (dh, dw) = attrs["stride"], attrs["padding"], attrs["dilation"]
@@ -236,10 +254,11 @@ def tiled_conv2d_grad_weight(node: Node, k: Kernel, slices: int) -> KernelSpec:
     zero = constant(dtype, 0, lanes)
     x, g = k.ins
 
-    def tile(part: ir.Value, group: ir.Value, first: ir.Value, ci: ir.Value, i: ir.Value, count: int) -> None:
+    def tile(part: ir.Value, group: ir.Value, first: ir.Value, ci: ir.Value, i: ir.Value, j0: ir.Value, count: int,
+             columns_here: int) -> None:
         co = b.add(b.mul(group, i64(per_group)), first)   # the tile's first output channel
         channel = b.add(b.mul(group, i64(cg)), ci)
-        acc = [alloca(b, zero.type) for _ in range(count * kw)]
+        acc = [alloca(b, zero.type) for _ in range(count * columns_here)]
         for slot in acc:
             b.store(zero, slot)
         start = b.mul(part, i64(per_slice))
@@ -254,8 +273,9 @@ def tiled_conv2d_grad_weight(node: Node, k: Kernel, slices: int) -> KernelSpec:
                     pixel = b.add(splat(b, ow0, lanes), iota(ir.IntType(64), lanes))
                     in_row = b.icmp_signed("<", pixel, splat(b, i64(ow_count), lanes))
                     gs = [load(b, g, b.add(row, ow0), dtype, lanes, in_row) for row in g_rows]
-                    for j in range(kw):
-                        columns = b.add(b.mul(pixel, splat(b, i64(sw), lanes)), splat(b, i64(j * dw - pw), lanes))
+                    for j in range(columns_here):
+                        shift = b.sub(b.mul(b.add(j0, i64(j)), i64(dw)), i64(pw))
+                        columns = b.add(b.mul(pixel, splat(b, i64(sw), lanes)), splat(b, shift, lanes))
                         mask = b.and_(in_row, b.icmp_unsigned("<", columns, splat(b, i64(wd), lanes)))
                         if sw == 1:
                             xs = load(b, x, b.add(x_row, b.extract_element(columns, ir.Constant(I32, 0))), dtype,
@@ -263,19 +283,22 @@ def tiled_conv2d_grad_weight(node: Node, k: Kernel, slices: int) -> KernelSpec:
                         else:
                             xs = gather(b, x, b.add(splat(b, x_row, lanes), columns), dtype, mask, zero)
                         for r in range(count):
-                            slot = acc[r * kw + j]
+                            slot = acc[r * columns_here + j]
                             b.store(mul_add(b, gs[r], xs, b.load(slot, typ=zero.type), fused), slot)
         for r in range(count):
             at = b.add(b.mul(b.add(b.mul(part, i64(c_out)), b.add(co, i64(r))), i64(cg * kh * kw)),
-                       b.add(b.mul(ci, i64(kh * kw)), b.mul(i, i64(kw))))
-            for j in range(kw):
-                total = halving_sum(b, b.load(acc[r * kw + j], typ=zero.type), lanes)
+                       b.add(b.add(b.mul(ci, i64(kh * kw)), b.mul(i, i64(kw))), j0))
+            for j in range(columns_here):
+                total = halving_sum(b, b.load(acc[r * columns_here + j], typ=zero.type), lanes)
                 store(b, total, k.outs[0], b.add(at, i64(j)), dtype)
 
-    with claimed_unit_loop(k, [slices, groups, blocks, cg, kh], name="weights") as (part, group, block, ci, i):
-        first = b.mul(block, i64(rows))
-        by_size(b, block, blocks, rows, per_group - (blocks - 1) * rows,
-                lambda count: tile(part, group, first, ci, i, count))
+    dims = [slices, groups, blocks, cg, kh, column_blocks]
+    with claimed_unit_loop(k, dims, name="weights") as (part, group, block, ci, i, column_block):
+        first, j0 = b.mul(block, i64(rows)), b.mul(column_block, i64(columns_per))
+        last_columns = kw - (column_blocks - 1) * columns_per
+        by_size(b, block, blocks, rows, per_group - (blocks - 1) * rows, lambda count: by_size(
+            b, column_block, column_blocks, columns_per, last_columns,
+            lambda columns_here: tile(part, group, first, ci, i, j0, count, columns_here)))
     return k.finish(node.op)
 
 

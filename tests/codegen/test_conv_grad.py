@@ -70,6 +70,14 @@ def test_conv2d_gradients_float64_match_reference(geometry, cpu, monkeypatch) ->
     _check_both(geometry, np.float64)
 
 
+@pytest.mark.parametrize("geometry", [(1, 2, 3, 40, 3, 1, 30, (1, 1), (0, 5), (1, 1), 1),
+                                      (2, 2, 4, 45, 2, 2, 27, (1, 2), (1, 3), (1, 1), 2)], ids=str)
+def test_conv2d_gradients_float64_of_kernels_wider_than_a_tile(geometry) -> None:
+    """30 and 27 kernel columns: more than the tile unrolls and more than its accumulators hold (IR text may carry
+    any kernel), so the columns loop and take several tiles."""
+    _check_both(geometry, np.float64)
+
+
 def test_conv2d_gradients_match_direct_loops() -> None:
     """An independent reference: the registry samples' loops over every tap (not the im2col of ir/ops/conv.py)."""
     x, g, w, attrs = _operands(GEOMETRIES[3], np.float64, seed=5)
