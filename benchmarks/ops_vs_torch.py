@@ -108,6 +108,8 @@ CASES = [
          _arrays(_normal(2, 16, 8, 32, 32), _normal(32, 16, 3, 3, 3)), 1e-3),
     Case("grid_sample bilinear 4 x 16 x 64 x 64", lambda t, x, g: t.nn.functional.grid_sample(
         x, g, align_corners=False), _arrays(_normal(4, 16, 64, 64), _uniform(-1, 1, 4, 64, 64, 2))),
+    Case("x % 2.5, 1e6", lambda t, x: x % 2.5, _arrays(_normal(1 << 20))),
+    Case("fmod 1e6", lambda t, x, y: t.fmod(x, y), _arrays(_normal(1 << 20), _uniform(0.5, 3, 1 << 20))),
     # float64 models (a model.double(), gradient checks): matmul and conv2d had scalar kernels, exp, log, tanh and erf
     # one libm call per element
     Case("float64 linear 64 x 784 -> 512", lambda t, x, w: t.nn.functional.linear(x, w),

@@ -65,6 +65,12 @@ class Target:
         return self.is_x86 and self.vector_width >= 16
 
     @property
+    def fma(self) -> bool:
+        """Whether fused multiply-adds are instructions here: every x86 CPU with AVX2 or AVX-512 has them (a CPU
+        named without its features lists none), elsewhere as the features say."""
+        return (self.is_x86 and self.vector_width >= 8) or "+fma" in self.features.split(",")
+
+    @property
     def half_width(self) -> bool:
         """Whether this CPU runs 512-bit vector operations as two 256-bit halves (HALF_WIDTH_CPUS)."""
         return self.cpu in HALF_WIDTH_CPUS

@@ -111,7 +111,7 @@ def _emit(node: Node, k: Kernel, geometry: _Geometry, operands: Operands, op: st
     rows, vectors = min(rows, per_group), min(vectors, ceil(pixels_count / lanes))
     pixels = vectors * lanes
     channel_blocks, pixel_blocks = ceil(per_group / rows), ceil(pixels_count / pixels)
-    tile = _ConvTile(node, k, geometry, operands, lanes, "+fma" in k.target.features.split(","))
+    tile = _ConvTile(node, k, geometry, operands, lanes, k.target.fma)
     b = k.builder
     dims = [n, geometry.groups, channel_blocks, rows_count, pixel_blocks]
     with claimed_unit_loop(k, dims, name="tile") as (image, group, block, row, pixel_block):
@@ -250,7 +250,7 @@ def tiled_conv2d_grad_weight(node: Node, k: Kernel, slices: int) -> KernelSpec:
     per_slice = n // slices
     b, dtype = k.builder, node.out.dtype
     (sh, sw), (ph, pw), (dh, dw) = attrs["stride"], attrs["padding"], attrs["dilation"]
-    fused = "+fma" in k.target.features.split(",")
+    fused = k.target.fma
     zero = constant(dtype, 0, lanes)
     x, g = k.ins
 

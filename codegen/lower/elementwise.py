@@ -5,9 +5,8 @@ ELEMENTWISE[op](builder, args, attrs, dtype) computes one op on register values 
 <W x T> vectors of the same width; `dtype` is the operands' dtype (for `where` that of x and y, for `cast` the
 source dtype). Arithmetic carries no fast-math flags, so a fused chain of adds and multiplies rounds after every
 op exactly as the numpy reference does. max/min/relu/clamp propagate NaN like numpy.maximum; comparisons are
-ordered (ne unordered), so NaN compares like numpy. float32 transcendentals and float64 sin/cos are
-codegen.vecmath's vectorizable versions; the other float64 ones call libm per lane (float64 graphs are rare in
-inference, accuracy comes first there).
+ordered (ne unordered), so NaN compares like numpy. Transcendentals, atan2 and fmod are the vectorizable versions
+of codegen.vecmath and its siblings in both float dtypes; float64 pow calls libm per lane.
 
 The kernels run on the elementwise loop nest (nest.py): the output shape iterated with every operand read through
 broadcast strides.
@@ -27,6 +26,7 @@ from braze.ir.types import DType, float64, int32
 from .. import vecmath
 from ..vecmath_emit import libm
 from ..vecmath_atan import atan2
+from ..vecmath_fmod import fmod
 from ..vecmath_pow import powf
 from ..loops import F32, vector_const
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of,
@@ -246,14 +246,7 @@ for _name in ("exp", "log", "tanh", "erf", "sigmoid", "silu", "log1p", "expm1", 
     ELEMENTWISE[_name] = (lambda name: lambda b, args, attrs, dtype: vecmath.call(b, name, args[0]))(_name)
 
 
-def _libm_both(name: str) -> Emit:
-    """The libm function per lane: `name`f for float32, `name` for float64 (no vecmath version yet)."""
-    def emit(b, args, attrs, dtype):
-        return libm(b, name + "f" if dtype.name == "f32" else name, *args)
-    return emit
-
-
-ELEMENTWISE["fmod"] = _libm_both("fmod")
+ELEMENTWISE["fmod"] = lambda b, args, attrs, dtype: fmod(b, *args)   # exact, in vectors (vecmath_fmod)
 
 
 @_emitter("atan2")
@@ -269,7 +262,7 @@ for _name, _intrinsic in (("floor", "floor"), ("ceil", "ceil"), ("round", "round
 def _remainder(b, args, attrs, dtype):
     """numpy's remainder: fmod, moved by y when it is nonzero and its sign differs from y's."""
     x, y = args
-    r = _libm_both("fmod")(b, args, attrs, dtype)
+    r = fmod(b, *args)
     zero = _constant_like(r, 0)
     differs = b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero))
     return b.select(b.and_(b.fcmp_ordered("!=", r, zero), differs), b.fadd(r, y), r)

@@ -73,7 +73,7 @@ def tiled_matmul(op: str, k: Kernel, spec: GemmSpec, dtype: DType, operands: Ope
     operands = operands or Operands(k.ins[0], k.ins[1], k.outs[0])
     lanes = max(k.width // 2, 1)   # float64 lanes in one vector register
     registers = vector_registers(k.width)
-    fused = "+fma" in k.target.features.split(",")
+    fused = k.target.fma
     if tiled_form(spec) == "packed":
         rows, vectors = _PACKED_TILE[registers]
         packed = _Packed(k, spec, dtype, lanes, fused, operands, min(rows, spec.m), vectors * lanes)
