@@ -134,12 +134,27 @@ def exp2_nonpositive(m: VectorEmit, y: ir.Value) -> ir.Value:
     y = n + f with n an integer and |f| <= 1/2, 2^f by one polynomial, scaled by 2^n. 12 vector instructions with
     AVX-512's vscalefps, against exp's 16: no upper clamp, no two-part ln 2 reduction."""
     zero = m.cmp("<", y, _EXP2_LOW)                       # NaN fails the compare and propagates
-    y = m.select(zero, 0.0, y)
+    return m.select(zero, 0.0, _exp2_core(m, m.select(zero, 0.0, y)))
+
+
+_EXP2_HIGH = 128.0   # 2^y overflows float32 above (2^128 itself rounds to inf)
+
+
+def exp2(m: VectorEmit, y: ir.Value) -> ir.Value:
+    """2^y for any float32 y, to 1 ulp and exact at the integers: exp2_nonpositive's method with the overflow to
+    +inf as well (2 ** y with a constant base 2 runs here instead of pow's float64 logarithm)."""
+    zero, over = m.cmp("<", y, _EXP2_LOW), m.cmp(">", y, _EXP2_HIGH)   # NaN fails both and propagates
+    p = _exp2_core(m, m.select(m.b.or_(zero, over), 0.0, y))
+    return m.select(zero, 0.0, m.select(over, float("inf"), p))
+
+
+def _exp2_core(m: VectorEmit, y: ir.Value) -> ir.Value:
+    """2^y for y in [-150, 128] (or NaN): y rounded to an integer n exactly, 2^(y - n) by the polynomial, times 2^n."""
     t = m.add(y, _ROUND_MAGIC)
-    n = m.sub(t, _ROUND_MAGIC)                            # y rounded to an integer, exactly: |y| <= 150
+    n = m.sub(t, _ROUND_MAGIC)
     f = m.sub(y, n)
     p = m.fma(m.horner(f, _EXP2_P), f, 1.0)
-    return m.select(zero, 0.0, m.times_pow2(p, n, m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC)))))
+    return m.times_pow2(p, n, m.b.sub(m.bits(t), m.bits(m.k(_ROUND_MAGIC))))
 
 
 def _log(m: VectorEmit, x: ir.Value) -> ir.Value:

@@ -278,8 +278,10 @@ def test_vecmath_float64_versions_are_their_own_functions():
     assert vecmath.function(module, "exp", 8, F64).ftype.return_type == vec(8, F64)
 
 
-def _exp2_kernel(variant: str):
-    """y[i] = exp2_nonpositive(x[i]) on the variant's vectors (or one lane at a time)."""
+@functools.cache
+def _exp2_kernel(variant: str, body_of=None):
+    """y[i] = exp2_nonpositive(x[i]) (or body_of's) on the variant's vectors (or one lane at a time)."""
+    body_of = body_of or exp2_nonpositive
     target = host_target(CPUS.get(variant))
     width = 1 if variant == "scalar" else target.vector_width
     symbol = f"k_{uuid.uuid4().hex[:8]}_exp2"
@@ -289,7 +291,7 @@ def _exp2_kernel(variant: str):
     x, y, n = fn.args
 
     def body(i, lanes):
-        store(b, exp2_nonpositive(VectorEmit(b, module, lanes), load(b, x, i, vec(lanes, F32))), y, i)
+        store(b, body_of(VectorEmit(b, module, lanes), load(b, x, i, vec(lanes, F32))), y, i)
     vector_loop(b, 0, n, width, body)
     b.ret_void()
     cfunc = compile_ir(module, use_cache=False).cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -424,6 +426,26 @@ def test_vecmath_float64_tails(name):
     with np.errstate(all="ignore"):
         absolute = np.abs(y.astype(np.longdouble) - reference64(name, x)).astype(np.float64)
     assert np.all(absolute <= 2.0 ** -52 * np.abs(x))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_exp2_within_one_ulp_and_exact_at_integers(variant):
+    """2 ** y (pow with the constant base 2): 1 ulp from the underflow to the overflow (1.5 without FMA), subnormal
+    results included, every integer's power exact, C's pow(2, y) at the special values."""
+    run = _exp2_kernel(variant, vecmath.exp2)
+    y = np.concatenate([np.linspace(-160, 130, 2 ** 20, dtype=np.float32), np.linspace(-1, 1, 2 ** 16, dtype=np.float32),
+                        np.float32([127.5, 127.99999, 128.0, 128.00002, -149.5, -150.0, -126.0])])
+    got = run(y)
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.exp2(y.astype(np.float64))
+    err = ulp_error(got, want)
+    worst, bound = int(np.argmax(err)), 1.5 if variant == "generic-cpu" else 1.0
+    assert err.max() <= bound, f"2^{y[worst]!r} = {got[worst]!r}, expected {want[worst]!r}"
+    integers = np.arange(-149, 128, dtype=np.float32)
+    assert np.array_equal(run(integers), np.exp2(integers.astype(np.float64)).astype(np.float32))
+    special = run(np.float32([-np.inf, np.inf, np.nan, 0.0, -0.0, 1000.0, -1000.0]))
+    assert special[0] == 0.0 and special[1] == np.inf and np.isnan(special[2])
+    assert list(special[3:]) == [1.0, 1.0, np.inf, 0.0]
 
 
 UNDERFLOW_FLAG = 0x10  # MXCSR's UE bit
