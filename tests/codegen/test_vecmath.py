@@ -433,7 +433,8 @@ def test_exp2_within_one_ulp_and_exact_at_integers(variant):
     """2 ** y (pow with the constant base 2): 1 ulp from the underflow to the overflow (1.5 without FMA), subnormal
     results included, every integer's power exact, C's pow(2, y) at the special values."""
     run = _exp2_kernel(variant, vecmath.exp2)
-    y = np.concatenate([np.linspace(-160, 130, 2 ** 20, dtype=np.float32), np.linspace(-1, 1, 2 ** 16, dtype=np.float32),
+    y = np.concatenate([np.linspace(-160, 130, 2 ** 20, dtype=np.float32),
+                        np.linspace(-1, 1, 2 ** 16, dtype=np.float32),
                         np.float32([127.5, 127.99999, 128.0, 128.00002, -149.5, -150.0, -126.0])])
     got = run(y)
     with np.errstate(over="ignore", under="ignore"):
