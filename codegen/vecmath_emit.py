@@ -110,6 +110,27 @@ class VectorEmit:
         half = self.b.ashr(n_int, self.ki(1))
         return self.mul(self.mul(p, self.pow2(half)), self.pow2(self.b.sub(n_int, half)))
 
+    def two_prod(self, a: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(p, e) with p + e = a c exactly, p = fl(a c): one FMA where the target has it, else Dekker's product of
+        Veltkamp's halves (float64; plain operations, never contracted)."""
+        b, a, c = self.b, self._v(a), self._v(c)
+        p = b.fmul(a, c)
+        target = target_of(self.module)
+        if target is not None and target.fma:
+            name = f"llvm.fma.{'v%d' % self.width if self.width > 1 else ''}{'f32' if self.element == F32 else 'f64'}"
+            fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(self.f, [self.f] * 3),
+                                                              name)
+            return p, b.call(fn, [a, c, b.fneg(p)])
+        split = self.k(134217729.0 if self.element != F32 else 4097.0)   # 2^27 + 1 (2^12 + 1 for float32)
+
+        def halves(v: ir.Value) -> tuple[ir.Value, ir.Value]:
+            t = b.fmul(split, v)
+            high = b.fsub(t, b.fsub(t, v))
+            return high, b.fsub(v, high)
+        (ah, al), (ch, cl) = halves(a), halves(c)
+        e = b.fadd(b.fadd(b.fadd(b.fsub(b.fmul(ah, ch), p), b.fmul(ah, cl)), b.fmul(al, ch)), b.fmul(al, cl))
+        return p, e
+
     def lookup(self, table: list[float], index: ir.Value) -> ir.Value:
         """table[index] per lane (see permute_lookup)."""
         return permute_lookup(self.b, table, index)
@@ -155,7 +176,7 @@ def log_of_any(m: VectorEmit, x: ir.Value, core: LogCore) -> ir.Value:
         return _log_any(m, x, core)
     smallest = m.k(2.0 ** -126 if m.element == F32 else 2.0 ** -1022)
     normal = m.b.and_(m.cmp(">=", x, smallest), m.cmp("<", x, float("inf")))   # NaN fails both
-    return m.unless_rare(m.b.not_(normal), core(m, *_log_split(m, x, None)), lambda: _log_any(m, x, core), "log",
+    return m.unless_rare(m.b.not_(normal), core(m, *log_split(m, x, None)), lambda: _log_any(m, x, core), "log",
                          1 << 10)
 
 
@@ -164,13 +185,13 @@ def _log_any(m: VectorEmit, x: ir.Value, core: LogCore) -> ir.Value:
     +inf."""
     mantissa = 23 if m.element == F32 else 52
     tiny = m.cmp("<", x, 2.0 ** -126 if m.element == F32 else 2.0 ** -1022)   # subnormal (zero or negative: below)
-    r = core(m, *_log_split(m, m.select(tiny, m.mul(x, 2.0 ** mantissa), x), tiny))
+    r = core(m, *log_split(m, m.select(tiny, m.mul(x, 2.0 ** mantissa), x), tiny))
     r = m.select(m.cmp("==", x, float("inf")), float("inf"), r)
     r = m.select(m.cmp("==", x, 0.0), -float("inf"), r)
     return m.select(m.cmp("<", x, 0.0, ordered=False), float("nan"), r)   # negative or NaN
 
 
-def _log_split(m: VectorEmit, x: ir.Value, tiny: ir.Value | None) -> tuple[ir.Value, ir.Value]:
+def log_split(m: VectorEmit, x: ir.Value, tiny: ir.Value | None) -> tuple[ir.Value, ir.Value]:
     """(e, f) with x = 2^e (1 + f), 1 + f in [sqrt(1/2), sqrt(2)), by integer arithmetic on the bits of a positive
     normal x, or of a subnormal one scaled by 2^mantissa in the lanes of `tiny`; e as a float."""
     mantissa, sqrt_half = (23, 0x3F3504F3) if m.element == F32 else (52, 0x3FE6A09E667F3BCD)

@@ -6,7 +6,7 @@ ELEMENTWISE[op](builder, args, attrs, dtype) computes one op on register values 
 source dtype). Arithmetic carries no fast-math flags, so a fused chain of adds and multiplies rounds after every
 op exactly as the numpy reference does. max/min/relu/clamp propagate NaN like numpy.maximum; comparisons are
 ordered (ne unordered), so NaN compares like numpy. Transcendentals, atan2 and fmod are the vectorizable versions
-of codegen.vecmath and its siblings in both float dtypes; float64 pow calls libm per lane.
+of codegen.vecmath and its siblings in both float dtypes.
 
 The kernels run on the elementwise loop nest (nest.py): the output shape iterated with every operand read through
 broadcast strides.
@@ -27,7 +27,7 @@ from .. import vecmath
 from ..vecmath_emit import VectorEmit, libm
 from ..vecmath_atan import atan2
 from ..vecmath_fmod import fmod
-from ..vecmath_pow import powf
+from ..vecmath_pow import pow64, powf
 from ..loops import F32, vector_const
 from .base import (Kernel, KernelContext, KernelSpec, Unfusable, begin_kernel, constant, intrinsic, lanes_of,
                    register, register_type, unsupported, widen)
@@ -110,15 +110,15 @@ def _div(b, args, attrs, dtype):
 def _pow(b, args, attrs, dtype):
     """x ** y: the exponents code writes most (x ** 3 in GPT-2's gelu, (v + eps) ** -0.5 in hand-written norms)
     as multiplies, divisions and square roots, within pow's 4 ulp and with its special values (a libm powf per lane
-    took 5x numpy's time on 1e6 values); a constant base 2 as vecmath.exp2; any other float32 exponent in float64
-    vectors (vecmath_pow), float64 through libm."""
+    took 5x numpy's time on 1e6 values); a constant base 2 as vecmath.exp2; any other exponent in vectors
+    (vecmath_pow: float32 in float64, float64 in double-double)."""
     x, y = args
     n = _uniform(y)
     if n in _POWERS:
         return _POWERS[n](b, x)
     if _uniform(x) == 2.0 and dtype.name == "f32":   # 2 ** y (torch.exp2): 2^y directly, exact at integers
         return vecmath.exp2(VectorEmit(b, b.module, lanes_of(y), F32), y)
-    return powf(b, x, y) if dtype.name == "f32" else libm(b, "pow", x, y)
+    return powf(b, x, y) if dtype.name == "f32" else pow64(b, x, y)
 
 
 def _root(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
