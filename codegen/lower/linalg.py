@@ -13,8 +13,8 @@ is a GEMV that streams W as stored (codegen/gemv.py), with nothing to pack. A co
 which reads its weight in place) whose weight is fixed likewise reads the weight pre-packed as its GEMM's A.
 
 float64 matmul and linear run on the packed blocks and register tiles of matmul_tiled.py, float64 conv2d on the
-register tile of conv_tiled.py, integer matmul on a row kernel vectorized along C's columns. Regions of those dtypes
-are lowered op by op (fused.py).
+register tile of conv_tiled.py, both applying a region's epilogue to C's final values the same way; integer matmul
+runs on a row kernel vectorized along C's columns, and integer regions are lowered op by op (fused.py).
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from ..loops import I8, PTR, alloca, for_range, i64, vector_loop
 from .base import (KernelContext, KernelSpec, PreparedWeight, Unfusable, begin_kernel, broadcast_strides,
                    claim_words, claimed_unit_loop, constant, contiguous_strides, load, offset_of, register, round_up,
                    share_words, store, unsupported, widen)
-from .elementwise import apply_node
 from .conv_tiled import tiled_conv2d
+from .elementwise import apply_node
 from .matmul_tiled import Operands, tiled_matmul
 from .reduction import single_body
 
