@@ -1,11 +1,12 @@
-"""conv2d and its input gradient in float64: a register tile of channels times vectors of pixels, reading the
-activations and the weight in place.
+"""conv2d and its gradients in float64: register tiles of channels times vectors of pixels, reading the activations
+and the weight in place.
 
 float32 has codegen/conv.py and codegen/conv_grad.py (blocked layouts, packed weights, GEMMs); float64 had one scalar
 multiply-add per tap per element, 10-20x torch's time (a float64 CNN's training step 0.07x). Here a tile holds R
 channels of the result (of one group) times V vectors of L consecutive pixels of one of its rows (12 x 2 vectors of
 8 lanes on AVX-512, 6 x 2 of 4 on AVX2: the GEMM's tile shapes). For each channel summed over and each kernel row
-that lands inside the source (others are skipped), the kernel columns are unrolled: per tap, each pixel vector is
+that lands inside the source (others are skipped), the kernel columns are unrolled (up to _UNROLLED_TAPS; a wider
+kernel loops over them): per tap, each pixel vector is
 one load of the source row (unit stride; a gather otherwise) whose lanes outside it or past the result's row are
 masked off, each result channel's weight one broadcast, then R V multiply-adds.
 - conv2d: the source is x; output pixel p of row oh reads x at (oh s - pad + i d, p s - pad + j d); a pointwise
@@ -16,7 +17,8 @@ masked off, each result channel's weight one broadcast, then R V multiply-adds.
 Units are (image, group, channel block, row, pixel block), pixel blocks innermost, so a thread's consecutive units
 read one block of weights from L1. Each result element is one chain of multiply-adds in the order (channel summed
 over, kernel row, kernel column), from the bias or zero, whatever the unit split: the same bytes on any number of
-threads.
+threads. A conv region's epilogue (folded batch norm, activation, residual) applies to each stored vector. The weight
+gradient is a tile of dot products of its own (tiled_conv2d_grad_weight).
 """
 from __future__ import annotations
 
