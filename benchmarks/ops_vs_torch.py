@@ -110,8 +110,8 @@ CASES = [
         x, g, align_corners=False), _arrays(_normal(4, 16, 64, 64), _uniform(-1, 1, 4, 64, 64, 2))),
     Case("x % 2.5, 1e6", lambda t, x: x % 2.5, _arrays(_normal(1 << 20))),
     Case("fmod 1e6", lambda t, x, y: t.fmod(x, y), _arrays(_normal(1 << 20), _uniform(0.5, 3, 1 << 20))),
-    # float64 models (a model.double(), gradient checks): matmul and conv2d had scalar kernels, exp, log, tanh and erf
-    # one libm call per element
+    # float64 models (a model.double(), gradient checks): matmul and conv2d had scalar kernels, exp, log, tanh, erf,
+    # pow and atan2 one libm call per element
     Case("float64 linear 64 x 784 -> 512", lambda t, x, w: t.nn.functional.linear(x, w),
          _arrays(_double(64, 784), _double(512, 784))),
     Case("float64 x @ y 512 x 512 x 512", lambda t, x, y: x @ y, _arrays(_double(512, 512), _double(512, 512))),
@@ -120,6 +120,8 @@ CASES = [
     Case("float64 softmax 512 x 512", lambda t, x: t.softmax(x, -1), _arrays(_double(512, 512))),
     Case("float64 tanh 1e6", lambda t, x: t.tanh(x), _arrays(_double(1 << 20))),
     Case("float64 gelu 1e6", lambda t, x: t.nn.functional.gelu(x), _arrays(_double(1 << 20))),
+    Case("float64 |x| ** 2.5, 1e6", lambda t, x: x.abs() ** 2.5, _arrays(_double(1 << 20))),
+    Case("float64 atan2 1e6", lambda t, y, x: t.atan2(y, x), _arrays(_double(1 << 20), _double(1 << 20))),
 ]
 
 
