@@ -110,6 +110,13 @@ class VectorEmit:
         half = self.b.ashr(n_int, self.ki(1))
         return self.mul(self.mul(p, self.pow2(half)), self.pow2(self.b.sub(n_int, half)))
 
+    def fused(self, a, c, d) -> ir.Value:
+        """a c + d rounded once (llvm.fma), for exact error terms: only where Target.fma holds (elsewhere LLVM would
+        make it a libm call per lane)."""
+        name = f"llvm.fma.{'v%d' % self.width if self.width > 1 else ''}{'f32' if self.element == F32 else 'f64'}"
+        fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(self.f, [self.f] * 3), name)
+        return self.b.call(fn, [self._v(a), self._v(c), self._v(d)])
+
     def two_prod(self, a: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(p, e) with p + e = a c exactly, p = fl(a c): one FMA where the target has it, else Dekker's product of
         Veltkamp's halves (float64; plain operations, never contracted)."""
@@ -117,10 +124,7 @@ class VectorEmit:
         p = b.fmul(a, c)
         target = target_of(self.module)
         if target is not None and target.fma:
-            name = f"llvm.fma.{'v%d' % self.width if self.width > 1 else ''}{'f32' if self.element == F32 else 'f64'}"
-            fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(self.f, [self.f] * 3),
-                                                              name)
-            return p, b.call(fn, [a, c, b.fneg(p)])
+            return p, self.fused(a, c, b.fneg(p))
         split = self.k(134217729.0 if self.element != F32 else 4097.0)   # 2^27 + 1 (2^12 + 1 for float32)
 
         def halves(v: ir.Value) -> tuple[ir.Value, ir.Value]:

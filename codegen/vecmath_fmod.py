@@ -47,7 +47,7 @@ def fmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     if element == F32:
         r = wide.sub(xd, wide.mul(q, yd))                 # q y exact: |q| < 2^29, y of 24 bits
     else:
-        r = _fused(wide, b.fneg(q), yd, xd)               # exact x - q y, rounded once
+        r = wide.fused(b.fneg(q), yd, xd)                 # exact x - q y, rounded once
     toward = wide.copysign(ay, xd)                        # |y| with x's sign
     flipped = b.icmp_signed("<", b.xor(wide.bits(r), wide.bits(xd)), wide.ki(0))   # signs differ (no product:
     wrong_sign = b.and_(flipped, wide.cmp("!=", r, 0.0))                           # it underflows for tiny ones)
@@ -69,14 +69,6 @@ def _truncate(m: VectorEmit, v: ir.Value) -> ir.Value:
     nearest = m.sub(m.add(a, _ROUND), _ROUND)
     down = m.select(m.cmp(">", nearest, a), m.sub(nearest, 1.0), nearest)
     return m.copysign(down, v)
-
-
-def _fused(m: VectorEmit, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
-    """a b + c rounded once (llvm.fma; only where the target has FMA)."""
-    suffix = f"v{m.width}f64" if m.width > 1 else "f64"
-    fn = m.module.globals.get(f"llvm.fma.{suffix}") or ir.Function(
-        m.module, ir.FunctionType(m.f, [m.f, m.f, m.f]), f"llvm.fma.{suffix}")
-    return m.b.call(fn, [a, b, c])
 
 
 __all__ = ["fmod", "has_vector_fmod"]
